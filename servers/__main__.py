@@ -1,0 +1,150 @@
+"""`python -m servers NAME --port P ...`: run one framework server behind the wire contract.
+
+This process opens the listening socket(s) itself, so every framework gets the same
+socket options (TCP_NODELAY, which accepted sockets inherit on Linux; SO_REUSEPORT for
+workers; the same backlog), and `--port 0` works for any worker count. With `--workers N`
+it forks N workers, each with its own SO_REUSEPORT socket on the same port and its own
+telemetry line, and it forwards SIGTERM/SIGINT to them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import signal
+import socket
+import sys
+
+from servers import FRAMEWORKS
+from servers.common import ServerState
+from servers.contract import LISTEN_BACKLOG, SINKS, ServerOptions
+
+
+def parse_options(argv: list[str]) -> ServerOptions:
+    """The contract's command line, as ServerOptions; a bad value exits with one line."""
+    parser = argparse.ArgumentParser(prog="python -m servers", description=__doc__)
+    parser.add_argument("framework", choices=sorted(FRAMEWORKS))
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0: the OS chooses (see telemetry)")
+    parser.add_argument("--sink", choices=SINKS, default="empty")
+    parser.add_argument("--sink-path")
+    parser.add_argument("--mongo-url")
+    parser.add_argument("--mongo-w", type=int, choices=(0, 1), default=1)
+    parser.add_argument("--files-dir")
+    parser.add_argument("--memcached", metavar="HOST:PORT")
+    parser.add_argument("--mc-proxy-port", type=int)
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--loop", help="event loop for aiohttp and tornado: asyncio|uvloop")
+    args = parser.parse_args(argv)
+    framework = FRAMEWORKS[args.framework]
+    loop = args.loop or framework.loops[0]
+    if loop not in framework.loops:
+        parser.error(f"{args.framework} runs on {', '.join(framework.loops)}, not {loop!r}")
+    if loop not in framework.usable_loops():
+        parser.error(f"loop {loop!r} is not installed (pip install {loop})")
+    try:
+        return ServerOptions(
+            framework=args.framework,
+            host=args.host,
+            port=args.port,
+            sink=args.sink,
+            sink_path=args.sink_path,
+            mongo_url=args.mongo_url,
+            mongo_w=args.mongo_w,
+            files_dir=args.files_dir,
+            memcached=args.memcached,
+            mc_proxy_port=args.mc_proxy_port,
+            workers=args.workers,
+            loop=loop,
+        )
+    except ValueError as error:
+        parser.error(str(error))
+        raise  # unreachable: parser.error exits
+
+
+def open_listeners(host: str, port: int, count: int) -> list[socket.socket]:
+    """`count` listening sockets on one port (SO_REUSEPORT when more than one)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listeners: list[socket.socket] = []
+    for _ in range(count):
+        listener = socket.socket(family, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if count > 1:
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        # Inherited by accepted sockets: no 40 ms delayed-ACK stalls (DESIGN.md).
+        listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        listener.bind((host, port))
+        listener.listen(LISTEN_BACKLOG)
+        port = listener.getsockname()[1]
+        listeners.append(listener)
+    return listeners
+
+
+def run_worker(options: ServerOptions, listener: socket.socket, worker: int) -> None:
+    """Import the framework (gevent/eventlet patch here) and serve until SIGTERM."""
+    module = importlib.import_module(FRAMEWORKS[options.framework].module)
+    state = ServerState(options.framework, options.loop or "", worker)
+    state.port = listener.getsockname()[1]
+    module.serve(options, listener, state)
+
+
+def supervise(options: ServerOptions, listeners: list[socket.socket]) -> int:
+    """Fork one worker per listener; forward SIGTERM/SIGINT; exit 0 when all exit 0."""
+    children: list[int] = []
+    for worker, listener in enumerate(listeners):
+        pid = os.fork()
+        if pid == 0:
+            for other in listeners:
+                if other is not listener:
+                    other.close()
+            code = 0
+            try:
+                run_worker(options, listener, worker)
+            except SystemExit as stop:
+                code = stop.code if isinstance(stop.code, int) else 1
+                if not isinstance(stop.code, int) and stop.code is not None:
+                    print(stop.code, file=sys.stderr)
+            except BaseException:
+                import traceback
+
+                traceback.print_exc()
+                code = 1
+            finally:
+                sys.stdout.flush()
+                os._exit(code)
+        children.append(pid)
+    for listener in listeners:
+        listener.close()
+
+    def forward(signum: int, _frame: object) -> None:
+        for child in children:
+            try:
+                os.kill(child, signum)
+            except ProcessLookupError:
+                pass
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    worst = 0
+    for child in children:
+        _, status = os.waitpid(child, 0)
+        worst = max(worst, os.waitstatus_to_exitcode(status) != 0)
+    return worst
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = parse_options(sys.argv[1:] if argv is None else argv)
+    try:
+        listeners = open_listeners(options.host, options.port, options.workers)
+    except OSError as error:
+        print(f"servers: cannot listen on {options.host}:{options.port}: {error}", file=sys.stderr)
+        return 1
+    if options.workers == 1:
+        run_worker(options, listeners[0], 0)
+        return 0
+    return supervise(options, listeners)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

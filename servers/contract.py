@@ -1,0 +1,100 @@
+"""The server wire contract: the one place it lives.
+
+Every framework server and every test imports these names, so a route, a payload, a limit
+or a telemetry field is written exactly once (see DESIGN.md, "Server wire contract").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# -- routes -----------------------------------------------------------------------------
+ROUTE_TEXT = "/"
+ROUTE_COUNTER = "/counter"
+ROUTE_LOG = "/log"
+ROUTE_FILES_PREFIX = "/files/"
+ROUTE_GRIDFS_PREFIX = "/gridfs/"
+ROUTE_MEMCACHED_PREFIX = "/mc/"
+ROUTE_WEBSOCKET = "/ws"
+
+# -- payloads ---------------------------------------------------------------------------
+TEXT_BODY = b"I am a stupid HTTP server!"
+TEXT_CONTENT_TYPE = "text/plain"
+JSON_CONTENT_TYPE = "application/json"
+LOG_REPLY_BODY = b"success"
+COUNTER_FIELDS = ("open", "max_open", "requests")
+RECORD_FIELDS = ("seq", "time", "method", "path", "headers", "body")
+# /ws messages are stored with the same record shape as /log requests.
+WEBSOCKET_RECORD_METHOD = "WS"
+
+# -- WebSocket rules --------------------------------------------------------------------
+WS_SUBPROTOCOL = "myprotocol"
+WS_ORIGIN = "agent"
+WS_BAD_ORIGIN_STATUS = 403  # an Origin other than WS_ORIGIN
+WS_NO_SUBPROTOCOL_STATUS = 400  # a handshake that does not offer WS_SUBPROTOCOL
+WS_MAX_MESSAGE_BYTES = 1024 * 1024
+WS_CLOSE_NORMAL = 1000
+WS_CLOSE_GOING_AWAY = 1001  # server shutting down
+WS_CLOSE_UNSUPPORTED_DATA = 1003  # a binary message
+WS_CLOSE_INVALID_PAYLOAD = 1007  # text that is not a JSON object
+WS_CLOSE_TOO_BIG = 1009  # a message over WS_MAX_MESSAGE_BYTES
+
+# -- process model and timing -----------------------------------------------------------
+TICK_INTERVAL_S = 0.010  # the seed's event-loop probe: a 10 ms timer
+TELEMETRY_INTERVAL_S = 1.0
+SHUTDOWN_GRACE_S = 5.0  # SIGTERM: exit 0 within this
+LISTEN_BACKLOG = 65535  # the kernel caps it at net.core.somaxconn
+
+SINKS = ("empty", "file", "mongo")
+
+# -- telemetry line ---------------------------------------------------------------------
+# DESIGN.md fixes the first fourteen; the rest say which process and loop produced it.
+TELEMETRY_FIELDS = (
+    "t",
+    "pid",
+    "open",
+    "max_open",
+    "requests",
+    "messages",
+    "bad",
+    "tick_avg_ms",
+    "tick_max_ms",
+    "gc_collections",
+    "gc_pause_ms",
+    "stored",
+    "sink_errors",
+    "backlog",
+    "rss_bytes",
+    "framework",
+    "loop",
+    "port",
+    "worker",
+)
+
+
+@dataclass(frozen=True)
+class ServerOptions:
+    """What `python -m servers NAME ...` was asked for; handed to each framework's `serve`."""
+
+    framework: str
+    host: str = "127.0.0.1"
+    port: int = 0
+    sink: str = "empty"
+    sink_path: str | None = None
+    mongo_url: str | None = None
+    mongo_w: int = 1
+    files_dir: str | None = None
+    memcached: str | None = None
+    mc_proxy_port: int | None = None
+    workers: int = 1
+    loop: str | None = None  # None: the framework's default loop (servers.FRAMEWORKS)
+
+    def __post_init__(self) -> None:
+        if self.sink not in SINKS:
+            raise ValueError(f"sink {self.sink!r} is not one of {', '.join(SINKS)}")
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"port {self.port} is outside 0..65535")
+        if self.workers < 1:
+            raise ValueError(f"workers must be at least 1, not {self.workers}")
+        if self.mongo_w not in (0, 1):
+            raise ValueError(f"mongo_w must be 0 or 1, not {self.mongo_w}")
