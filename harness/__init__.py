@@ -1,0 +1,1 @@
+"""The comparison harness: CLI, servers' lifecycle, verify, doctor (and ramps, runner...)."""
