@@ -7,6 +7,7 @@ first line of every worker is the readiness signal (it also tells the OS-chosen 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -39,7 +40,7 @@ class ServerProcess:
         self.other_output: list[str] = []
         self._lock = threading.Lock()
         self._ready = threading.Event()
-        self._stderr_file = tempfile.TemporaryFile(mode="w+b")
+        self._stderr_file = tempfile.TemporaryFile(mode="w+b")  # noqa: SIM115 (lives with the process)
         self.port = 0
         self.process = subprocess.Popen(
             command,
@@ -76,10 +77,8 @@ class ServerProcess:
     def stop(self, timeout_s: float = SHUTDOWN_GRACE_S + 1.0) -> int:
         """SIGTERM, wait up to `timeout_s`, then SIGKILL the group; returns the exit status."""
         if self.process.poll() is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(self.process.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
             try:
                 self.process.wait(timeout_s)
             except subprocess.TimeoutExpired:
@@ -93,10 +92,8 @@ class ServerProcess:
         self.process.wait()
 
     def _kill_group(self) -> None:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
 
     def __enter__(self) -> ServerProcess:
         return self
@@ -199,5 +196,3 @@ def start_server(
         server.kill()
         raise
     return server
-
-

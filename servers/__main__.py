@@ -10,6 +10,7 @@ telemetry line, and it forwards SIGTERM/SIGINT to them.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import signal
@@ -119,10 +120,8 @@ def supervise(options: ServerOptions, listeners: list[socket.socket]) -> int:
 
     def forward(signum: int, _frame: object) -> None:
         for child in children:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(child, signum)
-            except ProcessLookupError:
-                pass
 
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)

@@ -25,9 +25,7 @@ def make_app(state: ServerState, sink) -> web.Application:
 
     async def counter(request: web.Request) -> web.Response:
         state.requests += 1
-        return web.Response(
-            body=state.counter_payload(), content_type=contract.JSON_CONTENT_TYPE
-        )
+        return web.Response(body=state.counter_payload(), content_type=contract.JSON_CONTENT_TYPE)
 
     async def log(request: web.Request) -> web.Response:
         state.requests += 1
@@ -54,8 +52,14 @@ def make_app(state: ServerState, sink) -> web.Application:
                 close_code = common.websocket_close_code(message.data)
                 if close_code is None:
                     state.messages += 1
-                    sink.store(state.make_record(contract.WEBSOCKET_RECORD_METHOD,
-                                                 contract.ROUTE_WEBSOCKET, {}, message.data))
+                    sink.store(
+                        state.make_record(
+                            contract.WEBSOCKET_RECORD_METHOD,
+                            contract.ROUTE_WEBSOCKET,
+                            {},
+                            message.data,
+                        )
+                    )
                     continue
             elif message.type == WSMsgType.BINARY:
                 close_code = contract.WS_CLOSE_UNSUPPORTED_DATA

@@ -114,9 +114,7 @@ class ServerState:
     # -- telemetry -------------------------------------------------------------------
     def telemetry(self) -> dict[str, Any]:
         """The current telemetry record; starts a new tick window."""
-        tick_avg_ms = (
-            self._tick_lag_sum_s / self._tick_count * 1000.0 if self._tick_count else 0.0
-        )
+        tick_avg_ms = self._tick_lag_sum_s / self._tick_count * 1000.0 if self._tick_count else 0.0
         record = {
             "t": round(time.time(), 3),
             "pid": os.getpid(),

@@ -29,5 +29,7 @@ class EmptySink:
 def open_empty_sink(options: ServerOptions, state: ServerState) -> EmptySink:
     """The sink for `options`; only `empty` is available yet."""
     if options.sink != "empty":
-        raise SystemExit(f"servers: the {options.sink!r} sink is not available yet; use --sink empty")
+        raise SystemExit(
+            f"servers: the {options.sink!r} sink is not available yet; use --sink empty"
+        )
     return EmptySink(state)

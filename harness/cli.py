@@ -1,0 +1,183 @@
+"""The `harness` command line: parses and dispatches only; the work lives in its modules.
+
+A user's mistake raises UserError, caught once in `main()`: one line, exit status 1.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from harness.errors import UserError
+from servers import FRAMEWORKS
+from servers.contract import SINKS
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Compare web-server frameworks fairly: identical load, pinned CPUs, telemetry.",
+)
+console = Console()
+
+
+@app.command("list")
+def list_frameworks(
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+) -> None:
+    """Frameworks, whether they are installed here, their versions and event loops."""
+    rows = [
+        {
+            "framework": name,
+            "available": framework.available(),
+            "missing": framework.missing(),
+            "versions": framework.versions(),
+            "loops": list(framework.usable_loops()),
+        }
+        for name, framework in FRAMEWORKS.items()
+    ]
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    table = Table("framework", "available", "versions", "loops")
+    for row in rows:
+        available = "yes" if row["available"] else f"no (pip install {' '.join(row['missing'])})"
+        versions = ", ".join(f"{k} {v}" for k, v in row["versions"].items())
+        table.add_row(row["framework"], available, versions, ", ".join(row["loops"]))
+    console.print(table)
+
+
+@app.command()
+def doctor(
+    install: bool = typer.Option(False, "--install", help="apt-get install missing tools."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+) -> None:
+    """Load tools found (with versions) and the limits that bound a run on this machine."""
+    from harness.doctor import doctor_report, install_missing
+
+    if install:
+        installed = install_missing()
+        if not as_json:
+            console.print(
+                f"installed: {', '.join(installed)}" if installed else "nothing to install"
+            )
+    report = doctor_report()
+    if as_json:
+        print(json.dumps(report, indent=2))
+        return
+    table = Table("tool", "package", "version", "path")
+    for tool in report["tools"].values():  # type: ignore[union-attr]
+        table.add_row(tool["name"], tool["package"], tool["version"] or "[red]missing[/]",
+                      tool["path"] or "")  # fmt: skip
+    console.print(table)
+    host = report["host"]
+    limits = Table("host fact", "value")
+    for key, value in host.items():  # type: ignore[union-attr]
+        limits.add_row(key, str(value))
+    console.print(limits)
+
+
+def _parse_sinks(spec: str) -> list[str]:
+    sinks = [s.strip() for s in spec.split(",") if s.strip()]
+    unknown = [s for s in sinks if s not in SINKS]
+    if unknown or not sinks:
+        raise UserError(
+            f"unknown sink {', '.join(unknown) or repr(spec)}: choose from {', '.join(SINKS)}"
+        )
+    return sinks
+
+
+def _check_cpus(spec: str) -> str:
+    from harness.affinity import parse_cpu_list
+
+    parse_cpu_list(spec)
+    return spec
+
+
+@app.command()
+def verify(
+    frameworks: str = typer.Option("all", help="all, or a comma-separated list of frameworks."),
+    sinks: str = typer.Option("empty", help="Comma-separated sinks to verify with."),
+    server_cpus: str = typer.Option(None, help="Pin each server to these CPUs (e.g. 0)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+) -> None:
+    """Start each server and check every route, WebSocket rule and latency; exit 1 on failure."""
+    from harness.frameworks import select_frameworks
+    from harness.verify import verify_framework
+
+    names = select_frameworks(frameworks)
+    sink_names = _parse_sinks(sinks)
+    cpus = _check_cpus(server_cpus) if server_cpus else None
+    results = []
+    for name in names:
+        for sink in sink_names:
+            with console.status(f"verifying {name} ({sink} sink)…", spinner="dots"):
+                results.append(verify_framework(name, sink, cpus=cpus))
+    if as_json:
+        print(json.dumps([r.to_dict() for r in results], indent=2))
+    else:
+        table = Table("framework", "sink", "check", "ok", "detail")
+        for result in results:
+            if result.error:
+                table.add_row(result.framework, result.sink, "start", "[red]FAIL[/]", result.error)
+            for check in result.checks:
+                mark = "[green]ok[/]" if check.ok else "[red]FAIL[/]"
+                table.add_row(result.framework, result.sink, check.name, mark, check.detail)
+        console.print(table)
+        passed = sum(r.ok for r in results)
+        console.print(f"{passed} of {len(results)} passed")
+    if not all(r.ok for r in results):
+        raise typer.Exit(1)
+
+
+@app.command()
+def bench(
+    frameworks: str = typer.Option("all", help="all, or a comma-separated list of frameworks."),
+    loop: str = typer.Option(None, help="asyncio or uvloop, for aiohttp and tornado."),
+    server_cpus: str = typer.Option("0", help="CPUs for the servers."),
+    load_cpus: str = typer.Option("1", help="CPUs for wrk."),
+    connections: int = typer.Option(100, help="wrk connections."),
+    duration_s: float = typer.Option(10.0, "--duration", help="Seconds per wrk run."),
+    rounds: int = typer.Option(3, help="Alternating rounds (ours, minimal) per framework."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+) -> None:
+    """GET / on our server against the framework's minimal app, same core, same run (wrk)."""
+    from harness.bench import bench_framework
+    from harness.doctor import tool_path
+    from harness.frameworks import select_frameworks
+
+    names = select_frameworks(frameworks)
+    _check_cpus(server_cpus)
+    _check_cpus(load_cpus)
+    if tool_path("wrk") is None:
+        raise UserError("wrk not found: run `harness doctor --install`")
+    results = []
+    for name in names:
+        chosen_loop = loop if loop in FRAMEWORKS[name].loops else None
+        with console.status(f"bench {name}: {rounds} rounds of {duration_s:g} s each…"):
+            results.append(bench_framework(
+                name, loop=chosen_loop, server_cpus=server_cpus, load_cpus=load_cpus,
+                connections=connections, duration_s=duration_s, rounds=rounds,
+            ))  # fmt: skip
+    if as_json:
+        print(json.dumps([{**r.__dict__, "ratio": r.ratio} for r in results], indent=2))
+        return
+    table = Table("framework", "loop", "ours req/s", "minimal req/s", "ours / minimal")
+    for r in results:
+        table.add_row(r.framework, r.loop or FRAMEWORKS[r.framework].loops[0],
+                      f"{r.ours_requests_per_s:,.0f}", f"{r.minimal_requests_per_s:,.0f}",
+                      f"{r.ratio:.0%}")  # fmt: skip
+    console.print(table)
+
+
+def main() -> None:
+    """Console-script entry: run the app; a UserError becomes one line and exit status 1."""
+    try:
+        app()  # usage errors: typer's own message and exit status 2
+    except UserError as error:
+        print(f"harness: error: {error}", file=sys.stderr)
+        sys.exit(1)

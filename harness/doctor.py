@@ -1,0 +1,135 @@
+"""`harness doctor`: which tools and limits this machine has, and installing what is missing."""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import resource
+import shutil
+import subprocess
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import psutil
+
+from harness.errors import UserError
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A system tool the harness drives, the Debian package that has it, how to ask its version."""
+
+    name: str
+    package: str
+    version_args: tuple[str, ...]
+
+
+TOOLS: dict[str, Tool] = {
+    t.name: t
+    for t in (
+        Tool("wrk", "wrk", ("-v",)),
+        Tool("httperf", "httperf", ("--version",)),
+        Tool("ab", "apache2-utils", ("-V",)),
+        Tool("siege", "siege", ("--version",)),
+        Tool("nginx", "nginx", ("-v",)),
+        Tool("memcached", "memcached", ("-V",)),
+        Tool("taskset", "util-linux", ("--version",)),
+    )
+}
+_SEARCH_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
+_VERSION = re.compile(r"\d+(?:\.\d+)+[\w.-]*")
+
+
+@dataclass(frozen=True)
+class ToolStatus:
+    name: str
+    package: str
+    path: str | None
+    version: str | None
+
+
+def tool_path(name: str) -> str | None:
+    """Where `name` is, looking in sbin too (nginx lives there)."""
+    return shutil.which(name, path=_SEARCH_PATH)
+
+
+def tool_status(tool: Tool) -> ToolStatus:
+    path = tool_path(tool.name)
+    version = None
+    if path:
+        try:
+            result = subprocess.run(
+                [path, *tool.version_args], capture_output=True, text=True, timeout=10
+            )
+            match = _VERSION.search(result.stdout + result.stderr)
+            version = match.group(0) if match else "unknown"
+        except (OSError, subprocess.TimeoutExpired):
+            version = "unknown"
+    return ToolStatus(tool.name, tool.package, path, version)
+
+
+def _read(path: str) -> str | None:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return None
+
+
+def host_facts() -> dict[str, object]:
+    """Facts that bound what a run can measure here; recorded in every result."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    port_range = _read("/proc/sys/net/ipv4/ip_local_port_range")
+    cpu_model = None
+    for line in (_read("/proc/cpuinfo") or "").splitlines():
+        if line.startswith("model name"):
+            cpu_model = line.split(":", 1)[1].strip()
+            break
+    return {
+        "hostname": platform.node(),
+        "cpu_model": cpu_model or platform.processor(),
+        "cores": os.cpu_count(),
+        "cpus_allowed": sorted(os.sched_getaffinity(0)),
+        "memory_bytes": psutil.virtual_memory().total,
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "nofile_soft": soft,
+        "nofile_hard": hard,
+        "somaxconn": int(_read("/proc/sys/net/core/somaxconn") or 0),
+        "port_range": [int(p) for p in port_range.split()] if port_range else None,
+        "tcp_tw_reuse": _read("/proc/sys/net/ipv4/tcp_tw_reuse"),
+        "conntrack_max": _read("/proc/sys/net/netfilter/nf_conntrack_max"),
+    }
+
+
+def doctor_report() -> dict[str, object]:
+    """Tools (path, version) and host limits, as `harness doctor --json` prints them."""
+    return {
+        "tools": {name: asdict(tool_status(tool)) for name, tool in TOOLS.items()},
+        "host": host_facts(),
+    }
+
+
+def install_missing(names: list[str] | None = None) -> list[str]:
+    """apt-get install the Debian packages of missing tools; returns the packages installed."""
+    wanted = [TOOLS[n] for n in (names or list(TOOLS))]
+    packages = sorted({t.package for t in wanted if tool_path(t.name) is None})
+    if not packages:
+        return []
+    if shutil.which("apt-get") is None:
+        raise UserError(
+            f"apt-get not found: install {' '.join(packages)} with your package manager"
+        )
+    if os.geteuid() != 0:
+        raise UserError(f"installing needs root: sudo apt-get install {' '.join(packages)}")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    subprocess.run(["apt-get", "update", "-qq"], check=True, env=env, stdin=subprocess.DEVNULL)
+    result = subprocess.run(
+        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages],
+        env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+    )  # fmt: skip
+    if result.returncode != 0:
+        raise UserError(
+            f"apt-get install {' '.join(packages)} failed: {result.stderr.strip()[-300:]}"
+        )
+    return packages

@@ -1,0 +1,243 @@
+"""`harness verify`: check a server honours the wire contract before any number is taken.
+
+Like TechEmpower's verify pass: status, headers and bodies of every route, the WebSocket
+handshake and its refusals and closes, and a sequential-latency check over one keep-alive
+connection that catches delayed-ACK stalls (a socket without TCP_NODELAY).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+import httpx
+from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
+from websockets.sync.client import connect
+
+from harness.server_process import start_server
+from servers import contract
+
+SEQUENTIAL_REQUESTS = 200
+SEQUENTIAL_MEDIAN_LIMIT_MS = 20.0
+
+
+@dataclass(frozen=True)
+class Check:
+    """One verified property: its name, whether it held, and what was seen."""
+
+    name: str
+    ok: bool
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Verification:
+    """Every check of one framework (with one sink)."""
+
+    framework: str
+    sink: str
+    checks: tuple[Check, ...] = field(default_factory=tuple)
+    error: str | None = None  # the server could not be started
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and all(c.ok for c in self.checks)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "framework": self.framework,
+            "sink": self.sink,
+            "ok": self.ok,
+            "error": self.error,
+            "checks": [asdict(c) for c in self.checks],
+        }
+
+
+class CheckFailed(Exception):
+    """Raised inside a check with what was wrong."""
+
+
+def _expect(condition: bool, detail: str) -> None:
+    if not condition:
+        raise CheckFailed(detail)
+
+
+def check_text_route(base_url: str) -> str:
+    response = httpx.get(base_url + contract.ROUTE_TEXT, timeout=5)
+    _expect(response.status_code == 200, f"status {response.status_code}")
+    _expect(response.content == contract.TEXT_BODY, f"body {response.content[:60]!r}")
+    content_type = response.headers.get("content-type", "")
+    _expect(content_type.startswith(contract.TEXT_CONTENT_TYPE), f"Content-Type {content_type!r}")
+    length = response.headers.get("content-length")
+    _expect(length == str(len(contract.TEXT_BODY)), f"Content-Length {length!r}")
+    date = response.headers.get("date")
+    _expect(date is not None and email.utils.parsedate_tz(date) is not None, f"Date {date!r}")
+    _expect(bool(response.headers.get("server")), "no Server header")
+    return f"200, {len(response.content)} bytes, Server: {response.headers['server']}"
+
+
+def check_counter_route(base_url: str) -> str:
+    with httpx.Client(base_url=base_url, timeout=5) as client:
+        first = client.get(contract.ROUTE_COUNTER)
+        second = client.get(contract.ROUTE_COUNTER)
+    _expect(first.status_code == 200, f"status {first.status_code}")
+    content_type = first.headers.get("content-type", "")
+    _expect(content_type.startswith(contract.JSON_CONTENT_TYPE), f"Content-Type {content_type!r}")
+    counter = first.json()
+    _expect(set(counter) == set(contract.COUNTER_FIELDS), f"fields {sorted(counter)}")
+    _expect(counter["open"] >= 1, f"open {counter['open']} while this connection is open")
+    _expect(counter["max_open"] >= counter["open"], f"max_open {counter['max_open']}")
+    _expect(second.json()["requests"] > counter["requests"], "requests did not increase")
+    return json.dumps(counter)
+
+
+def check_log_route(base_url: str) -> str:
+    for method in ("POST", "PUT", "GET"):
+        body = b'{"check": "verify"}' if method != "GET" else None
+        response = httpx.request(method, base_url + contract.ROUTE_LOG, content=body, timeout=5)
+        _expect(response.status_code == 200, f"{method} status {response.status_code}")
+        _expect(response.content == contract.LOG_REPLY_BODY, f"{method} body {response.content!r}")
+    return "POST, PUT, GET answered 'success'"
+
+
+def check_errors(base_url: str) -> str:
+    missing = httpx.get(base_url + "/no/such/route", timeout=5).status_code
+    _expect(missing == 404, f"unknown path answered {missing}")
+    wrong = httpx.post(base_url + contract.ROUTE_TEXT, timeout=5).status_code
+    _expect(wrong == 405, f"POST / answered {wrong}")
+    return "404 unknown path, 405 wrong method"
+
+
+def _ws_url(base_url: str) -> str:
+    return base_url.replace("http://", "ws://", 1) + contract.ROUTE_WEBSOCKET
+
+
+def _ws_connect(base_url: str, origin: str | None = contract.WS_ORIGIN):
+    return connect(
+        _ws_url(base_url),
+        origin=origin,  # type: ignore[arg-type]
+        subprotocols=[contract.WS_SUBPROTOCOL],  # type: ignore[list-item]
+        compression=None,
+        max_size=None,
+        open_timeout=5,
+        proxy=None,
+    )
+
+
+def check_websocket_handshake(base_url: str) -> str:
+    with _ws_connect(base_url) as ws:
+        _expect(ws.subprotocol == contract.WS_SUBPROTOCOL, f"subprotocol {ws.subprotocol!r}")
+        ws.send('{"a": "b"}')
+        ws.ping().wait(5)
+    return f"101, subprotocol {contract.WS_SUBPROTOCOL}, a message accepted"
+
+
+def check_websocket_origin(base_url: str) -> str:
+    try:
+        with _ws_connect(base_url, origin="elsewhere"):
+            pass
+    except InvalidStatus as refused:
+        status = refused.response.status_code
+        _expect(status == contract.WS_BAD_ORIGIN_STATUS, f"bad origin answered {status}")
+        return f"Origin 'elsewhere' refused with {status}"
+    raise CheckFailed("a WebSocket with Origin 'elsewhere' was accepted")
+
+
+def _close_code_after(base_url: str, payload: str) -> int | None:
+    with _ws_connect(base_url) as ws:
+        try:
+            ws.send(payload)  # the server may close while a big message is still going out
+            for _ in range(10):
+                ws.recv(timeout=5)
+        except ConnectionClosed:
+            return ws.close_code
+        except TimeoutError:
+            return None
+    return None
+
+
+def check_websocket_invalid_json(base_url: str) -> str:
+    code = _close_code_after(base_url, "not json")
+    _expect(code == contract.WS_CLOSE_INVALID_PAYLOAD, f"invalid JSON closed with {code}")
+    return f"invalid JSON closed with {code}"
+
+
+def check_websocket_too_big(base_url: str) -> str:
+    code = _close_code_after(base_url, '{"a": "' + "x" * contract.WS_MAX_MESSAGE_BYTES + '"}')
+    _expect(code == contract.WS_CLOSE_TOO_BIG, f"a message over 1 MiB closed with {code}")
+    return f"a message over 1 MiB closed with {code}"
+
+
+def check_sequential_latency(base_url: str) -> str:
+    """The median of back-to-back requests on one keep-alive connection: catches 40 ms stalls."""
+    with httpx.Client(base_url=base_url, timeout=5) as client:
+        client.get(contract.ROUTE_TEXT)  # connect outside the timing
+        latencies_ms = []
+        for _ in range(SEQUENTIAL_REQUESTS):
+            started = time.perf_counter()
+            client.get(contract.ROUTE_TEXT)
+            latencies_ms.append((time.perf_counter() - started) * 1000.0)
+    median_ms = statistics.median(latencies_ms)
+    _expect(
+        median_ms <= SEQUENTIAL_MEDIAN_LIMIT_MS,
+        f"median {median_ms:.1f} ms over {SEQUENTIAL_REQUESTS} sequential requests: "
+        "delayed-ACK stalls (is TCP_NODELAY set on every socket?)",
+    )
+    return f"median {median_ms:.2f} ms, max {max(latencies_ms):.1f} ms"
+
+
+HTTP_CHECKS: dict[str, Callable[[str], str]] = {
+    "text": check_text_route,
+    "counter": check_counter_route,
+    "log": check_log_route,
+    "errors": check_errors,
+    "sequential-latency": check_sequential_latency,
+}
+WEBSOCKET_CHECKS: dict[str, Callable[[str], str]] = {
+    "ws-handshake": check_websocket_handshake,
+    "ws-origin": check_websocket_origin,
+    "ws-1007": check_websocket_invalid_json,
+    "ws-1009": check_websocket_too_big,
+}
+
+
+def run_checks(base_url: str, checks: dict[str, Callable[[str], str]]) -> tuple[Check, ...]:
+    """Run every check against a server at `base_url`; a failing one never stops the rest."""
+    results = []
+    for name, check in checks.items():
+        try:
+            results.append(Check(name, True, check(base_url)))
+        except CheckFailed as failure:
+            results.append(Check(name, False, str(failure)))
+        except (httpx.HTTPError, WebSocketException, OSError, ValueError) as error:
+            results.append(Check(name, False, f"{type(error).__name__}: {error}"))
+    return tuple(results)
+
+
+def check_telemetry(lines: list[dict[str, object]]) -> Check:
+    if not lines:
+        return Check("telemetry", False, "no telemetry line")
+    missing = set(contract.TELEMETRY_FIELDS) - set(lines[-1])
+    if missing:
+        return Check("telemetry", False, f"missing fields {sorted(missing)}")
+    return Check("telemetry", True, f"{len(lines)} lines, every field present")
+
+
+def verify_framework(framework: str, sink: str = "empty", cpus: str | None = None) -> Verification:
+    """Start `framework` with `sink`, run every check, stop it (exit status checked too)."""
+    try:
+        server = start_server(framework, sink=sink, cpus=cpus)
+    except Exception as error:  # a server that cannot start is a failed verification
+        return Verification(framework, sink, error=str(error))
+    try:
+        checks = run_checks(server.url, HTTP_CHECKS | WEBSOCKET_CHECKS)
+    finally:
+        status = server.stop()
+    stopped = Check("sigterm", status == 0, f"exit status {status}")
+    return Verification(
+        framework, sink, (*checks, check_telemetry(server.telemetry_lines()), stopped)
+    )

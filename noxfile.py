@@ -1,0 +1,61 @@
+"""nox sessions: tests, lint, compare, and bench-<framework> (one per framework).
+
+Each session installs what it needs: the package with every framework into its virtualenv,
+and the system load tools through `harness doctor --install`.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import nox
+
+sys.path.insert(0, str(Path(__file__).parent))
+from servers import FRAMEWORKS
+
+nox.options.sessions = ["lint", "tests"]
+nox.options.reuse_existing_virtualenvs = True
+PYTHON = "3.11"
+
+
+def install(session: nox.Session) -> None:
+    session.install("-e", ".[all,test]")
+    session.run("harness", "doctor", "--install")
+
+
+@nox.session(python=PYTHON)
+def tests(session: nox.Session) -> None:
+    """The test suite (slow end-to-end runs excluded; pass -m slow to run them)."""
+    install(session)
+    session.run("pytest", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def lint(session: nox.Session) -> None:
+    """ruff check and format check."""
+    session.install("ruff")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session(python=PYTHON)
+def compare(session: nox.Session) -> None:
+    """Every framework: verify the contract, then GET / against its minimal app (wrk)."""
+    install(session)
+    session.run("harness", "verify", "--frameworks", "all")
+    session.run("harness", "bench", "--frameworks", "all", *session.posargs)
+
+
+def _bench_session(framework: str) -> None:
+    @nox.session(python=PYTHON, name=f"bench-{framework}")
+    def bench(session: nox.Session) -> None:
+        install(session)
+        session.run("harness", "verify", "--frameworks", framework)
+        session.run("harness", "bench", "--frameworks", framework, *session.posargs)
+
+    bench.__doc__ = f"{framework}: verify, then wrk against our server and the minimal app."
+
+
+for _name in FRAMEWORKS:
+    _bench_session(_name)

@@ -1,0 +1,91 @@
+"""The `harness` console script: listings, one-line errors, exit statuses."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import pytest
+
+from servers import FRAMEWORKS
+
+
+def harness(*args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
+    executable = shutil.which("harness")
+    assert executable, "the harness console script is not installed"
+    return subprocess.run(
+        [executable, *args], capture_output=True, text=True, timeout=timeout_s,
+        stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def test_list_names_every_framework_with_versions() -> None:
+    result = harness("list", "--json")
+    assert result.returncode == 0, result.stderr
+    rows = {row["framework"]: row for row in json.loads(result.stdout)}
+    assert set(rows) == set(FRAMEWORKS)
+    for name, row in rows.items():
+        if row["available"]:
+            assert FRAMEWORKS[name].distributions[0] in row["versions"]
+        else:
+            assert row["missing"]
+    assert "asyncio" in rows["aiohttp"]["loops"]
+
+
+def test_list_table_is_printed() -> None:
+    result = harness("list")
+    assert result.returncode == 0
+    for name in FRAMEWORKS:
+        assert name in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["verify", "--frameworks", "nope"], "unknown framework nope: choose from all, gevent"),
+        (["verify", "--frameworks", "aiohttp", "--sinks", "disk"], "unknown sink disk"),
+        (
+            ["verify", "--frameworks", "aiohttp", "--server-cpus", "4096"],
+            "CPU 4096 is not available",
+        ),
+        (["bench", "--frameworks", "aiohttp", "--load-cpus", "a-b"], "is not like 0 or 1-3"),
+    ],
+)
+def test_user_mistakes_get_one_line_and_exit_1(args: list[str], message: str) -> None:
+    result = harness(*args)
+    assert result.returncode == 1
+    assert result.stderr.startswith("harness: error: ")
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.stderr
+
+
+def test_unknown_command_is_a_usage_error() -> None:
+    result = harness("frobnicate")
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+
+
+def test_doctor_reports_tools_and_limits() -> None:
+    result = harness("doctor", "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert {"wrk", "httperf", "ab", "siege", "nginx", "memcached", "taskset"} <= set(
+        report["tools"]
+    )
+    taskset = report["tools"]["taskset"]
+    assert taskset["path"] and taskset["version"]
+    host = report["host"]
+    assert host["nofile_soft"] > 0
+    assert host["somaxconn"] > 0
+    assert len(host["port_range"]) == 2
+    assert host["cores"] >= 1
+
+
+def test_verify_json_passes_for_a_framework() -> None:
+    result = harness("verify", "--frameworks", "aiohttp", "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    [verification] = json.loads(result.stdout)
+    assert verification["ok"] is True
+    assert all(check["ok"] for check in verification["checks"])
