@@ -1,0 +1,140 @@
+"""Load ramps as data: each yields the steps a run applies identically to every framework.
+
+- `RateRamp` (autobench/httperf): open-loop connection rates, `calls_per_connection`
+  requests on each, `connections_per_step` connections per step, a reply timeout.
+- `ConcurrencyRamp` (wrk/siege/ab): closed-loop concurrency levels, each for `duration_s`.
+- `ConnectionRamp` (the WebSocket agent): connection counts opened at `open_rate_per_s`.
+A ramp is a plain iterable of `RampStep`s, unit-tested without any network.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Literal
+
+StepUnit = Literal["req/s", "concurrency", "conns"]
+
+
+@dataclass(frozen=True)
+class RampStep:
+    """One step: the offered load and how long (or how many connections) it runs."""
+
+    index: int
+    offered: float
+    unit: StepUnit
+    duration_s: float | None = None  # concurrency and connection steps
+    connections: int | None = None  # rate steps: connections opened in the step
+
+
+def _levels(low: float, high: float, step: float) -> list[float]:
+    if step <= 0:
+        raise ValueError(f"ramp step must be positive, not {step}")
+    if low <= 0 or high < low:
+        raise ValueError(f"ramp bounds must satisfy 0 < low <= high, not {low}..{high}")
+    count = round((high - low) / step) + 1
+    return [low + i * step for i in range(count) if low + i * step <= high + 1e-9]
+
+
+@dataclass(frozen=True)
+class RateRamp:
+    """autobench: connection rate low → high by step; each connection makes N calls.
+
+    The offered request rate of a step is rate × calls_per_connection; autobench charts
+    against that "demanded" request rate, and so do we.
+    """
+
+    low: float
+    high: float
+    step: float
+    calls_per_connection: int = 10
+    connections_per_step: int = 6000
+    timeout_s: float = 5.0
+    kind: Literal["rate"] = "rate"
+
+    def __post_init__(self) -> None:
+        _levels(self.low, self.high, self.step)
+        if self.calls_per_connection < 1:
+            raise ValueError(f"calls_per_connection must be >= 1, not {self.calls_per_connection}")
+        if self.connections_per_step < 1:
+            raise ValueError(f"connections_per_step must be >= 1, not {self.connections_per_step}")
+        if self.timeout_s <= 0:
+            raise ValueError(f"timeout_s must be positive, not {self.timeout_s}")
+
+    def __iter__(self) -> Iterator[RampStep]:
+        for index, rate in enumerate(_levels(self.low, self.high, self.step)):
+            yield RampStep(
+                index,
+                offered=rate * self.calls_per_connection,
+                unit="req/s",
+                duration_s=self.connections_per_step / rate,
+                connections=self.connections_per_step,
+            )
+
+
+@dataclass(frozen=True)
+class ConcurrencyRamp:
+    """wrk/siege/ab: concurrency start → stop by step, each held for duration_s."""
+
+    start: int
+    stop: int
+    step: int
+    duration_s: float = 10.0
+    kind: Literal["concurrency"] = "concurrency"
+
+    def __post_init__(self) -> None:
+        _levels(self.start, self.stop, self.step)
+        if self.duration_s <= 0:
+            raise ValueError(f"duration_s must be positive, not {self.duration_s}")
+
+    def __iter__(self) -> Iterator[RampStep]:
+        for index, level in enumerate(_levels(self.start, self.stop, self.step)):
+            yield RampStep(
+                index, offered=int(level), unit="concurrency", duration_s=self.duration_s
+            )
+
+
+@dataclass(frozen=True)
+class ConnectionRamp:
+    """The WebSocket agent: connection counts start → target by step, each held hold_s."""
+
+    start: int
+    target: int
+    step: int
+    hold_s: float = 15.0
+    open_rate_per_s: float = 200.0  # one new connection every 5 ms (seed 000)
+    message_interval_s: tuple[float, float] | None = None  # uniform(3, 6) for phase 2
+    payload: Literal["short", "long"] | None = None
+    kind: Literal["connections"] = "connections"
+
+    def __post_init__(self) -> None:
+        _levels(self.start, self.target, self.step)
+        if self.hold_s <= 0 or self.open_rate_per_s <= 0:
+            raise ValueError("hold_s and open_rate_per_s must be positive")
+        if self.message_interval_s is not None:
+            low, high = self.message_interval_s
+            if not 0 < low <= high:
+                raise ValueError(f"message_interval_s must be 0 < low <= high, not {low}, {high}")
+
+    def __iter__(self) -> Iterator[RampStep]:
+        for index, count in enumerate(_levels(self.start, self.target, self.step)):
+            yield RampStep(index, offered=int(count), unit="conns", duration_s=self.hold_s)
+
+
+Ramp = RateRamp | ConcurrencyRamp | ConnectionRamp
+RAMP_KINDS: dict[str, type] = {"rate": RateRamp, "concurrency": ConcurrencyRamp,
+                               "connections": ConnectionRamp}  # fmt: skip
+
+
+def ramp_from_dict(data: dict[str, object]) -> Ramp:
+    """A ramp from a profile table (`kind = "rate"` etc.); ValueError names what is wrong."""
+    fields = dict(data)
+    kind = fields.pop("kind", None)
+    if kind not in RAMP_KINDS:
+        raise ValueError(f"ramp kind {kind!r} is not one of {', '.join(RAMP_KINDS)}")
+    if "message_interval_s" in fields and fields["message_interval_s"] is not None:
+        fields["message_interval_s"] = tuple(fields["message_interval_s"])  # type: ignore[arg-type]
+    try:
+        return RAMP_KINDS[kind](**fields)
+    except TypeError as error:
+        raise ValueError(f"{kind} ramp: {error}") from None

@@ -1,0 +1,93 @@
+"""Ramps yield the seeds' steps; results validate, round-trip and refuse unknown schemas."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.ramps import ConcurrencyRamp, ConnectionRamp, RateRamp, ramp_from_dict
+from harness.results import SCHEMA, Case, Run, Step, read_run, write_run
+
+
+def test_autobench_vps_ramp_matches_the_seed() -> None:
+    steps = list(RateRamp(50, 600, 10, calls_per_connection=10, connections_per_step=6000))
+    assert len(steps) == 56
+    assert steps[0].offered == 500 and steps[-1].offered == 6000
+    assert steps[0].unit == "req/s"
+    assert steps[0].connections == 6000
+    assert steps[0].duration_s == pytest.approx(120.0)  # 6,000 connections at 50/s
+
+
+def test_concurrency_ramp_of_the_siege_study() -> None:
+    levels = [s.offered for s in ConcurrencyRamp(50, 550, 50, duration_s=60)]
+    assert levels == [50, 100, 150, 200, 250, 300, 350, 400, 450, 500, 550]
+
+
+def test_connection_ramp_steps() -> None:
+    ramp = ConnectionRamp(1000, 3000, 1000, hold_s=5, message_interval_s=(3, 6), payload="short")
+    assert [s.offered for s in ramp] == [1000, 2000, 3000]
+    assert all(s.unit == "conns" for s in ramp)
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"kind": "spiral"}, "ramp kind 'spiral'"),
+        ({"kind": "rate", "low": 0, "high": 10, "step": 1}, "0 < low <= high"),
+        ({"kind": "concurrency", "start": 1, "stop": 5, "step": 0}, "must be positive"),
+        ({"kind": "concurrency", "start": 1, "stop": 5, "step": 1, "speed": 3}, "speed"),
+    ],
+)
+def test_bad_ramps_are_refused_by_name(data: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        ramp_from_dict(data)
+
+
+def make_step(**overrides: object) -> Step:
+    fields: dict[str, object] = {
+        "offered": 100, "unit": "concurrency", "achieved": 9000.5, "replies": 90005,
+        "errors": {"total": 0}, "error_rate": 0.0,
+        "latency_ms": {"avg": 1.0, "p50": 0.9, "p90": 1.5, "p99": 3.0, "max": 9.0},
+    }  # fmt: skip
+    return Step(**{**fields, **overrides})  # type: ignore[arg-type]
+
+
+def test_run_round_trips_through_json(tmp_path: Path) -> None:
+    pinned = {"server": "0", "agent": "1"}
+    steps = (make_step(flags=("driver_bound",)),)
+    case = Case("aiohttp", "text", "empty", "wrk", "single", pinned, "ok", steps=steps)
+    failed = Case("gevent", "text", "empty", "wrk", "single", pinned, "failed", error="verify")
+    run = Run("r1", "2026-11-30T00:00:00Z", None, {"cores": 2}, {"python": "3.11"}, {},
+              (case, failed))  # fmt: skip
+    path = write_run(run, tmp_path)
+    assert json.loads(path.read_text())["schema"] == SCHEMA
+    assert read_run(tmp_path) == run
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"unit": "rps"}, "step unit 'rps'"),
+        ({"error_rate": 1.5}, "error_rate"),
+        ({"achieved": float("nan")}, "achieved must be a finite number"),
+        ({"errors": {"timeout": 3}}, "'total'"),
+        ({"flags": ("sparkly",)}, "unknown step flags"),
+        ({"latency_ms": {"avg": 1.0}}, "latency_ms lacks"),
+    ],
+)
+def test_invalid_steps_are_refused(overrides: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        make_step(**overrides)
+
+
+def test_failed_case_needs_a_reason() -> None:
+    with pytest.raises(ValueError, match="needs an error"):
+        Case("a", "text", "empty", "wrk", "single", {}, "failed")
+
+
+def test_unknown_schema_is_refused_by_name(tmp_path: Path) -> None:
+    (tmp_path / "run.json").write_text(json.dumps({"schema": "harness.run/99", "cases": []}))
+    with pytest.raises(ValueError, match=r"'harness.run/99' is not readable"):
+        read_run(tmp_path)
