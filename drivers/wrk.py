@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import json
-import subprocess
-from dataclasses import dataclass
+from pathlib import Path
 
-from harness.errors import UserError
+from drivers.base import DriverOutputError, DriverResult, Target
+from harness.ramps import RampStep
 
 REPORT_PREFIX = "WRK_JSON "
 
 # wrk calls done() once at the end; latency is in microseconds.
-DONE_SCRIPT = r"""
+DONE_FUNCTION = r"""
 done = function(summary, latency, requests)
   local e = summary.errors
   io.write(string.format(
@@ -28,79 +28,66 @@ end
 """
 
 
-@dataclass(frozen=True)
-class WrkReport:
-    """What one wrk run measured."""
-
-    requests: int
-    duration_s: float
-    bytes_read: int
-    errors: dict[str, int]
-    latency_ms: dict[str, float]
-
-    @property
-    def requests_per_s(self) -> float:
-        return self.requests / self.duration_s if self.duration_s > 0 else 0.0
-
-    @property
-    def errors_total(self) -> int:
-        return sum(self.errors.values())
+def lua_script(target: Target) -> str:
+    """The request the scenario asks for, and the done() report."""
+    scenario = target.scenario
+    lines = [f'wrk.method = "{scenario.method}"']
+    if scenario.body is not None:
+        lines.append(f"wrk.body = {json.dumps(scenario.body.decode())}")
+    if scenario.content_type:
+        lines.append(f'wrk.headers["Content-Type"] = "{scenario.content_type}"')
+    return "\n".join(lines) + "\n" + DONE_FUNCTION
 
 
-def parse_wrk(text: str) -> WrkReport:
-    """Parse wrk's output with our done() report line; ValueError when there is none."""
+def parse_wrk(text: str) -> DriverResult:
+    """Parse wrk's output with our done() report line; DriverOutputError when there is none.
+
+    wrk counts non-2xx replies among its requests and as `status` errors; a timed-out
+    request is not a reply. Good replies are requests minus status errors.
+    """
     for line in text.splitlines():
         if line.startswith(REPORT_PREFIX):
             report = json.loads(line[len(REPORT_PREFIX) :])
-            return WrkReport(
-                requests=report["requests"],
-                duration_s=report["duration_us"] / 1e6,
-                bytes_read=report["bytes"],
-                errors=dict(report["errors"]),
-                latency_ms={k: v / 1000.0 for k, v in report["latency_us"].items()},
+            latency_us = report["latency_us"]
+            errors = dict(report["errors"])
+            duration_s = report["duration_us"] / 1e6
+            replies = report["requests"] - errors["status"]
+            return DriverResult(
+                replies=replies,
+                duration_s=duration_s,
+                errors=errors,
+                latency_ms={
+                    "avg": latency_us["mean"] / 1000.0,
+                    "p50": latency_us["p50"] / 1000.0,
+                    "p90": latency_us["p90"] / 1000.0,
+                    "p99": latency_us["p99"] / 1000.0,
+                    "max": latency_us["max"] / 1000.0,
+                },
+                extra={"bytes_read": report["bytes"], "requests": report["requests"]},
             )
     first_line = text.strip().splitlines()[0] if text.strip() else "(no output)"
-    raise ValueError(f"wrk output has no {REPORT_PREFIX.strip()} report line: {first_line}")
+    raise DriverOutputError(f"wrk output has no {REPORT_PREFIX.strip()} report line: {first_line}")
 
 
-def wrk_command(
-    url: str, *, connections: int, duration_s: float, threads: int = 1, script_path: str,
-    timeout_s: float = 5.0, cpus: str | None = None,
-) -> list[str]:  # fmt: skip
-    """The wrk command line, pinned with taskset when `cpus` is given."""
-    command = [
-        "wrk", f"-t{threads}", f"-c{connections}", f"-d{duration_s:g}s",
-        f"--timeout={timeout_s:g}s", "-s", script_path, url,
-    ]  # fmt: skip
-    return ["taskset", "-c", cpus, *command] if cpus is not None else command
+class WrkDriver:
+    """Closed loop: `step.offered` connections for `step.duration_s`, threads ≤ agent CPUs."""
 
+    name = "wrk"
+    tool = "wrk"
+    ramp_kinds = ("concurrency",)
 
-def run_wrk(
-    url: str, *, connections: int, duration_s: float, threads: int = 1,
-    cpus: str | None = None, script_dir: str = "/tmp",
-) -> tuple[WrkReport, str]:  # fmt: skip
-    """Run wrk once and return its parsed report and raw output."""
-    import tempfile
+    def __init__(self, threads: int = 1) -> None:
+        self.threads = threads
 
-    with tempfile.NamedTemporaryFile("w", suffix=".lua", dir=script_dir, delete=False) as script:
-        script.write(DONE_SCRIPT)
-    command = wrk_command(
-        url, connections=connections, duration_s=duration_s, threads=threads,
-        script_path=script.name, cpus=cpus,
-    )  # fmt: skip
-    try:
-        result = subprocess.run(
-            command, capture_output=True, text=True, timeout=duration_s + 30,
-            stdin=subprocess.DEVNULL,
-        )  # fmt: skip
-    except FileNotFoundError as missing:
-        raise UserError(f"{missing.filename} not found: run `harness doctor --install`") from None
-    finally:
-        import os
+    def commands(self, step: RampStep, target: Target, workdir: Path) -> list[list[str]]:
+        script = workdir / "wrk-report.lua"
+        script.write_text(lua_script(target))
+        connections = int(step.offered)
+        threads = max(1, min(self.threads, connections))
+        return [[
+            "wrk", f"-t{threads}", f"-c{connections}", f"-d{step.duration_s:g}s",
+            f"--timeout={target.timeout_s:g}s", "-s", str(script), target.url,
+        ]]  # fmt: skip
 
-        os.unlink(script.name)
-    output = result.stdout + result.stderr
-    try:
-        return parse_wrk(output), output
-    except ValueError as error:
-        raise UserError(f"wrk failed (exit {result.returncode}): {error}") from None
+    def parse(self, text: str, target: Target) -> DriverResult:
+        return parse_wrk(text)

@@ -10,13 +10,17 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
-from drivers.wrk import run_wrk
+from drivers.base import Target, run_step
+from drivers.wrk import WrkDriver
 from harness.errors import UserError
+from harness.ramps import RampStep
+from harness.scenarios import SCENARIOS
 from harness.server_process import start_server
-from servers import contract
 
 
 @dataclass(frozen=True)
@@ -65,20 +69,26 @@ def bench_framework(
     )  # fmt: skip
     try:
         _wait_listening(port, minimal)
-        with start_server(framework, loop=loop, cpus=server_cpus) as ours:
-            targets = {"ours": ours.url + contract.ROUTE_TEXT,
-                       "minimal": f"http://127.0.0.1:{port}{contract.ROUTE_TEXT}"}  # fmt: skip
-            for url in targets.values():  # warm-up
-                run_wrk(url, connections=connections, duration_s=2, cpus=load_cpus)
+        with (
+            start_server(framework, loop=loop, cpus=server_cpus) as ours,
+            tempfile.TemporaryDirectory(prefix="harness-bench-") as raw_dir,
+        ):
+            text = SCENARIOS["text"]
+            targets = {"ours": Target("127.0.0.1", ours.port, text),
+                       "minimal": Target("127.0.0.1", port, text)}  # fmt: skip
+            driver = WrkDriver(threads=1)
+            warm_up = RampStep(0, connections, "concurrency", duration_s=2)
+            step = RampStep(0, connections, "concurrency", duration_s=duration_s)
+            for name, target in targets.items():
+                run_step(driver, warm_up, target, load_cpus, Path(raw_dir), f"warm-{name}")
             measured: dict[str, list[float]] = {"ours": [], "minimal": []}
-            for _ in range(rounds):
-                for name, url in targets.items():
-                    report, _ = run_wrk(
-                        url, connections=connections, duration_s=duration_s, cpus=load_cpus
-                    )
-                    if report.errors_total:
-                        raise UserError(f"{framework} {name}: wrk saw errors {report.errors}")
-                    measured[name].append(report.requests_per_s)
+            for round_index in range(rounds):
+                for name, target in targets.items():
+                    label = f"{name}-{round_index}"
+                    result = run_step(driver, step, target, load_cpus, Path(raw_dir), label)
+                    if result.errors_total:
+                        raise UserError(f"{framework} {name}: wrk saw errors {result.errors}")
+                    measured[name].append(result.rate)
     finally:
         minimal.terminate()
         try:

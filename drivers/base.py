@@ -1,0 +1,217 @@
+"""What every driver shares: the step result shape, the target, and running its processes.
+
+A driver turns one ramp step into one or more command lines (each run pinned with
+`taskset -c`), and a pure parser turns each process's output into a `DriverResult`.
+Error kinds are common to every driver so that charts and tables compare like with like:
+
+- connect:   connection refused or failed to open
+- timeout:   no (complete) reply within the timeout
+- reset:     connection reset by the server
+- read, write: socket errors while reading or sending
+- status:    a reply that was not 2xx
+- length:    a reply whose length differed from the first (ab), when lengths must agree
+- other:     anything else the tool reports
+- driver_*:  the load generator's own limits (httperf's fd-unavail, addrunavail, ftab-full):
+             not the server's fault, kept out of `total` and flagged `driver_capped`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from harness.errors import UserError
+from harness.ramps import RampStep
+from harness.scenarios import Scenario
+
+LATENCY_KEYS = ("avg", "p50", "p90", "p99", "max")
+SERVER_ERROR_KINDS = ("connect", "timeout", "reset", "read", "write", "status", "length", "other")
+
+
+class DriverOutputError(ValueError):
+    """A driver's output holds no result (it aborted, or is not the tool's output)."""
+
+
+@dataclass(frozen=True)
+class DriverResult:
+    """One driver process's measurement of one step."""
+
+    replies: int  # good (2xx) replies
+    duration_s: float
+    errors: dict[str, int]  # by kind; `driver_*` kinds are the generator's own limits
+    latency_ms: dict[str, float | None]
+    achieved: float | None = None  # good replies/s as the tool reports it; else replies/duration
+    driver_cpu_pct: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def errors_total(self) -> int:
+        """Errors the server is answerable for (the driver's own limits excluded)."""
+        return sum(n for kind, n in self.errors.items() if not kind.startswith("driver_"))
+
+    @property
+    def driver_errors(self) -> int:
+        return sum(n for kind, n in self.errors.items() if kind.startswith("driver_"))
+
+    @property
+    def rate(self) -> float:
+        if self.achieved is not None:
+            return self.achieved
+        return self.replies / self.duration_s if self.duration_s > 0 else 0.0
+
+
+def no_latency() -> dict[str, float | None]:
+    return dict.fromkeys(LATENCY_KEYS)
+
+
+def merge_results(results: Sequence[DriverResult]) -> DriverResult:
+    """Several processes that ran side by side (httperf --client i/n) as one result."""
+    if len(results) == 1:
+        return results[0]
+    replies = sum(r.replies for r in results)
+    errors: dict[str, int] = {}
+    for result in results:
+        for kind, count in result.errors.items():
+            errors[kind] = errors.get(kind, 0) + count
+    latency = no_latency()
+    averages = [
+        (r.latency_ms["avg"], r.replies) for r in results if r.latency_ms["avg"] is not None
+    ]
+    if averages and sum(w for _, w in averages):
+        latency["avg"] = sum(v * w for v, w in averages) / sum(w for _, w in averages)
+    maxima = [r.latency_ms["max"] for r in results if r.latency_ms["max"] is not None]
+    latency["max"] = max(maxima) if maxima else None
+    cpus = [r.driver_cpu_pct for r in results if r.driver_cpu_pct is not None]
+    extra: dict[str, Any] = {"processes": len(results)}
+    for result in results:
+        for key, value in result.extra.items():
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                extra[key] = extra.get(key, 0) + value
+    return DriverResult(
+        replies=replies,
+        duration_s=max(r.duration_s for r in results),
+        errors=errors,
+        latency_ms=latency,
+        achieved=sum(r.rate for r in results),
+        driver_cpu_pct=sum(cpus) if cpus else None,
+        extra=extra,
+    )
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the load goes and what it asks for."""
+
+    host: str
+    port: int
+    scenario: Scenario
+    timeout_s: float = 5.0
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}{self.scenario.path}"
+
+
+class Driver(Protocol):
+    """A load generator: command lines for a step, and a parser for their output."""
+
+    name: str
+    tool: str  # the executable (see harness.doctor.TOOLS)
+    ramp_kinds: tuple[str, ...]
+
+    def commands(self, step: RampStep, target: Target, workdir: Path) -> list[list[str]]: ...
+
+    def parse(self, text: str, target: Target) -> DriverResult: ...
+
+
+def pinned(command: list[str], cpus: str | None) -> list[str]:
+    return ["taskset", "-c", cpus, *command] if cpus is not None else command
+
+
+class DriverProcesses:
+    """A step's driver processes, started together, each writing its raw output to a file."""
+
+    def __init__(self, commands: list[list[str]], cpus: str | None, raw_paths: list[Path]) -> None:
+        self.raw_paths = raw_paths
+        self.processes: list[subprocess.Popen[bytes]] = []
+        try:
+            for command, raw_path in zip(commands, raw_paths, strict=True):
+                with raw_path.open("wb") as raw:
+                    raw.write(("$ " + " ".join(command) + "\n").encode())
+                    raw.flush()
+                    self.processes.append(
+                        subprocess.Popen(
+                            pinned(command, cpus),
+                            stdin=subprocess.DEVNULL,
+                            stdout=raw,
+                            stderr=subprocess.STDOUT,
+                            start_new_session=True,
+                        )
+                    )
+        except FileNotFoundError as missing:
+            self.kill()
+            raise UserError(
+                f"{missing.filename} not found: run `harness doctor --install`"
+            ) from None
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.processes]
+
+    def running(self) -> bool:
+        return any(p.poll() is None for p in self.processes)
+
+    def wait(self, timeout_s: float) -> bool:
+        """Wait for every process; False (and all killed) when the time ran out."""
+        deadline = time.monotonic() + timeout_s
+        for process in self.processes:
+            try:
+                process.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                self.kill()
+                return False
+        return True
+
+    def kill(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+
+    def outputs(self) -> list[str]:
+        """Each process's output, without the command line written above it."""
+        texts = []
+        for path in self.raw_paths:
+            text = path.read_text(errors="replace")
+            texts.append(text.split("\n", 1)[1] if text.startswith("$ ") else text)
+        return texts
+
+
+def run_step(
+    driver: Driver, step: RampStep, target: Target, cpus: str | None, raw_dir: Path, label: str
+) -> DriverResult:
+    """Run one step's driver processes to the end and parse them (one merged result).
+
+    Raw output goes to `raw_dir/<label>-<i>.txt`; a process that outlives the step by more
+    than the timeout and a margin is killed, and its step fails with DriverOutputError.
+    """
+    raw_dir.mkdir(parents=True, exist_ok=True)
+    commands = driver.commands(step, target, raw_dir)
+    paths = [raw_dir / f"{label}-{i}.txt" for i in range(len(commands))]
+    processes = DriverProcesses(commands, cpus, paths)
+    expected_s = (step.duration_s or 0.0) + target.timeout_s + 30.0
+    try:
+        finished = processes.wait(expected_s)
+    finally:
+        processes.kill()
+    if not finished:
+        raise DriverOutputError(f"{driver.name} did not finish within {expected_s:.0f} s")
+    return merge_results([driver.parse(text, target) for text in processes.outputs()])

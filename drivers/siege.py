@@ -1,0 +1,81 @@
+"""siege: concurrency steps in benchmark mode (seed 004's file and GridFS studies).
+
+siege refuses more than `limit` users (255 by default), so the harness writes its own
+siegerc beside the step's raw output. Its JSON report counts replies of 400 and above as
+transactions that were not successful: those are `status` errors here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from drivers.base import DriverOutputError, DriverResult, Target, no_latency
+from harness.ramps import RampStep
+
+SIEGERC = """\
+limit = {limit}
+verbose = false
+quiet = true
+show-logfile = false
+logging = false
+protocol = HTTP/1.1
+connection = keep-alive
+failures = 1000000000
+timeout = {timeout}
+"""
+_JSON_OBJECT = re.compile(r"\{[^{}]*\"transactions\"[^{}]*\}", re.DOTALL)
+
+
+def parse_siege(text: str) -> DriverResult:
+    """Parse siege's `--json-output` report; an aborted run raises with its last error."""
+    match = _JSON_OBJECT.search(text)
+    if match is None:
+        lines = [line for line in text.strip().splitlines() if line.strip()]
+        reason = re.sub(r"\x1b\[[\d;]*m", "", lines[-1]) if lines else "(no output)"
+        raise DriverOutputError(f"siege gave no report: {reason.strip()}")
+    report = json.loads(match.group(0))
+    transactions = int(report["transactions"])
+    successful = int(report["successful_transactions"])
+    elapsed_s = float(report["elapsed_time"])
+    latency = no_latency()
+    if successful:
+        latency["avg"] = float(report["response_time"]) * 1000.0
+        latency["max"] = float(report["longest_transaction"]) * 1000.0
+    return DriverResult(
+        replies=successful,
+        duration_s=elapsed_s,
+        errors={"other": int(report["failed_transactions"]), "status": transactions - successful},
+        latency_ms=latency,
+        extra={
+            "megabytes": float(report["data_transferred"]),
+            "megabytes_per_s": float(report["throughput"]),
+            "availability_pct": float(report["availability"]),
+        },
+    )
+
+
+class SiegeDriver:
+    """Benchmark mode (-b): `offered` users for `duration_s`, keep-alive, JSON report."""
+
+    name = "siege"
+    tool = "siege"
+    ramp_kinds = ("concurrency",)
+
+    def commands(self, step: RampStep, target: Target, workdir: Path) -> list[list[str]]:
+        users = int(step.offered)
+        rc_file = workdir / "siegerc"
+        rc_file.write_text(SIEGERC.format(limit=max(users, 255), timeout=round(target.timeout_s)))
+        url = target.url
+        scenario = target.scenario
+        if scenario.method == "POST":
+            url = f"{url} POST {(scenario.body or b'').decode()}"
+        command = ["siege", f"--rc={rc_file}", "-b", "-j", f"-c{users}",
+                   f"-t{max(1, round(step.duration_s or 10))}S"]  # fmt: skip
+        if scenario.content_type:
+            command.append(f"--content-type={scenario.content_type}")
+        return [[*command, url]]
+
+    def parse(self, text: str, target: Target) -> DriverResult:
+        return parse_siege(text)

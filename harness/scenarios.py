@@ -1,0 +1,59 @@
+"""Scenarios: what each request of a load step asks the server for.
+
+A scenario is the same for every driver and every framework; drivers translate it into
+their own options (a wrk Lua script, httperf's --uri/--method, ab's -p, a siege URL line).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from harness.errors import UserError
+from servers import contract
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    description: str
+    method: str
+    path: str
+    body: bytes | None = None
+    content_type: str | None = None
+    # Replies whose length legitimately varies (e.g. /counter): ab's "Length" failures
+    # are then artefacts of its first-reply comparison, not errors (seed 003).
+    body_length_varies: bool = False
+    # Requests that store a record: a file or mongo sink makes a difference.
+    stores_records: bool = False
+
+
+SCENARIOS: dict[str, Scenario] = {
+    s.name: s
+    for s in (
+        Scenario("text", "GET / — the fixed text body (seed 004)", "GET", contract.ROUTE_TEXT),
+        Scenario(
+            "counter",
+            "GET /counter — open/max-open connections, changing length (seed 002)",
+            "GET",
+            contract.ROUTE_COUNTER,
+            body_length_varies=True,
+        ),
+        Scenario(
+            "log",
+            "POST /log — each request becomes a sink record (seed 003)",
+            "POST",
+            contract.ROUTE_LOG,
+            body=b'{"event": "click", "user": 12345, "page": "/index.html"}',
+            content_type="application/json",
+            stores_records=True,
+        ),
+    )
+}
+
+
+def get_scenario(name: str) -> Scenario:
+    """The scenario called `name`; an unknown name lists the valid ones."""
+    try:
+        return SCENARIOS[name]
+    except KeyError:
+        raise UserError(f"unknown scenario {name}: choose from {', '.join(SCENARIOS)}") from None
