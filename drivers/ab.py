@@ -72,6 +72,7 @@ class AbDriver:
     name = "ab"
     tool = "ab"
     ramp_kinds = ("concurrency",)
+    busy_polls = False
 
     def __init__(self, requests_per_step: int | None = None, keep_alive: bool = True) -> None:
         self.requests_per_step = requests_per_step

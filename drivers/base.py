@@ -22,7 +22,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -125,6 +125,9 @@ class Driver(Protocol):
     name: str
     tool: str  # the executable (see harness.doctor.TOOLS)
     ramp_kinds: tuple[str, ...]
+    # A driver that spins whatever the load (httperf) is judged driver-bound by the load it
+    # failed to offer, not by its CPU use.
+    busy_polls: bool
 
     def commands(self, step: RampStep, target: Target, workdir: Path) -> list[list[str]]: ...
 
@@ -196,7 +199,13 @@ class DriverProcesses:
 
 
 def run_step(
-    driver: Driver, step: RampStep, target: Target, cpus: str | None, raw_dir: Path, label: str
+    driver: Driver,
+    step: RampStep,
+    target: Target,
+    cpus: str | None,
+    raw_dir: Path,
+    label: str,
+    on_start: Callable[[list[int]], None] | None = None,
 ) -> DriverResult:
     """Run one step's driver processes to the end and parse them (one merged result).
 
@@ -207,6 +216,8 @@ def run_step(
     commands = driver.commands(step, target, raw_dir)
     paths = [raw_dir / f"{label}-{i}.txt" for i in range(len(commands))]
     processes = DriverProcesses(commands, cpus, paths)
+    if on_start is not None:
+        on_start(processes.pids)
     expected_s = (step.duration_s or 0.0) + target.timeout_s + 30.0
     try:
         finished = processes.wait(expected_s)

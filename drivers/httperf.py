@@ -106,6 +106,7 @@ class HttperfDriver:
     name = "httperf"
     tool = "httperf"
     ramp_kinds = ("rate",)
+    busy_polls = True
 
     def __init__(self, calls_per_connection: int = 10) -> None:
         self.calls_per_connection = calls_per_connection
@@ -117,15 +118,22 @@ class HttperfDriver:
         commands = []
         for client in range(count):
             command = [
-                "httperf", "--hog", f"--server={target.host}", f"--port={target.port}",
-                f"--uri={target.scenario.path}", f"--rate={rate / count:g}",
+                "httperf",
+                "--hog",
+                f"--server={target.host}",
+                f"--port={target.port}",
+                f"--uri={target.scenario.path}",
+                f"--rate={rate / count:g}",
                 f"--num-conns={max(1, connections // count)}",
-                f"--num-calls={self.calls_per_connection}", f"--timeout={target.timeout_s:g}",
+                f"--num-calls={self.calls_per_connection}",
+                f"--timeout={target.timeout_s:g}",
                 f"--client={client}/{count}",
-            ]  # fmt: skip
+            ]
             if target.scenario.method != "GET":
-                command += [f"--method={target.scenario.method}",
-                            "--add-header=Content-Length: 0\\n"]  # fmt: skip
+                command += [
+                    f"--method={target.scenario.method}",
+                    "--add-header=Content-Length: 0\\n",
+                ]
             commands.append(command)
         return commands
 

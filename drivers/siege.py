@@ -62,6 +62,7 @@ class SiegeDriver:
     name = "siege"
     tool = "siege"
     ramp_kinds = ("concurrency",)
+    busy_polls = False
 
     def commands(self, step: RampStep, target: Target, workdir: Path) -> list[list[str]]:
         users = int(step.offered)
@@ -71,8 +72,14 @@ class SiegeDriver:
         scenario = target.scenario
         if scenario.method == "POST":
             url = f"{url} POST {(scenario.body or b'').decode()}"
-        command = ["siege", f"--rc={rc_file}", "-b", "-j", f"-c{users}",
-                   f"-t{max(1, round(step.duration_s or 10))}S"]  # fmt: skip
+        command = [
+            "siege",
+            f"--rc={rc_file}",
+            "-b",
+            "-j",
+            f"-c{users}",
+            f"-t{max(1, round(step.duration_s or 10))}S",
+        ]
         if scenario.content_type:
             command.append(f"--content-type={scenario.content_type}")
         return [[*command, url]]

@@ -75,6 +75,7 @@ class WrkDriver:
     name = "wrk"
     tool = "wrk"
     ramp_kinds = ("concurrency",)
+    busy_polls = False
 
     def __init__(self, threads: int = 1) -> None:
         self.threads = threads
@@ -84,10 +85,18 @@ class WrkDriver:
         script.write_text(lua_script(target))
         connections = int(step.offered)
         threads = max(1, min(self.threads, connections))
-        return [[
-            "wrk", f"-t{threads}", f"-c{connections}", f"-d{step.duration_s:g}s",
-            f"--timeout={target.timeout_s:g}s", "-s", str(script), target.url,
-        ]]  # fmt: skip
+        return [
+            [
+                "wrk",
+                f"-t{threads}",
+                f"-c{connections}",
+                f"-d{step.duration_s:g}s",
+                f"--timeout={target.timeout_s:g}s",
+                "-s",
+                str(script),
+                target.url,
+            ]
+        ]
 
     def parse(self, text: str, target: Target) -> DriverResult:
         return parse_wrk(text)

@@ -56,17 +56,34 @@ def _wait_listening(port: int, process: subprocess.Popen, timeout_s: float = 20.
 
 
 def bench_framework(
-    framework: str, *, loop: str | None = None, server_cpus: str = "0", load_cpus: str = "1",
-    connections: int = 100, duration_s: float = 10.0, rounds: int = 3,
-) -> BenchResult:  # fmt: skip
+    framework: str,
+    *,
+    loop: str | None = None,
+    server_cpus: str = "0",
+    load_cpus: str = "1",
+    connections: int = 100,
+    duration_s: float = 10.0,
+    rounds: int = 3,
+) -> BenchResult:
     """Alternate wrk runs against our server and the minimal app; medians of req/s."""
     port = free_port()
     minimal = subprocess.Popen(
-        ["taskset", "-c", server_cpus, sys.executable, "-m", "servers.minimal", framework,
-         "--port", str(port)],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            "taskset",
+            "-c",
+            server_cpus,
+            sys.executable,
+            "-m",
+            "servers.minimal",
+            framework,
+            "--port",
+            str(port),
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
         start_new_session=True,
-    )  # fmt: skip
+    )
     try:
         _wait_listening(port, minimal)
         with (
@@ -74,8 +91,10 @@ def bench_framework(
             tempfile.TemporaryDirectory(prefix="harness-bench-") as raw_dir,
         ):
             text = SCENARIOS["text"]
-            targets = {"ours": Target("127.0.0.1", ours.port, text),
-                       "minimal": Target("127.0.0.1", port, text)}  # fmt: skip
+            targets = {
+                "ours": Target("127.0.0.1", ours.port, text),
+                "minimal": Target("127.0.0.1", port, text),
+            }
             driver = WrkDriver(threads=1)
             warm_up = RampStep(0, connections, "concurrency", duration_s=2)
             step = RampStep(0, connections, "concurrency", duration_s=duration_s)
@@ -96,6 +115,9 @@ def bench_framework(
         except subprocess.TimeoutExpired:
             minimal.kill()
     return BenchResult(
-        framework, loop, statistics.median(measured["ours"]),
-        statistics.median(measured["minimal"]), rounds,
-    )  # fmt: skip
+        framework,
+        loop,
+        statistics.median(measured["ours"]),
+        statistics.median(measured["minimal"]),
+        rounds,
+    )

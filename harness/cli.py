@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import typer
 from rich.console import Console
@@ -22,7 +23,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     help="Compare web-server frameworks fairly: identical load, pinned CPUs, telemetry.",
 )
-console = Console()
+# Not a terminal (CI, a pipe): wide enough that tables keep their columns.
+console = Console(width=None if sys.stdout.isatty() else 160)
 
 
 @app.command("list")
@@ -71,8 +73,9 @@ def doctor(
         return
     table = Table("tool", "package", "version", "path")
     for tool in report["tools"].values():  # type: ignore[union-attr]
-        table.add_row(tool["name"], tool["package"], tool["version"] or "[red]missing[/]",
-                      tool["path"] or "")  # fmt: skip
+        table.add_row(
+            tool["name"], tool["package"], tool["version"] or "[red]missing[/]", tool["path"] or ""
+        )
     console.print(table)
     host = report["host"]
     limits = Table("host fact", "value")
@@ -159,19 +162,181 @@ def bench(
     for name in names:
         chosen_loop = loop if loop in FRAMEWORKS[name].loops else None
         with console.status(f"bench {name}: {rounds} rounds of {duration_s:g} s each…"):
-            results.append(bench_framework(
-                name, loop=chosen_loop, server_cpus=server_cpus, load_cpus=load_cpus,
-                connections=connections, duration_s=duration_s, rounds=rounds,
-            ))  # fmt: skip
+            results.append(
+                bench_framework(
+                    name,
+                    loop=chosen_loop,
+                    server_cpus=server_cpus,
+                    load_cpus=load_cpus,
+                    connections=connections,
+                    duration_s=duration_s,
+                    rounds=rounds,
+                )
+            )
     if as_json:
         print(json.dumps([{**r.__dict__, "ratio": r.ratio} for r in results], indent=2))
         return
     table = Table("framework", "loop", "ours req/s", "minimal req/s", "ours / minimal")
     for r in results:
-        table.add_row(r.framework, r.loop or FRAMEWORKS[r.framework].loops[0],
-                      f"{r.ours_requests_per_s:,.0f}", f"{r.minimal_requests_per_s:,.0f}",
-                      f"{r.ratio:.0%}")  # fmt: skip
+        table.add_row(
+            r.framework,
+            r.loop or FRAMEWORKS[r.framework].loops[0],
+            f"{r.ours_requests_per_s:,.0f}",
+            f"{r.minimal_requests_per_s:,.0f}",
+            f"{r.ratio:.0%}",
+        )
     console.print(table)
+
+
+def _compare(
+    frameworks: str,
+    profile: str,
+    scenario: str | None,
+    sink: str | None,
+    driver: str | None,
+    repeat: int | None,
+    duration_s: float | None,
+    affinity: str | None,
+    process_model: str | None,
+    loop: str | None,
+    settings: list[str],
+    server_cpus: str | None,
+    agent_cpus: str | None,
+    out: Path | None,
+    no_verify: bool,
+) -> None:
+    from harness.compare import build_plan, run_plan, summary_table
+    from harness.profile import parse_settings
+
+    overrides = {
+        **parse_settings(settings),
+        "scenario": scenario,
+        "sink": sink,
+        "driver": driver,
+        "repeat": repeat,
+        "duration_s": duration_s,
+        "affinity": affinity,
+        "process_model": process_model,
+        "loop": loop,
+    }
+    plan = build_plan(
+        frameworks=frameworks,
+        profile_name=profile,
+        overrides=overrides,
+        server_cpus=server_cpus,
+        agent_cpus=agent_cpus,
+        out=out,
+        verify=not no_verify,
+    )
+    console.print(
+        f"profile {plan.profile.name}: {plan.profile.description}\n"
+        f"frameworks {', '.join(plan.frameworks)}; server CPUs {plan.server_cpus}, "
+        f"load CPUs {plan.agent_cpus}; results {plan.out_dir}"
+    )
+    try:
+        run, wall_s = run_plan(plan, console)
+    except KeyboardInterrupt:
+        print(f"harness: interrupted; finished cases kept in {plan.out_dir}", file=sys.stderr)
+        raise SystemExit(130) from None
+    console.print(summary_table(run))
+    console.print(f"wall time {wall_s:.0f} s; results: {plan.out_dir / 'run.json'}")
+    if not any(case.status == "ok" for case in run.cases):
+        raise typer.Exit(1)
+
+
+FRAMEWORKS_OPTION = typer.Option("all", help="all, or a comma-separated list of frameworks.")
+PROFILE_OPTION = typer.Option("quick", help="A shipped profile (harness/profiles/*.toml).")
+SCENARIO_OPTION = typer.Option(None, help="Override the profile's scenario (text, counter, log).")
+SINK_OPTION = typer.Option(None, help="Override the sink (empty, file, mongo).")
+DRIVER_OPTION = typer.Option(None, help="Override the driver (wrk, httperf, ab, siege).")
+REPEAT_OPTION = typer.Option(None, help="Run every case N times, interleaved; medians kept.")
+DURATION_OPTION = typer.Option(None, "--duration", help="Seconds per step.")
+AFFINITY_OPTION = typer.Option(None, help="both, server, agent, none, or matrix (all four).")
+MODEL_OPTION = typer.Option(None, "--process-model", help="single or workers:N.")
+LOOP_OPTION = typer.Option(None, help="asyncio or uvloop, for aiohttp and tornado.")
+SET_OPTION = typer.Option([], "--set", help="Profile override key=value (ramp.stop=100).")
+SERVER_CPUS_OPTION = typer.Option(None, help="CPUs for the server (default: the first).")
+AGENT_CPUS_OPTION = typer.Option(None, help="CPUs for the load generator (default: the rest).")
+OUT_OPTION = typer.Option(None, help="Results directory (default: results/).")
+NO_VERIFY_OPTION = typer.Option(False, "--no-verify", help="Skip the verify pass.")
+
+
+@app.command()
+def compare(
+    frameworks: str = FRAMEWORKS_OPTION,
+    profile: str = PROFILE_OPTION,
+    scenario: str = SCENARIO_OPTION,
+    sink: str = SINK_OPTION,
+    driver: str = DRIVER_OPTION,
+    repeat: int = REPEAT_OPTION,
+    duration_s: float = DURATION_OPTION,
+    affinity: str = AFFINITY_OPTION,
+    process_model: str = MODEL_OPTION,
+    loop: str = LOOP_OPTION,
+    settings: list[str] = SET_OPTION,
+    server_cpus: str = SERVER_CPUS_OPTION,
+    agent_cpus: str = AGENT_CPUS_OPTION,
+    out: Path = OUT_OPTION,
+    no_verify: bool = NO_VERIFY_OPTION,
+) -> None:
+    """Identical load ramps against every framework; run.json, steps.csv, monitor.csv, raw/."""
+    _compare(
+        frameworks,
+        profile,
+        scenario,
+        sink,
+        driver,
+        repeat,
+        duration_s,
+        affinity,
+        process_model,
+        loop,
+        settings,
+        server_cpus,
+        agent_cpus,
+        out,
+        no_verify,
+    )
+
+
+@app.command("run")
+def run_one(
+    framework: str = typer.Option(..., help="The framework to run."),
+    profile: str = PROFILE_OPTION,
+    scenario: str = SCENARIO_OPTION,
+    sink: str = SINK_OPTION,
+    driver: str = DRIVER_OPTION,
+    repeat: int = REPEAT_OPTION,
+    duration_s: float = DURATION_OPTION,
+    affinity: str = AFFINITY_OPTION,
+    process_model: str = MODEL_OPTION,
+    loop: str = LOOP_OPTION,
+    settings: list[str] = SET_OPTION,
+    server_cpus: str = SERVER_CPUS_OPTION,
+    agent_cpus: str = AGENT_CPUS_OPTION,
+    out: Path = OUT_OPTION,
+    no_verify: bool = NO_VERIFY_OPTION,
+) -> None:
+    """One framework through a profile (the same as compare --frameworks NAME)."""
+    if "," in framework or framework == "all":
+        raise UserError("run takes one framework; use compare for several")
+    _compare(
+        framework,
+        profile,
+        scenario,
+        sink,
+        driver,
+        repeat,
+        duration_s,
+        affinity,
+        process_model,
+        loop,
+        settings,
+        server_cpus,
+        agent_cpus,
+        out,
+        no_verify,
+    )
 
 
 def main() -> None:

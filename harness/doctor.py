@@ -126,8 +126,11 @@ def install_missing(names: list[str] | None = None) -> list[str]:
     subprocess.run(["apt-get", "update", "-qq"], check=True, env=env, stdin=subprocess.DEVNULL)
     result = subprocess.run(
         ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages],
-        env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-    )  # fmt: skip
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+    )
     if result.returncode != 0:
         raise UserError(
             f"apt-get install {' '.join(packages)} failed: {result.stderr.strip()[-300:]}"

@@ -20,8 +20,11 @@ def select_frameworks(spec: str) -> list[str]:
             f"unknown framework {', '.join(unknown) or repr(spec)}: "
             f"choose from all, {', '.join(FRAMEWORKS)}"
         )
-    missing = [f"{n} (pip install {' '.join(FRAMEWORKS[n].missing())})" for n in names
-               if not FRAMEWORKS[n].available()]  # fmt: skip
+    missing = [
+        f"{n} (pip install {' '.join(FRAMEWORKS[n].missing())})"
+        for n in names
+        if not FRAMEWORKS[n].available()
+    ]
     if missing:
         raise UserError(f"not installed: {', '.join(missing)}")
     return names

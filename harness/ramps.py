@@ -122,8 +122,11 @@ class ConnectionRamp:
 
 
 Ramp = RateRamp | ConcurrencyRamp | ConnectionRamp
-RAMP_KINDS: dict[str, type] = {"rate": RateRamp, "concurrency": ConcurrencyRamp,
-                               "connections": ConnectionRamp}  # fmt: skip
+RAMP_KINDS: dict[str, type] = {
+    "rate": RateRamp,
+    "concurrency": ConcurrencyRamp,
+    "connections": ConnectionRamp,
+}
 
 
 def ramp_from_dict(data: dict[str, object]) -> Ramp:

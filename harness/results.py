@@ -52,8 +52,14 @@ class Step:
     def __post_init__(self) -> None:
         if self.unit not in STEP_UNITS:
             raise ValueError(f"step unit {self.unit!r} is not one of {', '.join(STEP_UNITS)}")
-        for name in ("offered", "achieved", "error_rate", "server_cpu_pct", "agent_cpu_pct",
-                     "probe_ms"):  # fmt: skip
+        for name in (
+            "offered",
+            "achieved",
+            "error_rate",
+            "server_cpu_pct",
+            "agent_cpu_pct",
+            "probe_ms",
+        ):
             _finite(name, getattr(self, name))
         if self.offered < 0 or self.achieved < 0 or self.replies < 0:
             raise ValueError(f"offered, achieved and replies must be >= 0 ({self})")

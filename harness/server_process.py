@@ -164,9 +164,19 @@ def server_command(
 ) -> list[str]:
     """The command line that runs `framework` behind the contract, pinned when `cpus`."""
     command = [
-        sys.executable, "-m", "servers", framework,
-        "--host", host, "--port", str(port), "--sink", sink, "--workers", str(workers),
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "servers",
+        framework,
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--sink",
+        sink,
+        "--workers",
+        str(workers),
+    ]
     if loop:
         command += ["--loop", loop]
     command += list(extra_args)

@@ -15,9 +15,12 @@ def harness(*args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[s
     executable = shutil.which("harness")
     assert executable, "the harness console script is not installed"
     return subprocess.run(
-        [executable, *args], capture_output=True, text=True, timeout=timeout_s,
+        [executable, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
         stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+    )
 
 
 def test_list_names_every_framework_with_versions() -> None:

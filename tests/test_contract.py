@@ -287,7 +287,9 @@ def test_unknown_sink_option_fails_with_one_line() -> None:
 
     result = subprocess.run(
         [sys.executable, "-m", "servers", "aiohttp", "--sink", "nope"],
-        capture_output=True, text=True, timeout=30,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert result.returncode == 2
     assert "invalid choice: 'nope'" in result.stderr

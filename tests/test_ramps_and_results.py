@@ -47,10 +47,14 @@ def test_bad_ramps_are_refused_by_name(data: dict[str, object], message: str) ->
 
 def make_step(**overrides: object) -> Step:
     fields: dict[str, object] = {
-        "offered": 100, "unit": "concurrency", "achieved": 9000.5, "replies": 90005,
-        "errors": {"total": 0}, "error_rate": 0.0,
+        "offered": 100,
+        "unit": "concurrency",
+        "achieved": 9000.5,
+        "replies": 90005,
+        "errors": {"total": 0},
+        "error_rate": 0.0,
         "latency_ms": {"avg": 1.0, "p50": 0.9, "p90": 1.5, "p99": 3.0, "max": 9.0},
-    }  # fmt: skip
+    }
     return Step(**{**fields, **overrides})  # type: ignore[arg-type]
 
 
@@ -59,8 +63,9 @@ def test_run_round_trips_through_json(tmp_path: Path) -> None:
     steps = (make_step(flags=("driver_bound",)),)
     case = Case("aiohttp", "text", "empty", "wrk", "single", pinned, "ok", steps=steps)
     failed = Case("gevent", "text", "empty", "wrk", "single", pinned, "failed", error="verify")
-    run = Run("r1", "2026-11-30T00:00:00Z", None, {"cores": 2}, {"python": "3.11"}, {},
-              (case, failed))  # fmt: skip
+    run = Run(
+        "r1", "2026-11-30T00:00:00Z", None, {"cores": 2}, {"python": "3.11"}, {}, (case, failed)
+    )
     path = write_run(run, tmp_path)
     assert json.loads(path.read_text())["schema"] == SCHEMA
     assert read_run(tmp_path) == run

@@ -1,0 +1,177 @@
+"""`harness compare` / `harness run`: build the plan, run it with progress, print the summary."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from drivers import DRIVER_RAMPS
+from harness.affinity import parse_cpu_list
+from harness.errors import UserError
+from harness.frameworks import select_frameworks
+from harness.profile import load_profile
+from harness.results import Case, Run, Step
+from harness.runner import Plan, Runner, default_cpus, new_run_id
+from harness.scenarios import get_scenario
+from servers.contract import SINKS
+
+DEFAULT_RESULTS_DIR = Path("results")
+
+
+class RichReporter:
+    """A progress bar per case and per step, and the seed's live console line every second."""
+
+    def __init__(self, console: Console, cases_total: int) -> None:
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[live]}"),
+            console=console,
+        )
+        self.cases_task = self.progress.add_task("cases", total=cases_total, live="")
+        self.steps_task = self.progress.add_task("steps", total=1, live="")
+        self._offered = ""
+
+    def __enter__(self) -> RichReporter:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.progress.stop()
+
+    def case_started(self, *, label: str, steps: int) -> None:
+        self.progress.reset(self.steps_task, total=steps, description=label, live="")
+
+    def step_started(self, *, index: int, offered: float, unit: str) -> None:
+        self._offered = f"offered {offered:g} {unit}"
+
+    def sample(self, *, row: dict[str, Any]) -> None:
+        live = (
+            f"{self._offered} | {row.get('requests_per_s', 0):,.0f} req/s | "
+            f"server CPU {row['server_cpu_pct']:.0f}% | tick max {row.get('tick_max_ms', 0):.0f} ms"
+        )
+        self.progress.update(self.steps_task, live=live)
+
+    def step_finished(self, *, step: Step) -> None:
+        self.progress.advance(self.steps_task)
+        errors = step.errors["total"]
+        self.progress.update(
+            self.steps_task,
+            live=f"{self._offered}: {step.achieved:,.0f} req/s, {errors} errors",
+        )
+
+    def case_finished(self, *, case: Case) -> None:
+        self.progress.advance(self.cases_task)
+
+
+def build_plan(
+    *,
+    frameworks: str,
+    profile_name: str,
+    overrides: dict[str, Any],
+    server_cpus: str | None,
+    agent_cpus: str | None,
+    out: Path | None,
+    verify: bool = True,
+) -> Plan:
+    """Check every user choice up front (one-line errors), then fix the plan."""
+    names = select_frameworks(frameworks)
+    profile = load_profile(profile_name, overrides)
+    get_scenario(profile.scenario)
+    if profile.sink not in SINKS:
+        raise UserError(f"unknown sink {profile.sink}: choose from {', '.join(SINKS)}")
+    if profile.driver not in DRIVER_RAMPS:
+        raise UserError(f"unknown driver {profile.driver}: choose from {', '.join(DRIVER_RAMPS)}")
+    if profile.ramp.kind not in DRIVER_RAMPS[profile.driver]:
+        fits = [d for d, kinds in DRIVER_RAMPS.items() if profile.ramp.kind in kinds]
+        raise UserError(
+            f"driver {profile.driver} does not run {profile.ramp.kind} ramps "
+            f"(profile {profile.name}): use --driver {' or '.join(fits)}"
+        )
+    default_server, default_agent = default_cpus()
+    server_cpus = server_cpus or default_server
+    agent_cpus = agent_cpus or default_agent
+    parse_cpu_list(server_cpus)
+    parse_cpu_list(agent_cpus)
+    run_id = new_run_id(profile.name)
+    return Plan(
+        profile,
+        tuple(names),
+        server_cpus,
+        agent_cpus,
+        (out or DEFAULT_RESULTS_DIR) / run_id,
+        run_id,
+        verify,
+    )
+
+
+def run_plan(plan: Plan, console: Console) -> tuple[Run, float]:
+    """Run with progress bars; returns the run and its wall time in seconds."""
+    cases_total = plan.profile.repeat * len(plan.profile.affinity_modes) * len(plan.frameworks)
+    started = time.monotonic()
+    with RichReporter(console, cases_total) as reporter:
+        run = Runner(plan, reporter).run()
+    return run, time.monotonic() - started
+
+
+def _fmt(value: float | None, pattern: str = "{:,.0f}") -> str:
+    return pattern.format(value) if value is not None else "–"
+
+
+def summary_table(run: Run) -> Table:
+    """framework, peak, p99 at peak, CPU, RSS, errors, flags — one row per case."""
+    table = Table(title=f"run {run.run_id}")
+    for column in (
+        "framework",
+        "affinity",
+        "status",
+        "peak req/s",
+        "at",
+        "p99 at peak ms",
+        "server CPU %",
+        "RSS MB",
+        "errors",
+        "flags",
+    ):
+        table.add_column(
+            column, justify="right" if column not in ("framework", "flags") else "left"
+        )
+    for case in run.cases:
+        summary = case.summary
+        if case.status != "ok":
+            table.add_row(
+                case.framework,
+                case.affinity.get("mode") or "",
+                case.status,
+                "",
+                "",
+                "",
+                "",
+                "",
+                "",
+                (case.error or "")[:60],
+            )
+            continue
+        rss = summary.get("rss_max_bytes")
+        unit = case.steps[0].unit if case.steps else ""
+        at = summary.get("peak_offered")
+        table.add_row(
+            case.framework,
+            case.affinity.get("mode") or "",
+            case.status,
+            _fmt(summary.get("peak")),
+            f"{at:g} {unit}" if at is not None else "–",
+            _fmt(summary.get("p99_at_peak_ms"), "{:.2f}"),
+            _fmt(summary.get("server_cpu_at_peak_pct")),
+            _fmt(rss / 1e6 if rss else None, "{:.1f}"),
+            str(summary.get("errors_total", 0)),
+            " ".join(summary.get("flags", [])),
+        )
+    return table

@@ -1,0 +1,126 @@
+"""Profiles: named, shipped TOML files that fix a comparison's scenario, driver and ramp.
+
+`harness compare --profile quick` loads `harness/profiles/quick.toml`; command-line
+options and `--set key=value` (dotted for the ramp: `--set ramp.stop=100`) override it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.errors import UserError
+from harness.ramps import Ramp, ramp_from_dict
+
+PROFILES_DIR = Path(__file__).parent / "profiles"
+DEFAULT_PROFILE = "quick"
+AFFINITY_MODES = ("both", "server", "agent", "none")  # seed 002's matrix
+AFFINITY_CHOICES = (*AFFINITY_MODES, "matrix")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Everything a comparison runs with, identical for every framework."""
+
+    name: str
+    description: str
+    scenario: str
+    driver: str
+    ramp: Ramp
+    sink: str = "empty"
+    warmup_s: float = 3.0
+    cooldown_s: float = 1.0
+    repeat: int = 1
+    probe_interval_s: float = 0.5
+    timeout_s: float = 5.0
+    affinity: str = "both"
+    process_model: str = "single"
+    requests_per_step: int | None = None  # ab -n (a fixed request count instead of a time)
+    loop: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.affinity not in AFFINITY_CHOICES:
+            raise ValueError(
+                f"affinity {self.affinity!r} is not one of {', '.join(AFFINITY_CHOICES)}"
+            )
+        if self.repeat < 1:
+            raise ValueError(f"repeat must be at least 1, not {self.repeat}")
+        if self.warmup_s < 0 or self.cooldown_s < 0:
+            raise ValueError("warmup_s and cooldown_s must not be negative")
+        if self.probe_interval_s <= 0 or self.timeout_s <= 0:
+            raise ValueError("probe_interval_s and timeout_s must be positive")
+        workers_from_model(self.process_model)
+
+    @property
+    def affinity_modes(self) -> tuple[str, ...]:
+        return AFFINITY_MODES if self.affinity == "matrix" else (self.affinity,)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["ramp"] = dataclasses.asdict(self.ramp)
+        return data
+
+
+def workers_from_model(process_model: str) -> int:
+    """`single` → 1, `workers:N` → N; anything else is refused by name."""
+    if process_model == "single":
+        return 1
+    kind, _, count = process_model.partition(":")
+    if kind == "workers" and count.isdigit() and int(count) >= 1:
+        return int(count)
+    raise ValueError(f"process model {process_model!r} is not single or workers:N")
+
+
+def profile_names() -> list[str]:
+    return sorted(path.stem for path in PROFILES_DIR.glob("*.toml"))
+
+
+def _convert(value: str) -> Any:
+    for kind in (int, float):
+        try:
+            return kind(value)
+        except ValueError:
+            pass
+    return value
+
+
+def load_profile(name: str, overrides: dict[str, Any] | None = None) -> Profile:
+    """The shipped profile `name` with `overrides` applied; UserError names a bad value."""
+    path = PROFILES_DIR / f"{name}.toml"
+    if not path.is_file():
+        raise UserError(f"unknown profile {name}: choose from {', '.join(profile_names())}")
+    data = tomllib.loads(path.read_text())
+    ramp_data = dict(data.pop("ramp", {}))
+    for key, value in (overrides or {}).items():
+        if value is None:
+            continue
+        if isinstance(value, str) and not isinstance(value, bool):
+            value = _convert(value) if key not in ("scenario", "driver", "sink") else value
+        if key.startswith("ramp."):
+            ramp_data[key.removeprefix("ramp.")] = value
+        elif key == "duration_s":  # the step length, whatever the ramp calls it
+            ramp_data["hold_s" if ramp_data.get("kind") == "connections" else "duration_s"] = value
+        else:
+            data[key] = value
+    known = {f.name for f in dataclasses.fields(Profile)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise UserError(f"profile {name}: unknown setting {', '.join(unknown)}")
+    try:
+        return Profile(name=name, ramp=ramp_from_dict(ramp_data), **data)
+    except (ValueError, TypeError) as error:
+        raise UserError(f"profile {name}: {error}") from None
+
+
+def parse_settings(settings: list[str]) -> dict[str, str]:
+    """`--set key=value` pairs as a dict; a pair without '=' is refused."""
+    parsed = {}
+    for setting in settings:
+        key, sep, value = setting.partition("=")
+        if not sep or not key:
+            raise UserError(f"--set {setting!r} is not key=value (e.g. ramp.stop=100)")
+        parsed[key.strip()] = value.strip()
+    return parsed

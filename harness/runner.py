@@ -1,0 +1,592 @@
+"""The runner: the same ramp against every framework, one case at a time.
+
+For each case: start the server pinned, verify it, warm up, run every step with the
+monitor and the probe watching, stop it, record the case (`ok`, `failed` with the reason,
+`skipped` when the framework is not installed). A failing framework never stops the
+others; `run.json` is rewritten after every case so an interrupted run keeps what it
+finished. `repeat` interleaves frameworks (A B C A B C …) and keeps the median of each
+step, flagging steps whose repeats spread by more than 10 % as `noisy`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import dataclasses
+import os
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from drivers import make_driver
+from drivers.base import Driver, DriverOutputError, DriverResult, Target, run_step
+from harness import affinity as cpu_affinity
+from harness.doctor import TOOLS, host_facts, tool_status
+from harness.errors import UserError
+from harness.monitor import Monitor, step_stats
+from harness.probe import Probe
+from harness.profile import Profile, workers_from_model
+from harness.ramps import RampStep, RateRamp
+from harness.results import FLAG_MEANINGS, SCHEMA, Case, Run, Step, write_run
+from harness.scenarios import get_scenario
+from harness.server_process import ServerProcess, start_server
+from harness.verify import HTTP_CHECKS, WEBSOCKET_CHECKS, run_checks
+from servers import FRAMEWORKS
+
+DRIVER_BOUND_CPU_FRACTION = 0.90
+NOISY_SPREAD = 0.10
+RATE_ACHIEVED_FRACTION = 0.95  # autobench: a step holds when it achieved 95 % of the demand
+INTERRUPTED_STOP_S = 2.0
+
+
+class Reporter(Protocol):
+    """What the runner tells whoever watches (the CLI's progress bars; nothing in tests)."""
+
+    def case_started(self, *, label: str, steps: int) -> None: ...
+    def step_started(self, *, index: int, offered: float, unit: str) -> None: ...
+    def sample(self, *, row: dict[str, Any]) -> None: ...
+    def step_finished(self, *, step: Step) -> None: ...
+    def case_finished(self, *, case: Case) -> None: ...
+
+
+class SilentReporter:
+    def case_started(self, *, label: str, steps: int) -> None: ...
+    def step_started(self, *, index: int, offered: float, unit: str) -> None: ...
+    def sample(self, *, row: dict[str, Any]) -> None: ...
+    def step_finished(self, *, step: Step) -> None: ...
+    def case_finished(self, *, case: Case) -> None: ...
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A comparison to run: the profile, the frameworks and where load and servers run."""
+
+    profile: Profile
+    frameworks: tuple[str, ...]
+    server_cpus: str
+    agent_cpus: str
+    out_dir: Path
+    run_id: str
+    verify: bool = True
+
+
+def default_cpus() -> tuple[str, str]:
+    """Server on the first CPU, load on the rest (both on it on a one-CPU machine)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    server = [cpus[0]]
+    agent = cpus[1:] or cpus[:1]
+    return cpu_affinity.format_cpu_list(server), cpu_affinity.format_cpu_list(agent)
+
+
+def new_run_id(profile_name: str) -> str:
+    return datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + profile_name
+
+
+def _now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+# -- one step ----------------------------------------------------------------------------
+def is_driver_bound(
+    driver: Driver,
+    result: DriverResult,
+    step: RampStep,
+    agent_cpu_pct: float | None,
+    agent_cpu_count: int,
+    calls_per_connection: int,
+) -> bool:
+    """The load generator, not the server, limited the step."""
+    if driver.busy_polls:
+        asked = step.offered / calls_per_connection
+        offered = result.extra.get("connection_rate_per_s")
+        return offered is not None and offered < RATE_ACHIEVED_FRACTION * asked
+    if agent_cpu_pct is None:
+        return False
+    return agent_cpu_pct >= DRIVER_BOUND_CPU_FRACTION * 100.0 * agent_cpu_count
+
+
+def build_step(
+    ramp_step: RampStep,
+    result: DriverResult,
+    stats: dict[str, Any],
+    probe_ms: float | None,
+    flags: list[str],
+    extra: dict[str, Any],
+) -> Step:
+    total = result.errors_total
+    attempts = result.replies + total
+    errors = {"total": total, **{kind: n for kind, n in result.errors.items() if n}}
+    return Step(
+        offered=ramp_step.offered,
+        unit=ramp_step.unit,
+        achieved=round(result.rate, 1),
+        replies=result.replies,
+        errors=errors,
+        error_rate=round(total / attempts, 6) if attempts else 0.0,
+        latency_ms={
+            k: (round(v, 3) if v is not None else None) for k, v in result.latency_ms.items()
+        },
+        server_cpu_pct=stats["server_cpu_pct"],
+        agent_cpu_pct=stats["agent_cpu_pct"],
+        rss_max_bytes=stats["rss_max_bytes"],
+        tick_ms=stats["tick_ms"],
+        probe_ms=probe_ms,
+        flags=tuple(flags),
+        extra={**result.extra, "duration_s": round(result.duration_s, 3), **extra},
+    )
+
+
+def failed_step(ramp_step: RampStep, reason: str, stats: dict[str, Any]) -> Step:
+    """A step whose driver produced no result (it aborted: refused, timed out)."""
+    return Step(
+        offered=ramp_step.offered,
+        unit=ramp_step.unit,
+        achieved=0.0,
+        replies=0,
+        errors={"total": 1, "aborted": 1},
+        error_rate=1.0,
+        latency_ms=dict.fromkeys(("avg", "p50", "p90", "p99", "max")),
+        server_cpu_pct=stats["server_cpu_pct"],
+        agent_cpu_pct=stats["agent_cpu_pct"],
+        rss_max_bytes=stats["rss_max_bytes"],
+        tick_ms=stats["tick_ms"],
+        extra={"driver_error": reason},
+    )
+
+
+# -- summaries -----------------------------------------------------------------------------
+def summarize(steps: tuple[Step, ...]) -> dict[str, Any]:
+    """The peak (autobench's reading for rate ramps: the highest offered step with no errors
+    that achieved ≥ 95 % of it; for concurrency: the best error-free req/s) and its context."""
+    if not steps:
+        return {"peak": None}
+    clean = [s for s in steps if s.errors["total"] == 0]
+    if steps[0].unit == "req/s":
+        clean = [s for s in clean if s.achieved >= RATE_ACHIEVED_FRACTION * s.offered]
+        best = max(clean, key=lambda s: s.offered, default=None)
+        peak = best.offered if best else None
+    else:
+        best = max(clean, key=lambda s: s.achieved, default=None)
+        peak = best.achieved if best else None
+    flags = sorted({flag for s in steps for flag in s.flags})
+    rss = [s.rss_max_bytes for s in steps if s.rss_max_bytes is not None]
+    return {
+        "peak": peak,
+        "peak_unit": "req/s",
+        "peak_offered": best.offered if best else None,
+        "p99_at_peak_ms": best.latency_ms.get("p99") if best else None,
+        "avg_latency_at_peak_ms": best.latency_ms.get("avg") if best else None,
+        "server_cpu_at_peak_pct": best.server_cpu_pct if best else None,
+        "rss_max_bytes": max(rss) if rss else None,
+        "errors_total": sum(s.errors["total"] for s in steps),
+        "flags": flags,
+    }
+
+
+def combine_repeats(cases: list[Case]) -> Case:
+    """Several runs of one case as one: each step is the median run (by achieved)."""
+    ok = [c for c in cases if c.status == "ok"]
+    if len(cases) == 1 or not ok:
+        return cases[0]
+    steps = []
+    for index in range(min(len(c.steps) for c in ok)):
+        runs = sorted((c.steps[index] for c in ok), key=lambda s: s.achieved)
+        median_step = runs[(len(runs) - 1) // 2]
+        achieved = [s.achieved for s in runs]
+        middle = statistics.median(achieved)
+        spread = (max(achieved) - min(achieved)) / middle if middle else 0.0
+        flags = set(median_step.flags)
+        if spread > NOISY_SPREAD:
+            flags.add("noisy")
+        steps.append(
+            dataclasses.replace(
+                median_step,
+                achieved=round(middle, 1),
+                flags=tuple(sorted(flags)),
+                extra={
+                    **median_step.extra,
+                    "repeats": len(runs),
+                    "achieved_runs": achieved,
+                    "spread": round(spread, 4),
+                },
+            )
+        )
+    failures = [c.error for c in cases if c.status != "ok"]
+    first = ok[0]
+    summary = {**summarize(tuple(steps)), "repeats": len(cases), "failed_repeats": failures}
+    return dataclasses.replace(first, steps=tuple(steps), summary=summary)
+
+
+# -- the runner ------------------------------------------------------------------------------
+@dataclass
+class Runner:
+    plan: Plan
+    reporter: Reporter = field(default_factory=SilentReporter)
+    cases: list[Case] = field(default_factory=list)
+    started: str = field(default_factory=_now_iso)
+
+    def __post_init__(self) -> None:
+        profile = self.plan.profile
+        self.scenario = get_scenario(profile.scenario)
+        self.workers = workers_from_model(profile.process_model)
+        self.calls_per_connection = (
+            profile.ramp.calls_per_connection if isinstance(profile.ramp, RateRamp) else 1
+        )
+        self.timeout_s = (
+            profile.ramp.timeout_s if isinstance(profile.ramp, RateRamp) else profile.timeout_s
+        )
+        if TOOLS.get(profile.driver) and tool_status(TOOLS[profile.driver]).path is None:
+            raise UserError(f"{profile.driver} not found: run `harness doctor --install`")
+        try:
+            self.plan.out_dir.mkdir(parents=True, exist_ok=True)
+            probe = self.plan.out_dir / ".writable"
+            probe.write_text("")
+            probe.unlink()
+        except OSError as error:
+            raise UserError(
+                f"results directory {self.plan.out_dir} is not writable ({error.strerror}): "
+                "choose another with --out"
+            ) from None
+        self.host = host_facts()
+        self.versions = self._versions()
+
+    def _versions(self) -> dict[str, Any]:
+        tools = {
+            name: tool_status(TOOLS[name]).version
+            for name in (self.plan.profile.driver, "taskset")
+            if name in TOOLS
+        }
+        return {
+            "python": self.host["python"],
+            "harness": _harness_version(),
+            "frameworks": {name: FRAMEWORKS[name].versions() for name in self.plan.frameworks},
+            "tools": tools,
+        }
+
+    # -- orchestration ---------------------------------------------------------------
+    def run(self) -> Run:
+        """Every case (frameworks interleaved across repeats); run.json after each."""
+        profile = self.plan.profile
+        by_key: dict[tuple[str, str], list[Case]] = {}
+        try:
+            for repeat in range(profile.repeat):
+                for mode in profile.affinity_modes:
+                    for framework in self.plan.frameworks:
+                        case = self.run_case(framework, mode, repeat)
+                        by_key.setdefault((framework, mode), []).append(case)
+                        self.cases = [combine_repeats(c) for c in by_key.values()]
+                        self.write(finished=None)
+                        self.reporter.case_finished(case=case)
+        except KeyboardInterrupt:
+            self.write(finished=_now_iso(), interrupted=True)
+            raise
+        return self.write(finished=_now_iso())
+
+    def write(self, finished: str | None, interrupted: bool = False) -> Run:
+        config = {
+            "profile": self.plan.profile.to_dict(),
+            "frameworks": list(self.plan.frameworks),
+            "server_cpus": self.plan.server_cpus,
+            "agent_cpus": self.plan.agent_cpus,
+            "flags": FLAG_MEANINGS,
+            "interrupted": interrupted,
+        }
+        run = Run(
+            self.plan.run_id,
+            self.started,
+            finished,
+            self.host,
+            self.versions,
+            config,
+            tuple(self.cases),
+            SCHEMA,
+        )
+        write_run(run, self.plan.out_dir)
+        write_steps_csv(run, self.plan.out_dir / "steps.csv")
+        return run
+
+    def _case(self, framework: str, mode: str, status: str, **fields: Any) -> Case:
+        profile = self.plan.profile
+        return Case(
+            framework=framework,
+            scenario=profile.scenario,
+            sink=profile.sink,
+            driver=profile.driver,
+            process_model=profile.process_model,
+            affinity=fields.pop("affinity", {"mode": mode, "server": None, "agent": None}),
+            status=status,
+            **fields,  # type: ignore[arg-type]
+        )
+
+    def run_case(self, framework: str, mode: str, repeat: int) -> Case:
+        """One framework through the whole ramp; never raises for the framework's faults."""
+        profile = self.plan.profile
+        label = f"{framework} [{mode}]" + (f" #{repeat + 1}" if profile.repeat > 1 else "")
+        steps = list(profile.ramp)
+        self.reporter.case_started(label=label, steps=len(steps))
+        missing = FRAMEWORKS[framework].missing()
+        if missing:
+            return self._case(
+                framework, mode, "skipped", error=f"not installed: {', '.join(missing)}"
+            )
+        server_cpus = self.plan.server_cpus if mode in ("both", "server") else None
+        agent_cpus = self.plan.agent_cpus if mode in ("both", "agent") else None
+        agent_count = (
+            len(cpu_affinity.parse_cpu_list(agent_cpus)) if agent_cpus else (os.cpu_count() or 1)
+        )
+        affinity: dict[str, str | None] = {"mode": mode, "server": None, "agent": None}
+        name = self._case(framework, mode, "ok").key + (
+            f"_r{repeat + 1}" if profile.repeat > 1 else ""
+        )
+        case_dir = self.plan.out_dir / name
+        try:
+            server = start_server(
+                framework,
+                sink=profile.sink,
+                workers=self.workers,
+                # a loop choice applies where the framework offers it (aiohttp, tornado)
+                loop=profile.loop if profile.loop in FRAMEWORKS[framework].loops else None,
+                cpus=server_cpus,
+            )
+        except UserError as error:
+            return self._case(framework, mode, "failed", error=str(error), affinity=affinity)
+        interrupted = False
+        monitor = Monitor(
+            server.latest_telemetry, on_sample=lambda row: self.reporter.sample(row=row)
+        )
+        try:
+            affinity["server"] = cpu_affinity.cpus_allowed(server.pid)
+            verify: dict[str, Any] = {}
+            if self.plan.verify:
+                checks = run_checks(server.url, HTTP_CHECKS | WEBSOCKET_CHECKS)
+                verify = {c.name: {"ok": c.ok, "detail": c.detail} for c in checks}
+                failed = [c.name for c in checks if not c.ok]
+                if failed:
+                    details = "; ".join(f"{c.name}: {c.detail}" for c in checks if not c.ok)
+                    return self._case(
+                        framework,
+                        mode,
+                        "failed",
+                        error=f"verify failed: {details}",
+                        verify=verify,
+                        affinity=affinity,
+                    )
+            monitor.start([server.pid])
+            driver = make_driver(
+                profile.driver,
+                agent_cpu_count=agent_count,
+                calls_per_connection=self.calls_per_connection,
+                requests_per_step=profile.requests_per_step,
+            )
+            target = Target("127.0.0.1", server.port, self.scenario, self.timeout_s)
+            raw_dir = case_dir / "raw"
+
+            def note_agent(pids: list[int]) -> None:
+                monitor.set_agent_pids(pids)
+                if affinity["agent"] is None and pids:
+                    time.sleep(0.05)  # taskset has exec'd the driver by now
+                    affinity["agent"] = cpu_affinity.cpus_allowed(pids[0])
+
+            if profile.warmup_s > 0:
+                warm = warmup_step(steps[0], profile.warmup_s)
+                # a warm-up that fails says nothing the counted steps will not say
+                with contextlib.suppress(DriverOutputError):
+                    run_step(driver, warm, target, agent_cpus, raw_dir, "warmup")
+            recorded: list[Step] = []
+            for ramp_step in steps:
+                recorded.append(
+                    self._run_one_step(
+                        driver,
+                        ramp_step,
+                        target,
+                        agent_cpus,
+                        agent_count,
+                        raw_dir,
+                        monitor,
+                        server,
+                        note_agent,
+                    )
+                )
+                self.reporter.step_finished(step=recorded[-1])
+                if server.process.poll() is not None:
+                    return self._case(
+                        framework,
+                        mode,
+                        "failed",
+                        affinity=affinity,
+                        verify=verify,
+                        steps=tuple(recorded),
+                        summary=summarize(tuple(recorded)),
+                        error=f"server exited (status {server.process.returncode}) during step "
+                        f"{ramp_step.index}: {server.stderr_tail()}",
+                    )
+                if profile.cooldown_s:
+                    time.sleep(profile.cooldown_s)
+            summary = summarize(tuple(recorded))
+            return self._case(
+                framework,
+                mode,
+                "ok",
+                affinity=affinity,
+                verify=verify,
+                steps=tuple(recorded),
+                summary=summary,
+            )
+        except KeyboardInterrupt:
+            interrupted = True
+            raise
+        finally:
+            monitor.stop()
+            monitor.write_csv(case_dir / "monitor.csv")
+            if interrupted:
+                server.stop(INTERRUPTED_STOP_S)
+            else:
+                server.stop()
+
+    def _run_one_step(
+        self,
+        driver: Driver,
+        ramp_step: RampStep,
+        target: Target,
+        agent_cpus: str | None,
+        agent_count: int,
+        raw_dir: Path,
+        monitor: Monitor,
+        server: ServerProcess,
+        note_agent: Callable[[list[int]], None],
+    ) -> Step:
+        self.reporter.step_started(
+            index=ramp_step.index, offered=ramp_step.offered, unit=ramp_step.unit
+        )
+        probe = Probe(server.url, self.plan.profile.probe_interval_s)
+        monitor.begin_step(ramp_step.index)
+        probe.start()
+        try:
+            result: DriverResult | None = run_step(
+                driver,
+                ramp_step,
+                target,
+                agent_cpus,
+                raw_dir,
+                f"step{ramp_step.index:03d}",
+                on_start=note_agent,
+            )
+            reason = ""
+        except DriverOutputError as error:
+            result, reason = None, str(error)
+        finally:
+            probe_ms = probe.stop()
+            window = monitor.end_step()
+        stats = step_stats(monitor.rows, server.telemetry_lines(), window)
+        if result is None:
+            return failed_step(ramp_step, reason, stats)
+        flags = []
+        if is_driver_bound(
+            driver,
+            result,
+            ramp_step,
+            stats["agent_cpu_pct"],
+            agent_count,
+            self.calls_per_connection,
+        ):
+            flags.append("driver_bound")
+        if result.driver_errors:
+            flags.append("driver_capped")
+        extra = {"probe_failures": probe.failures, "driver_cpu_pct": result.driver_cpu_pct}
+        return build_step(ramp_step, result, stats, probe_ms, flags, extra)
+
+
+def warmup_step(first: RampStep, warmup_s: float) -> RampStep:
+    """The first step's load for `warmup_s` (not recorded): caches, JITs, pools settle."""
+    connections = None
+    if first.connections is not None and first.duration_s:
+        connections = max(1, round(first.connections * warmup_s / first.duration_s))
+    return dataclasses.replace(first, index=-1, duration_s=warmup_s, connections=connections)
+
+
+STEPS_CSV_COLUMNS = (
+    "framework",
+    "scenario",
+    "sink",
+    "driver",
+    "process_model",
+    "affinity",
+    "status",
+    "step",
+    "offered",
+    "unit",
+    "achieved",
+    "replies",
+    "errors_total",
+    "error_rate",
+    "latency_avg_ms",
+    "latency_p50_ms",
+    "latency_p90_ms",
+    "latency_p99_ms",
+    "latency_max_ms",
+    "server_cpu_pct",
+    "agent_cpu_pct",
+    "rss_max_bytes",
+    "tick_avg_ms",
+    "tick_max_ms",
+    "probe_ms",
+    "flags",
+)
+
+
+def write_steps_csv(run: Run, path: Path) -> None:
+    """One row per case and step, autobench-like, for spreadsheets."""
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(STEPS_CSV_COLUMNS)
+        for case in run.cases:
+            head = [
+                case.framework,
+                case.scenario,
+                case.sink,
+                case.driver,
+                case.process_model,
+                case.affinity.get("mode"),
+                case.status,
+            ]
+            if not case.steps:
+                writer.writerow(head + [""] * (len(STEPS_CSV_COLUMNS) - len(head)))
+            for index, step in enumerate(case.steps):
+                latency = step.latency_ms
+                writer.writerow(
+                    [
+                        *head,
+                        index,
+                        step.offered,
+                        step.unit,
+                        step.achieved,
+                        step.replies,
+                        step.errors["total"],
+                        step.error_rate,
+                        latency["avg"],
+                        latency["p50"],
+                        latency["p90"],
+                        latency["p99"],
+                        latency["max"],
+                        step.server_cpu_pct,
+                        step.agent_cpu_pct,
+                        step.rss_max_bytes,
+                        step.tick_ms.get("avg"),
+                        step.tick_ms.get("max"),
+                        step.probe_ms,
+                        " ".join(step.flags),
+                    ]
+                )
+
+
+def _harness_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("serverbench-harness")
+    except PackageNotFoundError:
+        return "unknown"

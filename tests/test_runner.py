@@ -1,0 +1,317 @@
+"""The runner end to end: real servers, real wrk, pinned CPUs, results on disk."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from harness.compare import build_plan
+from harness.doctor import tool_path
+from harness.results import Case, Step, read_run
+from harness.runner import Runner, combine_repeats, summarize
+from servers import FRAMEWORKS, Framework
+from tests.conftest import require_framework
+from tests.test_cli import harness
+
+TWO_CPUS = len(os.sched_getaffinity(0)) >= 2
+
+
+def require_tools(*names: str) -> None:
+    missing = [name for name in names if tool_path(name) is None]
+    if missing:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"missing in CI: {missing}")
+        pytest.skip(f"missing tools {missing}: harness doctor --install")
+
+
+def smoke_frameworks() -> str:
+    names = [n for n in ("aiohttp", "twisted", "tornado", "gevent") if FRAMEWORKS[n].available()]
+    if len(names) < 2:
+        pytest.skip("needs two installed frameworks")
+    return ",".join(names[:2])
+
+
+def test_smoke_compare_of_two_frameworks_writes_valid_results(tmp_path: Path) -> None:
+    require_tools("wrk")
+    frameworks = smoke_frameworks()
+    result = harness(
+        "compare",
+        "--frameworks",
+        frameworks,
+        "--profile",
+        "smoke",
+        "--out",
+        str(tmp_path),
+        timeout_s=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    [run_dir] = list(tmp_path.iterdir())
+    assert str(run_dir / "run.json") in result.stdout.replace("\n", "")
+    run = read_run(run_dir)
+    assert run.finished is not None
+    assert [c.framework for c in run.cases] == frameworks.split(",")
+    for case in run.cases:
+        assert case.status == "ok", case.error
+        assert case.verify and all(check["ok"] for check in case.verify.values())
+        assert [s.offered for s in case.steps] == [10, 20]
+        if TWO_CPUS:
+            assert case.affinity == {"mode": "both", "server": "0", "agent": "1"}
+        for step in case.steps:
+            assert step.achieved > 100, step
+            assert step.errors["total"] == 0
+            assert step.latency_ms["p99"] is not None
+            assert step.server_cpu_pct is not None and step.server_cpu_pct > 0
+            assert step.rss_max_bytes and step.rss_max_bytes > 1_000_000
+            assert step.tick_ms["max"] is not None
+            assert step.probe_ms is not None and step.probe_ms > 0
+        assert case.summary["peak"] == max(s.achieved for s in case.steps)
+        case_dir = run_dir / case.key
+        rows = list(csv.DictReader((case_dir / "monitor.csv").open()))
+        assert len(rows) >= 3
+        assert {
+            "cpu_user_pct",
+            "cpu0_pct",
+            "server_cpu_pct",
+            "agent_cpu_pct",
+            "mem_cached_bytes",
+            "tick_max_ms",
+            "requests",
+        } <= set(rows[0])
+        assert any(float(r["agent_cpu_pct"] or 0) > 0 for r in rows)
+        raw = sorted(p.name for p in (case_dir / "raw").iterdir())
+        assert "step000-0.txt" in raw and "step001-0.txt" in raw
+        assert "WRK_JSON" in (case_dir / "raw" / "step001-0.txt").read_text()
+    assert run.host["nofile_soft"] > 0 and run.versions["tools"]["wrk"]
+    steps_rows = list(csv.DictReader((run_dir / "steps.csv").open()))
+    assert len(steps_rows) == 4
+    assert "framework" in result.stdout and "peak" in result.stdout
+
+
+def test_a_failing_framework_never_stops_the_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    require_framework("aiohttp")
+    require_tools("wrk")
+    # The server process knows no 'broken' framework: it exits before listening.
+    monkeypatch.setitem(FRAMEWORKS, "broken", Framework("broken", "servers.none", (), ("x",)))
+    plan = build_plan(
+        frameworks="broken,aiohttp",
+        profile_name="smoke",
+        overrides={},
+        server_cpus=None,
+        agent_cpus=None,
+        out=tmp_path,
+    )
+    run = Runner(plan).run()
+    broken, aiohttp = run.cases
+    assert broken.status == "failed"
+    assert "exited with status 2 before listening" in (broken.error or "")
+    assert aiohttp.status == "ok"
+    assert read_run(plan.out_dir) == run
+
+
+def test_repeat_interleaves_and_keeps_the_median(tmp_path: Path) -> None:
+    require_framework("aiohttp")
+    require_tools("wrk")
+    plan = build_plan(
+        frameworks="aiohttp",
+        profile_name="smoke",
+        overrides={"repeat": 2, "ramp.stop": 10, "warmup_s": 0},
+        server_cpus=None,
+        agent_cpus=None,
+        out=tmp_path,
+    )
+    run = Runner(plan).run()
+    [case] = run.cases
+    [step] = case.steps
+    assert step.extra["repeats"] == 2
+    assert len(step.extra["achieved_runs"]) == 2
+    assert case.summary["repeats"] == 2
+    assert len([p for p in plan.out_dir.iterdir() if p.is_dir()]) == 2  # one directory a repeat
+
+
+@pytest.mark.skipif(not TWO_CPUS, reason="the affinity matrix needs two CPUs")
+def test_affinity_matrix_runs_four_modes_and_reads_them_back(tmp_path: Path) -> None:
+    require_framework("aiohttp")
+    require_tools("wrk")
+    plan = build_plan(
+        frameworks="aiohttp",
+        profile_name="smoke",
+        overrides={"affinity": "matrix", "ramp.stop": 10, "warmup_s": 0},
+        server_cpus="0",
+        agent_cpus="1",
+        out=tmp_path,
+    )
+    run = Runner(plan).run()
+    affinity = {c.affinity["mode"]: c.affinity for c in run.cases}
+    assert set(affinity) == {"both", "server", "agent", "none"}
+    assert affinity["both"] == {"mode": "both", "server": "0", "agent": "1"}
+    assert affinity["server"] == {"mode": "server", "server": "0", "agent": "0-1"}
+    assert affinity["agent"] == {"mode": "agent", "server": "0-1", "agent": "1"}
+    assert affinity["none"] == {"mode": "none", "server": "0-1", "agent": "0-1"}
+
+
+def test_ctrl_c_stops_everything_within_5_s_and_keeps_finished_cases(tmp_path: Path) -> None:
+    require_framework("aiohttp")
+    require_tools("wrk")
+    command = [
+        sys.executable,
+        "-c",
+        "from harness.cli import main; main()",
+        "compare",
+        "--frameworks",
+        "aiohttp,aiohttp",
+        "--profile",
+        "smoke",
+        "--out",
+        str(tmp_path),
+        "--set",
+        "ramp.duration_s=20",
+        "--set",
+        "ramp.stop=10",
+        "--set",
+        "warmup_s=0",
+    ]
+    harness_process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL
+    )
+    parent = psutil.Process(harness_process.pid)
+    children: set[psutil.Process] = set()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # until the second case's wrk runs
+        children.update(parent.children(recursive=True))
+        if any("wrk" in " ".join(c.cmdline()) for c in children if c.is_running()) and list(
+            tmp_path.glob("*/run.json")
+        ):
+            break
+        time.sleep(0.2)
+    else:
+        harness_process.kill()
+        pytest.fail("the compare never reached its second case")
+    children.update(parent.children(recursive=True))
+    interrupted = time.monotonic()
+    harness_process.send_signal(signal.SIGINT)
+    harness_process.wait(10)
+    assert time.monotonic() - interrupted < 5.0
+    assert harness_process.returncode == 130
+    time.sleep(0.2)
+    alive = [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+    assert not alive, [c.cmdline() for c in alive]
+    [run_json] = list(tmp_path.glob("*/run.json"))
+    data = json.loads(run_json.read_text())
+    assert data["config"]["interrupted"] is True
+    assert [c["status"] for c in data["cases"]] == ["ok"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--profile", "nope"], "unknown profile nope: choose from"),
+        (["--scenario", "nope"], "unknown scenario nope: choose from text"),
+        (["--driver", "nope"], "unknown driver nope: choose from wrk"),
+        (["--driver", "httperf"], "driver httperf does not run concurrency ramps"),
+        (["--profile", "autobench-vps", "--driver", "wrk"], "use --driver httperf"),
+        (["--server-cpus", "9999"], "CPU 9999 is not available"),
+        (["--out", "/proc/harness-results"], "is not writable"),
+        (["--set", "ramp.step"], "is not key=value"),
+        (["--set", "ramp.step=-5"], "must be positive"),
+        (["--process-model", "cluster"], "is not single or workers:N"),
+    ],
+)
+def test_compare_user_mistakes_get_one_line(args: list[str], message: str) -> None:
+    result = harness("compare", "--frameworks", "aiohttp", *args)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.stderr
+
+
+def test_a_missing_tool_is_named_with_the_fix(tmp_path: Path) -> None:
+    (tmp_path / "taskset").symlink_to(tool_path("taskset") or "/usr/bin/taskset")
+    env = {**os.environ, "PATH": str(tmp_path)}
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from harness.cli import main; main()",
+            "compare",
+            "--frameworks",
+            "aiohttp",
+            "--profile",
+            "smoke",
+            "--driver",
+            "siege",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    if tool_path("siege") and Path(tool_path("siege") or "").parent.name == "sbin":
+        pytest.skip("siege is in sbin, always searched")
+    assert result.returncode == 1
+    assert "siege not found: run `harness doctor --install`" in result.stderr
+
+
+# -- pure pieces ---------------------------------------------------------------------------
+def step(offered: float, achieved: float, errors: int = 0, unit: str = "req/s") -> Step:
+    return Step(
+        offered=offered,
+        unit=unit,
+        achieved=achieved,
+        replies=int(achieved),
+        errors={"total": errors},
+        error_rate=0.0,
+        latency_ms={"avg": 1.0, "p50": 1.0, "p90": 2.0, "p99": offered / 100, "max": 5.0},
+    )
+
+
+def test_rate_peak_is_the_autobench_reading() -> None:
+    steps = (step(500, 500), step(1000, 990), step(1500, 1300), step(2000, 2000, errors=3))
+    summary = summarize(steps)
+    assert summary["peak"] == 1000  # 1500 achieved < 95 %; 2000 had errors
+    assert summary["p99_at_peak_ms"] == 10
+    assert summary["errors_total"] == 3
+
+
+def test_concurrency_peak_is_the_best_clean_throughput() -> None:
+    steps = (
+        step(50, 9000, unit="concurrency"),
+        step(100, 9500, unit="concurrency"),
+        step(200, 9900, errors=1, unit="concurrency"),
+    )
+    assert summarize(steps)["peak"] == 9500
+    assert summarize(())["peak"] is None
+
+
+def test_repeats_combine_to_the_median_and_flag_spread() -> None:
+    def case(achieved: float) -> Case:
+        return Case(
+            "a",
+            "text",
+            "empty",
+            "wrk",
+            "single",
+            {"mode": "both"},
+            "ok",
+            steps=(step(100, achieved, unit="concurrency"),),
+        )
+
+    combined = combine_repeats([case(1000), case(1300), case(1050)])
+    [median] = combined.steps
+    assert median.achieved == 1050
+    assert "noisy" in median.flags  # (1300 - 1000) / 1050 > 10 %
+    steady = combine_repeats([case(1000), case(1020)]).steps[0]
+    assert "noisy" not in steady.flags
