@@ -1,0 +1,108 @@
+"""Shipped profiles load, replay the seeds' parameters, and take overrides."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.errors import UserError
+from harness.monitor import merge_telemetry
+from harness.profile import load_profile, parse_settings, profile_names
+from harness.ramps import ConcurrencyRamp, RateRamp
+
+
+def test_every_shipped_profile_loads() -> None:
+    names = profile_names()
+    assert {
+        "smoke",
+        "quick",
+        "full",
+        "autobench-vps",
+        "autobench-dedicated",
+        "ab-keepalive",
+        "affinity-matrix",
+    } <= set(names)
+    for name in names:
+        profile = load_profile(name)
+        assert profile.description
+        assert list(profile.ramp)
+
+
+def test_seed_replicas_keep_their_parameters() -> None:
+    vps = load_profile("autobench-vps")
+    assert vps.driver == "httperf"
+    assert vps.ramp == RateRamp(
+        50, 600, 10, calls_per_connection=10, connections_per_step=6000, timeout_s=5
+    )
+    dedicated = load_profile("autobench-dedicated").ramp
+    assert isinstance(dedicated, RateRamp)
+    assert (dedicated.low, dedicated.high, dedicated.step) == (50, 1500, 50)
+    assert dedicated.connections_per_step == 15000
+    ab = load_profile("ab-keepalive")
+    assert (ab.driver, ab.requests_per_step, ab.scenario) == ("ab", 10000, "log")
+    assert [s.offered for s in ab.ramp] == [2000]
+    assert load_profile("affinity-matrix").affinity_modes == ("both", "server", "agent", "none")
+
+
+def test_quick_profile_fits_five_frameworks_in_five_minutes() -> None:
+    quick = load_profile("quick")
+    assert isinstance(quick.ramp, ConcurrencyRamp)
+    per_case_s = quick.warmup_s + sum((s.duration_s or 0) + quick.cooldown_s for s in quick.ramp)
+    assert 5 * (per_case_s + 8) < 300  # 8 s: start, verify, stop
+
+
+def test_overrides_from_the_command_line() -> None:
+    profile = load_profile(
+        "quick",
+        {
+            **parse_settings(["ramp.stop=100", "warmup_s=0"]),
+            "duration_s": 2,
+            "driver": "ab",
+            "repeat": None,
+        },
+    )
+    assert [s.offered for s in profile.ramp] == [50, 100]
+    assert all(s.duration_s == 2 for s in profile.ramp)
+    assert profile.warmup_s == 0 and profile.driver == "ab" and profile.repeat == 1
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"colour": "blue"}, "unknown setting colour"),
+        ({"ramp.kind": "spiral"}, "ramp kind 'spiral'"),
+        ({"repeat": 0}, "repeat must be at least 1"),
+        ({"affinity": "sideways"}, "affinity 'sideways'"),
+    ],
+)
+def test_bad_overrides_are_named(overrides: dict[str, object], message: str) -> None:
+    with pytest.raises(UserError, match=message):
+        load_profile("quick", overrides)
+
+
+def test_worker_telemetry_merges_into_one_row() -> None:
+    lines = {
+        1: {
+            "open": 3,
+            "requests": 100,
+            "tick_max_ms": 4.0,
+            "tick_avg_ms": 1.0,
+            "rss_bytes": 10,
+            "max_open": 5,
+            "gc_pause_ms": 0.5,
+        },
+        2: {
+            "open": 2,
+            "requests": 50,
+            "tick_max_ms": 9.0,
+            "tick_avg_ms": 0.5,
+            "rss_bytes": 20,
+            "max_open": 4,
+            "gc_pause_ms": 0.1,
+        },
+    }
+    merged = merge_telemetry(lines)
+    assert merged["workers"] == 2
+    assert merged["open"] == 5 and merged["requests"] == 150 and merged["max_open"] == 9
+    assert merged["tick_max_ms"] == 9.0 and merged["tick_avg_ms"] == 1.0
+    assert merged["telemetry_rss_bytes"] == 30
+    assert merge_telemetry({}) == {}
