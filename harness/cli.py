@@ -239,7 +239,12 @@ def _compare(
         print(f"harness: interrupted; finished cases kept in {plan.out_dir}", file=sys.stderr)
         raise SystemExit(130) from None
     console.print(summary_table(run))
+    from charts.render import render
+
+    with console.status("drawing charts and the report…"):
+        report_path = render([plan.out_dir])
     console.print(f"wall time {wall_s:.0f} s; results: {plan.out_dir / 'run.json'}")
+    console.print(f"report: {report_path}")
     if not any(case.status == "ok" for case in run.cases):
         raise typer.Exit(1)
 
@@ -337,6 +342,19 @@ def run_one(
         out,
         no_verify,
     )
+
+
+@app.command()
+def report(
+    run_dirs: list[Path] = typer.Argument(..., help="results/<run-id> directories."),
+    out: Path = typer.Option(None, help="Where overlaid figures go (default: first run/overlay)."),
+) -> None:
+    """Re-draw a run's charts and report.html; several runs are overlaid (same host only)."""
+    from charts.render import render
+
+    with console.status("drawing charts and the report…"):
+        path = render(run_dirs, out)
+    console.print(f"report: {path}")
 
 
 def main() -> None:

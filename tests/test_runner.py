@@ -94,6 +94,9 @@ def test_smoke_compare_of_two_frameworks_writes_valid_results(tmp_path: Path) ->
     steps_rows = list(csv.DictReader((run_dir / "steps.csv").open()))
     assert len(steps_rows) == 4
     assert "framework" in result.stdout and "peak" in result.stdout
+    assert f"report: {run_dir / 'report.html'}" in result.stdout.replace("\n", "")
+    assert (run_dir / "charts" / "throughput.png").is_file()
+    assert frameworks.split(",")[0] in (run_dir / "report.html").read_text()
 
 
 def test_a_failing_framework_never_stops_the_others(

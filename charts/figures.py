@@ -1,0 +1,359 @@
+"""Figures from result files: one line per framework against the offered load.
+
+Every builder takes `Series` (one case of one run, already labelled) and returns a
+matplotlib Figure, so tests can ask what was drawn. Steps flagged `driver_bound` or
+`noisy` are drawn hollow, and the legend says so. A framework keeps its colour in every
+figure and every run (charts.style).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, never a window
+import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.ticker import MaxNLocator, StrMethodFormatter
+
+from charts.style import HOLLOW_FLAGS, colour_for, linestyle_for
+from harness.results import Case, Step
+
+FIGSIZE = (10.0, 5.6)
+UNIT_LABELS = {
+    "req/s": "offered load (requests/s)",
+    "concurrency": "concurrent connections (closed loop)",
+    "conns": "open WebSocket connections",
+}
+
+
+@dataclass(frozen=True)
+class Series:
+    """One case to draw: its label, colour key and the run it came from."""
+
+    label: str
+    framework: str
+    run_index: int
+    case: Case
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        return self.case.steps
+
+
+def _new(
+    title: str, xlabel: str, ylabel: str, categorical: bool = False
+) -> tuple[Figure, plt.Axes]:
+    figure, axes = plt.subplots(figsize=FIGSIZE, layout="constrained")
+    axes.set_title(title)
+    axes.set_xlabel(xlabel)
+    axes.set_ylabel(ylabel)
+    axes.grid(True, alpha=0.3, axis="y" if categorical else "both")
+    if not categorical:
+        axes.xaxis.set_major_locator(MaxNLocator(nbins=12))
+    return figure, axes
+
+
+THOUSANDS = StrMethodFormatter("{x:,.0f}")
+
+
+def _legend(axes: plt.Axes, hollow_used: set[str]) -> None:
+    handles, labels = axes.get_legend_handles_labels()
+    if hollow_used:
+        handles.append(
+            Line2D(
+                [],
+                [],
+                marker="o",
+                linestyle="none",
+                markerfacecolor="none",
+                markeredgecolor="black",
+            )
+        )
+        labels.append("hollow: " + ", ".join(sorted(hollow_used)))
+    if handles:
+        # Outside the plot: a legend never hides data.
+        axes.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9)
+
+
+def _plot_metric(
+    axes: plt.Axes,
+    series: Series,
+    value: Callable[[Step], float | None],
+    *,
+    x_of: Callable[[Step], float | None] = lambda s: s.offered,
+    label_suffix: str = "",
+    linestyle: str | None = None,
+) -> set[str]:
+    """One line with filled markers, flagged steps hollow; returns the flags seen."""
+    points = [(x_of(s), value(s), s) for s in series.steps]
+    points = [(x, y, s) for x, y, s in points if x is not None and y is not None]
+    if not points:
+        return set()
+    colour = colour_for(series.framework)
+    style = linestyle or linestyle_for(series.run_index)
+    xs = [x for x, _, _ in points]
+    ys = [y for _, y, _ in points]
+    axes.plot(
+        xs,
+        ys,
+        color=colour,
+        linestyle=style,
+        marker="o",
+        markersize=5,
+        label=series.label + label_suffix,
+        gid=series.label + label_suffix,
+    )
+    flagged = [(x, y) for x, y, s in points if HOLLOW_FLAGS & set(s.flags)]
+    if flagged:
+        axes.plot(
+            [x for x, _ in flagged],
+            [y for _, y in flagged],
+            linestyle="none",
+            marker="o",
+            markersize=9,
+            markerfacecolor="white",
+            markeredgecolor=colour,
+            markeredgewidth=1.5,
+            gid="flagged:" + series.label,
+        )
+    return {flag for _, _, s in points for flag in s.flags if flag in HOLLOW_FLAGS}
+
+
+def _unit(series: Sequence[Series]) -> str:
+    return series[0].steps[0].unit if series and series[0].steps else "req/s"
+
+
+def _title(what: str, context: str) -> str:
+    return f"{what} — {context}" if context else what
+
+
+def throughput_figure(series: Sequence[Series], context: str = "") -> Figure:
+    unit = _unit(series)
+    figure, axes = _new(_title("Throughput", context), UNIT_LABELS[unit], "achieved (replies/s)")
+    flags: set[str] = set()
+    for one in series:
+        flags |= _plot_metric(axes, one, lambda s: s.achieved)
+    if unit == "req/s":
+        offered = [s.offered for one in series for s in one.steps]
+        if offered:
+            top = max(offered)
+            axes.plot(
+                [0, top], [0, top], color="grey", linestyle=":", label="ideal (y = x)", gid="ideal"
+            )
+    axes.set_ylim(bottom=0)
+    axes.yaxis.set_major_formatter(THOUSANDS)
+    _legend(axes, flags)
+    return figure
+
+
+def errors_figure(series: Sequence[Series], context: str = "") -> Figure:
+    unit = _unit(series)
+    figure, (count_axes, rate_axes) = plt.subplots(1, 2, figsize=FIGSIZE, layout="constrained")
+    figure.suptitle(_title("Errors", context))
+    flags: set[str] = set()
+    for axes, ylabel in ((count_axes, "errors per step"), (rate_axes, "error rate (%)")):
+        axes.set_xlabel(UNIT_LABELS[unit])
+        axes.set_ylabel(ylabel)
+        axes.grid(True, alpha=0.3)
+        axes.xaxis.set_major_locator(MaxNLocator(nbins=8))
+    for one in series:
+        flags |= _plot_metric(count_axes, one, lambda s: s.errors["total"])
+        _plot_metric(rate_axes, one, lambda s: s.error_rate * 100.0)
+    if not any(s.errors["total"] for one in series for s in one.steps):
+        for axes in (count_axes, rate_axes):
+            axes.set_ylim(0, 1)
+            axes.text(
+                0.5,
+                0.5,
+                "no errors in any step",
+                transform=axes.transAxes,
+                ha="center",
+                va="center",
+                color="grey",
+                gid="no-errors",
+            )
+    count_axes.set_ylim(bottom=0)
+    rate_axes.set_ylim(bottom=0)
+    count_axes.yaxis.set_major_locator(MaxNLocator(integer=True))
+    _legend(rate_axes, flags)
+    return figure
+
+
+def latency_figure(series: Sequence[Series], context: str = "") -> Figure:
+    unit = _unit(series)
+    figure, axes = _new(_title("Latency", context), UNIT_LABELS[unit], "latency (ms)")
+    flags: set[str] = set()
+    values: list[float] = []
+    for one in series:
+        flags |= _plot_metric(axes, one, lambda s: s.latency_ms.get("avg"), label_suffix=" avg")
+        _plot_metric(
+            axes, one, lambda s: s.latency_ms.get("p99"), label_suffix=" p99", linestyle="--"
+        )
+        for step in one.steps:
+            values += [v for v in (step.latency_ms.get("avg"), step.latency_ms.get("p99")) if v]
+    if values and min(values) > 0 and max(values) / min(values) > 100:
+        axes.set_yscale("log")  # it spans decades
+    _legend(axes, flags)
+    return figure
+
+
+def cpu_figure(series: Sequence[Series], context: str = "") -> Figure:
+    unit = _unit(series)
+    figure, axes = _new(
+        _title("Server CPU", context), UNIT_LABELS[unit], "server CPU (% of one core)"
+    )
+    flags: set[str] = set()
+    for one in series:
+        flags |= _plot_metric(axes, one, lambda s: s.server_cpu_pct)
+    axes.set_ylim(bottom=0)
+    _legend(axes, flags)
+    return figure
+
+
+def memory_figure(series: Sequence[Series], context: str = "") -> Figure:
+    unit = _unit(series)
+    figure, axes = _new(_title("Server memory", context), UNIT_LABELS[unit], "server RSS (MB)")
+    flags: set[str] = set()
+    for one in series:
+        flags |= _plot_metric(axes, one, _rss_mb)
+    axes.set_ylim(bottom=0)
+    _legend(axes, flags)
+    return figure
+
+
+def peak_figure(series: Sequence[Series], context: str = "") -> Figure:
+    """Peak sustained throughput per framework (baselines hatched)."""
+    figure, axes = _new(
+        _title("Peak sustained throughput", context),
+        "framework",
+        "peak (replies/s, error-free)",
+        categorical=True,
+    )
+    labels, peaks, colours, hatches = [], [], [], []
+    for one in series:
+        if one.case.status != "ok" or one.case.summary.get("peak") is None:
+            continue
+        labels.append(one.label)
+        peaks.append(float(one.case.summary["peak"]))
+        colours.append(colour_for(one.framework))
+        hatches.append("//" if one.case.summary.get("role") == "baseline" else "")
+    bars = axes.bar(labels, peaks, color=colours, hatch=hatches, edgecolor="black", gid="peaks")
+    axes.bar_label(bars, labels=[f"{p:,.0f}" for p in peaks], padding=2, fontsize=9)
+    if len(labels) > 5:
+        axes.tick_params(axis="x", labelrotation=30)
+    axes.set_ylim(0, max(peaks, default=1) * 1.15)
+    axes.yaxis.set_major_formatter(THOUSANDS)
+    return figure
+
+
+def affinity_figure(series: Sequence[Series], context: str = "") -> Figure:
+    """Seed 002's matrix: grouped bars of peak per framework, one bar per affinity mode."""
+    modes = sorted({s.case.affinity.get("mode") or "" for s in series})
+    frameworks = list(dict.fromkeys(s.framework for s in series))
+    figure, axes = _new(
+        _title("Affinity modes", context), "framework", "peak (replies/s)", categorical=True
+    )
+    width = 0.8 / max(1, len(modes))
+    for index, mode in enumerate(modes):
+        values = []
+        for framework in frameworks:
+            peaks = [
+                s.case.summary.get("peak") or 0.0
+                for s in series
+                if s.framework == framework and s.case.affinity.get("mode") == mode
+            ]
+            values.append(max(peaks, default=0.0))
+        positions = [i + (index - (len(modes) - 1) / 2) * width for i in range(len(frameworks))]
+        axes.bar(
+            positions,
+            values,
+            width=width,
+            label=f"affinity: {mode}",
+            gid=f"mode:{mode}",
+            edgecolor="black",
+            alpha=0.6 + 0.4 * index / max(1, len(modes) - 1),
+        )
+    axes.set_xticks(range(len(frameworks)), frameworks)
+    _legend(axes, set())
+    return figure
+
+
+def _open_connections(step: Step) -> float | None:
+    return float(step.extra.get("open", step.offered))
+
+
+def _rss_mb(step: Step) -> float | None:
+    return step.rss_max_bytes / 1e6 if step.rss_max_bytes else None
+
+
+def _rss_kb_per_connection(step: Step) -> float | None:
+    connections = _open_connections(step)
+    if not step.rss_max_bytes or not connections:
+        return None
+    return step.rss_max_bytes / 1e3 / connections
+
+
+def connection_figures(series: Sequence[Series], context: str = "") -> dict[str, Figure]:
+    """Connection ramps: CPU, RSS, RSS per connection and tick max against open connections,
+    each framework's breaking point marked."""
+    metrics: dict[str, tuple[str, Callable[[Step], float | None]]] = {
+        "conn_cpu": ("server CPU (% of one core)", lambda s: s.server_cpu_pct),
+        "conn_rss": ("server RSS (MB)", _rss_mb),
+        "conn_rss_per_connection": ("RSS per connection (KB)", _rss_kb_per_connection),
+        "conn_tick_max": ("event-loop tick max (ms)", lambda s: s.tick_ms.get("max")),
+    }
+    figures = {}
+    for name, (ylabel, value) in metrics.items():
+        figure, axes = _new(
+            _title(ylabel.split(" (")[0].capitalize(), context), UNIT_LABELS["conns"], ylabel
+        )
+        flags: set[str] = set()
+        for one in series:
+            flags |= _plot_metric(axes, one, value, x_of=_open_connections)
+            breaking = one.case.summary.get("breaking_point")
+            if breaking:
+                axes.axvline(
+                    breaking["connections"],
+                    color=colour_for(one.framework),
+                    linestyle=":",
+                    gid="breaking:" + one.label,
+                    label=f"{one.label} breaks: {breaking.get('reason', '')}",
+                )
+        if name == "conn_tick_max":
+            ticks = [value(s) for one in series for s in one.steps]
+            ticks = [t for t in ticks if t]
+            if ticks and max(ticks) / max(min(ticks), 1e-3) > 100:
+                axes.set_yscale("log")
+        _legend(axes, flags)
+        figures[name] = figure
+    return figures
+
+
+def ramp_figures(series: Sequence[Series], context: str = "") -> dict[str, Figure]:
+    """Every figure for a rate or concurrency ramp (and the affinity matrix when present)."""
+    with_steps = [s for s in series if s.steps]
+    if not with_steps:
+        return {}
+    if _unit(with_steps) == "conns":
+        figures = connection_figures(with_steps, context)
+    else:
+        figures = {
+            "throughput": throughput_figure(with_steps, context),
+            "errors": errors_figure(with_steps, context),
+            "latency": latency_figure(with_steps, context),
+            "cpu": cpu_figure(with_steps, context),
+            "memory": memory_figure(with_steps, context),
+        }
+    figures["peak"] = peak_figure(series, context)
+    if len({s.case.affinity.get("mode") for s in series}) > 1:
+        figures["affinity"] = affinity_figure(series, context)
+    return figures
+
+
+def close_all(figures: dict[str, Figure]) -> None:
+    for figure in figures.values():
+        plt.close(figure)

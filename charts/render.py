@@ -1,0 +1,103 @@
+"""Render a results directory (or several, overlaid) into PNG figures and `report.html`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from charts.figures import Series, close_all, ramp_figures
+from charts.report import write_report
+from charts.style import DPI
+from harness.errors import UserError
+from harness.results import Run, read_run
+
+# Host facts that must agree before two runs are drawn on one axis.
+CHECKED_HOST_FACTS = ("cpu_model", "cores", "memory_bytes", "kernel")
+
+
+def load_runs(run_dirs: Sequence[Path]) -> list[Run]:
+    """Read every run; a missing or unreadable one is a one-line UserError."""
+    runs = []
+    for run_dir in run_dirs:
+        path = run_dir / "run.json" if run_dir.is_dir() else run_dir
+        if not path.is_file():
+            raise UserError(f"{run_dir} holds no run.json: give a results/<run-id> directory")
+        try:
+            runs.append(read_run(path))
+        except ValueError as error:
+            raise UserError(f"{path}: {error}") from None
+    return runs
+
+
+def check_hosts_agree(runs: Sequence[Run]) -> None:
+    """Refuse to overlay runs from different machines, naming the fact that differs."""
+    first = runs[0]
+    for other in runs[1:]:
+        for fact in CHECKED_HOST_FACTS:
+            if first.host.get(fact) != other.host.get(fact):
+                raise UserError(
+                    f"runs {first.run_id} and {other.run_id} were measured on different hosts "
+                    f"({fact}: {first.host.get(fact)!r} vs {other.host.get(fact)!r}); "
+                    "their numbers cannot share an axis"
+                )
+
+
+def check_units_agree(runs: Sequence[Run]) -> None:
+    """Overlaid runs must ramp the same kind of load (rate, concurrency or connections)."""
+    units = {run.run_id: step.unit for run in runs for case in run.cases for step in case.steps[:1]}
+    if len(set(units.values())) > 1:
+        described = ", ".join(f"{run_id}: {unit}" for run_id, unit in units.items())
+        raise UserError(f"runs ramp different loads ({described}); overlay like with like")
+
+
+def build_series(runs: Sequence[Run]) -> list[Series]:
+    """One series per case; labels grow only as much as needed to tell them apart."""
+    cases = [(index, run, case) for index, run in enumerate(runs) for case in run.cases]
+    modes = {case.affinity.get("mode") for _, _, case in cases}
+    models = {case.process_model for _, _, case in cases}
+    series = []
+    for index, run, case in cases:
+        label = case.framework
+        if len(models) > 1:
+            label += f" {case.process_model}"
+        if len(modes) > 1:
+            label += f" [{case.affinity.get('mode')}]"
+        if len(runs) > 1:
+            label += f" ({run.run_id})"
+        series.append(Series(label, case.framework, index, case))
+    return series
+
+
+def context_of(runs: Sequence[Run]) -> str:
+    cases = [case for run in runs for case in run.cases]
+    if not cases:
+        return ""
+    scenarios = sorted({c.scenario for c in cases})
+    drivers = sorted({c.driver for c in cases})
+    sinks = sorted({c.sink for c in cases})
+    return f"{'/'.join(scenarios)} scenario, {'/'.join(drivers)}, {'/'.join(sinks)} sink"
+
+
+def render(run_dirs: Sequence[Path], out_dir: Path | None = None) -> Path:
+    """Draw every figure and write report.html; returns the report's path.
+
+    One run: into its own directory. Several: overlaid, into `out_dir` (default: the
+    first run's `overlay/` directory).
+    """
+    runs = load_runs(run_dirs)
+    check_hosts_agree(runs)
+    check_units_agree(runs)
+    if out_dir is None:
+        out_dir = run_dirs[0] if len(runs) == 1 else run_dirs[0] / "overlay"
+    charts_dir = out_dir / "charts"
+    charts_dir.mkdir(parents=True, exist_ok=True)
+    figures = ramp_figures(build_series(runs), context_of(runs))
+    images: dict[str, Path] = {}
+    try:
+        for name, figure in figures.items():
+            path = charts_dir / f"{name}.png"
+            figure.savefig(path, dpi=DPI)
+            images[name] = path
+    finally:
+        close_all(figures)
+    return write_report(runs, images, out_dir / "report.html")

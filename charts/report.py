@@ -1,0 +1,190 @@
+"""`report.html`: one self-contained page (images embedded) that opens from disk offline."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Sequence
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from harness.results import FLAG_MEANINGS, Case, Run
+
+FIGURE_CAPTIONS = {
+    "throughput": "Achieved replies/s against the offered load (rate ramps: the ideal y = x).",
+    "errors": "Errors per step and error rate: timeouts, refused and reset connections, non-2xx.",
+    "latency": "Average (solid) and p99 (dashed) latency seen by the load generator.",
+    "cpu": "Server process-tree CPU, % of one core, averaged over each step.",
+    "memory": "Server resident memory, the maximum in each step.",
+    "peak": "Peak sustained throughput: the best error-free step (rate ramps: autobench's "
+    "reading, the highest offered rate achieved at ≥ 95 % with no errors).",
+    "affinity": "Peak per framework under each CPU affinity mode (seed 002).",
+    "conn_cpu": "Server CPU against open connections.",
+    "conn_rss": "Server memory against open connections.",
+    "conn_rss_per_connection": "Memory per open connection (the seed's anchor: 10.3 KB).",
+    "conn_tick_max": "Worst event-loop tick lag per step; dotted lines mark breaking points.",
+}
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }
+h1 { font-size: 1.6em; } h2 { border-bottom: 1px solid #ccc; padding-bottom: .2em; }
+table { border-collapse: collapse; margin: .5em 0 1.5em; font-size: .92em; }
+th, td { border: 1px solid #ddd; padding: .3em .6em; text-align: left; vertical-align: top; }
+th { background: #f4f4f4; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.ok { color: #1a7f37; } .failed { color: #cf222e; } .skipped { color: #9a6700; }
+figure { margin: 1em 0 2em; } figure img { max-width: 100%; border: 1px solid #eee; }
+figcaption { color: #555; font-size: .9em; }
+pre { background: #f6f8fa; padding: 1em; overflow-x: auto; }
+"""
+
+
+def _number(value: Any, pattern: str = "{:,.0f}") -> str:
+    return pattern.format(value) if isinstance(value, int | float) else "–"
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], numeric: set[int]) -> str:
+    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
+    body = "".join(
+        "<tr>"
+        + "".join(
+            f'<td class="num">{cell}</td>' if i in numeric else f"<td>{cell}</td>"
+            for i, cell in enumerate(row)
+        )
+        + "</tr>"
+        for row in rows
+    )
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _summary_rows(run: Run) -> list[list[str]]:
+    rows = []
+    for case in run.cases:
+        s = case.summary
+        rss = s.get("rss_max_bytes")
+        rows.append(
+            [
+                escape(case.framework),
+                escape(case.affinity.get("mode") or ""),
+                escape(case.process_model),
+                f'<span class="{case.status}">{case.status}</span>',
+                _number(s.get("peak")),
+                _number(s.get("peak_offered"), "{:g}"),
+                _number(s.get("p99_at_peak_ms"), "{:.2f}"),
+                _number(s.get("server_cpu_at_peak_pct")),
+                _number(rss / 1e6 if rss else None, "{:.1f}"),
+                _number(s.get("errors_total")),
+                escape(" ".join(s.get("flags", []))),
+                escape(case.error or ""),
+            ]
+        )
+    return rows
+
+
+def _verify_rows(case: Case) -> list[list[str]]:
+    return [
+        [
+            escape(case.framework),
+            escape(name),
+            '<span class="ok">ok</span>' if check.get("ok") else '<span class="failed">FAIL</span>',
+            escape(str(check.get("detail", ""))),
+        ]
+        for name, check in case.verify.items()
+    ]
+
+
+def _image(path: Path) -> str:
+    encoded = base64.b64encode(path.read_bytes()).decode()
+    return f'<img alt="{escape(path.stem)}" src="data:image/png;base64,{encoded}">'
+
+
+def render_html(runs: Sequence[Run], images: dict[str, Path]) -> str:
+    title = "Server comparison — " + ", ".join(run.run_id for run in runs)
+    parts = [
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{escape(title)}</title>",
+        f"<style>{STYLE}</style></head><body><h1>{escape(title)}</h1>",
+    ]
+    for run in runs:
+        profile = run.config.get("profile", {})
+        parts.append(f"<h2>Run {escape(run.run_id)}</h2>")
+        parts.append(
+            f"<p>{escape(str(profile.get('name', '')))}: "
+            f"{escape(str(profile.get('description', '')))}<br>started {escape(run.started)}, "
+            f"finished {escape(str(run.finished))}; server CPUs "
+            f"{escape(str(run.config.get('server_cpus')))}, load CPUs "
+            f"{escape(str(run.config.get('agent_cpus')))}"
+            + ("; <b>interrupted</b>" if run.config.get("interrupted") else "")
+            + "</p>"
+        )
+        parts.append("<h3>Summary</h3>")
+        parts.append(
+            _table(
+                [
+                    "framework",
+                    "affinity",
+                    "process model",
+                    "status",
+                    "peak req/s",
+                    "at",
+                    "p99 at peak (ms)",
+                    "server CPU %",
+                    "RSS (MB)",
+                    "errors",
+                    "flags",
+                    "reason",
+                ],
+                _summary_rows(run),
+                numeric={4, 5, 6, 7, 8, 9},
+            )
+        )
+    parts.append("<h2>Figures</h2>")
+    for name, path in images.items():
+        caption = FIGURE_CAPTIONS.get(name, name)
+        parts.append(f"<figure>{_image(path)}<figcaption>{escape(caption)}</figcaption></figure>")
+    parts.append("<h2>Flags</h2>")
+    parts.append(
+        _table(
+            ["flag", "meaning"], [[escape(f), escape(m)] for f, m in FLAG_MEANINGS.items()], set()
+        )
+    )
+    for run in runs:
+        verify_rows = [row for case in run.cases for row in _verify_rows(case)]
+        if verify_rows:
+            parts.append(f"<h2>Verify — {escape(run.run_id)}</h2>")
+            parts.append(_table(["framework", "check", "result", "detail"], verify_rows, set()))
+        reconciled = [c for c in run.cases if c.reconcile]
+        if reconciled:
+            parts.append(f"<h2>Nothing lost — {escape(run.run_id)}</h2>")
+            parts.append(
+                _table(
+                    ["framework", "sink", "sent", "stored", "lost"],
+                    [
+                        [
+                            escape(c.framework),
+                            escape(c.sink),
+                            *(
+                                _number((c.reconcile or {}).get(k))
+                                for k in ("sent", "stored", "lost")
+                            ),
+                        ]
+                        for c in reconciled
+                    ],
+                    numeric={2, 3, 4},
+                )
+            )
+        parts.append(f"<h2>Host and versions — {escape(run.run_id)}</h2>")
+        parts.append(
+            _table(
+                ["fact", "value"], [[escape(k), escape(str(v))] for k, v in run.host.items()], set()
+            )
+        )
+        parts.append(f"<pre>{escape(json.dumps(run.versions, indent=2))}</pre>")
+        parts.append("<h3>Configuration</h3>")
+        parts.append(f"<pre>{escape(json.dumps(run.config.get('profile', {}), indent=2))}</pre>")
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def write_report(runs: Sequence[Run], images: dict[str, Path], path: Path) -> Path:
+    path.write_text(render_html(runs, images))
+    return path

@@ -1,0 +1,257 @@
+"""Figures and the report, drawn from small result fixtures; asserting on what was drawn."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pytest
+
+from charts.figures import Series, ramp_figures
+from charts.render import build_series, render
+from charts.style import colour_for
+from harness.errors import UserError
+from harness.results import Case, Run, Step, write_run
+
+HOST = {"cpu_model": "Test CPU", "cores": 2, "memory_bytes": 1 << 34, "kernel": "6.1"}
+
+
+def make_step(
+    offered: float,
+    achieved: float,
+    *,
+    unit: str = "concurrency",
+    errors: int = 0,
+    p99: float | None = 2.0,
+    cpu: float | None = 80.0,
+    flags: tuple[str, ...] = (),
+    rss: int | None = 40_000_000,
+    tick_max: float | None = 3.0,
+    extra: dict | None = None,
+) -> Step:
+    attempts = int(achieved) + errors
+    return Step(
+        offered=offered,
+        unit=unit,
+        achieved=achieved,
+        replies=int(achieved),
+        errors={"total": errors},
+        error_rate=errors / attempts if attempts else 0.0,
+        latency_ms={"avg": 1.0, "p50": 0.9, "p90": 1.5, "p99": p99, "max": 9.0},
+        server_cpu_pct=cpu,
+        agent_cpu_pct=40.0,
+        rss_max_bytes=rss,
+        tick_ms={"avg": 0.5, "max": tick_max},
+        probe_ms=1.2,
+        flags=flags,
+        extra=extra or {},
+    )
+
+
+def make_case(
+    framework: str,
+    steps: tuple[Step, ...],
+    status: str = "ok",
+    mode: str = "both",
+    summary: dict | None = None,
+) -> Case:
+    peak = max((s.achieved for s in steps if not s.errors["total"]), default=None)
+    return Case(
+        framework,
+        "text",
+        "empty",
+        "wrk",
+        "single",
+        {"mode": mode, "server": "0", "agent": "1"},
+        status,  # type: ignore[arg-type]
+        error=None if status == "ok" else f"{framework} {status}",
+        verify={"text": {"ok": True, "detail": "200"}},
+        steps=steps,
+        summary=summary or {"peak": peak, "errors_total": 0, "flags": []},
+    )
+
+
+def write(tmp_path: Path, name: str, cases: tuple[Case, ...], host: dict | None = None) -> Path:
+    run = Run(
+        name,
+        "2026-11-30T00:00:00+00:00",
+        "2026-11-30T00:01:00+00:00",
+        host or HOST,
+        {"python": "3.11"},
+        {"profile": {"name": "quick", "description": "test"}},
+        cases,
+    )
+    write_run(run, tmp_path / name)
+    return tmp_path / name
+
+
+def lines_by_gid(figure) -> dict[str, object]:
+    return {line.get_gid(): line for axes in figure.axes for line in axes.get_lines()}
+
+
+def series_of(cases: tuple[Case, ...]) -> list[Series]:
+    run = Run("r", "t", None, HOST, {}, {}, cases)
+    return build_series([run])
+
+
+def test_concurrency_ramp_draws_a_line_per_framework_with_labels() -> None:
+    steps = (make_step(50, 9000), make_step(100, 9500, flags=("driver_bound",)))
+    cases = (
+        make_case("aiohttp", steps),
+        make_case("gevent", steps),
+        make_case("twisted", (), status="failed"),
+        make_case("tornado", (), status="skipped"),
+    )
+    figures = ramp_figures(series_of(cases), "text scenario, wrk, empty sink")
+    assert {"throughput", "errors", "latency", "cpu", "memory", "peak"} <= set(figures)
+    throughput = figures["throughput"]
+    lines = lines_by_gid(throughput)
+    assert {"aiohttp", "gevent"} <= set(lines)
+    assert "twisted" not in lines and "tornado" not in lines  # no steps, no line
+    assert "ideal" not in lines  # only rate ramps have the y = x line
+    axes = throughput.axes[0]
+    assert axes.get_xlabel() == "concurrent connections (closed loop)"
+    assert axes.get_ylabel() == "achieved (replies/s)"
+    assert axes.get_title().startswith("Throughput — text scenario")
+    assert lines["aiohttp"].get_color() == colour_for("aiohttp")
+    # the driver-bound step is drawn hollow, and the legend says why
+    hollow = lines["flagged:aiohttp"]
+    assert list(hollow.get_xdata()) == [100]
+    assert hollow.get_markerfacecolor() == "white"
+    legend = [t.get_text() for t in axes.get_legend().get_texts()]
+    assert "hollow: driver_bound" in legend
+    plt.close("all")
+
+
+def test_rate_ramp_has_the_ideal_line_and_latency_goes_log_over_decades() -> None:
+    steps = (
+        make_step(500, 500, unit="req/s", p99=None),
+        make_step(1000, 990, unit="req/s", p99=None),
+        make_step(1500, 700, unit="req/s", errors=300, p99=None),
+    )
+    steps = (
+        *steps[:2],
+        Step(**{**steps[2].__dict__, "latency_ms": {**steps[2].latency_ms, "avg": 900.0}}),
+    )
+    figures = ramp_figures(series_of((make_case("gevent", steps),)))
+    lines = lines_by_gid(figures["throughput"])
+    assert list(lines["ideal"].get_xdata()) == [0, 1500]
+    assert figures["throughput"].axes[0].get_xlabel() == "offered load (requests/s)"
+    latency = figures["latency"]
+    assert latency.axes[0].get_yscale() == "log"  # 1 ms .. 900 ms
+    assert "gevent p99" not in lines_by_gid(latency)  # httperf measures no p99
+    count_axes = figures["errors"].axes[0]
+    errors_count = {line.get_gid(): line for line in count_axes.get_lines()}["gevent"]
+    assert list(errors_count.get_ydata()) == [0, 0, 300]
+    plt.close("all")
+
+
+def test_single_step_and_missing_optional_fields_still_draw() -> None:
+    lone = (make_step(100, 5000, cpu=None, rss=None, p99=None, tick_max=None),)
+    figures = ramp_figures(series_of((make_case("eventlet", lone),)))
+    assert list(lines_by_gid(figures["throughput"])["eventlet"].get_ydata()) == [5000]
+    assert "eventlet" not in lines_by_gid(figures["cpu"])  # nothing measured, nothing drawn
+    errors_axes = figures["errors"].axes[0]
+    assert any(t.get_gid() == "no-errors" for t in errors_axes.texts)
+    plt.close("all")
+
+
+def test_peak_bars_skip_failed_cases() -> None:
+    cases = (
+        make_case("aiohttp", (make_step(50, 9000),)),
+        make_case("gevent", (make_step(50, 4000),)),
+        make_case("twisted", (), "failed"),
+    )
+    peak = ramp_figures(series_of(cases))["peak"]
+    axes = peak.axes[0]
+    assert [t.get_text() for t in axes.get_xticklabels()] == ["aiohttp", "gevent"]
+    assert [round(p.get_height()) for p in axes.patches] == [9000, 4000]
+    plt.close("all")
+
+
+def test_affinity_matrix_gets_grouped_bars() -> None:
+    cases = tuple(
+        make_case("aiohttp", (make_step(100, 1000 * (i + 1)),), mode=mode)
+        for i, mode in enumerate(("both", "server", "agent", "none"))
+    )
+    figures = ramp_figures(series_of(cases))
+    axes = figures["affinity"].axes[0]
+    assert {p.get_gid() for p in axes.patches} >= {"mode:both", "mode:none"}
+    assert len(axes.patches) == 4
+    plt.close("all")
+
+
+def test_connection_ramp_marks_the_breaking_point() -> None:
+    steps = tuple(
+        make_step(
+            n, 0, unit="conns", rss=30_000_000 + n * 10_000, tick_max=n / 10, extra={"open": n}
+        )
+        for n in (1000, 5000, 10000)
+    )
+    summary = {"peak": None, "breaking_point": {"connections": 9000, "reason": "tick > 1 s"}}
+    figures = ramp_figures(series_of((make_case("aiohttp", steps, summary=summary),)))
+    assert {"conn_cpu", "conn_rss", "conn_rss_per_connection", "conn_tick_max"} <= set(figures)
+    per_connection = lines_by_gid(figures["conn_rss_per_connection"])["aiohttp"]
+    assert per_connection.get_ydata()[0] == pytest.approx(40.0)  # 40 MB / 1,000 conns in KB
+    tick = lines_by_gid(figures["conn_tick_max"])
+    assert list(tick["breaking:aiohttp"].get_xdata()) == [9000, 9000]
+    plt.close("all")
+
+
+def test_report_is_self_contained_and_says_everything(tmp_path: Path) -> None:
+    cases = (
+        make_case("aiohttp", (make_step(50, 9000), make_step(100, 9500, flags=("noisy",)))),
+        make_case("gevent", (), status="skipped"),
+    )
+    run_dir = write(tmp_path, "run-a", cases)
+    report = render([run_dir])
+    html = report.read_text()
+    assert report == run_dir / "report.html"
+    for name in ("throughput", "errors", "latency", "cpu", "memory", "peak"):
+        png = run_dir / "charts" / f"{name}.png"
+        assert png.read_bytes()[:4] == b"\x89PNG"
+    assert html.count('src="data:image/png;base64,') == 6
+    assert not re.search(r'(src|href)="(https?:)?//', html)  # nothing fetched from a network
+    for text in ("Test CPU", "gevent skipped", "driver_bound", "noisy", "Verify", "9,500"):
+        assert text in html, text
+
+
+def test_overlay_of_two_runs_labels_each_run(tmp_path: Path) -> None:
+    before = write(tmp_path, "before", (make_case("aiohttp", (make_step(50, 9000),)),))
+    after = write(tmp_path, "after", (make_case("aiohttp", (make_step(50, 9900),)),))
+    report = render([before, after])
+    assert report == before / "overlay" / "report.html"
+    assert (before / "overlay" / "charts" / "throughput.png").is_file()
+    html = report.read_text()
+    assert "Run before" in html and "Run after" in html
+    runs = [
+        Run(name, "t", None, HOST, {}, {}, (make_case("aiohttp", (make_step(50, y),)),))
+        for name, y in (("before", 9000), ("after", 9900))
+    ]
+    figures = ramp_figures(build_series(runs))
+    lines = lines_by_gid(figures["throughput"])
+    assert list(lines["aiohttp (before)"].get_ydata()) == [9000]
+    assert list(lines["aiohttp (after)"].get_ydata()) == [9900]
+    assert lines["aiohttp (before)"].get_color() == lines["aiohttp (after)"].get_color()
+    assert lines["aiohttp (before)"].get_linestyle() != lines["aiohttp (after)"].get_linestyle()
+    plt.close("all")
+
+
+def test_overlay_refuses_runs_from_different_hosts(tmp_path: Path) -> None:
+    here = write(tmp_path, "here", (make_case("aiohttp", (make_step(50, 9000),)),))
+    there = write(
+        tmp_path,
+        "there",
+        (make_case("aiohttp", (make_step(50, 9000),)),),
+        host={**HOST, "cores": 64},
+    )
+    with pytest.raises(UserError, match="different hosts \\(cores: 2 vs 64\\)"):
+        render([here, there])
+
+
+def test_overlay_refuses_different_kinds_of_ramp(tmp_path: Path) -> None:
+    rate = write(tmp_path, "rate", (make_case("aiohttp", (make_step(50, 50, unit="req/s"),)),))
+    conc = write(tmp_path, "conc", (make_case("aiohttp", (make_step(50, 9000),)),))
+    with pytest.raises(UserError, match="ramp different loads"):
+        render([rate, conc])
