@@ -20,6 +20,7 @@ DRIVER_RAMPS: dict[str, tuple[str, ...]] = {
     "httperf": HttperfDriver.ramp_kinds,
     "ab": AbDriver.ramp_kinds,
     "siege": SiegeDriver.ramp_kinds,
+    "agent": ("connections",),  # drivers.agent: long-lived processes across the whole ramp
 }
 
 

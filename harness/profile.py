@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import UserError
-from harness.ramps import Ramp, ramp_from_dict
+from harness.ramps import ConnectionRamp, Ramp, ramp_from_dict
+from harness.scenarios import SCENARIOS
 
 PROFILES_DIR = Path(__file__).parent / "profiles"
 DEFAULT_PROFILE = "quick"
@@ -40,6 +41,8 @@ class Profile:
     process_model: str = "single"
     requests_per_step: int | None = None  # ab -n (a fixed request count instead of a time)
     loop: str | None = None
+    # The ramp WebSocket scenarios use (with the agent) when the profile's own is HTTP.
+    connection_ramp: ConnectionRamp | None = None
 
     def __post_init__(self) -> None:
         if self.affinity not in AFFINITY_CHOICES:
@@ -61,6 +64,8 @@ class Profile:
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["ramp"] = dataclasses.asdict(self.ramp)
+        if self.connection_ramp is not None:
+            data["connection_ramp"] = dataclasses.asdict(self.connection_ramp)
         return data
 
 
@@ -94,15 +99,24 @@ def load_profile(name: str, overrides: dict[str, Any] | None = None) -> Profile:
         raise UserError(f"unknown profile {name}: choose from {', '.join(profile_names())}")
     data = tomllib.loads(path.read_text())
     ramp_data = dict(data.pop("ramp", {}))
+    connection_data = dict(data.pop("connection_ramp", {}))
+    if connection_data:
+        connection_data.setdefault("kind", "connections")
     for key, value in (overrides or {}).items():
         if value is None:
             continue
-        if isinstance(value, str) and not isinstance(value, bool):
-            value = _convert(value) if key not in ("scenario", "driver", "sink") else value
+        if isinstance(value, str) and key not in ("scenario", "driver", "sink"):
+            value = _convert(value)
         if key.startswith("ramp."):
             ramp_data[key.removeprefix("ramp.")] = value
+        elif key.startswith("connection_ramp."):
+            connection_data[key.removeprefix("connection_ramp.")] = value
+        elif key == "connections":  # the connection ramp's target (--connections N)
+            (connection_data if connection_data else ramp_data)["target"] = value
         elif key == "duration_s":  # the step length, whatever the ramp calls it
             ramp_data["hold_s" if ramp_data.get("kind") == "connections" else "duration_s"] = value
+            if connection_data:
+                connection_data["hold_s"] = value
         else:
             data[key] = value
     known = {f.name for f in dataclasses.fields(Profile)}
@@ -110,7 +124,20 @@ def load_profile(name: str, overrides: dict[str, Any] | None = None) -> Profile:
     if unknown:
         raise UserError(f"profile {name}: unknown setting {', '.join(unknown)}")
     try:
-        return Profile(name=name, ramp=ramp_from_dict(ramp_data), **data)
+        ramp = ramp_from_dict(ramp_data)
+        connection_ramp = ramp_from_dict(connection_data) if connection_data else None
+    except (ValueError, TypeError) as error:
+        raise UserError(f"profile {name}: {error}") from None
+    scenario = SCENARIOS.get(str(data.get("scenario")))
+    if scenario is not None and scenario.websocket and ramp.kind != "connections":
+        if connection_ramp is None:
+            raise UserError(
+                f"profile {name} has no connection ramp for the WebSocket scenario "
+                f"{scenario.name}: use --profile ws-ramp"
+            )
+        ramp, data["driver"] = connection_ramp, "agent"
+    try:
+        return Profile(name=name, ramp=ramp, connection_ramp=connection_ramp, **data)  # type: ignore[arg-type]
     except (ValueError, TypeError) as error:
         raise UserError(f"profile {name}: {error}") from None
 

@@ -96,25 +96,26 @@ class ConcurrencyRamp:
 
 @dataclass(frozen=True)
 class ConnectionRamp:
-    """The WebSocket agent: connection counts start → target by step, each held hold_s."""
+    """The WebSocket agent: connection counts start → target by step, each held hold_s.
+
+    `load` mode holds every step for hold_s and samples; `stress` mode also stops at the
+    breaking point (the runner ends the ramp there).
+    """
 
     start: int
     target: int
     step: int
     hold_s: float = 15.0
     open_rate_per_s: float = 200.0  # one new connection every 5 ms (seed 000)
-    message_interval_s: tuple[float, float] | None = None  # uniform(3, 6) for phase 2
-    payload: Literal["short", "long"] | None = None
+    mode: Literal["load", "stress"] = "load"
     kind: Literal["connections"] = "connections"
 
     def __post_init__(self) -> None:
         _levels(self.start, self.target, self.step)
         if self.hold_s <= 0 or self.open_rate_per_s <= 0:
             raise ValueError("hold_s and open_rate_per_s must be positive")
-        if self.message_interval_s is not None:
-            low, high = self.message_interval_s
-            if not 0 < low <= high:
-                raise ValueError(f"message_interval_s must be 0 < low <= high, not {low}, {high}")
+        if self.mode not in ("load", "stress"):
+            raise ValueError(f"mode {self.mode!r} is not load or stress")
 
     def __iter__(self) -> Iterator[RampStep]:
         for index, count in enumerate(_levels(self.start, self.target, self.step)):
@@ -135,8 +136,6 @@ def ramp_from_dict(data: dict[str, object]) -> Ramp:
     kind = fields.pop("kind", None)
     if kind not in RAMP_KINDS:
         raise ValueError(f"ramp kind {kind!r} is not one of {', '.join(RAMP_KINDS)}")
-    if "message_interval_s" in fields and fields["message_interval_s"] is not None:
-        fields["message_interval_s"] = tuple(fields["message_interval_s"])  # type: ignore[arg-type]
     try:
         return RAMP_KINDS[kind](**fields)
     except TypeError as error:

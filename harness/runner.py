@@ -25,12 +25,13 @@ from typing import Any, Protocol
 from drivers import make_driver
 from drivers.base import Driver, DriverOutputError, DriverResult, Target, run_step
 from harness import affinity as cpu_affinity
+from harness.connections import memory_per_connection, run_connection_ramp
 from harness.doctor import TOOLS, host_facts, tool_status
 from harness.errors import UserError
 from harness.monitor import Monitor, step_stats
 from harness.probe import Probe
 from harness.profile import Profile, workers_from_model
-from harness.ramps import RampStep, RateRamp
+from harness.ramps import ConnectionRamp, RampStep, RateRamp
 from harness.results import FLAG_MEANINGS, SCHEMA, Case, Run, Step, write_run
 from harness.scenarios import get_scenario
 from harness.server_process import ServerProcess, start_server
@@ -376,6 +377,18 @@ class Runner:
                         affinity=affinity,
                     )
             monitor.start([server.pid])
+            if isinstance(profile.ramp, ConnectionRamp):
+                return self._run_connection_case(
+                    framework,
+                    mode,
+                    profile.ramp,
+                    server,
+                    monitor,
+                    agent_cpus,
+                    case_dir,
+                    affinity,
+                    verify,
+                )
             driver = make_driver(
                 profile.driver,
                 agent_cpu_count=agent_count,
@@ -446,6 +459,66 @@ class Runner:
                 server.stop(INTERRUPTED_STOP_S)
             else:
                 server.stop()
+
+    def _run_connection_case(
+        self,
+        framework: str,
+        mode: str,
+        ramp: ConnectionRamp,
+        server: ServerProcess,
+        monitor: Monitor,
+        agent_cpus: str | None,
+        case_dir: Path,
+        affinity: dict[str, str | None],
+        verify: dict[str, Any],
+    ) -> Case:
+        """A connection ramp: agents hold connections across steps (harness.connections)."""
+        time.sleep(1.5)  # one idle monitor row: the server's RSS before any connection
+        baseline_rss = monitor.rows[-1]["server_rss_bytes"] if monitor.rows else None
+        result = run_connection_ramp(
+            ramp=ramp,
+            scenario=self.scenario,
+            server=server,
+            monitor=monitor,
+            agent_cpus=agent_cpus,
+            raw_dir=case_dir / "raw",
+            server_workers=self.workers,
+            baseline_rss_bytes=baseline_rss,
+            on_step=lambda index, offered: self.reporter.step_started(
+                index=index, offered=offered, unit="conns"
+            ),
+            on_step_done=lambda step: self.reporter.step_finished(step=step),
+        )
+        if agent_cpus is not None:
+            affinity["agent"] = agent_cpus
+        steps = tuple(result.steps)
+        clean = [s for s in steps if not s.extra.get("errors_in_step")]
+        summary = {
+            **summarize(steps),
+            "peak": max((s.achieved for s in clean), default=None),
+            "peak_unit": "conns",
+            "breaking_point": result.breaking_point,
+            "memory_per_connection_bytes": memory_per_connection(list(steps), baseline_rss),
+            "baseline_rss_bytes": baseline_rss,
+            "limits": result.limits,
+        }
+        if ramp.target > result.limits["server_sockets_max"]:
+            summary["limit_note"] = (
+                f"{ramp.target} connections exceed what {self.workers} server process(es) may "
+                f"open ({result.limits['server_sockets_max']}): use --process-model workers:N"
+            )
+        if not steps:
+            return self._case(
+                framework,
+                mode,
+                "failed",
+                affinity=affinity,
+                verify=verify,
+                error="the agents held no step: see raw/agent-*.txt",
+            )
+        return self._case(
+            framework, mode, "ok", affinity=affinity, verify=verify, steps=steps, summary=summary
+        )
 
     def _run_one_step(
         self,

@@ -25,6 +25,10 @@ class Scenario:
     body_length_varies: bool = False
     # Requests that store a record: a file or mongo sink makes a difference.
     stores_records: bool = False
+    # WebSocket scenarios run a connection ramp with the agent instead of an HTTP driver.
+    websocket: bool = False
+    payload: str | None = None  # drivers.agent.payloads name; None: idle connections
+    message_interval_s: tuple[float, float] = (3.0, 6.0)  # uniform(3, 6) s (seed 000)
 
 
 SCENARIOS: dict[str, Scenario] = {
@@ -46,6 +50,31 @@ SCENARIOS: dict[str, Scenario] = {
             body=b'{"event": "click", "user": 12345, "page": "/index.html"}',
             content_type="application/json",
             stores_records=True,
+        ),
+        Scenario(
+            "ws-idle",
+            "WebSocket connections held idle (seed 000 phase 1)",
+            "GET",
+            contract.ROUTE_WEBSOCKET,
+            websocket=True,
+        ),
+        Scenario(
+            "ws-short",
+            'WebSocket, each sends {"a": "b"} every 3–6 s (seed 000 phase 2)',
+            "GET",
+            contract.ROUTE_WEBSOCKET,
+            websocket=True,
+            stores_records=True,
+            payload="short",
+        ),
+        Scenario(
+            "ws-long",
+            "WebSocket, each sends ~7,000 characters every 3–6 s (phase 2)",
+            "GET",
+            contract.ROUTE_WEBSOCKET,
+            websocket=True,
+            stores_records=True,
+            payload="long",
         ),
     )
 }

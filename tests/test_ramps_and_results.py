@@ -26,7 +26,7 @@ def test_concurrency_ramp_of_the_siege_study() -> None:
 
 
 def test_connection_ramp_steps() -> None:
-    ramp = ConnectionRamp(1000, 3000, 1000, hold_s=5, message_interval_s=(3, 6), payload="short")
+    ramp = ConnectionRamp(1000, 3000, 1000, hold_s=5, mode="stress")
     assert [s.offered for s in ramp] == [1000, 2000, 3000]
     assert all(s.unit == "conns" for s in ramp)
 

@@ -1,0 +1,285 @@
+"""Connection ramps (seed 000): agent processes hold the connections across every step.
+
+The agents follow one schedule (a connection target per step), so unlike HTTP steps the
+load is not restarted between steps. Each second the runner reads the agents' lines and
+the server's telemetry; a step is the agents' hold at its target. The breaking point is
+the first connection count at which, for 5 consecutive seconds, the worst tick exceeds
+1 s, connections fail, or the server drops them; in stress mode the ramp ends there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import signal
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from drivers.agent.plan import (
+    agent_command,
+    combine_agent_lines,
+    parse_agent_line,
+    per_process_limit,
+    split_schedule,
+)
+from drivers.base import DriverProcesses
+from harness.monitor import Monitor, step_stats
+from harness.ramps import ConnectionRamp
+from harness.results import Step
+from harness.scenarios import Scenario
+from harness.server_process import ServerProcess
+
+BREAK_TICK_MS = 1000.0
+BREAK_SECONDS = 5
+POLL_INTERVAL_S = 0.5
+LIMIT_REASONS = ("too_many_open_files", "no_free_port")
+
+
+@dataclass
+class _Second:
+    """One second of the ramp: agents combined, server telemetry merged."""
+
+    t: float
+    agents: dict[str, Any]
+    tick_max_ms: float
+    messages: int
+
+
+@dataclass
+class ConnectionRampResult:
+    steps: list[Step] = field(default_factory=list)
+    breaking_point: dict[str, Any] | None = None
+    limits: dict[str, Any] = field(default_factory=dict)
+    seconds: int = 0
+
+
+def _total(counts: dict[str, int]) -> int:
+    return sum(counts.values())
+
+
+def _delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
+    return {k: v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0)}
+
+
+def find_breaking_point(seconds: list[_Second]) -> dict[str, Any] | None:
+    """The first run of BREAK_SECONDS bad seconds: where and why the server broke."""
+    streak: list[tuple[_Second, str]] = []
+    for before, now in itertools.pairwise(seconds):
+        reason = ""
+        if now.tick_max_ms > BREAK_TICK_MS:
+            reason = f"tick max {now.tick_max_ms:.0f} ms > {BREAK_TICK_MS:.0f} ms"
+        elif _total(now.agents["failed"]) > _total(before.agents["failed"]):
+            failed = _delta(now.agents["failed"], before.agents["failed"])
+            reason = "connections failed: " + ", ".join(f"{k} {v}" for k, v in failed.items())
+        elif _total(now.agents["closed_by_server"]) > _total(before.agents["closed_by_server"]):
+            dropped = _delta(now.agents["closed_by_server"], before.agents["closed_by_server"])
+            reason = "server dropped connections: " + ", ".join(
+                f"{k} {v}" for k, v in dropped.items()
+            )
+        if not reason:
+            streak = []
+            continue
+        streak.append((now, reason))
+        if len(streak) >= BREAK_SECONDS:
+            first, first_reason = streak[0]
+            return {"connections": first.agents["open"], "reason": first_reason, "t": first.t}
+    return None
+
+
+def run_connection_ramp(
+    *,
+    ramp: ConnectionRamp,
+    scenario: Scenario,
+    server: ServerProcess,
+    monitor: Monitor,
+    agent_cpus: str | None,
+    raw_dir: Path,
+    server_workers: int,
+    baseline_rss_bytes: int | None,
+    on_step: Callable[[int, float], None],
+    on_step_done: Callable[[Step], None],
+) -> ConnectionRampResult:
+    """Run the whole ramp with agent processes; one Step per held target."""
+    targets = [int(step.offered) for step in ramp]
+    per_process = per_process_limit()
+    shares = split_schedule(targets, per_process)
+    commands = [
+        agent_command(
+            share,
+            host="127.0.0.1",
+            port=server.port,
+            path=scenario.path,
+            hold_s=ramp.hold_s,
+            open_rate_per_s=ramp.open_rate_per_s,
+            payload=scenario.payload,
+            interval_s=scenario.message_interval_s,
+            processes=len(shares),
+        )
+        for share in shares
+    ]
+    raw_dir.mkdir(parents=True, exist_ok=True)
+    paths = [raw_dir / f"agent-{share.index}.txt" for share in shares]
+    result = ConnectionRampResult(
+        limits={
+            "agent_processes": len(shares),
+            "connections_per_agent_process_max": per_process,
+            "agent_sources": [share.source for share in shares],
+            "server_sockets_max": server_workers * per_process,
+        }
+    )
+    processes = DriverProcesses(commands, agent_cpus, paths)
+    monitor.set_agent_pids(processes.pids)
+    offsets = [0] * len(paths)
+    latest: dict[int, dict[str, Any]] = {}
+    seconds: list[_Second] = []
+    current = -1
+    window_start: _Second | None = None
+    last_hold: _Second | None = None
+
+    def finish(start: _Second, end: _Second) -> None:
+        result.steps.append(
+            _finish_step(ramp, current, start, end, monitor, server, baseline_rss_bytes)
+        )
+        on_step_done(result.steps[-1])
+
+    try:
+        while processes.running():
+            time.sleep(POLL_INTERVAL_S)
+            for index, path in enumerate(paths):
+                with path.open("rb") as raw:
+                    raw.seek(offsets[index])
+                    chunk = raw.read()
+                complete = chunk[: chunk.rfind(b"\n") + 1]
+                offsets[index] += len(complete)
+                for line in complete.decode(errors="replace").splitlines():
+                    record = parse_agent_line(line)
+                    if record is not None:
+                        latest[index] = record
+            if len(latest) < len(paths):
+                continue
+            agents = combine_agent_lines(latest)
+            telemetry = server.latest_telemetry()
+            second = _Second(
+                time.time(),
+                agents,
+                max((t["tick_max_ms"] for t in telemetry.values()), default=0.0),
+                sum(t["messages"] for t in telemetry.values()),
+            )
+            if not seconds or second.t - seconds[-1].t >= 1.0:
+                seconds.append(second)  # the breaking point is judged second by second
+            if agents["phase"] == "holding":
+                if window_start is None or agents["step"] != current:
+                    if window_start is not None and last_hold is not None:
+                        finish(window_start, last_hold)
+                    current, window_start = agents["step"], second
+                    on_step(current, targets[current])
+                    monitor.begin_step(current)
+                last_hold = second
+            elif window_start is not None and last_hold is not None:
+                finish(window_start, last_hold)  # the hold ended: opening the next step
+                window_start = None
+            if result.breaking_point is None:
+                result.breaking_point = find_breaking_point(seconds)
+                if result.breaking_point and ramp.mode == "stress":
+                    for pid in processes.pids:  # the ramp ends at the breaking point
+                        with contextlib.suppress(ProcessLookupError):
+                            os.kill(pid, signal.SIGTERM)
+        if window_start is not None and last_hold is not None:
+            finish(window_start, last_hold)
+    finally:
+        processes.kill()
+    result.seconds = len(seconds)
+    return result
+
+
+def _finish_step(
+    ramp: ConnectionRamp,
+    index: int,
+    start: _Second,
+    end: _Second,
+    monitor: Monitor,
+    server: ServerProcess,
+    baseline_rss_bytes: int | None,
+) -> Step:
+    """A held target as a Step: connections held, failures, messages, memory per connection."""
+    window = monitor.end_step() if monitor.windows and monitor.windows[-1].ended is None else None
+    stats = (
+        step_stats(monitor.rows, server.telemetry_lines(), window)
+        if window
+        else {
+            "server_cpu_pct": None,
+            "agent_cpu_pct": None,
+            "rss_max_bytes": None,
+            "tick_ms": {"avg": None, "max": None},
+        }
+    )
+    agents_start, agents_end = start.agents, end.agents
+    span_s = max(1e-6, end.t - start.t)
+    failed = _delta(agents_end["failed"], {})
+    dropped = _delta(agents_end["closed_by_server"], {})
+    errors_in_step = (
+        _total(agents_end["failed"])
+        - _total(agents_start["failed"])
+        + _total(agents_end["closed_by_server"])
+        - _total(agents_start["closed_by_server"])
+    )
+    target = list(ramp)[index].offered
+    open_now = agents_end["open"]
+    attempts = max(1, agents_end["attempts"])
+    errors_total = _total(failed) + _total(dropped)
+    flags = []
+    if any(reason in failed for reason in LIMIT_REASONS):
+        flags.append("limit_capped")
+    rss = stats["rss_max_bytes"]
+    return Step(
+        offered=target,
+        unit="conns",
+        achieved=float(open_now),
+        replies=agents_end["opened"],
+        errors={
+            "total": errors_total,
+            **{f"failed_{k}": v for k, v in failed.items()},
+            **{f"closed_{k}": v for k, v in dropped.items()},
+        },
+        error_rate=min(1.0, errors_total / attempts),
+        latency_ms=dict.fromkeys(("avg", "p50", "p90", "p99", "max")),
+        server_cpu_pct=stats["server_cpu_pct"],
+        agent_cpu_pct=stats["agent_cpu_pct"],
+        rss_max_bytes=rss,
+        tick_ms=stats["tick_ms"],
+        flags=tuple(flags),
+        extra={
+            "open": open_now,
+            "errors_in_step": errors_in_step,
+            "messages_out_per_s": round(
+                (agents_end["messages_sent"] - agents_start["messages_sent"]) / span_s, 1
+            ),
+            "messages_in_per_s": round((end.messages - start.messages) / span_s, 1),
+            # what the connections added to the idle server, per connection
+            "rss_per_connection_bytes": round((rss - (baseline_rss_bytes or 0)) / open_now)
+            if rss and open_now
+            else None,
+            "agent_rss_bytes": agents_end["rss_bytes"],
+            "hold_s": round(span_s, 1),
+        },
+    )
+
+
+def memory_per_connection(steps: list[Step], baseline_rss_bytes: int | None) -> float | None:
+    """Bytes of server RSS per open connection: the slope over the held steps (seed: 10.3 KB)."""
+    points = [
+        (s.extra["open"], s.rss_max_bytes) for s in steps if s.rss_max_bytes and s.extra.get("open")
+    ]
+    if baseline_rss_bytes:
+        points.insert(0, (0, baseline_rss_bytes))
+    if len(points) < 2:
+        return None
+    xs = [p[0] for p in points]
+    ys = [p[1] for p in points]
+    slope = statistics.linear_regression(xs, ys).slope
+    return round(slope, 1)
