@@ -1,0 +1,372 @@
+"""The wire contract on twisted.web (epoll reactor), WebSockets through autobahn.
+
+`twisted.web` serves HTTP from a `Resource` tree; `/ws` hands the connection to autobahn's
+`WebSocketResource`, which takes the transport over from the HTTP channel. Importing this
+module installs no reactor: `serve` installs the epoll reactor itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import socket
+import sys
+from io import BytesIO
+from typing import Any
+
+from autobahn.twisted.resource import WebSocketResource
+from autobahn.twisted.websocket import WebSocketServerFactory, WebSocketServerProtocol
+from twisted.internet.defer import Deferred, gatherResults, maybeDeferred
+from twisted.internet.error import ReactorNotRunning
+from twisted.logger import (
+    FilteringLogObserver,
+    LogLevel,
+    LogLevelFilterPredicate,
+    globalLogBeginner,
+    textFileLogObserver,
+)
+from twisted.web.error import UnsupportedMethod
+from twisted.web.http import HTTPChannel
+from twisted.web.resource import Resource
+from twisted.web.server import Request, Site
+
+from servers import common, contract
+from servers.common import ServerState
+from servers.contract import ServerOptions
+from servers.sinks import open_empty_sink
+
+_TEXT_CONTENT_TYPE = contract.TEXT_CONTENT_TYPE.encode()
+_JSON_CONTENT_TYPE = contract.JSON_CONTENT_TYPE.encode()
+# LineReceiver drops a connection whose header line is over MAX_LENGTH without a word;
+# answer it the way HTTPChannel answers a header block over totalHeadersSize.
+_HEADER_TOO_LONG_REPLY = (
+    b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+)
+_DRAIN_POLL_S = 0.010
+
+
+# -- HTTP: site, channel, request ---------------------------------------------------------
+class ContractRequest(Request):
+    """A twisted.web request whose body always stays in memory."""
+
+    def gotLength(self, length: int | None) -> None:
+        # twisted.web spools bodies over 100 kB (and every chunked body) to a temporary
+        # file: blocking disk I/O on the reactor.
+        self.content = BytesIO()
+
+
+class ContractChannel(HTTPChannel):
+    """An HTTP/1.1 connection that is counted, and closed cleanly on shutdown."""
+
+    site: ContractSite
+
+    def connectionMade(self) -> None:
+        super().connectionMade()  # sets TCP_NODELAY on the transport
+        self.site.state.connection_opened()
+        self.site.channels.add(self)
+
+    def connectionLost(self, reason: Any) -> None:
+        super().connectionLost(reason)
+        self.site.state.connection_closed()
+        self.site.channels.discard(self)
+
+    def handed_over(self) -> None:
+        """The WebSocket protocol took the transport: it counts the close from now on."""
+        self.site.channels.discard(self)
+
+    def checkPersistence(self, request: Request, version: bytes) -> bool:
+        if self.site.draining:
+            request.responseHeaders.setRawHeaders(b"connection", [b"close"])
+            return False
+        return super().checkPersistence(request, version)
+
+    def lineLengthExceeded(self, line: bytes) -> None:
+        if not self.transport.disconnecting:
+            self.transport.write(_HEADER_TOO_LONG_REPLY)
+            self.loseConnection()
+
+    def close_when_idle(self) -> None:
+        """Close now unless a request body is arriving; that one closes after its response.
+
+        Handlers answer synchronously, so a channel in line mode is between requests or
+        inside a request's headers: no request has reached a handler (aiohttp closes
+        those at once too).
+        """
+        if self.transport.disconnecting:
+            return
+        if not self.requests or self.line_mode:
+            self.loseConnection()
+            return
+        self.persistent = False
+        for request in self.requests:
+            if not request.startedWriting:
+                request.responseHeaders.setRawHeaders(b"connection", [b"close"])
+
+
+class ContractSite(Site):
+    """The Site: no access log, connection counting, and a drain for shutdown."""
+
+    protocol = ContractChannel
+    requestFactory = ContractRequest
+
+    def __init__(self, resource: Resource, state: ServerState) -> None:
+        # /log reads the raw body; parsing form uploads into request.args is wasted work.
+        super().__init__(resource, parsePOSTFormSubmission=False)
+        self.state = state
+        self.channels: set[ContractChannel] = set()
+        self.draining = False
+
+    def log(self, request: Request) -> None:
+        """No access log: formatting a line per request costs a large share of GET /."""
+
+    def drain(self) -> None:
+        """Close idle keep-alive connections; busy ones close after their response."""
+        self.draining = True
+        for channel in list(self.channels):
+            channel.close_when_idle()
+
+
+# -- HTTP routes ----------------------------------------------------------------------------
+class Route(Resource):
+    """A route with exact-path matching; a method it lacks gets 405.
+
+    twisted.web answers 405 only for GET/HEAD/POST and 501 for any other method; the
+    contract wants 405 for every method a route does not serve.
+    """
+
+    def __init__(self, state: ServerState) -> None:
+        super().__init__()
+        self.state = state
+
+    def render(self, request: Request) -> bytes | int:
+        try:
+            return super().render(request)
+        except UnsupportedMethod as refusal:
+            if request.method == b"HEAD" and b"GET" in refusal.allowedMethods:
+                raise  # twisted.web serves HEAD from render_GET
+            request.setResponseCode(405)
+            request.setHeader(b"allow", b", ".join(refusal.allowedMethods))
+            request.setHeader(b"content-type", _TEXT_CONTENT_TYPE)
+            return b"405: Method Not Allowed"
+
+
+class TextRoute(Route):
+    def render_GET(self, request: Request) -> bytes:
+        self.state.requests += 1
+        request.setHeader(b"content-type", _TEXT_CONTENT_TYPE)
+        return contract.TEXT_BODY
+
+
+class CounterRoute(Route):
+    def render_GET(self, request: Request) -> bytes:
+        self.state.requests += 1
+        request.setHeader(b"content-type", _JSON_CONTENT_TYPE)
+        return self.state.counter_payload()
+
+
+class LogRoute(Route):
+    """`ANY /log`: every method stores a record."""
+
+    def __init__(self, state: ServerState, sink: Any) -> None:
+        super().__init__(state)
+        self.sink = sink
+
+    def render(self, request: Request) -> bytes:
+        self.state.requests += 1
+        headers = {
+            name.decode("latin-1"): b", ".join(values).decode("latin-1")
+            for name, values in request.requestHeaders.getAllRawHeaders()
+        }
+        body = request.content.read().decode("utf-8", "replace")
+        self.sink.store(
+            self.state.make_record(
+                request.method.decode("latin-1"), contract.ROUTE_LOG, headers, body
+            )
+        )
+        request.setHeader(b"content-type", _TEXT_CONTENT_TYPE)
+        return contract.LOG_REPLY_BODY
+
+
+class WebSocketRoute(Route):
+    """`GET /ws`: origin and subprotocol checked here, then autobahn takes the connection."""
+
+    def __init__(self, state: ServerState, factory: WebSocketServerFactory) -> None:
+        super().__init__(state)
+        self.upgrade = WebSocketResource(factory)
+
+    def render_GET(self, request: Request) -> bytes | int:
+        self.state.requests += 1
+        headers = request.requestHeaders
+        refusal = common.websocket_handshake_status(
+            _joined_header(headers, b"origin"), _joined_header(headers, b"sec-websocket-protocol")
+        )
+        if refusal is not None:
+            request.setResponseCode(refusal)
+            request.setHeader(b"content-type", _TEXT_CONTENT_TYPE)
+            return b"%d" % refusal
+        # Checked above; autobahn would refuse "agent" again, as an Origin without a host.
+        headers.removeHeader(b"origin")
+        channel = request.channel
+        result = self.upgrade.render(request)
+        if channel.transport is None:
+            channel.handed_over()
+        return result
+
+
+def _joined_header(headers: Any, name: bytes) -> str | None:
+    values = headers.getRawHeaders(name)
+    return None if values is None else b", ".join(values).decode("latin-1")
+
+
+# -- WebSocket --------------------------------------------------------------------------------
+class MessageProtocol(WebSocketServerProtocol):
+    """One agent connection: each text message is a JSON object for the sink."""
+
+    factory: MessageFactory
+
+    def onConnect(self, request: Any) -> str:
+        return contract.WS_SUBPROTOCOL  # offered: WebSocketRoute checked it
+
+    def onOpen(self) -> None:
+        self.factory.open_protocols.add(self)
+
+    def onMessage(self, payload: bytes, isBinary: bool) -> None:
+        if self.state != self.STATE_OPEN:
+            return  # we are already closing it
+        state = self.factory.server_state
+        message = payload if isBinary else payload.decode("utf-8")  # autobahn checked UTF-8
+        close_code = common.websocket_close_code(message)
+        if close_code is None:
+            state.messages += 1
+            self.factory.sink.store(
+                state.make_record(
+                    contract.WEBSOCKET_RECORD_METHOD, contract.ROUTE_WEBSOCKET, {}, message
+                )
+            )
+            return
+        state.bad += 1
+        # sendClose() accepts only 1000 and 3000-4999; the contract's codes are 100x.
+        self.sendCloseFrame(code=close_code, isReply=False)
+
+    def onClose(self, wasClean: bool, code: int | None, reason: str | None) -> None:
+        if self.failedByMe:  # autobahn refused a frame: too big (1009), bad UTF-8, ...
+            self.factory.server_state.bad += 1
+
+    def connectionLost(self, reason: Any) -> None:
+        super().connectionLost(reason)
+        self.factory.open_protocols.discard(self)
+        self.factory.server_state.connection_closed()  # it took over the HTTP channel
+
+    def going_away(self) -> None:
+        """Server shutdown: close with 1001."""
+        self.sendCloseFrame(
+            code=contract.WS_CLOSE_GOING_AWAY, reasonUtf8=b"server shutdown", isReply=False
+        )
+
+
+class MessageFactory(WebSocketServerFactory):
+    protocol = MessageProtocol
+
+    def __init__(self, state: ServerState, sink: Any, reactor: Any) -> None:
+        super().__init__(reactor=reactor)
+        self.server_state = state
+        self.sink = sink
+        self.open_protocols: set[MessageProtocol] = set()
+        self.setProtocolOptions(
+            maxFramePayloadSize=contract.WS_MAX_MESSAGE_BYTES,
+            maxMessagePayloadSize=contract.WS_MAX_MESSAGE_BYTES,
+            failByDrop=False,  # send the close code (1009 ...) instead of dropping TCP
+            webStatus=False,  # a plain GET /ws is refused, not answered with a status page
+            openHandshakeTimeout=0,  # the handshake arrives whole from twisted.web
+            autoPingInterval=0,
+            perMessageCompressionAccept=_refuse_compression,
+        )
+
+
+def _refuse_compression(offers: list[Any]) -> None:
+    return None
+
+
+# -- process --------------------------------------------------------------------------------
+def make_site(state: ServerState, sink: Any, reactor: Any) -> tuple[ContractSite, MessageFactory]:
+    """The contract's routes; twisted.web answers unknown paths 404."""
+    websockets = MessageFactory(state, sink, reactor)
+    root = Resource()
+    root.putChild(b"", TextRoute(state))
+    root.putChild(contract.ROUTE_COUNTER.lstrip("/").encode(), CounterRoute(state))
+    root.putChild(contract.ROUTE_LOG.lstrip("/").encode(), LogRoute(state, sink))
+    root.putChild(contract.ROUTE_WEBSOCKET.lstrip("/").encode(), WebSocketRoute(state, websockets))
+    return ContractSite(root, state), websockets
+
+
+def _log_warnings_to_stderr() -> None:
+    # Without an observer Twisted buffers every event and shows none; stdout is telemetry.
+    observer = FilteringLogObserver(
+        textFileLogObserver(sys.stderr),
+        [LogLevelFilterPredicate(defaultLogLevel=LogLevel.warn)],
+    )
+    globalLogBeginner.beginLoggingTo([observer], redirectStandardIO=False)
+
+
+def serve(options: ServerOptions, listener: socket.socket, state: ServerState) -> None:
+    """Serve on `listener` until SIGTERM; then stop accepting, close, flush, return."""
+    from twisted.internet import epollreactor
+
+    epollreactor.install()
+    from twisted.internet import reactor
+
+    _log_warnings_to_stderr()
+    sink = open_empty_sink(options, state)
+    site, websockets = make_site(state, sink, reactor)
+    listener.setblocking(False)  # Twisted accepts in a loop until EAGAIN
+    port = reactor.adoptStreamPort(listener.fileno(), listener.family, site)
+    listener.close()  # the reactor holds its own duplicate of the descriptor
+
+    def tick() -> None:
+        state.tick()
+        reactor.callLater(contract.TICK_INTERVAL_S, tick)
+
+    def report() -> None:
+        state.emit_telemetry()
+        reactor.callLater(contract.TELEMETRY_INTERVAL_S, report)
+
+    def start() -> None:
+        tick()
+        report()  # the first line says the port is listening
+
+    def shut_down() -> Deferred:
+        """Runs on SIGTERM/SIGINT (reactor.stop), before the reactor drops connections."""
+        stopped = maybeDeferred(port.stopListening)
+        for protocol in list(websockets.open_protocols):
+            protocol.going_away()
+        site.drain()
+        drained: Deferred = Deferred()
+        deadline_s = reactor.seconds() + contract.SHUTDOWN_GRACE_S / 2
+
+        def poll() -> None:
+            if state.open <= 0 or reactor.seconds() >= deadline_s:
+                drained.callback(None)
+            else:
+                site.drain()
+                reactor.callLater(_DRAIN_POLL_S, poll)
+
+        poll()
+        # Whatever is still open after the deadline, the reactor closes next.
+        done = gatherResults([stopped, drained])
+        return done.addBoth(lambda _: maybeDeferred(sink.close))
+
+    def stop() -> None:
+        with contextlib.suppress(ReactorNotRunning):  # a second signal while shutting down
+            reactor.stop()
+
+    def on_signal(signum: int, frame: object) -> None:
+        reactor.callFromThread(stop)  # wakes the reactor from epoll_wait
+
+    # Our own handlers: the reactor leaves SIGINT alone when it was ignored at start
+    # (a background job of a shell), and the contract says SIGINT stops the server too.
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    reactor.callWhenRunning(start)
+    reactor.addSystemEventTrigger("before", "shutdown", shut_down)
+    reactor.run(installSignalHandlers=False)
+    state.emit_telemetry()
