@@ -103,15 +103,41 @@ def host_facts() -> dict[str, object]:
 
 
 def doctor_report() -> dict[str, object]:
-    """Tools (path, version) and host limits, as `harness doctor --json` prints them."""
+    """Tools (path, version), FerretDB, and host limits, as `harness doctor --json` prints them."""
+    from harness.services import FERRETDB_VERSION, ferretdb_binary, known_w0_probe
+
+    binary = ferretdb_binary()
     return {
         "tools": {name: asdict(tool_status(tool)) for name, tool in TOOLS.items()},
+        "ferretdb": {
+            "path": str(binary) if binary.is_file() else None,
+            "version": FERRETDB_VERSION if binary.is_file() else None,
+            "w0_probe": known_w0_probe(),
+        },
         "host": host_facts(),
     }
 
 
 def install_missing(names: list[str] | None = None) -> list[str]:
-    """apt-get install the Debian packages of missing tools; returns the packages installed."""
+    """Install what is missing: Debian packages of the tools, then FerretDB (built from the
+    Go module proxy) with its w: 0 probe; returns what was installed."""
+    from harness.services import (
+        build_ferretdb,
+        ferretdb_binary,
+        known_w0_probe,
+        probe_unacknowledged_writes,
+    )
+
+    installed = _install_packages(names)
+    if not ferretdb_binary().is_file():
+        build_ferretdb()
+        installed.append("ferretdb")
+    if known_w0_probe() is None:
+        probe_unacknowledged_writes()
+    return installed
+
+
+def _install_packages(names: list[str] | None) -> list[str]:
     wanted = [TOOLS[n] for n in (names or list(TOOLS))]
     packages = sorted({t.package for t in wanted if tool_path(t.name) is None})
     if not packages:

@@ -18,8 +18,10 @@ import httpx
 from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
 from websockets.sync.client import connect
 
+from harness.errors import UserError
 from harness.server_process import start_server
-from servers import contract
+from harness.sink_store import SinkStore
+from servers import FRAMEWORKS, contract
 
 SEQUENTIAL_REQUESTS = 200
 SEQUENTIAL_MEDIAN_LIMIT_MS = 20.0
@@ -42,6 +44,7 @@ class Verification:
     sink: str
     checks: tuple[Check, ...] = field(default_factory=tuple)
     error: str | None = None  # the server could not be started
+    skipped: str | None = None  # the framework does not offer this sink (yet)
 
     @property
     def ok(self) -> bool:
@@ -53,6 +56,7 @@ class Verification:
             "sink": self.sink,
             "ok": self.ok,
             "error": self.error,
+            "skipped": self.skipped,
             "checks": [asdict(c) for c in self.checks],
         }
 
@@ -227,16 +231,43 @@ def check_telemetry(lines: list[dict[str, object]]) -> Check:
     return Check("telemetry", True, f"{len(lines)} lines, every field present")
 
 
-def verify_framework(framework: str, sink: str = "empty", cpus: str | None = None) -> Verification:
+def check_sink_record(base_url: str, store: SinkStore) -> str:
+    """A /log record reaches the sink (file: within a flush; mongo: acknowledged)."""
+    before = store.count() or 0
+    marker = f"verify-{time.time_ns()}"
+    response = httpx.post(base_url + contract.ROUTE_LOG, content=marker.encode(), timeout=5)
+    _expect(response.status_code == 200, f"/log answered {response.status_code}")
+    deadline = time.monotonic() + 2.0
+    while (store.count() or 0) <= before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    after = store.count() or 0
+    _expect(after > before, f"the {store.sink} sink still holds {after} records")
+    return f"{after - before} record stored ({store.sink})"
+
+
+def verify_framework(
+    framework: str, sink: str = "empty", cpus: str | None = None, mongo_url: str | None = None
+) -> Verification:
     """Start `framework` with `sink`, run every check, stop it (exit status checked too)."""
+    if sink not in FRAMEWORKS[framework].sinks:
+        return Verification(framework, sink, skipped=f"{framework} has no {sink} sink yet")
     try:
-        server = start_server(framework, sink=sink, cpus=cpus)
-    except Exception as error:  # a server that cannot start is a failed verification
+        store = SinkStore(sink, mongo_url=mongo_url)
+    except UserError as error:
         return Verification(framework, sink, error=str(error))
-    try:
-        checks = run_checks(server.url, HTTP_CHECKS | WEBSOCKET_CHECKS)
-    finally:
-        status = server.stop()
+    with store:
+        try:
+            server = start_server(framework, sink=sink, cpus=cpus, extra_args=store.server_args())
+        except Exception as error:  # a server that cannot start is a failed verification
+            return Verification(framework, sink, error=str(error))
+        try:
+            checks = run_checks(server.url, HTTP_CHECKS | WEBSOCKET_CHECKS)
+            if sink != "empty":
+                checks += run_checks(
+                    server.url, {"sink-record": lambda url: check_sink_record(url, store)}
+                )
+        finally:
+            status = server.stop()
     stopped = Check("sigterm", status == 0, f"exit status {status}")
     return Verification(
         framework, sink, (*checks, check_telemetry(server.telemetry_lines()), stopped)

@@ -19,6 +19,7 @@ class Framework:
     module: str
     distributions: tuple[str, ...]
     loops: tuple[str, ...]  # event loops it can run on; the first is the default
+    sinks: tuple[str, ...] = ("empty",)  # the sinks it implements so far
 
     def missing(self) -> list[str]:
         """Distributions that are not installed (empty when the server can run)."""
@@ -53,6 +54,12 @@ FRAMEWORKS: dict[str, Framework] = {
         Framework("eventlet", "servers.eventlet_server", ("eventlet", "wsproto"), ("eventlet",)),
         Framework("tornado", "servers.tornado_server", ("tornado",), ("asyncio", "uvloop")),
         Framework("twisted", "servers.twisted_server", ("twisted", "autobahn"), ("epoll",)),
-        Framework("aiohttp", "servers.aiohttp_server", ("aiohttp",), ("asyncio", "uvloop")),
+        Framework(
+            "aiohttp",
+            "servers.aiohttp_server",
+            ("aiohttp", "pymongo"),
+            ("asyncio", "uvloop"),
+            ("empty", "file", "mongo"),
+        ),
     )
 }

@@ -10,12 +10,13 @@ import weakref
 from aiohttp import WSMsgType, web
 
 from servers import common, contract
+from servers.asyncio_sinks import AsyncSink, open_async_sink
 from servers.common import ServerState
 from servers.contract import ServerOptions
-from servers.sinks import open_empty_sink
+from servers.sinks import SinkUnavailable
 
 
-def make_app(state: ServerState, sink) -> web.Application:
+def make_app(state: ServerState, sink: AsyncSink) -> web.Application:
     """The contract's routes; aiohttp answers unknown paths 404 and wrong methods 405."""
     websockets: weakref.WeakSet[web.WebSocketResponse] = weakref.WeakSet()
 
@@ -30,7 +31,11 @@ def make_app(state: ServerState, sink) -> web.Application:
     async def log(request: web.Request) -> web.Response:
         state.requests += 1
         body = (await request.read()).decode("utf-8", "replace")
-        sink.store(state.make_record(request.method, request.path, dict(request.headers), body))
+        record = state.make_record(request.method, request.path, dict(request.headers), body)
+        try:
+            await sink.store_and_wait(record)
+        except SinkUnavailable:
+            return web.Response(status=503, text="sink unavailable")
         return web.Response(body=contract.LOG_REPLY_BODY, content_type=contract.TEXT_CONTENT_TYPE)
 
     async def websocket(request: web.Request) -> web.StreamResponse:
@@ -86,7 +91,7 @@ def make_app(state: ServerState, sink) -> web.Application:
 
 async def _serve(options: ServerOptions, listener: socket.socket, state: ServerState) -> None:
     loop = asyncio.get_running_loop()
-    sink = open_empty_sink(options, state)
+    sink = open_async_sink(options, state)
     runner = web.AppRunner(
         make_app(state, sink),
         handle_signals=False,
@@ -126,7 +131,7 @@ async def _serve(options: ServerOptions, listener: socket.socket, state: ServerS
     report()  # the first line says the port is listening
     await stopping.wait()
     await runner.cleanup()
-    sink.close()
+    await sink.aclose()
     state.emit_telemetry()
 
 

@@ -1,0 +1,258 @@
+"""Services the servers talk to, started and stopped by the harness itself.
+
+- FerretDB v1.24 (a MongoDB-wire server on SQLite) built from the Go module proxy into the
+  user's cache: a plain `go install ...@v1.24.2` binary panics at start because
+  build/version/version.txt is not in the module, so the module is copied, that file is
+  written, and cmd/ferretdb is built from the copy.
+- memcached from Debian, on its own loopback port.
+Each runs in its own process group, on an OS-free port, and is always reaped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from harness.doctor import tool_path
+from harness.errors import UserError
+
+FERRETDB_MODULE = "github.com/FerretDB/FerretDB"
+FERRETDB_VERSION = "v1.24.2"
+READY_TIMEOUT_S = 20.0
+
+
+def cache_dir() -> Path:
+    base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    return base / "serverbench-harness"
+
+
+def ferretdb_binary() -> Path:
+    return cache_dir() / f"ferretdb-{FERRETDB_VERSION}"
+
+
+def build_ferretdb(log: Path | None = None) -> Path:
+    """Build FerretDB from the Go module proxy (a few minutes the first time); its path."""
+    binary = ferretdb_binary()
+    if binary.is_file():
+        return binary
+    go = shutil.which("go") or (
+        "/usr/local/go/bin/go" if Path("/usr/local/go/bin/go").is_file() else None
+    )
+    if go is None:
+        raise UserError("go not found: install Go to build FerretDB, or pass --mongo-url")
+    binary.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="ferretdb-build-") as work:
+        download = subprocess.run(
+            [go, "mod", "download", "-json", f"{FERRETDB_MODULE}@{FERRETDB_VERSION}"],
+            capture_output=True,
+            text=True,
+            cwd=work,
+            check=False,
+        )
+        if download.returncode != 0:
+            raise UserError(f"go mod download {FERRETDB_MODULE} failed: {download.stderr[-300:]}")
+        source = Path(work) / "src"
+        shutil.copytree(json.loads(download.stdout)["Dir"], source)
+        for path in source.rglob("*"):
+            path.chmod(path.stat().st_mode | 0o200)
+        (source / "build" / "version" / "version.txt").write_text(FERRETDB_VERSION + "\n")
+        built = subprocess.run(
+            [go, "build", "-trimpath", "-o", str(binary) + ".partial", "./cmd/ferretdb"],
+            capture_output=True,
+            text=True,
+            cwd=source,
+            check=False,
+        )
+        if log is not None:
+            log.write_text(built.stdout + built.stderr)
+        if built.returncode != 0:
+            raise UserError(f"building FerretDB failed: {built.stderr.strip()[-300:]}")
+    Path(str(binary) + ".partial").replace(binary)
+    return binary
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return probe.getsockname()[1]
+
+
+def wait_for_port(port: int, process: subprocess.Popen, name: str) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise UserError(f"{name} exited with status {process.returncode} before listening")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
+            return
+        time.sleep(0.1)
+    raise UserError(f"{name} did not listen on port {port} within {READY_TIMEOUT_S:.0f} s")
+
+
+class Service:
+    """A helper process in its own group; `stop()` ends the whole group."""
+
+    name = "service"
+
+    def __init__(self, command: list[str], port: int, workdir: Path | None = None) -> None:
+        self.port = port
+        self.workdir = workdir
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115 (lives with the process)
+        self.process = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd=workdir,
+        )
+        try:
+            wait_for_port(port, self.process, self.name)
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(5)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+
+    def output_tail(self, limit_chars: int = 500) -> str:
+        self._log.seek(0)
+        return self._log.read().decode(errors="replace")[-limit_chars:]
+
+    def __enter__(self) -> Service:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+class FerretDB(Service):
+    """FerretDB on SQLite in its own data directory, telemetry off."""
+
+    name = "ferretdb"
+
+    def __init__(self, data_dir: Path) -> None:
+        binary = ferretdb_binary()
+        if not binary.is_file():
+            raise UserError("FerretDB is not built: run `harness doctor --install`")
+        data_dir.mkdir(parents=True, exist_ok=True)
+        port = free_port()
+        super().__init__(
+            [
+                str(binary),
+                "--handler=sqlite",
+                f"--sqlite-url=file:{data_dir}/",
+                f"--state-dir={data_dir}",
+                f"--listen-addr=127.0.0.1:{port}",
+                "--debug-addr=-",
+                "--telemetry=disable",
+                "--log-level=WARN",
+            ],
+            port,
+            data_dir,
+        )
+
+    @property
+    def url(self) -> str:
+        return f"mongodb://127.0.0.1:{self.port}/"
+
+
+class Memcached(Service):
+    """memcached on loopback with enough connections for a pool of 50 per server worker."""
+
+    name = "memcached"
+
+    def __init__(self, memory_mb: int = 64) -> None:
+        path = tool_path("memcached")
+        if path is None:
+            raise UserError("memcached not found: run `harness doctor --install`")
+        port = free_port()
+        super().__init__(
+            [
+                path,
+                "-l",
+                "127.0.0.1",
+                "-p",
+                str(port),
+                "-U",
+                "0",
+                "-m",
+                str(memory_mb),
+                "-c",
+                "4096",
+                "-u",
+                "root" if os.geteuid() == 0 else os.environ.get("USER", ""),
+            ],
+            port,
+        )
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def set(self, key: str, value: bytes) -> None:
+        """Store one value with the text protocol (the harness loads the seed's 100 bytes)."""
+        with socket.create_connection(("127.0.0.1", self.port), 5) as sock:
+            sock.sendall(b"set %s 0 0 %d\r\n%s\r\n" % (key.encode(), len(value), value))
+            reply = sock.recv(64)
+        if reply != b"STORED\r\n":
+            raise UserError(f"memcached refused set {key}: {reply!r}")
+
+
+W0_PROBE_RECORDS = 1000
+
+
+def probe_unacknowledged_writes(records: int = W0_PROBE_RECORDS) -> dict[str, int | str]:
+    """Insert `records` documents with w: 0, disconnect, count what FerretDB kept.
+
+    FerretDB v1.24 answers unacknowledged OP_MSG writes and drops what is still queued when
+    the client goes away; the figure is written beside the binary and reported by doctor
+    and in every result that uses `--mongo-w 0` with it.
+    """
+    from pymongo import MongoClient
+    from pymongo.write_concern import WriteConcern
+
+    with tempfile.TemporaryDirectory(prefix="ferretdb-w0-") as data, FerretDB(Path(data)) as db:
+        client = MongoClient(db.url, serverSelectionTimeoutMS=5000)
+        collection = client.harness.get_collection("w0probe", write_concern=WriteConcern(w=0))
+        for seq in range(records):
+            collection.insert_one({"seq": seq})
+        client.close()
+        time.sleep(1.0)
+        checker = MongoClient(db.url, serverSelectionTimeoutMS=5000)
+        kept = checker.harness.w0probe.count_documents({})
+        checker.close()
+    result: dict[str, int | str] = {
+        "sent": records,
+        "stored": kept,
+        "lost": records - kept,
+        "server": f"FerretDB {FERRETDB_VERSION}",
+    }
+    w0_probe_path().write_text(json.dumps(result))
+    return result
+
+
+def w0_probe_path() -> Path:
+    return cache_dir() / f"ferretdb-{FERRETDB_VERSION}-w0.json"
+
+
+def known_w0_probe() -> dict[str, int | str] | None:
+    try:
+        return json.loads(w0_probe_path().read_text())
+    except (OSError, ValueError):
+        return None

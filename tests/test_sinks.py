@@ -1,0 +1,112 @@
+"""File and MongoDB sinks on every framework that offers them, against real FerretDB."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from websockets.sync.client import connect
+
+from harness.server_process import start_server
+from harness.services import ferretdb_binary
+from harness.sink_store import SinkStore
+from servers import FRAMEWORKS, contract
+from tests.conftest import require_framework
+
+PAIRS = [(name, sink) for name, f in FRAMEWORKS.items() for sink in f.sinks if sink != "empty"]
+
+
+def require_ferretdb() -> None:
+    if not ferretdb_binary().is_file():
+        if os.environ.get("CI") == "true":
+            pytest.fail("FerretDB is not built in CI: harness doctor --install")
+        pytest.skip("FerretDB not built: harness doctor --install")
+
+
+@pytest.fixture(params=PAIRS, ids=[f"{n}-{s}" for n, s in PAIRS])
+def sink_server(request: pytest.FixtureRequest) -> Iterator[tuple[object, SinkStore]]:
+    framework, sink = request.param
+    require_framework(framework)
+    if sink == "mongo":
+        require_ferretdb()
+    with SinkStore(sink) as store:
+        server = start_server(framework, sink=sink, extra_args=store.server_args())
+        try:
+            yield server, store
+        finally:
+            server.stop()
+
+
+def test_every_log_request_is_stored_before_its_reply(sink_server) -> None:
+    server, store = sink_server
+    with httpx.Client(base_url=server.url, timeout=10) as client:
+        for i in range(50):
+            body = json.dumps({"i": i})
+            reply = client.post(
+                contract.ROUTE_LOG,
+                content=body,
+                headers={"Content-Type": "application/json", "X-Test": str(i)},
+            )
+            assert reply.status_code == 200 and reply.content == contract.LOG_REPLY_BODY
+    # file: handed to the OS before the reply; mongo: acknowledged (w: 1)
+    assert store.count() == 50
+    first = store.records(1)[0]
+    assert set(contract.RECORD_FIELDS) <= set(first)
+    assert first["method"] == "POST" and first["path"] == contract.ROUTE_LOG
+    assert json.loads(first["body"]) == {"i": 0}
+    assert {k.lower(): v for k, v in first["headers"].items()}["x-test"] == "0"
+    assert server.wait_telemetry(lambda t: t["stored"] >= 50 and t["backlog"] == 0)
+
+
+def test_websocket_messages_reach_the_sink_and_shutdown_flushes(sink_server) -> None:
+    server, store = sink_server
+    url = f"ws://127.0.0.1:{server.port}{contract.ROUTE_WEBSOCKET}"
+    with connect(url, origin="agent", subprotocols=["myprotocol"], proxy=None) as ws:  # type: ignore[arg-type]
+        for i in range(30):
+            ws.send(json.dumps({"a": "b", "i": i}))
+        ws.ping().wait(5)
+    assert server.stop() == 0
+    assert store.count() == 30
+    assert json.loads(store.records(1)[0]["body"]) == {"a": "b", "i": 0}
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.parametrize("framework", [n for n, f in FRAMEWORKS.items() if "mongo" in f.sinks])
+def test_database_down_answers_503_and_keeps_serving(framework: str) -> None:
+    require_framework(framework)
+    args = ["--mongo-url", f"mongodb://127.0.0.1:{closed_port()}/"]
+    with start_server(framework, sink="mongo", extra_args=args) as server:
+        reply = httpx.post(server.url + contract.ROUTE_LOG, content=b"{}", timeout=10)
+        assert reply.status_code == 503
+        assert httpx.get(server.url + contract.ROUTE_TEXT, timeout=5).status_code == 200
+        assert server.wait_telemetry(lambda t: t["sink_errors"] >= 1)
+
+
+@pytest.mark.parametrize("framework", [n for n, f in FRAMEWORKS.items() if "mongo" in f.sinks])
+def test_database_that_goes_away_answers_503(framework: str) -> None:
+    require_framework(framework)
+    require_ferretdb()
+    with SinkStore("mongo") as store:
+        server = start_server(framework, sink="mongo", extra_args=store.server_args())
+        try:
+            assert (
+                httpx.post(server.url + contract.ROUTE_LOG, content=b"{}", timeout=10).status_code
+                == 200
+            )
+            os.killpg(store._ferretdb.process.pid, signal.SIGKILL)  # type: ignore[union-attr]
+            store._ferretdb.process.wait()  # type: ignore[union-attr]
+            reply = httpx.post(server.url + contract.ROUTE_LOG, content=b"{}", timeout=15)
+            assert reply.status_code == 503
+            assert httpx.get(server.url + contract.ROUTE_TEXT, timeout=5).status_code == 200
+        finally:
+            assert server.stop() == 0
