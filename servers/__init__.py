@@ -52,7 +52,13 @@ FRAMEWORKS: dict[str, Framework] = {
     for f in (
         Framework("gevent", "servers.gevent_server", ("gevent", "wsproto"), ("gevent",)),
         Framework("eventlet", "servers.eventlet_server", ("eventlet", "wsproto"), ("eventlet",)),
-        Framework("tornado", "servers.tornado_server", ("tornado",), ("asyncio", "uvloop")),
+        Framework(
+            "tornado",
+            "servers.tornado_server",
+            ("tornado", "pymongo"),
+            ("asyncio", "uvloop"),
+            ("empty", "file", "mongo"),
+        ),
         Framework("twisted", "servers.twisted_server", ("twisted", "autobahn"), ("epoll",)),
         Framework(
             "aiohttp",

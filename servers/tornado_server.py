@@ -14,9 +14,10 @@ import tornado.web
 import tornado.websocket
 
 from servers import common, contract
+from servers.asyncio_sinks import open_async_sink
 from servers.common import ServerState
 from servers.contract import ServerOptions
-from servers.sinks import open_empty_sink
+from servers.sinks import SinkUnavailable
 
 
 class _ContractHandler(tornado.web.RequestHandler):
@@ -56,13 +57,19 @@ class CounterHandler(_ContractHandler):
 class LogHandler(_ContractHandler):
     """`ANY /log`: every method tornado's handlers support stores one record."""
 
-    def store(self) -> None:
+    async def store(self) -> None:
         request = self.request
         self.state.requests += 1
         body = request.body.decode("utf-8", "replace")
-        self.sink.store(
-            self.state.make_record(request.method or "", request.path, dict(request.headers), body)
+        record = self.state.make_record(
+            request.method or "", request.path, dict(request.headers), body
         )
+        try:
+            await self.sink.store_and_wait(record)
+        except SinkUnavailable:
+            self.set_status(503)
+            self.finish("sink unavailable")
+            return
         self.set_header("Content-Type", contract.TEXT_CONTENT_TYPE)
         self.finish(contract.LOG_REPLY_BODY)
 
@@ -215,7 +222,7 @@ def make_app(state: ServerState, sink: Any, websockets: set[WebSocket]) -> torna
 
 async def _serve(options: ServerOptions, listener: socket.socket, state: ServerState) -> None:
     loop = asyncio.get_running_loop()
-    sink = open_empty_sink(options, state)
+    sink = open_async_sink(options, state)
     websockets: set[WebSocket] = set()
     server = CountingHTTPServer(make_app(state, sink, websockets), state=state)
     listener.setblocking(False)  # tornado accepts in a loop until EWOULDBLOCK
@@ -253,7 +260,7 @@ async def _serve(options: ServerOptions, listener: socket.socket, state: ServerS
         await asyncio.wait_for(server.close_all_connections(), timeout=grace_s)
     for timer in timers.values():
         timer.cancel()
-    sink.close()
+    await sink.aclose()
     state.emit_telemetry()
 
 
