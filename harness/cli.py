@@ -205,6 +205,7 @@ def bench(
 
 
 def _compare(
+    *,
     frameworks: str,
     profile: str,
     scenario: str | None,
@@ -220,6 +221,9 @@ def _compare(
     agent_cpus: str | None,
     out: Path | None,
     no_verify: bool,
+    mongo_url: str | None,
+    mongo_w: int | None,
+    connections: int | None,
 ) -> None:
     from harness.compare import build_plan, run_plan, summary_table
     from harness.profile import parse_settings
@@ -234,6 +238,8 @@ def _compare(
         "affinity": affinity,
         "process_model": process_model,
         "loop": loop,
+        "mongo_w": mongo_w,
+        "connections": connections,
     }
     plan = build_plan(
         frameworks=frameworks,
@@ -243,6 +249,7 @@ def _compare(
         agent_cpus=agent_cpus,
         out=out,
         verify=not no_verify,
+        mongo_url=mongo_url,
     )
     console.print(
         f"profile {plan.profile.name}: {plan.profile.description}\n"
@@ -280,6 +287,9 @@ SERVER_CPUS_OPTION = typer.Option(None, help="CPUs for the server (default: the 
 AGENT_CPUS_OPTION = typer.Option(None, help="CPUs for the load generator (default: the rest).")
 OUT_OPTION = typer.Option(None, help="Results directory (default: results/).")
 NO_VERIFY_OPTION = typer.Option(False, "--no-verify", help="Skip the verify pass.")
+MONGO_URL_OPTION = typer.Option(None, help="A real MongoDB (default: FerretDB started here).")
+MONGO_W_OPTION = typer.Option(None, help="Write concern of the mongo sink: 0 or 1.")
+CONNECTIONS_OPTION = typer.Option(None, help="Connection ramp target (WebSocket scenarios).")
 
 
 @app.command()
@@ -299,25 +309,12 @@ def compare(
     agent_cpus: str = AGENT_CPUS_OPTION,
     out: Path = OUT_OPTION,
     no_verify: bool = NO_VERIFY_OPTION,
+    mongo_url: str = MONGO_URL_OPTION,
+    mongo_w: int = MONGO_W_OPTION,
+    connections: int = CONNECTIONS_OPTION,
 ) -> None:
-    """Identical load ramps against every framework; run.json, steps.csv, monitor.csv, raw/."""
-    _compare(
-        frameworks,
-        profile,
-        scenario,
-        sink,
-        driver,
-        repeat,
-        duration_s,
-        affinity,
-        process_model,
-        loop,
-        settings,
-        server_cpus,
-        agent_cpus,
-        out,
-        no_verify,
-    )
+    """Identical load ramps against every framework; run.json, steps.csv, charts, report."""
+    _compare(**locals())
 
 
 @app.command("run")
@@ -337,27 +334,15 @@ def run_one(
     agent_cpus: str = AGENT_CPUS_OPTION,
     out: Path = OUT_OPTION,
     no_verify: bool = NO_VERIFY_OPTION,
+    mongo_url: str = MONGO_URL_OPTION,
+    mongo_w: int = MONGO_W_OPTION,
+    connections: int = CONNECTIONS_OPTION,
 ) -> None:
     """One framework through a profile (the same as compare --frameworks NAME)."""
     if "," in framework or framework == "all":
         raise UserError("run takes one framework; use compare for several")
-    _compare(
-        framework,
-        profile,
-        scenario,
-        sink,
-        driver,
-        repeat,
-        duration_s,
-        affinity,
-        process_model,
-        loop,
-        settings,
-        server_cpus,
-        agent_cpus,
-        out,
-        no_verify,
-    )
+    options = dict(locals())
+    _compare(frameworks=options.pop("framework"), **options)
 
 
 @app.command()

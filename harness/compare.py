@@ -80,6 +80,7 @@ def build_plan(
     agent_cpus: str | None,
     out: Path | None,
     verify: bool = True,
+    mongo_url: str | None = None,
 ) -> Plan:
     """Check every user choice up front (one-line errors), then fix the plan."""
     names = select_frameworks(frameworks)
@@ -109,6 +110,7 @@ def build_plan(
         (out or DEFAULT_RESULTS_DIR) / run_id,
         run_id,
         verify,
+        mongo_url,
     )
 
 

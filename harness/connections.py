@@ -56,6 +56,7 @@ class ConnectionRampResult:
     breaking_point: dict[str, Any] | None = None
     limits: dict[str, Any] = field(default_factory=dict)
     seconds: int = 0
+    messages_sent: int = 0  # by every agent, over the whole ramp
 
 
 def _total(counts: dict[str, int]) -> int:
@@ -194,6 +195,13 @@ def run_connection_ramp(
     finally:
         processes.kill()
     result.seconds = len(seconds)
+    for index, path in enumerate(paths):  # the agents' final lines: every message they sent
+        for line in path.read_text(errors="replace").splitlines():
+            record = parse_agent_line(line)
+            if record is not None:
+                latest[index] = record
+    if latest:
+        result.messages_sent = combine_agent_lines(latest)["messages_sent"]
     return result
 
 

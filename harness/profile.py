@@ -41,6 +41,7 @@ class Profile:
     process_model: str = "single"
     requests_per_step: int | None = None  # ab -n (a fixed request count instead of a time)
     loop: str | None = None
+    mongo_w: int = 1  # write concern of the mongo sink (seed 000 used w: 0)
     # The ramp WebSocket scenarios use (with the agent) when the profile's own is HTTP.
     connection_ramp: ConnectionRamp | None = None
 
@@ -56,6 +57,8 @@ class Profile:
         if self.probe_interval_s <= 0 or self.timeout_s <= 0:
             raise ValueError("probe_interval_s and timeout_s must be positive")
         workers_from_model(self.process_model)
+        if self.mongo_w not in (0, 1):
+            raise ValueError(f"mongo_w must be 0 or 1, not {self.mongo_w}")
 
     @property
     def affinity_modes(self) -> tuple[str, ...]:

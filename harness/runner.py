@@ -33,8 +33,9 @@ from harness.probe import Probe
 from harness.profile import Profile, workers_from_model
 from harness.ramps import ConnectionRamp, RampStep, RateRamp
 from harness.results import FLAG_MEANINGS, SCHEMA, Case, Run, Step, write_run
-from harness.scenarios import get_scenario
+from harness.scenarios import Scenario, get_scenario
 from harness.server_process import ServerProcess, start_server
+from harness.sink_store import SinkStore
 from harness.verify import HTTP_CHECKS, WEBSOCKET_CHECKS, run_checks
 from servers import FRAMEWORKS
 
@@ -73,6 +74,7 @@ class Plan:
     out_dir: Path
     run_id: str
     verify: bool = True
+    mongo_url: str | None = None  # a real MongoDB instead of the FerretDB the harness starts
 
 
 def default_cpus() -> tuple[str, str]:
@@ -222,6 +224,38 @@ def combine_repeats(cases: list[Case]) -> Case:
     return dataclasses.replace(first, steps=tuple(steps), summary=summary)
 
 
+# -- nothing lost ------------------------------------------------------------------------------
+class Ledger:
+    """What the sink held before the counted load, and the reconciliation after it."""
+
+    FLUSH_WAIT_S = 0.3  # the file sink writes at least every 100 ms
+
+    def __init__(self, store: SinkStore) -> None:
+        self.store = store
+        self.baseline: int | None = None
+        self.websocket_messages_sent: int | None = None
+
+    def mark_baseline(self) -> None:
+        if self.store.sink != "empty":
+            time.sleep(self.FLUSH_WAIT_S)
+            self.baseline = self.store.count()
+
+    def reconcile(self, case: Case, scenario: Scenario) -> Case:
+        """After the server stopped (and flushed): sent vs stored; the difference is lost."""
+        if self.baseline is None or case.status != "ok" or not scenario.stores_records:
+            return case
+        stored = (self.store.count() or 0) - self.baseline
+        if scenario.websocket:
+            sent = self.websocket_messages_sent or 0
+        else:
+            sent = sum(step.replies for step in case.steps)
+        reconcile = {"sent": sent, "stored": stored, "lost": max(0, sent - stored)}
+        if stored > sent:  # stored, but the client saw no reply (it timed out first)
+            reconcile["stored_unacknowledged"] = stored - sent
+        summary = {**case.summary, "sink_store": self.store.describe()}
+        return dataclasses.replace(case, reconcile=reconcile, summary=summary)
+
+
 # -- the runner ------------------------------------------------------------------------------
 @dataclass
 class Runner:
@@ -344,6 +378,48 @@ class Runner:
             f"_r{repeat + 1}" if profile.repeat > 1 else ""
         )
         case_dir = self.plan.out_dir / name
+        if profile.sink not in FRAMEWORKS[framework].sinks:
+            return self._case(
+                framework,
+                mode,
+                "skipped",
+                affinity=affinity,
+                error=f"{framework} has no {profile.sink} sink yet",
+            )
+        try:
+            store = SinkStore(profile.sink, mongo_url=self.plan.mongo_url, mongo_w=profile.mongo_w)
+        except UserError as error:
+            return self._case(framework, mode, "failed", error=str(error), affinity=affinity)
+        with store:
+            ledger = Ledger(store)
+            case = self._run_case_with_sink(
+                framework,
+                mode,
+                steps,
+                server_cpus,
+                agent_cpus,
+                agent_count,
+                affinity,
+                case_dir,
+                store,
+                ledger,
+            )
+            return ledger.reconcile(case, self.scenario)
+
+    def _run_case_with_sink(
+        self,
+        framework: str,
+        mode: str,
+        steps: list[RampStep],
+        server_cpus: str | None,
+        agent_cpus: str | None,
+        agent_count: int,
+        affinity: dict[str, str | None],
+        case_dir: Path,
+        store: SinkStore,
+        ledger: Ledger,
+    ) -> Case:
+        profile = self.plan.profile
         try:
             server = start_server(
                 framework,
@@ -352,6 +428,7 @@ class Runner:
                 # a loop choice applies where the framework offers it (aiohttp, tornado)
                 loop=profile.loop if profile.loop in FRAMEWORKS[framework].loops else None,
                 cpus=server_cpus,
+                extra_args=store.server_args(),
             )
         except UserError as error:
             return self._case(framework, mode, "failed", error=str(error), affinity=affinity)
@@ -388,6 +465,7 @@ class Runner:
                     case_dir,
                     affinity,
                     verify,
+                    ledger,
                 )
             driver = make_driver(
                 profile.driver,
@@ -409,6 +487,7 @@ class Runner:
                 # a warm-up that fails says nothing the counted steps will not say
                 with contextlib.suppress(DriverOutputError):
                     run_step(driver, warm, target, agent_cpus, raw_dir, "warmup")
+            ledger.mark_baseline()  # what warm-up and verify stored is not counted
             recorded: list[Step] = []
             for ramp_step in steps:
                 recorded.append(
@@ -471,8 +550,10 @@ class Runner:
         case_dir: Path,
         affinity: dict[str, str | None],
         verify: dict[str, Any],
+        ledger: Ledger,
     ) -> Case:
         """A connection ramp: agents hold connections across steps (harness.connections)."""
+        ledger.mark_baseline()
         time.sleep(1.5)  # one idle monitor row: the server's RSS before any connection
         baseline_rss = monitor.rows[-1]["server_rss_bytes"] if monitor.rows else None
         result = run_connection_ramp(
@@ -491,6 +572,7 @@ class Runner:
         )
         if agent_cpus is not None:
             affinity["agent"] = agent_cpus
+        ledger.websocket_messages_sent = result.messages_sent
         steps = tuple(result.steps)
         clean = [s for s in steps if not s.extra.get("errors_in_step")]
         summary = {

@@ -182,3 +182,32 @@ def test_connection_ramp_end_to_end(tmp_path: Path) -> None:
     assert case.summary["limits"]["agent_processes"] == 1
     assert case.steps[-1].extra["messages_in_per_s"] > 0
     assert case.steps[-1].tick_ms["max"] is not None
+
+
+def test_websocket_messages_are_reconciled_with_the_file_sink(tmp_path: Path) -> None:
+    require_framework("aiohttp")
+    result = harness(
+        "compare",
+        "--frameworks",
+        "aiohttp",
+        "--profile",
+        "smoke",
+        "--scenario",
+        "ws-short",
+        "--sink",
+        "file",
+        "--set",
+        "connection_ramp.hold_s=4",
+        "--out",
+        str(tmp_path),
+        timeout_s=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    [case] = read_run(next(tmp_path.iterdir())).cases
+    assert case.reconcile is not None
+    assert case.reconcile["sent"] > 0
+    assert case.reconcile == {
+        "sent": case.reconcile["sent"],
+        "stored": case.reconcile["sent"],
+        "lost": 0,
+    }

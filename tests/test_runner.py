@@ -318,3 +318,53 @@ def test_repeats_combine_to_the_median_and_flag_spread() -> None:
     assert "noisy" in median.flags  # (1300 - 1000) / 1050 > 10 %
     steady = combine_repeats([case(1000), case(1020)]).steps[0]
     assert "noisy" not in steady.flags
+
+
+@pytest.mark.parametrize("sink", ["file", "mongo"])
+def test_log_scenario_reconciles_what_the_sink_holds(tmp_path: Path, sink: str) -> None:
+    require_framework("aiohttp")
+    require_tools("wrk")
+    if sink == "mongo":
+        from tests.test_sinks import require_ferretdb
+
+        require_ferretdb()
+    plan = build_plan(
+        frameworks="aiohttp",
+        profile_name="smoke",
+        overrides={"scenario": "log", "sink": sink, "ramp.stop": 10},
+        server_cpus=None,
+        agent_cpus=None,
+        out=tmp_path,
+    )
+    [case] = Runner(plan).run().cases
+    assert case.status == "ok", case.error
+    assert case.reconcile is not None
+    assert case.reconcile["sent"] == sum(s.replies for s in case.steps) > 100
+    assert case.reconcile["lost"] == 0
+    # wrk stops with requests in flight: stored, never acknowledged; at most its concurrency
+    assert case.reconcile["stored"] - case.reconcile["sent"] <= 10
+    assert case.summary["sink_store"]["sink"] == sink
+    if sink == "mongo":
+        assert case.summary["sink_store"]["server"] == "FerretDB"
+
+
+def test_a_framework_without_the_sink_is_skipped_with_the_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    require_framework("aiohttp")
+    monkeypatch.setitem(
+        FRAMEWORKS,
+        "aiohttp",
+        Framework("aiohttp", "servers.aiohttp_server", ("aiohttp",), ("asyncio",), ("empty",)),
+    )
+    plan = build_plan(
+        frameworks="aiohttp",
+        profile_name="smoke",
+        overrides={"scenario": "log", "sink": "file"},
+        server_cpus=None,
+        agent_cpus=None,
+        out=tmp_path,
+    )
+    [case] = Runner(plan).run().cases
+    assert case.status == "skipped"
+    assert case.error == "aiohttp has no file sink yet"
