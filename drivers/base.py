@@ -158,10 +158,12 @@ class DriverProcesses:
                             start_new_session=True,
                         )
                     )
-        except FileNotFoundError as missing:
+        except BaseException as error:  # Ctrl-C between two starts included
             self.kill()
+            if not isinstance(error, FileNotFoundError):
+                raise
             raise UserError(
-                f"{missing.filename} not found: run `harness doctor --install`"
+                f"{error.filename} not found: run `harness doctor --install`"
             ) from None
 
     @property
@@ -216,10 +218,10 @@ def run_step(
     commands = driver.commands(step, target, raw_dir)
     paths = [raw_dir / f"{label}-{i}.txt" for i in range(len(commands))]
     processes = DriverProcesses(commands, cpus, paths)
-    if on_start is not None:
-        on_start(processes.pids)
     expected_s = (step.duration_s or 0.0) + target.timeout_s + 30.0
-    try:
+    try:  # whatever happens from here (Ctrl-C included), no driver outlives the step
+        if on_start is not None:
+            on_start(processes.pids)
         finished = processes.wait(expected_s)
     finally:
         processes.kill()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
@@ -190,11 +191,17 @@ def test_ctrl_c_stops_everything_within_5_s_and_keeps_finished_cases(tmp_path: P
     parent = psutil.Process(harness_process.pid)
     children: set[psutil.Process] = set()
     deadline = time.monotonic() + 60
+
+    def command_lines() -> list[str]:
+        lines = []
+        for child in children:
+            with contextlib.suppress(psutil.Error):  # gone, or a zombie
+                lines.append(" ".join(child.cmdline()))
+        return lines
+
     while time.monotonic() < deadline:  # until the second case's wrk runs
         children.update(parent.children(recursive=True))
-        if any("wrk" in " ".join(c.cmdline()) for c in children if c.is_running()) and list(
-            tmp_path.glob("*/run.json")
-        ):
+        if any("wrk" in line for line in command_lines()) and list(tmp_path.glob("*/run.json")):
             break
         time.sleep(0.2)
     else:
@@ -207,8 +214,12 @@ def test_ctrl_c_stops_everything_within_5_s_and_keeps_finished_cases(tmp_path: P
     assert time.monotonic() - interrupted < 5.0
     assert harness_process.returncode == 130
     time.sleep(0.2)
-    alive = [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
-    assert not alive, [c.cmdline() for c in alive]
+    alive = []
+    for child in children:
+        with contextlib.suppress(psutil.Error):
+            if child.is_running() and child.status() != psutil.STATUS_ZOMBIE:
+                alive.append(child.cmdline())
+    assert not alive, alive
     [run_json] = list(tmp_path.glob("*/run.json"))
     data = json.loads(run_json.read_text())
     assert data["config"]["interrupted"] is True

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from harness.verify import HTTP_CHECKS, check_sequential_latency, run_checks, verify_framework
+from servers import FRAMEWORKS, Framework
 from tests.conftest import require_framework
 
 
@@ -64,8 +65,16 @@ def test_verify_framework_passes_every_check() -> None:
     assert {"text", "ws-origin", "ws-1007", "ws-1009", "sequential-latency", "sigterm"} <= names
 
 
-def test_verify_reports_a_server_that_cannot_start() -> None:
-    require_framework("aiohttp")
-    result = verify_framework("aiohttp", sink="mongo")
+def test_verify_reports_a_server_that_cannot_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The server process knows no 'broken' framework: it exits before listening.
+    monkeypatch.setitem(FRAMEWORKS, "broken", Framework("broken", "servers.none", (), ("x",)))
+    result = verify_framework("broken")
     assert not result.ok
-    assert result.error and "exited with status" in result.error
+    assert result.error and "exited with status 2 before listening" in result.error
+
+
+def test_verify_skips_a_sink_the_framework_does_not_offer(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(FRAMEWORKS, "bare", Framework("bare", "servers.none", (), ("x",)))
+    result = verify_framework("bare", sink="file")
+    assert result.skipped == "bare has no file sink yet"
+    assert result.checks == ()
