@@ -59,7 +59,13 @@ FRAMEWORKS: dict[str, Framework] = {
             ("asyncio", "uvloop"),
             ("empty", "file", "mongo"),
         ),
-        Framework("twisted", "servers.twisted_server", ("twisted", "autobahn"), ("epoll",)),
+        Framework(
+            "twisted",
+            "servers.twisted_server",
+            ("twisted", "autobahn", "pymongo"),
+            ("epoll",),
+            ("empty", "file", "mongo"),
+        ),
         Framework(
             "aiohttp",
             "servers.aiohttp_server",

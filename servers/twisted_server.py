@@ -1,8 +1,10 @@
 """The wire contract on twisted.web (epoll reactor), WebSockets through autobahn.
 
 `twisted.web` serves HTTP from a `Resource` tree; `/ws` hands the connection to autobahn's
-`WebSocketResource`, which takes the transport over from the HTTP channel. Importing this
-module installs no reactor: `serve` installs the epoll reactor itself.
+`WebSocketResource`, which takes the transport over from the HTTP channel. `/log` answers
+from a Deferred once the sink stored its record (`servers.twisted_sinks`: file writes and
+MongoDB inserts on dedicated thread pools). Importing this module installs no reactor:
+`serve` installs the epoll reactor itself.
 """
 
 from __future__ import annotations
@@ -25,15 +27,17 @@ from twisted.logger import (
     globalLogBeginner,
     textFileLogObserver,
 )
+from twisted.python.failure import Failure
 from twisted.web.error import UnsupportedMethod
 from twisted.web.http import HTTPChannel
 from twisted.web.resource import Resource
-from twisted.web.server import Request, Site
+from twisted.web.server import NOT_DONE_YET, Request, Site
 
 from servers import common, contract
 from servers.common import ServerState
 from servers.contract import ServerOptions
-from servers.sinks import open_empty_sink
+from servers.sinks import SinkUnavailable
+from servers.twisted_sinks import TwistedSink, open_twisted_sink
 
 _TEXT_CONTENT_TYPE = contract.TEXT_CONTENT_TYPE.encode()
 _JSON_CONTENT_TYPE = contract.JSON_CONTENT_TYPE.encode()
@@ -43,6 +47,9 @@ _HEADER_TOO_LONG_REPLY = (
     b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
 )
 _DRAIN_POLL_S = 0.010
+_LOG_REPLY_LENGTH = b"%d" % len(contract.LOG_REPLY_BODY)
+_SINK_UNAVAILABLE_BODY = b"sink unavailable"
+_SINK_UNAVAILABLE_LENGTH = b"%d" % len(_SINK_UNAVAILABLE_BODY)
 
 
 # -- HTTP: site, channel, request ---------------------------------------------------------
@@ -86,11 +93,11 @@ class ContractChannel(HTTPChannel):
             self.loseConnection()
 
     def close_when_idle(self) -> None:
-        """Close now unless a request body is arriving; that one closes after its response.
+        """Close now unless a request is under way; that one closes after its response.
 
-        Handlers answer synchronously, so a channel in line mode is between requests or
-        inside a request's headers: no request has reached a handler (aiohttp closes
-        those at once too).
+        A channel in line mode is between requests or inside a request's headers: no
+        request has reached a handler (aiohttp closes those at once too). In raw mode a
+        body is arriving or a handler has it (`/log` waiting for the sink).
         """
         if self.transport.disconnecting:
             return
@@ -165,26 +172,50 @@ class CounterRoute(Route):
 
 
 class LogRoute(Route):
-    """`ANY /log`: every method stores a record."""
+    """`ANY /log`: every method stores a record; the reply waits for the sink."""
 
-    def __init__(self, state: ServerState, sink: Any) -> None:
+    def __init__(self, state: ServerState, sink: TwistedSink) -> None:
         super().__init__(state)
         self.sink = sink
 
-    def render(self, request: Request) -> bytes:
+    def render(self, request: Request) -> bytes | int:
         self.state.requests += 1
         headers = {
             name.decode("latin-1"): b", ".join(values).decode("latin-1")
             for name, values in request.requestHeaders.getAllRawHeaders()
         }
         body = request.content.read().decode("utf-8", "replace")
-        self.sink.store(
+        storing = self.sink.store_and_wait(
             self.state.make_record(
                 request.method.decode("latin-1"), contract.ROUTE_LOG, headers, body
             )
         )
-        request.setHeader(b"content-type", _TEXT_CONTENT_TYPE)
-        return contract.LOG_REPLY_BODY
+        if storing is None:  # stored already (empty sink)
+            request.setHeader(b"content-type", _TEXT_CONTENT_TYPE)
+            return contract.LOG_REPLY_BODY
+        storing.addCallbacks(_stored, _not_stored, callbackArgs=(request,), errbackArgs=(request,))
+        return NOT_DONE_YET
+
+
+def _stored(_: None, request: Request) -> None:
+    _reply(request, 200, contract.LOG_REPLY_BODY, _LOG_REPLY_LENGTH)
+
+
+def _not_stored(failure: Failure, request: Request) -> None:
+    if failure.check(SinkUnavailable):
+        _reply(request, 503, _SINK_UNAVAILABLE_BODY, _SINK_UNAVAILABLE_LENGTH)
+    elif not request._disconnected:  # a bug: logged and answered 500 by twisted.web
+        request.processingFailed(failure)
+
+
+def _reply(request: Request, code: int, body: bytes, length: bytes) -> None:
+    if request._disconnected:  # the client left (or shutdown closed it) meanwhile
+        return
+    request.setResponseCode(code)
+    request.setHeader(b"content-type", _TEXT_CONTENT_TYPE)
+    request.setHeader(b"content-length", length)
+    request.write(body)
+    request.finish()
 
 
 class WebSocketRoute(Route):
@@ -267,7 +298,7 @@ class MessageProtocol(WebSocketServerProtocol):
 class MessageFactory(WebSocketServerFactory):
     protocol = MessageProtocol
 
-    def __init__(self, state: ServerState, sink: Any, reactor: Any) -> None:
+    def __init__(self, state: ServerState, sink: TwistedSink, reactor: Any) -> None:
         super().__init__(reactor=reactor)
         self.server_state = state
         self.sink = sink
@@ -288,7 +319,9 @@ def _refuse_compression(offers: list[Any]) -> None:
 
 
 # -- process --------------------------------------------------------------------------------
-def make_site(state: ServerState, sink: Any, reactor: Any) -> tuple[ContractSite, MessageFactory]:
+def make_site(
+    state: ServerState, sink: TwistedSink, reactor: Any
+) -> tuple[ContractSite, MessageFactory]:
     """The contract's routes; twisted.web answers unknown paths 404."""
     websockets = MessageFactory(state, sink, reactor)
     root = Resource()
@@ -316,7 +349,7 @@ def serve(options: ServerOptions, listener: socket.socket, state: ServerState) -
     from twisted.internet import reactor
 
     _log_warnings_to_stderr()
-    sink = open_empty_sink(options, state)
+    sink = open_twisted_sink(options, state, reactor)
     site, websockets = make_site(state, sink, reactor)
     listener.setblocking(False)  # Twisted accepts in a loop until EAGAIN
     port = reactor.adoptStreamPort(listener.fileno(), listener.family, site)
@@ -351,9 +384,11 @@ def serve(options: ServerOptions, listener: socket.socket, state: ServerState) -
                 reactor.callLater(_DRAIN_POLL_S, poll)
 
         poll()
-        # Whatever is still open after the deadline, the reactor closes next.
+        # Whatever is still open after the deadline, the reactor closes next; the sink
+        # writes what it was given, closes its file or client and stops its pool, within
+        # CLOSE_TIMEOUT_S (2 s): 2.5 s + 2 s stays inside the contract's 5 s.
         done = gatherResults([stopped, drained])
-        return done.addBoth(lambda _: maybeDeferred(sink.close))
+        return done.addBoth(lambda _: sink.close())
 
     def stop() -> None:
         with contextlib.suppress(ReactorNotRunning):  # a second signal while shutting down
