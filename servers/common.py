@@ -12,6 +12,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Coroutine
 from typing import Any
 
 from servers import contract
@@ -174,3 +175,21 @@ def websocket_handshake_status(origin: str | None, offered_protocols: str | None
     if contract.WS_SUBPROTOCOL not in offered:
         return contract.WS_NO_SUBPROTOCOL_STATUS
     return None
+
+
+def run_on_asyncio(loop: str | None, main: Coroutine[Any, Any, None]) -> None:
+    """Run an asyncio server's main coroutine on asyncio's loop or uvloop's.
+
+    asyncio is imported here, not at the top: gevent and eventlet patch the standard
+    library when their server module loads, after this module was imported.
+    """
+    import asyncio
+
+    if loop == "uvloop":
+        import uvloop
+
+        loop_factory = uvloop.new_event_loop
+    else:
+        loop_factory = asyncio.new_event_loop
+    with asyncio.Runner(loop_factory=loop_factory) as runner:
+        runner.run(main)

@@ -15,7 +15,7 @@ import tornado.websocket
 
 from servers import common, contract
 from servers.asyncio_sinks import open_async_sink
-from servers.common import ServerState
+from servers.common import ServerState, run_on_asyncio
 from servers.contract import ServerOptions
 from servers.sinks import SinkUnavailable
 
@@ -266,11 +266,4 @@ async def _serve(options: ServerOptions, listener: socket.socket, state: ServerS
 
 def serve(options: ServerOptions, listener: socket.socket, state: ServerState) -> None:
     """Serve on `listener` until SIGTERM; then stop accepting, close, flush, return."""
-    if options.loop == "uvloop":
-        import uvloop
-
-        loop_factory = uvloop.new_event_loop
-    else:
-        loop_factory = asyncio.new_event_loop
-    with asyncio.Runner(loop_factory=loop_factory) as runner:
-        runner.run(_serve(options, listener, state))
+    run_on_asyncio(options.loop, _serve(options, listener, state))
