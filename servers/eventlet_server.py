@@ -1,0 +1,162 @@
+"""The wire contract on eventlet: `eventlet.wsgi.server` over monkey-patched sockets."""
+
+from __future__ import annotations
+
+import eventlet
+
+eventlet.monkey_patch()
+
+# ruff: noqa: E402  (everything below must come after monkey-patching)
+import contextlib
+import signal
+import socket
+import sys
+
+from eventlet import greenio, greenthread, wsgi
+
+from servers import contract
+from servers.common import ServerState
+from servers.contract import ServerOptions
+from servers.green import Environ, GreenApp, server_software
+from servers.sinks import open_empty_sink
+
+SERVER_SOFTWARE = server_software("eventlet", eventlet.__version__)
+# How often the main green thread looks for a delivered SIGTERM/SIGINT.
+_SIGNAL_POLL_S = 0.05
+
+
+class Protocol(wsgi.HttpProtocol):
+    """eventlet's per-connection HTTP handler, with TCP_NODELAY and a stricter parser."""
+
+    def setup(self) -> None:
+        # Inherited from the listener on Linux; set explicitly, it costs one syscall.
+        self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        super().setup()
+
+    def parse_request(self) -> bool:
+        if not super().parse_request():
+            return False
+        # http.client's header parser takes a line without a colon for the start of the
+        # body and records a defect; the stdlib would serve the request anyway.
+        if self.headers.defects:
+            self.send_error(400, "Malformed header section")
+            return False
+        return True
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None):
+        # A request line the stdlib cannot parse leaves the version at HTTP/0.9, and an
+        # HTTP/0.9 error is a bare HTML page without a status line. Answer with one.
+        if self.request_version == "HTTP/0.9":
+            self.request_version = "HTTP/1.0"
+        super().send_error(code, message, explain)
+
+    def log_message(self, format: str, *args) -> None:
+        """No per-request stderr lines from the stdlib handler (eventlet logs are off too)."""
+
+
+class ConnectionPool(eventlet.GreenPool):
+    """The pool `wsgi.server` spawns one green thread into per accepted connection.
+
+    Unbounded (eventlet's default pool stops accepting at 1024 connections); it counts
+    connections, opened when spawned and closed when the green thread ends, and keeps
+    their sockets so that shutdown can cut the ones that outlive the grace period.
+    """
+
+    def __init__(self, state: ServerState) -> None:
+        super().__init__(sys.maxsize)
+        self._state = state
+        self._sockets: dict[greenthread.GreenThread, socket.socket] = {}
+
+    def spawn(self, function, connection, *args, **kwargs):
+        # wsgi.server spawns `process_request(connection)`, connection = [address, socket, state]
+        self._state.connection_opened()
+        thread = super().spawn(function, connection, *args, **kwargs)
+        self._sockets[thread] = connection[1]
+        thread.link(self._closed)
+        return thread
+
+    def _closed(self, thread: greenthread.GreenThread) -> None:
+        self._sockets.pop(thread, None)
+        self._state.connection_closed()
+
+    def close_connections(self) -> None:
+        """Shut every connection down: a read blocked on one returns EOF and its thread ends."""
+        for sock in list(self._sockets.values()):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+
+class EventletConnection:
+    """`servers.green.GreenConnection` on eventlet.wsgi: it is all in the environ."""
+
+    def request_headers(self, environ: Environ) -> dict[str, str]:
+        return dict(environ["headers_raw"])
+
+    def take_over(self, environ: Environ):
+        request_input = environ["eventlet.input"]
+        # What eventlet.websocket does too: nothing more is written for this request, and
+        # the connection closes once the application returns.
+        wsgi.WSGI_LOCAL.already_handled = True
+        return request_input.get_socket(), request_input.rfile
+
+
+def _tick(state: ServerState) -> None:
+    while True:
+        eventlet.sleep(contract.TICK_INTERVAL_S)
+        state.tick()
+
+
+def _report(state: ServerState) -> None:
+    while True:
+        state.emit_telemetry()
+        eventlet.sleep(contract.TELEMETRY_INTERVAL_S)
+
+
+def _wait_for_signal(signums: tuple[int, ...]) -> None:
+    """Return once SIGTERM or SIGINT arrived.
+
+    A Python signal handler may run inside the hub between any two bytecodes, where
+    switching or scheduling green threads is unsafe, so it only records the signal.
+    """
+    received: list[int] = []
+    for signum in signums:
+        signal.signal(signum, lambda signum, _frame: received.append(signum))
+    while not received:
+        eventlet.sleep(_SIGNAL_POLL_S)
+
+
+def serve(options: ServerOptions, listener: socket.socket, state: ServerState) -> None:
+    """Serve on `listener` until SIGTERM/SIGINT; then stop accepting, close, flush, return."""
+    sink = open_empty_sink(options, state)
+    app = GreenApp(state, sink, EventletConnection(), SERVER_SOFTWARE)
+    pool = ConnectionPool(state)
+    server_thread = eventlet.spawn(
+        wsgi.server,
+        greenio.GreenSocket(listener),
+        app.wsgi,
+        custom_pool=pool,
+        protocol=Protocol,  # marked deprecated in the docstring, still the only hook
+        log_output=False,  # no access log: it would cost more than the request
+        debug=False,  # no tracebacks in 500 bodies
+    )
+    background = [eventlet.spawn(_tick, state), eventlet.spawn(_report, state)]
+    # wsgi.server and _report run as soon as this thread waits: the first line says listening.
+    _wait_for_signal((signal.SIGTERM, signal.SIGINT))
+
+    # Killing wsgi.server stops accepting, closes idle keep-alive connections, and leaves
+    # it waiting for busy ones, which close after their current request.
+    server_thread.kill()
+    with eventlet.Timeout(1.0, False):  # a client that reads nothing cannot hold us here
+        app.close_websockets()
+    with eventlet.Timeout(contract.SHUTDOWN_GRACE_S / 2, False):
+        pool.waitall()
+    # Out of time: cut the rest (a blocked read, even eventlet's body discard, sees EOF).
+    pool.close_connections()
+    with eventlet.Timeout(1.0, False):
+        pool.waitall()
+    for thread in list(pool.coroutines_running):
+        thread.kill()
+    for thread in background:
+        thread.kill()
+    sink.close()
+    state.emit_telemetry()

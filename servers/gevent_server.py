@@ -1,0 +1,151 @@
+"""The wire contract on gevent: `gevent.pywsgi.WSGIServer` over monkey-patched sockets."""
+
+from __future__ import annotations
+
+from gevent import monkey
+
+monkey.patch_all()
+
+# ruff: noqa: E402  (everything below must come after monkey-patching)
+import contextlib
+import signal
+import socket
+
+import gevent
+import gevent.socket
+from gevent.event import Event
+from gevent.pool import Pool
+from gevent.pywsgi import WSGIHandler, WSGIServer
+
+from servers import contract
+from servers.common import ServerState
+from servers.contract import ServerOptions
+from servers.green import Environ, GreenApp, server_software
+from servers.sinks import open_empty_sink
+
+SERVER_SOFTWARE = server_software("gevent", gevent.__version__)
+# Where a request's environ points back at its pywsgi handler (headers, socket).
+_HANDLER_KEY = "servers.gevent.handler"
+
+
+class Handler(WSGIHandler):
+    """pywsgi's per-connection handler, made to say when it is idle between requests.
+
+    Shutdown closes idle keep-alive connections at once and lets busy ones finish their
+    request; a busy one then finds `server.stopping` and closes instead of reading on.
+    """
+
+    server: Server
+    idle = False
+
+    def read_requestline(self) -> str:
+        if self.server.stopping:
+            return ""  # no further request on this connection: pywsgi closes it
+        self.idle = True
+        try:
+            return super().read_requestline()
+        finally:
+            self.idle = False
+
+    def read_request(self, raw_requestline: str) -> bool:
+        super().read_request(raw_requestline)
+        # http.client's header parser takes a line without a colon for the start of the
+        # body and records a defect; pywsgi would serve the request anyway.
+        if self.headers.defects:
+            raise ValueError(f"malformed header section: {self.headers.defects}")
+        return True
+
+    def get_environ(self) -> Environ:
+        environ = super().get_environ()
+        environ[_HANDLER_KEY] = self
+        return environ
+
+
+class GeventConnection:
+    """`servers.green.GreenConnection` on pywsgi: everything is on the handler."""
+
+    def request_headers(self, environ: Environ) -> dict[str, str]:
+        return dict(environ[_HANDLER_KEY].headers.items())
+
+    def take_over(self, environ: Environ):
+        handler: Handler = environ[_HANDLER_KEY]
+        handler.close_connection = True  # after the application returns: close, not read
+        return handler.socket, handler.rfile
+
+
+class Server(WSGIServer):
+    """pywsgi's server, counting connections and knowing each one's handler."""
+
+    def __init__(self, listener: gevent.socket.socket, application, state: ServerState):
+        # The pool only tracks connection greenlets (unbounded), so shutdown can wait.
+        super().__init__(
+            listener,
+            application,
+            spawn=Pool(),
+            log=None,  # no access log: it would cost more than the request
+            error_log=None,  # one line per malformed request is not worth stderr
+            handler_class=Handler,
+        )
+        self.state = state
+        self.stopping = False
+        self.handlers: set[Handler] = set()
+
+    def handle(self, sock: gevent.socket.socket, address) -> None:
+        # Inherited from the listener on Linux; set explicitly, it costs one syscall.
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        handler = self.handler_class(sock, address, self)
+        self.handlers.add(handler)
+        self.state.connection_opened()
+        try:
+            handler.handle()
+        finally:
+            self.handlers.discard(handler)
+            self.state.connection_closed()
+
+    def close_connections(self, *, idle_only: bool) -> None:
+        """Shut connections down: a read blocked on one returns EOF and its handler ends."""
+        for handler in list(self.handlers):
+            sock = getattr(handler, "socket", None)  # gone once the handler finished
+            if sock is not None and (handler.idle or not idle_only):
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+
+def _tick(state: ServerState) -> None:
+    while True:
+        gevent.sleep(contract.TICK_INTERVAL_S)
+        state.tick()
+
+
+def _report(state: ServerState) -> None:
+    while True:
+        state.emit_telemetry()
+        gevent.sleep(contract.TELEMETRY_INTERVAL_S)
+
+
+def serve(options: ServerOptions, listener: socket.socket, state: ServerState) -> None:
+    """Serve on `listener` until SIGTERM/SIGINT; then stop accepting, close, flush, return."""
+    sink = open_empty_sink(options, state)
+    app = GreenApp(state, sink, GeventConnection(), SERVER_SOFTWARE)
+    server = Server(gevent.socket.socket(fileno=listener.detach()), app.wsgi, state)
+    stop = Event()
+    signal_watchers = [gevent.signal_handler(s, stop.set) for s in (signal.SIGTERM, signal.SIGINT)]
+    server.start()
+    background = [gevent.spawn(_tick, state), gevent.spawn(_report, state)]
+    # _report's first line, written as soon as this greenlet waits, says we are listening.
+    stop.wait()
+
+    server.close()  # stop accepting
+    server.stopping = True
+    with gevent.Timeout(1.0, False):  # a client that reads nothing cannot hold us here
+        app.close_websockets()
+    server.close_connections(idle_only=True)
+    server.pool.join(timeout=contract.SHUTDOWN_GRACE_S / 2)
+    # Out of time: cut the rest (a blocked read, even pywsgi's body discard, sees EOF).
+    server.close_connections(idle_only=False)
+    server.pool.kill(block=True, timeout=1.0)
+    gevent.killall(background)
+    for watcher in signal_watchers:
+        watcher.cancel()
+    sink.close()
+    state.emit_telemetry()
