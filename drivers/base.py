@@ -162,9 +162,7 @@ class DriverProcesses:
             self.kill()
             if not isinstance(error, FileNotFoundError):
                 raise
-            raise UserError(
-                f"{error.filename} not found: run `harness doctor --install`"
-            ) from None
+            raise UserError(f"{error.filename} not found: run `harness doctor --install`") from None
 
     @property
     def pids(self) -> list[int]:

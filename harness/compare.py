@@ -62,10 +62,8 @@ class RichReporter:
     def step_finished(self, *, step: Step) -> None:
         self.progress.advance(self.steps_task)
         errors = step.errors["total"]
-        self.progress.update(
-            self.steps_task,
-            live=f"{self._offered}: {step.achieved:,.0f} req/s, {errors} errors",
-        )
+        achieved = f"{step.achieved:,.0f} " + ("held" if step.unit == "conns" else "req/s")
+        self.progress.update(self.steps_task, live=f"{self._offered}: {achieved}, {errors} errors")
 
     def case_finished(self, *, case: Case) -> None:
         self.progress.advance(self.cases_task)

@@ -129,7 +129,7 @@ def run_connection_ramp(
         limits={
             "agent_processes": len(shares),
             "connections_per_agent_process_max": per_process,
-            "agent_sources": [share.source for share in shares],
+            "agent_sources": [source for share in shares for source in share.sources],
             "server_sockets_max": server_workers * per_process,
         }
     )

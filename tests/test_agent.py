@@ -99,7 +99,9 @@ def test_text_frames_are_masked_and_sized() -> None:
 def test_connections_split_over_processes_and_source_addresses() -> None:
     shares = split_schedule([10_000, 30_000, 45_000], per_process=19_900)
     assert len(shares) == 3
-    assert [s.source for s in shares] == ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
+    assert shares[0].sources[0] == "127.0.0.2" and len(shares[0].sources) == 8
+    all_sources = [source for share in shares for source in share.sources]
+    assert len(set(all_sources)) == len(all_sources) == 24  # no address shared
     for step, target in enumerate([10_000, 30_000, 45_000]):
         assert sum(s.schedule[step] for s in shares) == target
     assert max(s.schedule[-1] for s in shares) <= 19_900

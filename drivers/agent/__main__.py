@@ -52,6 +52,9 @@ class Agent:
         self.subprotocol = args.subprotocol.encode()
         self.frame = text_frame(PAYLOADS[args.payload]) if args.payload != "none" else None
         self.interval = tuple(float(v) for v in args.interval.split(","))
+        # several local addresses, used in turn: fewer connections per address keep the
+        # kernel's source-port search short
+        self.sources = args.source.split(",") if args.source else []
         self.step = -1
         self.phase = "starting"
         self.attempts = 0
@@ -108,7 +111,7 @@ class Agent:
                 self.counters,
                 self.args.host,
                 self.args.port,
-                self.args.source,
+                self.sources[self.attempts % len(self.sources)] if self.sources else None,
                 self.request,
                 self.subprotocol,
             )
@@ -177,7 +180,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--path", default="/ws")
     parser.add_argument("--origin", default="agent")
     parser.add_argument("--subprotocol", default="myprotocol")
-    parser.add_argument("--source", help="local address to connect from (127.0.0.x)")
+    parser.add_argument("--source", help="local addresses to connect from: 127.0.0.2,127.0.0.3")
     parser.add_argument(
         "--schedule",
         required=True,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
+import socket
 import struct
 from collections import Counter
 from dataclasses import dataclass, field
@@ -200,9 +201,7 @@ async def open_connection(
         _, connection = await asyncio.wait_for(
             loop.create_connection(
                 lambda: AgentConnection(counters, request, subprotocol),
-                host,
-                port,
-                local_addr=(source, 0) if source else None,
+                sock=await _connected_socket(loop, host, port, source),
             ),
             HANDSHAKE_TIMEOUT_S,
         )
@@ -224,6 +223,29 @@ async def open_connection(
         connection._fail("handshake_timeout")
         return None
     return connection if ok else None
+
+
+# Linux: choose the source port at connect() (by 4-tuple), not at bind(). Without it every
+# bind to 127.0.0.x:0 searches the port space for a port free on that address, and the
+# agent's open rate fell from 3,700/s to under 1,000/s as connections accumulated.
+IP_BIND_ADDRESS_NO_PORT = getattr(socket, "IP_BIND_ADDRESS_NO_PORT", 24)
+
+
+async def _connected_socket(
+    loop: asyncio.AbstractEventLoop, host: str, port: int, source: str | None
+) -> socket.socket:
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setblocking(False)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if source:
+            sock.setsockopt(socket.IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, 1)
+            sock.bind((source, 0))
+        await loop.sock_connect(sock, (host, port))
+    except BaseException:
+        sock.close()
+        raise
+    return sock
 
 
 def _os_reason(error: OSError) -> str:
