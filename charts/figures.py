@@ -291,6 +291,10 @@ def _rss_mb(step: Step) -> float | None:
 
 
 def _rss_kb_per_connection(step: Step) -> float | None:
+    """What the connections added to the idle server, per connection (the runner's figure);
+    the whole RSS per connection when a result has no baseline."""
+    if step.extra.get("rss_per_connection_bytes") is not None:
+        return step.extra["rss_per_connection_bytes"] / 1e3
     connections = _open_connections(step)
     if not step.rss_max_bytes or not connections:
         return None
@@ -300,17 +304,23 @@ def _rss_kb_per_connection(step: Step) -> float | None:
 def connection_figures(series: Sequence[Series], context: str = "") -> dict[str, Figure]:
     """Connection ramps: CPU, RSS, RSS per connection and tick max against open connections,
     each framework's breaking point marked."""
-    metrics: dict[str, tuple[str, Callable[[Step], float | None]]] = {
-        "conn_cpu": ("server CPU (% of one core)", lambda s: s.server_cpu_pct),
-        "conn_rss": ("server RSS (MB)", _rss_mb),
-        "conn_rss_per_connection": ("RSS per connection (KB)", _rss_kb_per_connection),
-        "conn_tick_max": ("event-loop tick max (ms)", lambda s: s.tick_ms.get("max")),
+    metrics: dict[str, tuple[str, str, Callable[[Step], float | None]]] = {
+        "conn_cpu": ("Server CPU", "server CPU (% of one core)", lambda s: s.server_cpu_pct),
+        "conn_rss": ("Server memory", "server RSS (MB)", _rss_mb),
+        "conn_rss_per_connection": (
+            "Memory per connection",
+            "server RSS added per connection (KB)",
+            _rss_kb_per_connection,
+        ),
+        "conn_tick_max": (
+            "Event-loop responsiveness",
+            "worst tick lag (ms)",
+            lambda s: s.tick_ms.get("max"),
+        ),
     }
     figures = {}
-    for name, (ylabel, value) in metrics.items():
-        figure, axes = _new(
-            _title(ylabel.split(" (")[0].capitalize(), context), UNIT_LABELS["conns"], ylabel
-        )
+    for name, (title, ylabel, value) in metrics.items():
+        figure, axes = _new(_title(title, context), UNIT_LABELS["conns"], ylabel)
         flags: set[str] = set()
         for one in series:
             flags |= _plot_metric(axes, one, value, x_of=_open_connections)
