@@ -224,6 +224,7 @@ def _compare(
     mongo_url: str | None,
     mongo_w: int | None,
     connections: int | None,
+    mode: str | None,
 ) -> None:
     from harness.compare import build_plan, run_plan, summary_table
     from harness.profile import parse_settings
@@ -240,6 +241,7 @@ def _compare(
         "loop": loop,
         "mongo_w": mongo_w,
         "connections": connections,
+        "mode": mode,
     }
     plan = build_plan(
         frameworks=frameworks,
@@ -290,6 +292,9 @@ NO_VERIFY_OPTION = typer.Option(False, "--no-verify", help="Skip the verify pass
 MONGO_URL_OPTION = typer.Option(None, help="A real MongoDB (default: FerretDB started here).")
 MONGO_W_OPTION = typer.Option(None, help="Write concern of the mongo sink: 0 or 1.")
 CONNECTIONS_OPTION = typer.Option(None, help="Connection ramp target (WebSocket scenarios).")
+MODE_OPTION = typer.Option(
+    None, help="Connection ramps: load (hold each step) or stress (stop at the breaking point)."
+)
 
 
 @app.command()
@@ -312,6 +317,7 @@ def compare(
     mongo_url: str = MONGO_URL_OPTION,
     mongo_w: int = MONGO_W_OPTION,
     connections: int = CONNECTIONS_OPTION,
+    mode: str = MODE_OPTION,
 ) -> None:
     """Identical load ramps against every framework; run.json, steps.csv, charts, report."""
     _compare(**locals())
@@ -337,6 +343,7 @@ def run_one(
     mongo_url: str = MONGO_URL_OPTION,
     mongo_w: int = MONGO_W_OPTION,
     connections: int = CONNECTIONS_OPTION,
+    mode: str = MODE_OPTION,
 ) -> None:
     """One framework through a profile (the same as compare --frameworks NAME)."""
     if "," in framework or framework == "all":

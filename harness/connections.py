@@ -57,6 +57,7 @@ class ConnectionRampResult:
     limits: dict[str, Any] = field(default_factory=dict)
     seconds: int = 0
     messages_sent: int = 0  # by every agent, over the whole ramp
+    server_exit: int | None = None  # the server died during the ramp: its exit status
 
 
 def _total(counts: dict[str, int]) -> int:
@@ -151,6 +152,9 @@ def run_connection_ramp(
     try:
         while processes.running():
             time.sleep(POLL_INTERVAL_S)
+            if server.process.poll() is not None:  # a dead server ends the ramp at once
+                result.server_exit = server.process.returncode
+                break
             for index, path in enumerate(paths):
                 with path.open("rb") as raw:
                     raw.seek(offsets[index])

@@ -114,8 +114,9 @@ def load_profile(name: str, overrides: dict[str, Any] | None = None) -> Profile:
             ramp_data[key.removeprefix("ramp.")] = value
         elif key.startswith("connection_ramp."):
             connection_data[key.removeprefix("connection_ramp.")] = value
-        elif key == "connections":  # the connection ramp's target (--connections N)
-            (connection_data if connection_data else ramp_data)["target"] = value
+        elif key in ("connections", "mode"):  # the connection ramp's target, load|stress
+            field_name = "target" if key == "connections" else "mode"
+            (connection_data if connection_data else ramp_data)[field_name] = value
         elif key == "duration_s":  # the step length, whatever the ramp calls it
             ramp_data["hold_s" if ramp_data.get("kind") == "connections" else "duration_s"] = value
             if connection_data:

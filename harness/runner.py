@@ -253,7 +253,16 @@ class Ledger:
         if stored > sent:  # stored, but the client saw no reply (it timed out first)
             reconcile["stored_unacknowledged"] = stored - sent
         summary = {**case.summary, "sink_store": self.store.describe()}
-        return dataclasses.replace(case, reconcile=reconcile, summary=summary)
+        case = dataclasses.replace(case, reconcile=reconcile, summary=summary)
+        acknowledged = self.store.sink == "file" or self.store.mongo_w == 1
+        if reconcile["lost"] and acknowledged:  # w: 0 may lose writes by design; 1 may not
+            return dataclasses.replace(
+                case,
+                status="failed",
+                error=f"lost {reconcile['lost']} of {sent} acknowledged records in the "
+                f"{self.store.sink} sink",
+            )
+        return case
 
 
 # -- the runner ------------------------------------------------------------------------------
@@ -588,6 +597,18 @@ class Runner:
             summary["limit_note"] = (
                 f"{ramp.target} connections exceed what {self.workers} server process(es) may "
                 f"open ({result.limits['server_sockets_max']}): use --process-model workers:N"
+            )
+        if result.server_exit is not None:
+            return self._case(
+                framework,
+                mode,
+                "failed",
+                affinity=affinity,
+                verify=verify,
+                steps=steps,
+                summary=summary,
+                error=f"server exited (status {result.server_exit}) at "
+                f"{steps[-1].extra['open'] if steps else 0} connections: {server.stderr_tail()}",
             )
         if not steps:
             return self._case(

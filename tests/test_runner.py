@@ -379,3 +379,60 @@ def test_a_framework_without_the_sink_is_skipped_with_the_reason(
     [case] = Runner(plan).run().cases
     assert case.status == "skipped"
     assert case.error == "aiohttp has no file sink yet"
+
+
+def test_records_missing_from_the_sink_fail_the_case() -> None:
+    from harness.runner import Ledger
+    from harness.scenarios import SCENARIOS
+    from harness.sink_store import SinkStore
+
+    with SinkStore("file") as store:
+        ledger = Ledger(store)
+        ledger.mark_baseline()  # an empty file
+        store.path.write_text('{"seq": 1}\n' * 7)  # the server stored 7 of 10 acknowledged
+        case = Case(
+            "aiohttp",
+            "log",
+            "file",
+            "wrk",
+            "single",
+            {"mode": "both"},
+            "ok",
+            steps=(step(10, 10, unit="concurrency"),),
+        )
+        reconciled = ledger.reconcile(case, SCENARIOS["log"])
+    assert reconciled.reconcile == {"sent": 10, "stored": 7, "lost": 3}
+    assert reconciled.status == "failed"
+    assert reconciled.error == "lost 3 of 10 acknowledged records in the file sink"
+
+
+def test_a_server_that_dies_during_a_connection_ramp_fails_the_case(tmp_path: Path) -> None:
+    import threading
+
+    require_framework("aiohttp")
+    plan = build_plan(
+        frameworks="aiohttp",
+        profile_name="smoke",
+        overrides={"scenario": "ws-idle", "connection_ramp.hold_s": 20},
+        server_cpus=None,
+        agent_cpus=None,
+        out=tmp_path,
+    )
+
+    def kill_the_server() -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            for child in psutil.Process().children(recursive=True):
+                with contextlib.suppress(psutil.Error):
+                    if "servers" in child.cmdline() and child.create_time() < time.time() - 4:
+                        child.kill()
+                        return
+            time.sleep(0.2)
+
+    killer = threading.Thread(target=kill_the_server, daemon=True)
+    killer.start()
+    started = time.monotonic()
+    [case] = Runner(plan).run().cases
+    assert case.status == "failed"
+    assert "server exited (status -9)" in (case.error or "")
+    assert time.monotonic() - started < 20  # not the whole 2 × 20 s hold
