@@ -50,8 +50,20 @@ def _version(distribution: str) -> str | None:
 FRAMEWORKS: dict[str, Framework] = {
     f.name: f
     for f in (
-        Framework("gevent", "servers.gevent_server", ("gevent", "wsproto"), ("gevent",)),
-        Framework("eventlet", "servers.eventlet_server", ("eventlet", "wsproto"), ("eventlet",)),
+        Framework(
+            "gevent",
+            "servers.gevent_server",
+            ("gevent", "wsproto", "pymongo"),
+            ("gevent",),
+            ("empty", "file", "mongo"),
+        ),
+        Framework(
+            "eventlet",
+            "servers.eventlet_server",
+            ("eventlet", "wsproto", "pymongo"),
+            ("eventlet",),
+            ("empty", "file", "mongo"),
+        ),
         Framework(
             "tornado",
             "servers.tornado_server",

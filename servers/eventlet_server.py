@@ -12,13 +12,14 @@ import signal
 import socket
 import sys
 
-from eventlet import greenio, greenthread, wsgi
+from eventlet import greenio, greenthread, tpool, wsgi
+from eventlet.green import threading as green_threading
 
 from servers import contract
 from servers.common import ServerState
 from servers.contract import ServerOptions
 from servers.green import Environ, GreenApp, server_software
-from servers.sinks import open_empty_sink
+from servers.green_sinks import GreenRuntime, open_green_sink
 
 SERVER_SOFTWARE = server_software("eventlet", eventlet.__version__)
 # How often the main green thread looks for a delivered SIGTERM/SIGINT.
@@ -127,7 +128,12 @@ def _wait_for_signal(signums: tuple[int, ...]) -> None:
 
 def serve(options: ServerOptions, listener: socket.socket, state: ServerState) -> None:
     """Serve on `listener` until SIGTERM/SIGINT; then stop accepting, close, flush, return."""
-    sink = open_empty_sink(options, state)
+    runtime = GreenRuntime(
+        spawn=eventlet.spawn,
+        event=green_threading.Event,  # resettable, wait(timeout) -> bool, green locks
+        run_in_thread=tpool.execute,  # the file sink's writes, on eventlet's real threads
+    )
+    sink = open_green_sink(options, state, runtime)
     app = GreenApp(state, sink, EventletConnection(), SERVER_SOFTWARE)
     pool = ConnectionPool(state)
     server_thread = eventlet.spawn(
@@ -158,5 +164,5 @@ def serve(options: ServerOptions, listener: socket.socket, state: ServerState) -
         thread.kill()
     for thread in background:
         thread.kill()
-    sink.close()
+    sink.close()  # drain and flush (≤ 2 s), close the file or the client
     state.emit_telemetry()

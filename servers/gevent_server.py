@@ -16,12 +16,13 @@ import gevent.socket
 from gevent.event import Event
 from gevent.pool import Pool
 from gevent.pywsgi import WSGIHandler, WSGIServer
+from gevent.threadpool import ThreadPool
 
 from servers import contract
 from servers.common import ServerState
 from servers.contract import ServerOptions
 from servers.green import Environ, GreenApp, server_software
-from servers.sinks import open_empty_sink
+from servers.green_sinks import GreenRuntime, open_green_sink
 
 SERVER_SOFTWARE = server_software("gevent", gevent.__version__)
 # Where a request's environ points back at its pywsgi handler (headers, socket).
@@ -125,7 +126,14 @@ def _report(state: ServerState) -> None:
 
 def serve(options: ServerOptions, listener: socket.socket, state: ServerState) -> None:
     """Serve on `listener` until SIGTERM/SIGINT; then stop accepting, close, flush, return."""
-    sink = open_empty_sink(options, state)
+    # The file sink's writes: one real thread of gevent's own pool, results back green.
+    threads = ThreadPool(1)
+    runtime = GreenRuntime(
+        spawn=gevent.spawn,
+        event=Event,
+        run_in_thread=lambda function, *args: threads.apply(function, args),
+    )
+    sink = open_green_sink(options, state, runtime)
     app = GreenApp(state, sink, GeventConnection(), SERVER_SOFTWARE)
     server = Server(gevent.socket.socket(fileno=listener.detach()), app.wsgi, state)
     stop = Event()
@@ -147,5 +155,6 @@ def serve(options: ServerOptions, listener: socket.socket, state: ServerState) -
     gevent.killall(background)
     for watcher in signal_watchers:
         watcher.cancel()
-    sink.close()
+    sink.close()  # drain and flush (≤ 2 s), close the file or the client
+    threads.kill()
     state.emit_telemetry()

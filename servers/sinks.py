@@ -17,7 +17,6 @@ import json
 import os
 from typing import Any, Protocol
 
-from servers.common import ServerState
 from servers.contract import ServerOptions
 
 FLUSH_INTERVAL_S = 0.100
@@ -85,27 +84,3 @@ def sink_path(options: ServerOptions) -> str:
 
 def mongo_url(options: ServerOptions) -> str:
     return options.mongo_url or DEFAULT_MONGO_URL
-
-
-class EmptySink:
-    """Counts and drops: the cost of the request path without any storage."""
-
-    def __init__(self, state: ServerState) -> None:
-        self._state = state
-
-    def store(self, record: dict[str, Any]) -> None:
-        """Accept one record; it is 'stored' at once."""
-        self._state.stored += 1
-
-    def close(self) -> None:
-        """Nothing buffered, nothing to flush."""
-
-
-def open_empty_sink(options: ServerOptions, state: ServerState) -> EmptySink:
-    """The sink for `options` on servers that have only the empty sink so far."""
-    if options.sink != "empty":
-        raise SystemExit(
-            f"servers: the {options.sink!r} sink is not available on {options.framework} yet; "
-            "use --sink empty"
-        )
-    return EmptySink(state)
