@@ -73,8 +73,12 @@ def find_breaking_point(seconds: list[_Second]) -> dict[str, Any] | None:
     streak: list[tuple[_Second, str]] = []
     for before, now in itertools.pairwise(seconds):
         reason = ""
+        pending = now.agents["attempts"] - now.agents["opened"] - _total(now.agents["failed"])
         if now.tick_max_ms > BREAK_TICK_MS:
             reason = f"tick max {now.tick_max_ms:.0f} ms > {BREAK_TICK_MS:.0f} ms"
+        elif pending > 0 and now.agents["opened"] == before.agents["opened"]:
+            # handshakes under way and none completing: the server stopped accepting
+            reason = f"handshakes stalled: {pending} pending, none completed"
         elif _total(now.agents["failed"]) > _total(before.agents["failed"]):
             failed = _delta(now.agents["failed"], before.agents["failed"])
             reason = "connections failed: " + ", ".join(f"{k} {v}" for k, v in failed.items())

@@ -138,9 +138,13 @@ def test_agent_lines_combine() -> None:
     assert (combined["step"], combined["phase"]) == (1, "holding")
 
 
-def second(t: float, open_: int, tick: float = 5.0, failed: int = 0) -> _Second:
+def second(
+    t: float, open_: int, tick: float = 5.0, failed: int = 0, attempts: int | None = None
+) -> _Second:
     agents = {
         "open": open_,
+        "opened": open_,
+        "attempts": open_ + failed if attempts is None else attempts,
         "failed": {"timeout": failed} if failed else {},
         "closed_by_server": {},
     }
@@ -156,6 +160,13 @@ def test_breaking_point_needs_five_bad_seconds_in_a_row() -> None:
     assert broken == {"connections": 7000, "reason": "tick max 2000 ms > 1000 ms", "t": 7}
     failing = [second(t, 100, failed=t) for t in range(1, 8)]
     assert find_breaking_point(failing)["reason"] == "connections failed: timeout 1"
+    # the server stops accepting: attempts outstanding, none completing, no failure yet
+    stalled = [second(t, 19_994, attempts=19_994 + 100 * t) for t in range(1, 8)]
+    broken = find_breaking_point(stalled)
+    assert broken["connections"] == 19_994
+    assert broken["reason"] == "handshakes stalled: 200 pending, none completed"
+    opening = [second(t, 1000 * t, attempts=1000 * t + 50) for t in range(1, 8)]
+    assert find_breaking_point(opening) is None  # handshakes in flight, but completing
 
 
 def test_connection_ramp_end_to_end(tmp_path: Path) -> None:
