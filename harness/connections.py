@@ -10,7 +10,6 @@ the first connection count at which, for 5 consecutive seconds, the worst tick e
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
 import signal
 import statistics
@@ -36,6 +35,8 @@ from harness.server_process import ServerProcess
 
 BREAK_TICK_MS = 1000.0
 BREAK_SECONDS = 5
+FAILURE_SHARE = 0.01  # of the attempts (or open connections) in the trailing window
+MIN_FAILURES = 10
 POLL_INTERVAL_S = 0.5
 LIMIT_REASONS = ("too_many_open_files", "no_free_port")
 
@@ -69,21 +70,32 @@ def _delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
 
 
 def find_breaking_point(seconds: list[_Second]) -> dict[str, Any] | None:
-    """The first run of BREAK_SECONDS bad seconds: where and why the server broke."""
+    """The first run of BREAK_SECONDS bad seconds: where and why the server broke.
+
+    A second is bad when the worst tick exceeded 1 s, when handshakes were outstanding
+    and none completed, or when failures (or server drops) over the trailing
+    BREAK_SECONDS reached FAILURE_SHARE of the attempts (or open connections) — and at
+    least MIN_FAILURES, so one stray failure never breaks a run. Failures come in bursts
+    while a step opens; the trailing window keeps a step's hold from hiding them.
+    """
     streak: list[tuple[_Second, str]] = []
-    for before, now in itertools.pairwise(seconds):
+    for index in range(1, len(seconds)):
+        before, now = seconds[index - 1], seconds[index]
+        window = next(s for s in seconds[: index + 1] if s.t >= now.t - BREAK_SECONDS)
+        agents, past = now.agents, window.agents
+        pending = agents["attempts"] - agents["opened"] - _total(agents["failed"])
+        failed = _delta(agents["failed"], past["failed"])
+        dropped = _delta(agents["closed_by_server"], past["closed_by_server"])
+        attempts = agents["attempts"] - past["attempts"]
         reason = ""
-        pending = now.agents["attempts"] - now.agents["opened"] - _total(now.agents["failed"])
         if now.tick_max_ms > BREAK_TICK_MS:
             reason = f"tick max {now.tick_max_ms:.0f} ms > {BREAK_TICK_MS:.0f} ms"
-        elif pending > 0 and now.agents["opened"] == before.agents["opened"]:
+        elif pending > 0 and agents["opened"] == before.agents["opened"]:
             # handshakes under way and none completing: the server stopped accepting
             reason = f"handshakes stalled: {pending} pending, none completed"
-        elif _total(now.agents["failed"]) > _total(before.agents["failed"]):
-            failed = _delta(now.agents["failed"], before.agents["failed"])
+        elif _total(failed) >= max(MIN_FAILURES, FAILURE_SHARE * attempts):
             reason = "connections failed: " + ", ".join(f"{k} {v}" for k, v in failed.items())
-        elif _total(now.agents["closed_by_server"]) > _total(before.agents["closed_by_server"]):
-            dropped = _delta(now.agents["closed_by_server"], before.agents["closed_by_server"])
+        elif _total(dropped) >= max(MIN_FAILURES, FAILURE_SHARE * agents["open"]):
             reason = "server dropped connections: " + ", ".join(
                 f"{k} {v}" for k, v in dropped.items()
             )

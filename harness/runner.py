@@ -593,6 +593,12 @@ class Runner:
             "baseline_rss_bytes": baseline_rss,
             "limits": result.limits,
         }
+        breaking = result.breaking_point
+        if breaking and breaking["connections"] >= 0.98 * result.limits["server_sockets_max"]:
+            breaking["capped_by"] = (
+                "the server processes' open-file limit, not the server: "
+                "use --process-model workers:N"
+            )
         if ramp.target > result.limits["server_sockets_max"]:
             summary["limit_note"] = (
                 f"{ramp.target} connections exceed what {self.workers} server process(es) may "

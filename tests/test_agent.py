@@ -158,8 +158,11 @@ def test_breaking_point_needs_five_bad_seconds_in_a_row() -> None:
     assert find_breaking_point(calm + blip) is None
     broken = find_breaking_point(calm + blip + lagging)
     assert broken == {"connections": 7000, "reason": "tick max 2000 ms > 1000 ms", "t": 7}
-    failing = [second(t, 100, failed=t) for t in range(1, 8)]
-    assert find_breaking_point(failing)["reason"] == "connections failed: timeout 1"
+    stray = [second(t, 1000 * t, failed=1 if t > 3 else 0) for t in range(1, 12)]
+    assert find_breaking_point(stray) is None  # one failure never breaks a run
+    # a burst while each step opens, none during the holds: the window keeps it in view
+    bursts = [second(t, 100, failed=500 * (t // 4 + 1)) for t in range(1, 12)]
+    assert find_breaking_point(bursts)["reason"].startswith("connections failed: timeout")
     # the server stops accepting: attempts outstanding, none completing, no failure yet
     stalled = [second(t, 19_994, attempts=19_994 + 100 * t) for t in range(1, 8)]
     broken = find_breaking_point(stalled)
@@ -224,3 +227,42 @@ def test_websocket_messages_are_reconciled_with_the_file_sink(tmp_path: Path) ->
         "stored": case.reconcile["sent"],
         "lost": 0,
     }
+
+
+def test_a_limit_not_the_server_is_named_when_it_caps_a_stress_ramp(tmp_path: Path) -> None:
+    """Under a real open-file limit of 400 the server stops accepting near 400 connections."""
+    import shutil
+
+    require_framework("aiohttp")
+    command = [
+        shutil.which("prlimit") or "prlimit",
+        "--nofile=400:400",
+        shutil.which("harness") or "harness",
+        "compare",
+        "--frameworks",
+        "aiohttp",
+        "--profile",
+        "smoke",
+        "--scenario",
+        "ws-idle",
+        "--mode",
+        "stress",
+        "--connections",
+        "800",
+        "--set",
+        "connection_ramp.step=100",
+        "--set",
+        "connection_ramp.start=100",
+        "--out",
+        str(tmp_path),
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=180, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    [case] = read_run(next(tmp_path.iterdir())).cases
+    breaking = case.summary["breaking_point"]
+    assert breaking is not None, case.steps
+    assert 250 <= breaking["connections"] <= 400
+    assert "open-file limit" in breaking["capped_by"]
+    assert case.summary["limits"]["server_sockets_max"] == 300
+    assert "use --process-model workers:N" in case.summary["limit_note"]
+    assert len(case.steps) < 8  # the stress ramp ended at the breaking point
