@@ -13,11 +13,12 @@ import argparse
 import contextlib
 import importlib
 import os
+import shutil
 import signal
 import socket
 import sys
 
-from servers import FRAMEWORKS
+from servers import FRAMEWORKS, PROGRAM_PATH
 from servers.common import ServerState
 from servers.contract import LISTEN_BACKLOG, SINKS, ServerOptions
 
@@ -82,26 +83,44 @@ def open_listeners(host: str, port: int, count: int) -> list[socket.socket]:
     return listeners
 
 
-def run_worker(options: ServerOptions, listener: socket.socket, worker: int) -> None:
-    """Import the framework (gevent/eventlet patch here) and serve until SIGTERM."""
+def run_worker(
+    options: ServerOptions,
+    listener: socket.socket,
+    worker: int,
+    mc_listener: socket.socket | None = None,
+) -> None:
+    """Import the framework (gevent/eventlet patch here) and serve until SIGTERM.
+
+    `mc_listener` is the `--mc-proxy-port` socket service's listening socket, when asked for.
+    """
     module = importlib.import_module(FRAMEWORKS[options.framework].module)
     state = ServerState(options.framework, options.loop or "", worker)
     state.port = listener.getsockname()[1]
-    module.serve(options, listener, state)
+    if mc_listener is not None:
+        state.mc_port = mc_listener.getsockname()[1]
+    if mc_listener is None:
+        module.serve(options, listener, state)
+    else:
+        module.serve(options, listener, state, mc_listener=mc_listener)
 
 
-def supervise(options: ServerOptions, listeners: list[socket.socket]) -> int:
+def supervise(
+    options: ServerOptions,
+    listeners: list[socket.socket],
+    mc_listeners: list[socket.socket | None],
+) -> int:
     """Fork one worker per listener; forward SIGTERM/SIGINT; exit 0 when all exit 0."""
     children: list[int] = []
     for worker, listener in enumerate(listeners):
         pid = os.fork()
         if pid == 0:
-            for other in listeners:
-                if other is not listener:
+            mine = {listener, mc_listeners[worker]}
+            for other in [*listeners, *mc_listeners]:
+                if other is not None and other not in mine:
                     other.close()
             code = 0
             try:
-                run_worker(options, listener, worker)
+                run_worker(options, listener, worker, mc_listeners[worker])
             except SystemExit as stop:
                 code = stop.code if isinstance(stop.code, int) else 1
                 if not isinstance(stop.code, int) and stop.code is not None:
@@ -115,8 +134,9 @@ def supervise(options: ServerOptions, listeners: list[socket.socket]) -> int:
                 sys.stdout.flush()
                 os._exit(code)
         children.append(pid)
-    for listener in listeners:
-        listener.close()
+    for listener in [*listeners, *mc_listeners]:
+        if listener is not None:
+            listener.close()
 
     def forward(signum: int, _frame: object) -> None:
         for child in children:
@@ -132,17 +152,40 @@ def supervise(options: ServerOptions, listeners: list[socket.socket]) -> int:
     return worst
 
 
+def exec_program(options: ServerOptions, argv: list[str]) -> None:
+    """Replace this process by a non-Python server (Node, Ruby) given the same arguments."""
+    framework = FRAMEWORKS[options.framework]
+    program = shutil.which(framework.programs[0], path=PROGRAM_PATH)
+    if program is None:
+        raise SystemExit(f"servers: {framework.programs[0]} is not installed")
+    sys.stdout.flush()
+    os.execv(program, [program, framework.module, *argv])
+
+
 def main(argv: list[str] | None = None) -> int:
-    options = parse_options(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    options = parse_options(argv)
+    kind = FRAMEWORKS[options.framework].kind
+    if kind in ("node", "ruby"):
+        exec_program(options, argv)
+    if kind == "nginx":
+        from servers import nginx
+
+        return nginx.main(options)
     try:
         listeners = open_listeners(options.host, options.port, options.workers)
+        mc_listeners: list[socket.socket | None] = [None] * options.workers
+        if options.mc_proxy_port is not None:
+            mc_listeners = list(
+                open_listeners(options.host, options.mc_proxy_port, options.workers)
+            )
     except OSError as error:
-        print(f"servers: cannot listen on {options.host}:{options.port}: {error}", file=sys.stderr)
+        print(f"servers: cannot listen on {options.host}: {error}", file=sys.stderr)
         return 1
     if options.workers == 1:
-        run_worker(options, listeners[0], 0)
+        run_worker(options, listeners[0], 0, mc_listeners[0])
         return 0
-    return supervise(options, listeners)
+    return supervise(options, listeners, mc_listeners)
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ class ServerState:
         self.loop = loop
         self.worker = worker
         self.port = 0
+        self.mc_port = 0  # the --mc-proxy-port socket service's port; 0 when not serving
         self.open = 0
         self.max_open = 0
         self.requests = 0
@@ -49,6 +50,7 @@ class ServerState:
         self.stored = 0
         self.sink_errors = 0
         self.backlog = 0
+        self.backend_errors = 0  # memcached or GridFS reads that failed (answered 503)
         self.seq = 0
         self._tick_last: float | None = None
         self._tick_lag_sum_s = 0.0
@@ -136,6 +138,8 @@ class ServerState:
             "loop": self.loop,
             "port": self.port,
             "worker": self.worker,
+            "mc_port": self.mc_port,
+            "backend_errors": self.backend_errors,
         }
         self._tick_lag_sum_s = 0.0
         self._tick_lag_max_s = 0.0

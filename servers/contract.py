@@ -16,6 +16,15 @@ ROUTE_FILES_PREFIX = "/files/"
 ROUTE_GRIDFS_PREFIX = "/gridfs/"
 ROUTE_MEMCACHED_PREFIX = "/mc/"
 ROUTE_WEBSOCKET = "/ws"
+ALL_ROUTES = (
+    ROUTE_TEXT,
+    ROUTE_COUNTER,
+    ROUTE_LOG,
+    ROUTE_FILES_PREFIX,
+    ROUTE_GRIDFS_PREFIX,
+    ROUTE_MEMCACHED_PREFIX,
+    ROUTE_WEBSOCKET,
+)
 
 # -- payloads ---------------------------------------------------------------------------
 TEXT_BODY = b"I am a stupid HTTP server!"
@@ -26,6 +35,26 @@ COUNTER_FIELDS = ("open", "max_open", "requests")
 RECORD_FIELDS = ("seq", "time", "method", "path", "headers", "body")
 # /ws messages are stored with the same record shape as /log requests.
 WEBSOCKET_RECORD_METHOD = "WS"
+
+# -- static files, GridFS and memcached (seeds 004 and 001) ------------------------------
+# A file name is one path segment of these characters, not starting with a dot; anything
+# else (../, encoded slashes, absolute paths, hidden files) is 404 (servers/static.py).
+FILE_NAME_PATTERN = r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}"
+FILE_CONTENT_TYPES = {
+    ".jpg": "image/jpeg",
+    ".png": "image/png",
+    ".gif": "image/gif",
+    ".txt": "text/plain",
+}
+DEFAULT_CONTENT_TYPE = "application/octet-stream"
+GRIDFS_DATABASE = "harness"  # the same database as the mongo sink, bucket "fs"
+GRIDFS_BUCKET = "fs"
+MC_POOL_SIZE = 50  # persistent connections from each server process to memcached
+MC_VALUE_BYTES = 100  # seed 001's value
+MC_MAX_KEY_BYTES = 250  # memcached's own key limit
+MC_CONTENT_TYPE = "application/octet-stream"
+NOT_FOUND_BODY = b"not found"
+UNAVAILABLE_STATUS = 503  # a backend (database, memcached) that is down or gone
 
 # -- WebSocket rules --------------------------------------------------------------------
 WS_SUBPROTOCOL = "myprotocol"
@@ -48,7 +77,8 @@ LISTEN_BACKLOG = 65535  # the kernel caps it at net.core.somaxconn
 SINKS = ("empty", "file", "mongo")
 
 # -- telemetry line ---------------------------------------------------------------------
-# DESIGN.md fixes the first fourteen; the rest say which process and loop produced it.
+# DESIGN.md fixes the first fourteen; the rest say which process and loop produced it,
+# where its memcached socket service listens and how many backend reads failed.
 TELEMETRY_FIELDS = (
     "t",
     "pid",
@@ -69,6 +99,8 @@ TELEMETRY_FIELDS = (
     "loop",
     "port",
     "worker",
+    "mc_port",
+    "backend_errors",
 )
 
 
