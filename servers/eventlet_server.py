@@ -1,4 +1,8 @@
-"""The wire contract on eventlet: `eventlet.wsgi.server` over monkey-patched sockets."""
+"""The wire contract on eventlet: `eventlet.wsgi.server` over monkey-patched sockets.
+
+The memcached socket service (`--mc-proxy-port`) is an accept loop spawning one green
+thread per connection, each running servers.green_backends' shared protocol loop.
+"""
 
 from __future__ import annotations
 
@@ -8,22 +12,27 @@ eventlet.monkey_patch()
 
 # ruff: noqa: E402  (everything below must come after monkey-patching)
 import contextlib
+import errno
 import signal
 import socket
 import sys
 
 from eventlet import greenio, greenthread, tpool, wsgi
 from eventlet.green import threading as green_threading
+from eventlet.queue import Queue
 
 from servers import contract
 from servers.common import ServerState
 from servers.contract import ServerOptions
 from servers.green import Environ, GreenApp, server_software
+from servers.green_backends import GreenBackends, MemcacheService
 from servers.green_sinks import GreenRuntime, open_green_sink
 
 SERVER_SOFTWARE = server_software("eventlet", eventlet.__version__)
 # How often the main green thread looks for a delivered SIGTERM/SIGINT.
 _SIGNAL_POLL_S = 0.05
+# After an accept error such as EMFILE, wait this long before accepting again.
+_ACCEPT_RETRY_S = 0.01
 
 
 class Protocol(wsgi.HttpProtocol):
@@ -113,6 +122,21 @@ def _report(state: ServerState) -> None:
         eventlet.sleep(contract.TELEMETRY_INTERVAL_S)
 
 
+def _accept_memcache(
+    listener: greenio.GreenSocket, service: MemcacheService, pool: eventlet.GreenPool
+) -> None:
+    """The socket service's accept loop: one green thread per connection, until killed."""
+    while True:
+        try:
+            sock, _address = listener.accept()
+        except OSError as error:
+            if error.errno == errno.EBADF:  # the listener was closed
+                return
+            eventlet.sleep(_ACCEPT_RETRY_S)  # out of descriptors or memory: try again soon
+            continue
+        pool.spawn(service.serve_connection, sock)
+
+
 def _wait_for_signal(signums: tuple[int, ...]) -> None:
     """Return once SIGTERM or SIGINT arrived.
 
@@ -126,15 +150,24 @@ def _wait_for_signal(signums: tuple[int, ...]) -> None:
         eventlet.sleep(_SIGNAL_POLL_S)
 
 
-def serve(options: ServerOptions, listener: socket.socket, state: ServerState) -> None:
-    """Serve on `listener` until SIGTERM/SIGINT; then stop accepting, close, flush, return."""
+def serve(
+    options: ServerOptions,
+    listener: socket.socket,
+    state: ServerState,
+    *,
+    mc_listener: socket.socket | None = None,
+) -> None:
+    """Serve on `listener` (and the memcached socket service on `mc_listener`, when given)
+    until SIGTERM/SIGINT; then stop accepting, close, flush, return."""
     runtime = GreenRuntime(
         spawn=eventlet.spawn,
         event=green_threading.Event,  # resettable, wait(timeout) -> bool, green locks
         run_in_thread=tpool.execute,  # the file sink's writes, on eventlet's real threads
+        queue=Queue,
     )
     sink = open_green_sink(options, state, runtime)
-    app = GreenApp(state, sink, EventletConnection(), SERVER_SOFTWARE)
+    backends = GreenBackends(options, state, runtime)
+    app = GreenApp(state, sink, backends, EventletConnection(), SERVER_SOFTWARE)
     pool = ConnectionPool(state)
     server_thread = eventlet.spawn(
         wsgi.server,
@@ -145,6 +178,13 @@ def serve(options: ServerOptions, listener: socket.socket, state: ServerState) -
         log_output=False,  # no access log: it would cost more than the request
         debug=False,  # no tracebacks in 500 bodies
     )
+    mc_service = MemcacheService(backends.memcached, state)
+    mc_pool = eventlet.GreenPool(sys.maxsize)  # unbounded; tracks connections for shutdown
+    mc_accept: greenthread.GreenThread | None = None
+    mc_socket: greenio.GreenSocket | None = None
+    if mc_listener is not None:
+        mc_socket = greenio.GreenSocket(mc_listener)
+        mc_accept = eventlet.spawn(_accept_memcache, mc_socket, mc_service, mc_pool)
     background = [eventlet.spawn(_tick, state), eventlet.spawn(_report, state)]
     # wsgi.server and _report run as soon as this thread waits: the first line says listening.
     _wait_for_signal((signal.SIGTERM, signal.SIGINT))
@@ -152,17 +192,23 @@ def serve(options: ServerOptions, listener: socket.socket, state: ServerState) -
     # Killing wsgi.server stops accepting, closes idle keep-alive connections, and leaves
     # it waiting for busy ones, which close after their current request.
     server_thread.kill()
+    if mc_accept is not None and mc_socket is not None:
+        mc_accept.kill()
+        mc_socket.close()
     with eventlet.Timeout(1.0, False):  # a client that reads nothing cannot hold us here
         app.close_websockets()
+    mc_service.close_connections()  # each ends at once, or after its get (≤ 2 s)
     with eventlet.Timeout(contract.SHUTDOWN_GRACE_S / 2, False):
         pool.waitall()
+        mc_pool.waitall()
     # Out of time: cut the rest (a blocked read, even eventlet's body discard, sees EOF).
     pool.close_connections()
     with eventlet.Timeout(1.0, False):
         pool.waitall()
-    for thread in list(pool.coroutines_running):
+    for thread in [*pool.coroutines_running, *mc_pool.coroutines_running]:
         thread.kill()
     for thread in background:
         thread.kill()
     sink.close()  # drain and flush (≤ 2 s), close the file or the client
+    backends.close()
     state.emit_telemetry()

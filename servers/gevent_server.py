@@ -1,4 +1,8 @@
-"""The wire contract on gevent: `gevent.pywsgi.WSGIServer` over monkey-patched sockets."""
+"""The wire contract on gevent: `gevent.pywsgi.WSGIServer` over monkey-patched sockets.
+
+The memcached socket service (`--mc-proxy-port`) is a `gevent.server.StreamServer` running
+servers.green_backends' shared protocol loop on each connection.
+"""
 
 from __future__ import annotations
 
@@ -16,12 +20,15 @@ import gevent.socket
 from gevent.event import Event
 from gevent.pool import Pool
 from gevent.pywsgi import WSGIHandler, WSGIServer
+from gevent.queue import Queue
+from gevent.server import StreamServer
 from gevent.threadpool import ThreadPool
 
 from servers import contract
 from servers.common import ServerState
 from servers.contract import ServerOptions
 from servers.green import Environ, GreenApp, server_software
+from servers.green_backends import GreenBackends, MemcacheService
 from servers.green_sinks import GreenRuntime, open_green_sink
 
 SERVER_SOFTWARE = server_software("gevent", gevent.__version__)
@@ -124,37 +131,67 @@ def _report(state: ServerState) -> None:
         gevent.sleep(contract.TELEMETRY_INTERVAL_S)
 
 
-def serve(options: ServerOptions, listener: socket.socket, state: ServerState) -> None:
-    """Serve on `listener` until SIGTERM/SIGINT; then stop accepting, close, flush, return."""
+def _green_socket(listener: socket.socket) -> gevent.socket.socket:
+    """`listener` (opened before monkey-patching) as a gevent socket on the same descriptor."""
+    return gevent.socket.socket(fileno=listener.detach())
+
+
+def serve(
+    options: ServerOptions,
+    listener: socket.socket,
+    state: ServerState,
+    *,
+    mc_listener: socket.socket | None = None,
+) -> None:
+    """Serve on `listener` (and the memcached socket service on `mc_listener`, when given)
+    until SIGTERM/SIGINT; then stop accepting, close, flush, return."""
     # The file sink's writes: one real thread of gevent's own pool, results back green.
     threads = ThreadPool(1)
     runtime = GreenRuntime(
         spawn=gevent.spawn,
         event=Event,
         run_in_thread=lambda function, *args: threads.apply(function, args),
+        queue=Queue,
     )
     sink = open_green_sink(options, state, runtime)
-    app = GreenApp(state, sink, GeventConnection(), SERVER_SOFTWARE)
-    server = Server(gevent.socket.socket(fileno=listener.detach()), app.wsgi, state)
+    backends = GreenBackends(options, state, runtime)
+    app = GreenApp(state, sink, backends, GeventConnection(), SERVER_SOFTWARE)
+    server = Server(_green_socket(listener), app.wsgi, state)
+    mc_service = MemcacheService(backends.memcached, state)
+    mc_server: StreamServer | None = None
+    if mc_listener is not None:
+        mc_server = StreamServer(
+            _green_socket(mc_listener),
+            lambda sock, _address: mc_service.serve_connection(sock),
+            spawn=Pool(),  # unbounded; tracks the connections' greenlets for shutdown
+        )
     stop = Event()
     signal_watchers = [gevent.signal_handler(s, stop.set) for s in (signal.SIGTERM, signal.SIGINT)]
     server.start()
+    if mc_server is not None:
+        mc_server.start()
     background = [gevent.spawn(_tick, state), gevent.spawn(_report, state)]
     # _report's first line, written as soon as this greenlet waits, says we are listening.
     stop.wait()
 
     server.close()  # stop accepting
     server.stopping = True
+    if mc_server is not None:
+        mc_server.close()
     with gevent.Timeout(1.0, False):  # a client that reads nothing cannot hold us here
         app.close_websockets()
     server.close_connections(idle_only=True)
+    mc_service.close_connections()  # each ends at once, or after its get (≤ 2 s)
     server.pool.join(timeout=contract.SHUTDOWN_GRACE_S / 2)
     # Out of time: cut the rest (a blocked read, even pywsgi's body discard, sees EOF).
     server.close_connections(idle_only=False)
     server.pool.kill(block=True, timeout=1.0)
+    if mc_server is not None:
+        mc_server.pool.kill(block=True, timeout=0.5)
     gevent.killall(background)
     for watcher in signal_watchers:
         watcher.cancel()
     sink.close()  # drain and flush (≤ 2 s), close the file or the client
+    backends.close()
     threads.kill()
     state.emit_telemetry()

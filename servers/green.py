@@ -1,7 +1,8 @@
 """The wire contract as one WSGI application on green blocking sockets (gevent, eventlet).
 
 Both frameworks run WSGI over monkey-patched, cooperatively scheduled blocking sockets, so
-the routing, `/counter`, `/log` and the `/ws` session are written once here. A framework
+the routing, `/counter`, `/log`, the backend routes (`/files`, `/gridfs`, `/mc`, reading
+through servers.green_backends) and the `/ws` session are written once here. A framework
 module supplies only what its server makes different: how the application reaches a
 request's headers as sent, and how it takes the connection over after a WebSocket upgrade.
 
@@ -30,8 +31,9 @@ from typing import Any, BinaryIO, Protocol
 from wsproto.connection import Connection, ConnectionState, ConnectionType
 from wsproto.events import BytesMessage, CloseConnection, Event, Ping, TextMessage
 
-from servers import common, contract
+from servers import common, contract, memcache, static
 from servers.common import ServerState
+from servers.green_backends import BackendUnavailable, GreenBackends, read_file
 from servers.sinks import SinkUnavailable
 
 # A WSGI application: environ and start_response in, body chunks out.
@@ -92,12 +94,14 @@ class GreenApp:
         self,
         state: ServerState,
         sink: Sink,
+        backends: GreenBackends,
         connection: GreenConnection,
         server_software: str,
     ) -> None:
         self.websockets: set[WebSocketSession] = set()
         self._state = state
         self._sink = sink
+        self._backends = backends
         self._connection = connection
         self._server_header = ("Server", server_software)
         self.wsgi = self._make_wsgi()
@@ -208,6 +212,62 @@ class GreenApp:
                 self.websockets.discard(session)
             return _EMPTY
 
+        # -- backend routes: the name or key is the rest of the (percent-decoded) path --
+        backends = self._backends
+        files_dir = backends.files_dir
+        gridfs = backends.gridfs
+        memcached = backends.memcached
+        not_found = contract.NOT_FOUND_BODY
+        files_start = len(contract.ROUTE_FILES_PREFIX)
+        gridfs_start = len(contract.ROUTE_GRIDFS_PREFIX)
+        mc_start = len(contract.ROUTE_MEMCACHED_PREFIX)
+
+        def found(
+            environ: Environ, start_response: StartResponse, content_type: str, body: bytes
+        ) -> Iterable[bytes]:
+            start_response(ok, self._headers(content_type, body))
+            return _EMPTY if environ["REQUEST_METHOD"] == "HEAD" else (body,)
+
+        def files(environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
+            state.requests += 1
+            static_file = static.file_path(files_dir, environ["PATH_INFO"][files_start:])
+            if static_file is None:
+                return plain(start_response, 404, not_found)
+            try:
+                body = read_file(static_file)  # small and page-cached: a plain read
+            except OSError:  # gone since the stat
+                return plain(start_response, 404, not_found)
+            return found(environ, start_response, static_file.content_type, body)
+
+        def gridfs_file(environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
+            state.requests += 1
+            name = environ["PATH_INFO"][gridfs_start:]
+            if not static.valid_name(name):
+                return plain(start_response, 404, not_found)  # the database is not asked
+            try:
+                stored = gridfs.read(name)  # blocks this green thread only
+            except BackendUnavailable:
+                return plain(start_response, contract.UNAVAILABLE_STATUS)
+            if stored is None:
+                return plain(start_response, 404, not_found)
+            return found(environ, start_response, *stored)
+
+        def mc(environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
+            state.requests += 1
+            try:  # PEP 3333: PATH_INFO holds the request's bytes decoded as latin-1
+                key = environ["PATH_INFO"][mc_start:].encode("latin-1")
+            except UnicodeEncodeError:
+                key = b""  # not bytes a client sent: no valid key
+            if not memcache.valid_key(key):
+                return plain(start_response, 404, not_found)
+            try:
+                value = memcached.get(key)  # blocks this green thread only
+            except BackendUnavailable:
+                return plain(start_response, contract.UNAVAILABLE_STATUS)
+            if value is None:
+                return plain(start_response, 404, not_found)
+            return found(environ, start_response, contract.MC_CONTENT_TYPE, value)
+
         # path -> method -> handler; "*" answers any method the path does not list.
         routes = {
             contract.ROUTE_TEXT: {"GET": text, "HEAD": text_head},
@@ -215,13 +275,26 @@ class GreenApp:
             contract.ROUTE_LOG: {"*": log},
             contract.ROUTE_WEBSOCKET: {"GET": websocket},
         }
-        allow = {path: [("Allow", ",".join(sorted(m)))] for path, m in routes.items()}
+        # Looked up only when no exact route matched: `/` pays nothing for them.
+        prefix_routes = {
+            contract.ROUTE_FILES_PREFIX: {"GET": files, "HEAD": files},
+            contract.ROUTE_GRIDFS_PREFIX: {"GET": gridfs_file, "HEAD": gridfs_file},
+            contract.ROUTE_MEMCACHED_PREFIX: {"GET": mc, "HEAD": mc},
+        }
+        allow = {
+            path: [("Allow", ",".join(sorted(m)))]
+            for path, m in [*routes.items(), *prefix_routes.items()]
+        }
 
         def wsgi(environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
             path = environ["PATH_INFO"]
             methods = routes.get(path)
             if methods is None:
-                return plain(start_response, 404)
+                prefix = next((p for p in prefix_routes if path.startswith(p)), None)
+                if prefix is None:
+                    return plain(start_response, 404)
+                path = prefix
+                methods = prefix_routes[prefix]
             handler = methods.get(environ["REQUEST_METHOD"]) or methods.get("*")
             if handler is None:
                 return plain(start_response, 405, extra=allow[path])

@@ -59,13 +59,15 @@ class GreenEvent(Protocol):
 
 @dataclass(frozen=True)
 class GreenRuntime:
-    """The framework's primitives the sinks are written in."""
+    """The framework's primitives the sinks (and servers.green_backends) are written in."""
 
     spawn: Callable[..., object]  # spawn(fn, *args): run fn in a new green thread
     event: Callable[[], GreenEvent]  # a new, unset, resettable green event
     # run_in_thread(fn, *args): fn's result (or exception), computed on a real OS thread;
     # only the calling green thread waits for it.
     run_in_thread: Callable[..., Any]
+    # a new, empty, unbounded green FIFO queue (servers.green_backends' memcached pool)
+    queue: Callable[[], Any]
 
 
 def _warn(message: str) -> None:
