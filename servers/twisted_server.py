@@ -3,13 +3,17 @@
 `twisted.web` serves HTTP from a `Resource` tree; `/ws` hands the connection to autobahn's
 `WebSocketResource`, which takes the transport over from the HTTP channel. `/log` answers
 from a Deferred once the sink stored its record (`servers.twisted_sinks`: file writes and
-MongoDB inserts on dedicated thread pools). Importing this module installs no reactor:
+MongoDB inserts on dedicated thread pools). `/gridfs` and `/mc` answer from Deferreds of
+`servers.twisted_backends` (GridFS on a thread pool, a pool of memcached protocols), which
+also holds the `--mc-proxy-port` socket service. `/files` streams the file with
+twisted.web's own `NoRangeStaticProducer`. Importing this module installs no reactor:
 `serve` installs the epoll reactor itself.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import socket
 import sys
@@ -32,11 +36,19 @@ from twisted.web.error import UnsupportedMethod
 from twisted.web.http import HTTPChannel
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET, Request, Site
+from twisted.web.static import NoRangeStaticProducer
 
-from servers import common, contract
+from servers import common, contract, memcache, static
 from servers.common import ServerState
 from servers.contract import ServerOptions
-from servers.sinks import SinkUnavailable
+from servers.sinks import SinkUnavailable, mongo_url
+from servers.twisted_backends import (
+    BackendUnavailable,
+    GridFSFile,
+    GridFSReader,
+    MemcachedPool,
+    ProxyFactory,
+)
 from servers.twisted_sinks import TwistedSink, open_twisted_sink
 
 _TEXT_CONTENT_TYPE = contract.TEXT_CONTENT_TYPE.encode()
@@ -50,6 +62,10 @@ _DRAIN_POLL_S = 0.010
 _LOG_REPLY_LENGTH = b"%d" % len(contract.LOG_REPLY_BODY)
 _SINK_UNAVAILABLE_BODY = b"sink unavailable"
 _SINK_UNAVAILABLE_LENGTH = b"%d" % len(_SINK_UNAVAILABLE_BODY)
+_NOT_FOUND_LENGTH = b"%d" % len(contract.NOT_FOUND_BODY)
+_BACKEND_UNAVAILABLE_BODY = b"backend unavailable"
+_BACKEND_UNAVAILABLE_LENGTH = b"%d" % len(_BACKEND_UNAVAILABLE_BODY)
+_MC_CONTENT_TYPE = contract.MC_CONTENT_TYPE.encode()
 
 
 # -- HTTP: site, channel, request ---------------------------------------------------------
@@ -208,14 +224,140 @@ def _not_stored(failure: Failure, request: Request) -> None:
         request.processingFailed(failure)
 
 
-def _reply(request: Request, code: int, body: bytes, length: bytes) -> None:
+def _reply(
+    request: Request,
+    code: int,
+    body: bytes,
+    length: bytes,
+    content_type: bytes = _TEXT_CONTENT_TYPE,
+) -> None:
     if request._disconnected:  # the client left (or shutdown closed it) meanwhile
         return
     request.setResponseCode(code)
-    request.setHeader(b"content-type", _TEXT_CONTENT_TYPE)
+    request.setHeader(b"content-type", content_type)
     request.setHeader(b"content-length", length)
     request.write(body)
     request.finish()
+
+
+def _not_found(request: Request) -> bytes:
+    request.setResponseCode(404)
+    request.setHeader(b"content-type", _TEXT_CONTENT_TYPE)
+    return contract.NOT_FOUND_BODY
+
+
+def _one_segment(request: Request) -> str:
+    """The name after the route's prefix: one path segment, percent-decoded by twisted.web.
+
+    twisted.web neither normalises `..` nor decodes `%2f` before splitting, so
+    `/files/../x` and `/files/..%2fx` arrive here as two segments or as `../x`: both are
+    refused (404) by the caller.
+    """
+    postpath = request.postpath
+    if len(postpath) != 1:
+        return ""
+    return postpath[0].decode("latin-1")
+
+
+class FilesRoute(Route):
+    """`GET /files/{name}`: streamed by twisted.web's NoRangeStaticProducer.
+
+    The producer reads 64 KiB at a time on the reactor as the transport drains (the way
+    twisted.web.static.File serves a file): the files are ≤ 64 KiB and page-cached, so
+    that is one read of microseconds, and a bigger file would not block the reactor for
+    long either. `static.File` itself is not used: it resolves names, symlinks and types
+    by its own rules, where the contract's are `static.file_path`'s.
+    """
+
+    isLeaf = True
+
+    def __init__(self, state: ServerState, files_dir: str | None) -> None:
+        super().__init__(state)
+        self.files_dir = files_dir
+
+    def render_GET(self, request: Request) -> bytes | int:
+        self.state.requests += 1
+        found = static.file_path(self.files_dir, _one_segment(request))
+        if found is None:
+            return _not_found(request)
+        try:
+            file = open(found.path, "rb")  # noqa: SIM115 - the producer closes it
+        except OSError:  # removed since file_path looked
+            return _not_found(request)
+        request.setHeader(b"content-type", found.content_type.encode())
+        request.setHeader(b"content-length", b"%d" % os.fstat(file.fileno()).st_size)
+        if request.method == b"HEAD":
+            file.close()
+            return b""
+        NoRangeStaticProducer(request, file).start()
+        return NOT_DONE_YET
+
+
+class GridFSRoute(Route):
+    """`GET /gridfs/{name}`: read by `_id` on the GridFS reader's thread pool."""
+
+    isLeaf = True
+
+    def __init__(self, state: ServerState, gridfs: GridFSReader) -> None:
+        super().__init__(state)
+        self.gridfs = gridfs
+
+    def render_GET(self, request: Request) -> bytes | int:
+        self.state.requests += 1
+        name = _one_segment(request)
+        if not static.valid_name(name):  # refused without touching the database
+            return _not_found(request)
+        self.gridfs.read(name).addCallbacks(
+            _gridfs_file, _backend_failed, callbackArgs=(request,), errbackArgs=(request,)
+        )
+        return NOT_DONE_YET
+
+
+def _gridfs_file(found: GridFSFile | None, request: Request) -> None:
+    if found is None:
+        _reply(request, 404, contract.NOT_FOUND_BODY, _NOT_FOUND_LENGTH)
+    else:
+        length = b"%d" % len(found.data)
+        _reply(request, 200, found.data, length, found.content_type.encode())
+
+
+class MemcachedRoute(Route):
+    """`GET /mc/{key}`: the value through the pool of memcached connections."""
+
+    isLeaf = True
+
+    def __init__(self, state: ServerState, pool: MemcachedPool) -> None:
+        super().__init__(state)
+        self.pool = pool
+
+    def render_GET(self, request: Request) -> bytes | int:
+        self.state.requests += 1
+        key = b"/".join(request.postpath)  # memcached keys may hold a slash
+        if not memcache.valid_key(key):
+            return _not_found(request)
+        self.pool.get(key).addCallbacks(
+            _mc_value, _backend_failed, callbackArgs=(request,), errbackArgs=(request,)
+        )
+        return NOT_DONE_YET
+
+
+def _mc_value(value: bytes | None, request: Request) -> None:
+    if value is None:
+        _reply(request, 404, contract.NOT_FOUND_BODY, _NOT_FOUND_LENGTH)
+    else:
+        _reply(request, 200, value, b"%d" % len(value), _MC_CONTENT_TYPE)
+
+
+def _backend_failed(failure: Failure, request: Request) -> None:
+    if failure.check(BackendUnavailable):
+        _reply(
+            request,
+            contract.UNAVAILABLE_STATUS,
+            _BACKEND_UNAVAILABLE_BODY,
+            _BACKEND_UNAVAILABLE_LENGTH,
+        )
+    elif not request._disconnected:  # a bug: logged and answered 500 by twisted.web
+        request.processingFailed(failure)
 
 
 class WebSocketRoute(Route):
@@ -320,16 +462,29 @@ def _refuse_compression(offers: list[Any]) -> None:
 
 # -- process --------------------------------------------------------------------------------
 def make_site(
-    state: ServerState, sink: TwistedSink, reactor: Any
+    options: ServerOptions,
+    state: ServerState,
+    sink: TwistedSink,
+    gridfs: GridFSReader,
+    pool: MemcachedPool,
+    reactor: Any,
 ) -> tuple[ContractSite, MessageFactory]:
     """The contract's routes; twisted.web answers unknown paths 404."""
     websockets = MessageFactory(state, sink, reactor)
     root = Resource()
     root.putChild(b"", TextRoute(state))
-    root.putChild(contract.ROUTE_COUNTER.lstrip("/").encode(), CounterRoute(state))
-    root.putChild(contract.ROUTE_LOG.lstrip("/").encode(), LogRoute(state, sink))
-    root.putChild(contract.ROUTE_WEBSOCKET.lstrip("/").encode(), WebSocketRoute(state, websockets))
+    root.putChild(_segment(contract.ROUTE_COUNTER), CounterRoute(state))
+    root.putChild(_segment(contract.ROUTE_LOG), LogRoute(state, sink))
+    root.putChild(_segment(contract.ROUTE_FILES_PREFIX), FilesRoute(state, options.files_dir))
+    root.putChild(_segment(contract.ROUTE_GRIDFS_PREFIX), GridFSRoute(state, gridfs))
+    root.putChild(_segment(contract.ROUTE_MEMCACHED_PREFIX), MemcachedRoute(state, pool))
+    root.putChild(_segment(contract.ROUTE_WEBSOCKET), WebSocketRoute(state, websockets))
     return ContractSite(root, state), websockets
+
+
+def _segment(route: str) -> bytes:
+    """A route's first path segment: `/files/` → b"files"."""
+    return route.strip("/").encode()
 
 
 def _log_warnings_to_stderr() -> None:
@@ -341,8 +496,14 @@ def _log_warnings_to_stderr() -> None:
     globalLogBeginner.beginLoggingTo([observer], redirectStandardIO=False)
 
 
-def serve(options: ServerOptions, listener: socket.socket, state: ServerState) -> None:
-    """Serve on `listener` until SIGTERM; then stop accepting, close, flush, return."""
+def serve(
+    options: ServerOptions,
+    listener: socket.socket,
+    state: ServerState,
+    mc_listener: socket.socket | None = None,
+) -> None:
+    """Serve on `listener` (and the socket service on `mc_listener`, when given) until
+    SIGTERM; then stop accepting, close, flush, return."""
     from twisted.internet import epollreactor
 
     epollreactor.install()
@@ -350,10 +511,14 @@ def serve(options: ServerOptions, listener: socket.socket, state: ServerState) -
 
     _log_warnings_to_stderr()
     sink = open_twisted_sink(options, state, reactor)
-    site, websockets = make_site(state, sink, reactor)
-    listener.setblocking(False)  # Twisted accepts in a loop until EAGAIN
-    port = reactor.adoptStreamPort(listener.fileno(), listener.family, site)
-    listener.close()  # the reactor holds its own duplicate of the descriptor
+    gridfs = GridFSReader(mongo_url(options), state, reactor)
+    pool = MemcachedPool(memcache.memcached_address(options.memcached), state, reactor)
+    site, websockets = make_site(options, state, sink, gridfs, pool, reactor)
+    ports = [_adopt(reactor, listener, site)]
+    proxy: ProxyFactory | None = None
+    if mc_listener is not None:
+        proxy = ProxyFactory(state, pool)
+        ports.append(_adopt(reactor, mc_listener, proxy))
 
     def tick() -> None:
         state.tick()
@@ -367,12 +532,21 @@ def serve(options: ServerOptions, listener: socket.socket, state: ServerState) -
         tick()
         report()  # the first line says the port is listening
 
+    def drain() -> None:
+        site.drain()
+        if proxy is not None:
+            proxy.drain()
+
+    def close_backends(_: object) -> Deferred:
+        pool.close()
+        return gatherResults([sink.close(), gridfs.close()], consumeErrors=True)
+
     def shut_down() -> Deferred:
         """Runs on SIGTERM/SIGINT (reactor.stop), before the reactor drops connections."""
-        stopped = maybeDeferred(port.stopListening)
+        stopped = gatherResults([maybeDeferred(port.stopListening) for port in ports])
         for protocol in list(websockets.open_protocols):
             protocol.going_away()
-        site.drain()
+        drain()
         drained: Deferred = Deferred()
         deadline_s = reactor.seconds() + contract.SHUTDOWN_GRACE_S / 2
 
@@ -380,15 +554,16 @@ def serve(options: ServerOptions, listener: socket.socket, state: ServerState) -
             if state.open <= 0 or reactor.seconds() >= deadline_s:
                 drained.callback(None)
             else:
-                site.drain()
+                drain()
                 reactor.callLater(_DRAIN_POLL_S, poll)
 
         poll()
         # Whatever is still open after the deadline, the reactor closes next; the sink
-        # writes what it was given, closes its file or client and stops its pool, within
-        # CLOSE_TIMEOUT_S (2 s): 2.5 s + 2 s stays inside the contract's 5 s.
+        # writes what it was given, closes its file or client and stops its pool, and the
+        # GridFS reader closes its client, within CLOSE_TIMEOUT_S (2 s): 2.5 s + 2 s stays
+        # inside the contract's 5 s.
         done = gatherResults([stopped, drained])
-        return done.addBoth(lambda _: sink.close())
+        return done.addBoth(close_backends)
 
     def stop() -> None:
         with contextlib.suppress(ReactorNotRunning):  # a second signal while shutting down
@@ -405,3 +580,11 @@ def serve(options: ServerOptions, listener: socket.socket, state: ServerState) -
     reactor.addSystemEventTrigger("before", "shutdown", shut_down)
     reactor.run(installSignalHandlers=False)
     state.emit_telemetry()
+
+
+def _adopt(reactor: Any, listener: socket.socket, factory: Any) -> Any:
+    """Accept on a socket `__main__` opened (TCP_NODELAY set there, inherited on accept)."""
+    listener.setblocking(False)  # Twisted accepts in a loop until EAGAIN
+    port = reactor.adoptStreamPort(listener.fileno(), listener.family, factory)
+    listener.close()  # the reactor holds its own duplicate of the descriptor
+    return port

@@ -62,7 +62,8 @@ def _daemon_thread(*args: Any, **kwargs: Any) -> threading.Thread:
     return threading.Thread(*args, daemon=True, **kwargs)
 
 
-def _start_pool(threads_: int, name: str) -> ThreadPool:
+def start_pool(threads_: int, name: str) -> ThreadPool:
+    """A started pool of up to `threads_` daemon threads (the sinks' and GridFS reads')."""
     pool = ThreadPool(minthreads=1, maxthreads=threads_, name=name)
     pool.threadFactory = _daemon_thread  # type: ignore[assignment]
     pool.start()
@@ -93,7 +94,7 @@ class TwistedFileSink:
         self._state = state
         self._reactor = reactor
         self._batch = FileBatch(path)
-        self._pool = _start_pool(1, "file-sink")
+        self._pool = start_pool(1, "file-sink")
         self._waiters: list[Deferred[None]] = []
         self._flush_call: Any = None  # IDelayedCall of the next flush
         self._writing: Deferred[None] | None = None  # the write in flight
@@ -226,7 +227,7 @@ class TwistedMongoSink:
         self._collection = self._client[MONGO_DATABASE].get_collection(
             MONGO_COLLECTION, write_concern=WriteConcern(w=w)
         )
-        self._pool = _start_pool(MONGO_THREADS, "mongo-sink")
+        self._pool = start_pool(MONGO_THREADS, "mongo-sink")
         self._unreachable = False  # the last insert could not reach the database
         self._in_flight = 0
         self._on_idle: list[Deferred[None]] = []  # fired when no insert is in flight
