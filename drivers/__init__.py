@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from drivers.ab import AbDriver
 from drivers.httperf import HttperfDriver
+from drivers.mcload import McLoadDriver
 from drivers.siege import SiegeDriver
 from drivers.wrk import WrkDriver
 
@@ -20,6 +21,7 @@ DRIVER_RAMPS: dict[str, tuple[str, ...]] = {
     "httperf": HttperfDriver.ramp_kinds,
     "ab": AbDriver.ramp_kinds,
     "siege": SiegeDriver.ramp_kinds,
+    "mcload": McLoadDriver.ramp_kinds,  # the memcached socket service (seed 001)
     "agent": ("connections",),  # drivers.agent: long-lived processes across the whole ramp
 }
 
@@ -40,4 +42,6 @@ def make_driver(
         return AbDriver(requests_per_step=requests_per_step)
     if name == "siege":
         return SiegeDriver()
+    if name == "mcload":
+        return McLoadDriver(processes=agent_cpu_count)
     raise ValueError(f"unknown driver {name!r}: choose from {', '.join(DRIVER_RAMPS)}")

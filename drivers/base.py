@@ -10,6 +10,7 @@ Error kinds are common to every driver so that charts and tables compare like wi
 - read, write: socket errors while reading or sending
 - status:    a reply that was not 2xx
 - length:    a reply whose length differed from the first (ab), when lengths must agree
+- wrong:     a 2xx reply whose body was not the expected one (checked scenarios, seed 001)
 - other:     anything else the tool reports
 - driver_*:  the load generator's own limits (httperf's fd-unavail, addrunavail, ftab-full):
              not the server's fault, kept out of `total` and flagged `driver_capped`.
@@ -32,7 +33,9 @@ from harness.ramps import RampStep
 from harness.scenarios import Scenario
 
 LATENCY_KEYS = ("avg", "p50", "p90", "p99", "max")
-SERVER_ERROR_KINDS = ("connect", "timeout", "reset", "read", "write", "status", "length", "other")
+SERVER_ERROR_KINDS = (
+    "connect", "timeout", "reset", "read", "write", "status", "length", "wrong", "other",
+)  # fmt: skip
 
 
 class DriverOutputError(ValueError):
@@ -113,10 +116,17 @@ class Target:
     port: int
     scenario: Scenario
     timeout_s: float = 5.0
+    paths: tuple[str, ...] = ()  # random-path scenarios: each request picks one of these
+    expected_body: bytes | None = None  # checked scenarios: every reply must carry this
 
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}{self.scenario.path}"
+
+    def urls(self) -> list[str]:
+        """Every URL the step may ask for (the scenario's one, or one per random path)."""
+        paths = self.paths or (self.scenario.path,)
+        return [f"http://{self.host}:{self.port}{path}" for path in paths]
 
 
 class Driver(Protocol):

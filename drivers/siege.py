@@ -70,6 +70,11 @@ class SiegeDriver:
         rc_file.write_text(SIEGERC.format(limit=max(users, 255), timeout=round(target.timeout_s)))
         url = target.url
         scenario = target.scenario
+        url_file: list[str] = []
+        if target.paths:  # seed 004: random URLs from the list (internet mode, -i)
+            urls_path = workdir / "urls.txt"
+            urls_path.write_text("\n".join(target.urls()) + "\n")
+            url_file = ["-i", f"--file={urls_path}"]
         if scenario.method == "POST":
             url = f"{url} POST {(scenario.body or b'').decode()}"
         command = [
@@ -82,6 +87,8 @@ class SiegeDriver:
         ]
         if scenario.content_type:
             command.append(f"--content-type={scenario.content_type}")
+        if url_file:
+            return [[*command, *url_file]]
         return [[*command, url]]
 
     def parse(self, text: str, target: Target) -> DriverResult:

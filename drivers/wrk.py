@@ -1,4 +1,9 @@
-"""wrk: closed-loop concurrency steps, with a Lua `done()` report parsed as JSON."""
+"""wrk: closed-loop concurrency steps, with a Lua `done()` report parsed as JSON.
+
+Random-path scenarios (seed 004's URL list) pick each request's path with `request()`;
+checked scenarios (seed 001) compare every 2xx body in `response()` and count the others
+as `wrong` — wrk then parses bodies, which costs it some speed, so the load CPU is watched.
+"""
 
 from __future__ import annotations
 
@@ -10,16 +15,26 @@ from harness.ramps import RampStep
 
 REPORT_PREFIX = "WRK_JSON "
 
-# wrk calls done() once at the end; latency is in microseconds.
+# wrk calls done() once at the end; latency is in microseconds. `wrong` is summed over
+# the threads' own counters (each thread runs its own Lua state; setup() keeps them).
 DONE_FUNCTION = r"""
+local threads = {}
+setup = function(thread)
+  thread:set("thread_index", #threads + 1)
+  table.insert(threads, thread)
+end
 done = function(summary, latency, requests)
   local e = summary.errors
+  local wrong = 0
+  for _, thread in ipairs(threads) do
+    wrong = wrong + (thread:get("wrong") or 0)
+  end
   io.write(string.format(
-    'WRK_JSON {"requests":%d,"duration_us":%d,"bytes":%d,' ..
+    'WRK_JSON {"requests":%d,"duration_us":%d,"bytes":%d,"wrong":%d,' ..
     '"errors":{"connect":%d,"read":%d,"write":%d,"status":%d,"timeout":%d},' ..
     '"latency_us":{"min":%d,"mean":%.3f,"max":%d,"stdev":%.3f,' ..
     '"p50":%d,"p90":%d,"p99":%d,"p999":%d}}\n',
-    summary.requests, summary.duration, summary.bytes,
+    summary.requests, summary.duration, summary.bytes, wrong,
     e.connect, e.read, e.write, e.status, e.timeout,
     latency.min, latency.mean, latency.max, latency.stdev,
     latency:percentile(50), latency:percentile(90), latency:percentile(99),
@@ -28,14 +43,43 @@ end
 """
 
 
+RANDOM_PATHS = r"""
+init = function(args)
+  math.randomseed(1000 + (thread_index or 0))
+end
+request = function()
+  return wrk.format(nil, paths[math.random(#paths)])
+end
+"""
+CHECK_BODY = r"""
+wrong = 0
+response = function(status, headers, body)
+  if status >= 200 and status < 300 and body ~= expected then
+    wrong = wrong + 1
+  end
+end
+"""
+
+
+def lua_string(data: bytes) -> str:
+    """`data` as a Lua string literal (every byte escaped: any value is safe)."""
+    return '"' + "".join(f"\\{byte}" for byte in data) + '"'
+
+
 def lua_script(target: Target) -> str:
-    """The request the scenario asks for, and the done() report."""
+    """The request the scenario asks for, random paths, body checks, and the done() report."""
     scenario = target.scenario
     lines = [f'wrk.method = "{scenario.method}"']
     if scenario.body is not None:
         lines.append(f"wrk.body = {json.dumps(scenario.body.decode())}")
     if scenario.content_type:
         lines.append(f'wrk.headers["Content-Type"] = "{scenario.content_type}"')
+    if target.paths:
+        lines.append("paths = {" + ",".join(json.dumps(p) for p in target.paths) + "}")
+        lines.append(RANDOM_PATHS)
+    if target.expected_body is not None:
+        lines.append(f"expected = {lua_string(target.expected_body)}")
+        lines.append(CHECK_BODY)
     return "\n".join(lines) + "\n" + DONE_FUNCTION
 
 
@@ -43,15 +87,17 @@ def parse_wrk(text: str) -> DriverResult:
     """Parse wrk's output with our done() report line; DriverOutputError when there is none.
 
     wrk counts non-2xx replies among its requests and as `status` errors; a timed-out
-    request is not a reply. Good replies are requests minus status errors.
+    request is not a reply. Good replies are requests minus status errors and minus
+    `wrong` bodies (checked scenarios).
     """
     for line in text.splitlines():
         if line.startswith(REPORT_PREFIX):
             report = json.loads(line[len(REPORT_PREFIX) :])
             latency_us = report["latency_us"]
             errors = dict(report["errors"])
+            errors["wrong"] = int(report.get("wrong", 0))
             duration_s = report["duration_us"] / 1e6
-            replies = report["requests"] - errors["status"]
+            replies = report["requests"] - errors["status"] - errors["wrong"]
             return DriverResult(
                 replies=replies,
                 duration_s=duration_s,
@@ -63,7 +109,13 @@ def parse_wrk(text: str) -> DriverResult:
                     "p99": latency_us["p99"] / 1000.0,
                     "max": latency_us["max"] / 1000.0,
                 },
-                extra={"bytes_read": report["bytes"], "requests": report["requests"]},
+                extra={
+                    "bytes_read": report["bytes"],
+                    "requests": report["requests"],
+                    "megabytes_per_s": round(report["bytes"] / duration_s / 1e6, 3)
+                    if duration_s
+                    else 0.0,
+                },
             )
     first_line = text.strip().splitlines()[0] if text.strip() else "(no output)"
     raise DriverOutputError(f"wrk output has no {REPORT_PREFIX.strip()} report line: {first_line}")
@@ -94,7 +146,7 @@ class WrkDriver:
                 f"--timeout={target.timeout_s:g}s",
                 "-s",
                 str(script),
-                target.url,
+                target.urls()[0],
             ]
         ]
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from harness.backends import MC_KEY
 from harness.errors import UserError
 from servers import contract
 
@@ -29,6 +30,26 @@ class Scenario:
     websocket: bool = False
     payload: str | None = None  # drivers.agent.payloads name; None: idle connections
     message_interval_s: tuple[float, float] = (3.0, 6.0)  # uniform(3, 6) s (seed 000)
+    # What the server needs beside its sink (harness.backends starts it): "files" (the file
+    # set on disk), "gridfs" (the set in GridFS), "memcached" (seed 001's 100-byte value).
+    backend: str | None = None
+    random_paths: bool = False  # each request asks for a random file of the set (seed 004)
+    check_body: bool = False  # every reply is compared with the expected value (seed 001)
+    protocol: str = "http"  # "memcached": the --mc-proxy-port socket service
+
+    @property
+    def route(self) -> str:
+        """The contract route it exercises: a server must serve it to run the scenario."""
+        if self.protocol == "memcached":
+            return contract.ROUTE_MEMCACHED_PREFIX
+        for prefix in (
+            contract.ROUTE_FILES_PREFIX,
+            contract.ROUTE_GRIDFS_PREFIX,
+            contract.ROUTE_MEMCACHED_PREFIX,
+        ):
+            if self.path.startswith(prefix):
+                return prefix
+        return self.path
 
 
 SCENARIOS: dict[str, Scenario] = {
@@ -50,6 +71,43 @@ SCENARIOS: dict[str, Scenario] = {
             body=b'{"event": "click", "user": 12345, "page": "/index.html"}',
             content_type="application/json",
             stores_records=True,
+        ),
+        Scenario(
+            "files",
+            "GET /files/{random name} — the image-like file set from disk (seed 004 test 3)",
+            "GET",
+            contract.ROUTE_FILES_PREFIX,
+            body_length_varies=True,
+            backend="files",
+            random_paths=True,
+        ),
+        Scenario(
+            "gridfs",
+            "GET /gridfs/{random name} — the same files from MongoDB GridFS (seed 004 test 4)",
+            "GET",
+            contract.ROUTE_GRIDFS_PREFIX,
+            body_length_varies=True,
+            backend="gridfs",
+            random_paths=True,
+        ),
+        Scenario(
+            "memcache-http",
+            "GET /mc/seed001 — a 100-byte memcached value through the pool, every answer "
+            "checked (seed 001)",
+            "GET",
+            contract.ROUTE_MEMCACHED_PREFIX + MC_KEY,
+            backend="memcached",
+            check_body=True,
+        ),
+        Scenario(
+            "memcache-socket",
+            "get seed001 on the --mc-proxy-port socket service over long-lived connections, "
+            "every answer checked (seed 001)",
+            "GET",
+            MC_KEY,  # the memcached key: this scenario speaks the memcached protocol
+            backend="memcached",
+            check_body=True,
+            protocol="memcached",
         ),
         Scenario(
             "ws-idle",

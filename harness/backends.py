@@ -1,0 +1,133 @@
+"""What a scenario needs beside its sink, started once per run and always stopped.
+
+- `files`: the seeded image-like file set on disk (`harness.fileset`), served from
+  `--files-dir`;
+- `gridfs`: the same set loaded into GridFS (FerretDB started here unless a MongoDB URL is
+  given, or the mongo sink's own database when the case has one);
+- `memcached`: memcached started here holding seed 001's 100-byte value under `MC_KEY`,
+  and the servers' `--mc-proxy-port` socket service turned on.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.errors import UserError
+from harness.fileset import (
+    DEFAULT_FILE_COUNT,
+    DEFAULT_SEED,
+    FileSet,
+    Progress,
+    ensure_fileset,
+    load_gridfs,
+)
+from harness.services import FerretDB, Memcached
+from servers import contract
+
+if TYPE_CHECKING:
+    from harness.scenarios import Scenario
+
+MC_KEY = "seed001"
+MC_VALUE = bytes(range(33, 33 + contract.MC_VALUE_BYTES))  # 100 printable bytes
+
+
+class Backends:
+    """The running backends of one scenario; a context manager that stops what it started."""
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        *,
+        mongo_url: str | None = None,
+        file_count: int = DEFAULT_FILE_COUNT,
+        seed: int = DEFAULT_SEED,
+        progress: Progress | None = None,
+    ) -> None:
+        self.scenario = scenario
+        self.kind = scenario.backend
+        self.fileset: FileSet | None = None
+        self.mongo_url: str | None = None
+        self.memcached: Memcached | None = None
+        self._ferretdb: FerretDB | None = None
+        self._tempdir: tempfile.TemporaryDirectory[str] | None = None
+        self.loaded_files = 0
+        try:
+            if self.kind in ("files", "gridfs"):
+                self.fileset = ensure_fileset(file_count, seed, progress=progress)
+            if self.kind == "gridfs":
+                assert self.fileset is not None
+                if mongo_url is None:
+                    self._tempdir = tempfile.TemporaryDirectory(prefix="harness-gridfs-")
+                    self._ferretdb = FerretDB(Path(self._tempdir.name))
+                    mongo_url = self._ferretdb.url
+                self.mongo_url = mongo_url
+                self.loaded_files = load_gridfs(mongo_url, self.fileset, progress=progress)
+            if self.kind == "memcached":
+                self.memcached = Memcached()
+                self.memcached.set(MC_KEY, MC_VALUE)
+        except BaseException:
+            self.close()
+            raise
+        if self.kind not in (None, "files", "gridfs", "memcached"):
+            raise UserError(f"scenario {scenario.name} needs an unknown backend {self.kind}")
+
+    def server_args(self, sink_args: list[str]) -> list[str]:
+        """Arguments a server needs for these backends (beside the sink's `sink_args`)."""
+        args: list[str] = []
+        if self.fileset is not None:
+            args += ["--files-dir", str(self.fileset.directory)]
+        if self.mongo_url is not None and "--mongo-url" not in sink_args:
+            args += ["--mongo-url", self.mongo_url]
+        if self.memcached is not None:
+            args += ["--memcached", self.memcached.address, "--mc-proxy-port", "0"]
+        return args
+
+    def paths(self) -> tuple[str, ...]:
+        """The URL paths a random-path scenario picks from (seed 004's URL list)."""
+        if self.fileset is None or not self.scenario.random_paths:
+            return ()
+        return tuple(self.scenario.path + name for name in self.fileset.names)
+
+    @property
+    def expected_body(self) -> bytes | None:
+        """Every reply's body when the scenario checks them."""
+        return MC_VALUE if self.kind == "memcached" and self.scenario.check_body else None
+
+    def describe(self) -> dict[str, Any]:
+        """What a result records about the backends."""
+        described: dict[str, Any] = {"kind": self.kind}
+        if self.fileset is not None:
+            described["fileset"] = self.fileset.describe()
+        if self.mongo_url is not None:
+            described["gridfs"] = {
+                "url": self.mongo_url,
+                "server": "FerretDB (started by the harness)" if self._ferretdb else "given",
+                "layout": "servers.gridfs_layout (read by _id)",
+            }
+        if self.memcached is not None:
+            described["memcached"] = {
+                "address": self.memcached.address,
+                "key": MC_KEY,
+                "value_bytes": len(MC_VALUE),
+                "pool_per_process": contract.MC_POOL_SIZE,
+            }
+        return described
+
+    def close(self) -> None:
+        if self.memcached is not None:
+            self.memcached.stop()
+            self.memcached = None
+        if self._ferretdb is not None:
+            self._ferretdb.stop()
+            self._ferretdb = None
+        if self._tempdir is not None:
+            self._tempdir.cleanup()
+            self._tempdir = None
+
+    def __enter__(self) -> Backends:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

@@ -1,0 +1,184 @@
+"""The deterministic image-like file set of seed 004 (tests 3–4), on disk and in GridFS.
+
+`ensure_fileset(count, seed)` writes `count` files named `img-00000.jpg` … with sizes drawn
+log-uniformly between `MIN_FILE_BYTES` and `MAX_FILE_BYTES` and a real JPEG/PNG/GIF
+signature, all from `random.Random(seed)`: the same seed gives the same bytes on every
+machine. A finished set is reused (its manifest records what made it). `load_gridfs` puts
+the same files into GridFS (database `harness`, bucket `fs`) under the same names.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import random
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.errors import UserError
+from harness.services import cache_dir
+from servers import contract, gridfs_layout, static
+
+DEFAULT_FILE_COUNT = 10_000
+DEFAULT_SEED = 4  # seed 004
+MIN_FILE_BYTES = 1024
+MAX_FILE_BYTES = 64 * 1024
+FORMAT_VERSION = 1
+MANIFEST_NAME = "manifest.json"
+# (extension, signature at the start, trailer at the end, share of the set)
+IMAGE_KINDS = (
+    (".jpg", b"\xff\xd8\xff\xe0\x00\x10JFIF\x00", b"\xff\xd9", 0.7),
+    (".png", b"\x89PNG\r\n\x1a\n", b"IEND\xaeB`\x82", 0.2),
+    (".gif", b"GIF89a", b"\x3b", 0.1),
+)
+
+Progress = Callable[[int, int], None]  # (done, total)
+
+
+@dataclass(frozen=True)
+class FileSet:
+    """A generated file set: its directory and its files (name, size, sha256)."""
+
+    directory: Path
+    seed: int
+    files: tuple[tuple[str, int, str], ...]
+
+    @property
+    def names(self) -> list[str]:
+        return [name for name, _, _ in self.files]
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(size for _, size, _ in self.files)
+
+    def sizes(self) -> dict[str, int]:
+        return {name: size for name, size, _ in self.files}
+
+    def describe(self) -> dict[str, Any]:
+        """What a result records about the file set."""
+        sizes = sorted(size for _, size, _ in self.files)
+        return {
+            "directory": str(self.directory),
+            "seed": self.seed,
+            "count": len(sizes),
+            "total_bytes": sum(sizes),
+            "median_bytes": sizes[len(sizes) // 2] if sizes else 0,
+            "min_bytes": sizes[0] if sizes else 0,
+            "max_bytes": sizes[-1] if sizes else 0,
+        }
+
+
+def file_bytes(rng: random.Random, index: int) -> tuple[str, bytes]:
+    """The name and content of file `index`, drawn from `rng` (call in index order)."""
+    pick = rng.random()
+    kind = IMAGE_KINDS[-1]
+    for candidate in IMAGE_KINDS:
+        if pick < candidate[3]:
+            kind = candidate
+            break
+        pick -= candidate[3]
+    extension, signature, trailer, _ = kind
+    log_size = rng.uniform(math.log(MIN_FILE_BYTES), math.log(MAX_FILE_BYTES))
+    size = int(math.exp(log_size))
+    body = rng.randbytes(size - len(signature) - len(trailer))
+    return f"img-{index:05d}{extension}", signature + body + trailer
+
+
+def default_directory(count: int, seed: int) -> Path:
+    return cache_dir() / f"files-{count}-seed{seed}"
+
+
+def ensure_fileset(
+    count: int = DEFAULT_FILE_COUNT,
+    seed: int = DEFAULT_SEED,
+    directory: Path | None = None,
+    progress: Progress | None = None,
+) -> FileSet:
+    """The file set in `directory` (default: the user's cache), generated when missing."""
+    if count < 1:
+        raise UserError(f"a file set needs at least one file, not {count}")
+    directory = directory or default_directory(count, seed)
+    manifest = directory / MANIFEST_NAME
+    try:
+        known = json.loads(manifest.read_text())
+        if (known["version"], known["seed"], len(known["files"])) == (FORMAT_VERSION, seed, count):
+            return FileSet(directory, seed, tuple(tuple(f) for f in known["files"]))
+    except (OSError, ValueError, KeyError):
+        pass
+    partial = directory.with_name(directory.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    rng = random.Random(seed)
+    files = []
+    for index in range(count):
+        name, content = file_bytes(rng, index)
+        (partial / name).write_bytes(content)
+        files.append((name, len(content), hashlib.sha256(content).hexdigest()))
+        if progress and (index % 100 == 99 or index == count - 1):
+            progress(index + 1, count)
+    (partial / MANIFEST_NAME).write_text(
+        json.dumps({"version": FORMAT_VERSION, "seed": seed, "files": files})
+    )
+    shutil.rmtree(directory, ignore_errors=True)
+    partial.rename(directory)  # a set is either whole or absent
+    return FileSet(directory, seed, tuple(tuple(f) for f in files))
+
+
+GRIDFS_MARKER = "harness_fileset"  # a document naming the loaded set, beside the bucket
+GRIDFS_BATCH_FILES = 200
+
+
+def load_gridfs(mongo_url: str, fileset: FileSet, progress: Progress | None = None) -> int:
+    """Put the file set into GridFS under the same names; skipped when already loaded.
+
+    The layout (ids chosen so FerretDB reads by `_id`) is `servers.gridfs_layout`'s.
+    Returns how many files were uploaded (0 when the set was there already).
+    """
+    import datetime
+
+    from bson.binary import Binary
+    from pymongo import ASCENDING, MongoClient
+
+    client: Any = MongoClient(mongo_url, serverSelectionTimeoutMS=5000)
+    try:
+        database = client[contract.GRIDFS_DATABASE]
+        marker = {"seed": fileset.seed, "count": len(fileset.files), "version": FORMAT_VERSION}
+        try:
+            loaded = database[GRIDFS_MARKER].find_one({"_id": "fileset"}, {"_id": 0})
+        except Exception as error:
+            raise UserError(f"MongoDB at {mongo_url} is not reachable: {error}") from None
+        if loaded == marker:
+            return 0
+        for name in (GRIDFS_MARKER, gridfs_layout.FILES_COLLECTION,
+                     gridfs_layout.CHUNKS_COLLECTION):  # fmt: skip
+            database[name].drop()
+        files = database[gridfs_layout.FILES_COLLECTION]
+        chunks = database[gridfs_layout.CHUNKS_COLLECTION]
+        files.create_index([("filename", ASCENDING), ("uploadDate", ASCENDING)])
+        chunks.create_index([("files_id", ASCENDING), ("n", ASCENDING)], unique=True)
+        now = datetime.datetime.now(datetime.UTC)
+        names = fileset.names
+        for start in range(0, len(names), GRIDFS_BATCH_FILES):
+            file_docs, chunk_docs = [], []
+            for name in names[start : start + GRIDFS_BATCH_FILES]:
+                data = (fileset.directory / name).read_bytes()
+                size = gridfs_layout.CHUNK_BYTES
+                for n, chunk in enumerate(gridfs_layout.chunk_ids(name, len(data), size)):
+                    piece = Binary(data[n * size : (n + 1) * size])
+                    chunk_docs.append({"_id": chunk, "files_id": name, "n": n, "data": piece})
+                file_docs.append({
+                    "_id": name, "length": len(data), "chunkSize": size, "uploadDate": now,
+                    "filename": name, "metadata": {"contentType": static.content_type(name)},
+                })  # fmt: skip
+            chunks.insert_many(chunk_docs, ordered=False)
+            files.insert_many(file_docs, ordered=False)
+            if progress:
+                progress(min(start + GRIDFS_BATCH_FILES, len(names)), len(names))
+        database[GRIDFS_MARKER].insert_one({"_id": "fileset", **marker})
+        return len(names)
+    finally:
+        client.close()
