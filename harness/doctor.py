@@ -35,6 +35,7 @@ TOOLS: dict[str, Tool] = {
         Tool("nginx", "nginx", ("-v",)),
         Tool("memcached", "memcached", ("-V",)),
         Tool("taskset", "util-linux", ("--version",)),
+        Tool("ruby", "ruby-eventmachine", ("-v",)),  # the EventMachine baseline
     )
 }
 _SEARCH_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
@@ -129,12 +130,38 @@ def install_missing(names: list[str] | None = None) -> list[str]:
     )
 
     installed = _install_packages(names)
+    if install_node_modules():
+        installed.append("servers/node/node_modules")
     if not ferretdb_binary().is_file():
         build_ferretdb()
         installed.append("ferretdb")
     if known_w0_probe() is None:
         probe_unacknowledged_writes()
     return installed
+
+
+def install_node_modules() -> bool:
+    """`npm ci` the Node baselines' packages (servers/node/package-lock.json) when
+    servers/node/node_modules is missing; returns whether it installed them."""
+    from servers import NODE_DIR
+
+    if (NODE_DIR / "node_modules").is_dir():
+        return False
+    missing = [program for program in ("node", "npm") if shutil.which(program) is None]
+    if missing:
+        raise UserError(
+            f"{' and '.join(missing)} not found: install Node.js 20 with npm for the node baselines"
+        )
+    result = subprocess.run(
+        ["npm", "ci", "--no-audit", "--no-fund"],
+        cwd=NODE_DIR,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+    )
+    if result.returncode != 0:
+        raise UserError(f"npm ci in {NODE_DIR} failed: {result.stderr.strip()[-300:]}")
+    return True
 
 
 def _install_packages(names: list[str] | None) -> list[str]:
