@@ -233,7 +233,7 @@ def peak_figure(series: Sequence[Series], context: str = "") -> Figure:
         "peak (replies/s, error-free)",
         categorical=True,
     )
-    labels, peaks, colours, hatches = [], [], [], []
+    labels, peaks, colours, hatches, texts = [], [], [], [], []
     for one in series:
         if one.case.status != "ok" or one.case.summary.get("peak") is None:
             continue
@@ -241,8 +241,11 @@ def peak_figure(series: Sequence[Series], context: str = "") -> Figure:
         peaks.append(float(one.case.summary["peak"]))
         colours.append(colour_for(one.framework))
         hatches.append("//" if one.case.summary.get("role") == "baseline" else "")
+        ratio = one.case.summary.get("ratio_to_nginx")
+        # seed 002: the ratio to nginx measured in the same run is the figure that travels
+        texts.append(f"{peaks[-1]:,.0f}" + (f"\n{ratio:.2f}× nginx" if ratio is not None else ""))
     bars = axes.bar(labels, peaks, color=colours, hatch=hatches, edgecolor="black", gid="peaks")
-    axes.bar_label(bars, labels=[f"{p:,.0f}" for p in peaks], padding=2, fontsize=9)
+    axes.bar_label(bars, labels=texts, padding=2, fontsize=9)
     if len(labels) > 5:
         axes.tick_params(axis="x", labelrotation=30)
     axes.set_ylim(0, max(peaks, default=1) * 1.15)

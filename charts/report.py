@@ -62,13 +62,16 @@ def _summary_rows(run: Run) -> list[list[str]]:
     for case in run.cases:
         s = case.summary
         rss = s.get("rss_max_bytes")
+        ratio = s.get("ratio_to_nginx")
         rows.append(
             [
-                escape(case.framework),
+                escape(case.framework) + (" (baseline)" if s.get("role") == "baseline" else ""),
                 escape(case.affinity.get("mode") or ""),
                 escape(case.process_model),
                 f'<span class="{case.status}">{case.status}</span>',
                 _number(s.get("peak")),
+                f"{ratio:.2f}×" if ratio is not None else "–",
+                _number(s.get("megabytes_per_s_at_peak"), "{:.1f}"),
                 _number(s.get("peak_offered"), "{:g}"),
                 _number(s.get("p99_at_peak_ms"), "{:.2f}"),
                 _number(s.get("server_cpu_at_peak_pct")),
@@ -125,6 +128,8 @@ def render_html(runs: Sequence[Run], images: dict[str, Path]) -> str:
                     "process model",
                     "status",
                     "peak req/s",
+                    "vs nginx",
+                    "MB/s at peak",
                     "at",
                     "p99 at peak (ms)",
                     "server CPU %",
@@ -134,7 +139,7 @@ def render_html(runs: Sequence[Run], images: dict[str, Path]) -> str:
                     "reason",
                 ],
                 _summary_rows(run),
-                numeric={4, 5, 6, 7, 8, 9},
+                numeric={4, 5, 6, 7, 8, 9, 10, 11},
             )
         )
     parts.append("<h2>Figures</h2>")

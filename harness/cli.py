@@ -5,6 +5,7 @@ A user's mistake raises UserError, caught once in `main()`: one line, exit statu
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -14,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.errors import UserError
-from servers import FRAMEWORKS
+from servers import FRAMEWORKS, contract
 from servers.contract import SINKS
 
 app = typer.Typer(
@@ -30,26 +31,43 @@ console = Console(width=None if sys.stdout.isatty() else 160)
 @app.command("list")
 def list_frameworks(
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    scenarios: bool = typer.Option(False, "--scenarios", help="List the scenarios instead."),
 ) -> None:
-    """Frameworks, whether they are installed here, their versions and event loops."""
+    """Frameworks and baselines: installed here or not, versions, loops, routes served."""
+    if scenarios:
+        from harness.scenarios import SCENARIOS
+
+        table = Table("scenario", "description")
+        for scenario in SCENARIOS.values():
+            table.add_row(scenario.name, scenario.description)
+        console.print(table)
+        return
     rows = [
         {
             "framework": name,
+            "role": framework.role,
             "available": framework.available(),
             "missing": framework.missing(),
             "versions": framework.versions(),
             "loops": list(framework.usable_loops()),
+            "routes": list(framework.routes),
+            "sinks": list(framework.sinks),
         }
         for name, framework in FRAMEWORKS.items()
     ]
     if as_json:
         print(json.dumps(rows, indent=2))
         return
-    table = Table("framework", "available", "versions", "loops")
+    table = Table("framework", "role", "available", "versions", "loops", "routes")
     for row in rows:
-        available = "yes" if row["available"] else f"no (pip install {' '.join(row['missing'])})"
+        available = "yes" if row["available"] else f"no (missing {', '.join(row['missing'])})"
         versions = ", ".join(f"{k} {v}" for k, v in row["versions"].items())
-        table.add_row(row["framework"], available, versions, ", ".join(row["loops"]))
+        routes = (
+            "all" if len(row["routes"]) == len(contract.ALL_ROUTES) else " ".join(row["routes"])
+        )
+        table.add_row(
+            row["framework"], row["role"], available, versions, ", ".join(row["loops"]), routes
+        )
     console.print(table)
 
 
@@ -118,19 +136,34 @@ def verify(
     sinks: str = typer.Option("empty", help="Comma-separated sinks to verify with."),
     server_cpus: str = typer.Option(None, help="Pin each server to these CPUs (e.g. 0)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    backends: bool = typer.Option(
+        True, help="Also check /files, /gridfs, /mc and the memcached socket service."
+    ),
+    mongo_url: str = typer.Option(None, help="A real MongoDB (default: FerretDB started here)."),
 ) -> None:
-    """Start each server and check every route, WebSocket rule and latency; exit 1 on failure."""
+    """Start each server and check every route it serves, WebSocket rules, latency and
+    the sinks asked for; routes a baseline does not serve are `not supported`. Exit 1 on
+    a failure."""
     from harness.frameworks import select_frameworks
-    from harness.verify import verify_framework
+    from harness.verify import VerifyBackends, verify_framework
 
     names = select_frameworks(frameworks)
     sink_names = _parse_sinks(sinks)
     cpus = _check_cpus(server_cpus) if server_cpus else None
     results = []
-    for name in names:
-        for sink in sink_names:
-            with console.status(f"verifying {name} ({sink} sink)…", spinner="dots"):
-                results.append(verify_framework(name, sink, cpus=cpus))
+    with contextlib.ExitStack() as stack:
+        services = None
+        if backends:
+            with console.status("starting FerretDB and memcached for the backend checks…"):
+                services = stack.enter_context(VerifyBackends(mongo_url))
+        for name in names:
+            for sink in sink_names:
+                with console.status(f"verifying {name} ({sink} sink)…", spinner="dots"):
+                    results.append(
+                        verify_framework(
+                            name, sink, cpus=cpus, mongo_url=mongo_url, backends=services
+                        )
+                    )
     if as_json:
         print(json.dumps([r.to_dict() for r in results], indent=2))
     else:
@@ -144,11 +177,13 @@ def verify(
                 table.add_row(result.framework, result.sink, "start", "[red]FAIL[/]", result.error)
             for check in result.checks:
                 mark = "[green]ok[/]" if check.ok else "[red]FAIL[/]"
+                if not check.supported:
+                    mark = "[dim]not supported[/]"
                 table.add_row(result.framework, result.sink, check.name, mark, check.detail)
         console.print(table)
         passed = sum(r.ok for r in results if not r.skipped)
         skipped = sum(bool(r.skipped) for r in results)
-        console.print(f"{passed} of {len(results) - skipped} passed, {skipped} not offered yet")
+        console.print(f"{passed} of {len(results) - skipped} passed, {skipped} not offered")
     if not all(r.ok for r in results if not r.skipped):
         raise typer.Exit(1)
 
@@ -169,7 +204,10 @@ def bench(
     from harness.doctor import tool_path
     from harness.frameworks import select_frameworks
 
-    names = select_frameworks(frameworks)
+    # baselines have no minimal app: bench measures our server against the framework's own
+    names = [n for n in select_frameworks(frameworks) if FRAMEWORKS[n].role == "framework"]
+    if not names:
+        raise UserError("bench compares frameworks with their minimal apps; baselines have none")
     _check_cpus(server_cpus)
     _check_cpus(load_cpus)
     if tool_path("wrk") is None:
@@ -226,7 +264,7 @@ def _compare(
     connections: int | None,
     mode: str | None,
 ) -> None:
-    from harness.compare import build_plan, run_plan, summary_table
+    from harness.compare import build_plan, run_plan, summary_table, topology_table
     from harness.profile import parse_settings
 
     overrides = {
@@ -264,6 +302,9 @@ def _compare(
         print(f"harness: interrupted; finished cases kept in {plan.out_dir}", file=sys.stderr)
         raise SystemExit(130) from None
     console.print(summary_table(run))
+    topologies = topology_table(run)
+    if topologies is not None:
+        console.print(topologies)
     from charts.render import render
 
     with console.status("drawing charts and the report…"):
@@ -274,15 +315,23 @@ def _compare(
         raise typer.Exit(1)
 
 
-FRAMEWORKS_OPTION = typer.Option("all", help="all, or a comma-separated list of frameworks.")
+FRAMEWORKS_OPTION = typer.Option(
+    "all", help="all, baselines, or a comma-separated list of frameworks and baselines."
+)
 PROFILE_OPTION = typer.Option("quick", help="A shipped profile (harness/profiles/*.toml).")
-SCENARIO_OPTION = typer.Option(None, help="Override the profile's scenario (text, counter, log).")
+SCENARIO_OPTION = typer.Option(
+    None, help="Override the profile's scenario (see `harness list --scenarios`)."
+)
 SINK_OPTION = typer.Option(None, help="Override the sink (empty, file, mongo).")
-DRIVER_OPTION = typer.Option(None, help="Override the driver (wrk, httperf, ab, siege).")
+DRIVER_OPTION = typer.Option(None, help="Override the driver (wrk, httperf, ab, siege, mcload).")
 REPEAT_OPTION = typer.Option(None, help="Run every case N times, interleaved; medians kept.")
 DURATION_OPTION = typer.Option(None, "--duration", help="Seconds per step.")
 AFFINITY_OPTION = typer.Option(None, help="both, server, agent, none, or matrix (all four).")
-MODEL_OPTION = typer.Option(None, "--process-model", help="single or workers:N.")
+MODEL_OPTION = typer.Option(
+    None,
+    "--process-model",
+    help="single, workers:N, lb:N or lb:N/workers:M; a comma-separated list compares several.",
+)
 LOOP_OPTION = typer.Option(None, help="asyncio or uvloop, for aiohttp and tornado.")
 SET_OPTION = typer.Option([], "--set", help="Profile override key=value (ramp.stop=100).")
 SERVER_CPUS_OPTION = typer.Option(None, help="CPUs for the server (default: the first).")

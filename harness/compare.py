@@ -48,6 +48,12 @@ class RichReporter:
     def __exit__(self, *exc_info: object) -> None:
         self.progress.stop()
 
+    def preparing(self, *, what: str, done: int, total: int) -> None:
+        """Before the first case: generating the file set, loading GridFS."""
+        self.progress.update(
+            self.steps_task, description=f"preparing {what}", total=total, completed=done
+        )
+
     def case_started(self, *, label: str, steps: int) -> None:
         self.progress.reset(self.steps_task, total=steps, description=label, live="")
 
@@ -116,7 +122,13 @@ def build_plan(
 
 def run_plan(plan: Plan, console: Console) -> tuple[Run, float]:
     """Run with progress bars; returns the run and its wall time in seconds."""
-    cases_total = plan.profile.repeat * len(plan.profile.affinity_modes) * len(plan.frameworks)
+    profile = plan.profile
+    cases_total = (
+        profile.repeat
+        * len(profile.affinity_modes)
+        * len(profile.process_models)
+        * len(plan.frameworks)
+    )
     started = time.monotonic()
     with RichReporter(console, cases_total) as reporter:
         run = Runner(plan, reporter).run()
@@ -128,52 +140,82 @@ def _fmt(value: float | None, pattern: str = "{:,.0f}") -> str:
 
 
 def summary_table(run: Run) -> Table:
-    """framework, peak, p99 at peak, CPU, RSS, errors, flags — one row per case."""
+    """framework, peak, ratio to nginx, p99 at peak, CPU, RSS, errors, flags — per case.
+
+    A process-model column appears when the run compares several; MB/s when the scenario
+    moves files; `vs nginx` when nginx ran beside the others.
+    """
+    cases = run.cases
+    models = len({c.process_model for c in cases}) > 1
+    megabytes = any(c.summary.get("megabytes_per_s_at_peak") is not None for c in cases)
+    ratios = any("ratio_to_nginx" in c.summary for c in cases)
+    columns = ["framework", *(["process model"] if models else []), "affinity", "status", "peak"]
+    columns += ["vs nginx"] if ratios else []
+    columns += ["MB/s"] if megabytes else []
+    columns += ["at", "p99 at peak ms", "server CPU %", "RSS MB", "errors", "flags"]
     table = Table(title=f"run {run.run_id}")
-    for column in (
-        "framework",
-        "affinity",
-        "status",
-        "peak",
-        "at",
-        "p99 at peak ms",
-        "server CPU %",
-        "RSS MB",
-        "errors",
-        "flags",
-    ):
+    for column in columns:
         table.add_column(
-            column, justify="right" if column not in ("framework", "flags") else "left"
+            column, justify="left" if column in ("framework", "flags", "process model") else "right"
         )
-    for case in run.cases:
+    for case in cases:
         summary = case.summary
+        name = case.framework + (" (baseline)" if summary.get("role") == "baseline" else "")
+        cells = {
+            "framework": name,
+            "process model": case.process_model,
+            "affinity": case.affinity.get("mode") or "",
+            "status": case.status,
+        }
         if case.status != "ok":
-            table.add_row(
-                case.framework,
-                case.affinity.get("mode") or "",
-                case.status,
-                "",
-                "",
-                "",
-                "",
-                "",
-                "",
-                (case.error or "")[:60],
-            )
+            cells["flags"] = (case.error or "")[:60]
+        else:
+            rss = summary.get("rss_max_bytes")
+            unit = case.steps[0].unit if case.steps else ""
+            at = summary.get("peak_offered")
+            ratio = summary.get("ratio_to_nginx")
+            cells |= {
+                "peak": _fmt(summary.get("peak")) + f" {summary.get('peak_unit', '')}",
+                "vs nginx": f"{ratio:.2f}×" if ratio is not None else "–",
+                "MB/s": _fmt(summary.get("megabytes_per_s_at_peak"), "{:.1f}"),
+                "at": f"{at:g} {unit}" if at is not None else "–",
+                "p99 at peak ms": _fmt(summary.get("p99_at_peak_ms"), "{:.2f}"),
+                "server CPU %": _fmt(summary.get("server_cpu_at_peak_pct")),
+                "RSS MB": _fmt(rss / 1e6 if rss else None, "{:.1f}"),
+                "errors": str(summary.get("errors_total", 0)),
+                "flags": " ".join(summary.get("flags", [])),
+            }
+        table.add_row(*(cells.get(column, "") for column in columns))
+    return table
+
+
+def topology_table(run: Run) -> Table | None:
+    """Seed 003's table when a run compares process models: req/s, time per request,
+    percentiles, and real failures apart from ab's Length artefacts (None otherwise)."""
+    if len({c.process_model for c in run.cases}) < 2:
+        return None
+    table = Table(title="process models (seed 003)")
+    columns = ("framework", "process model", "req/s", "mean ms", "p50 ms", "p90 ms",
+               "p99 ms", "max ms", "failed", "length artefacts")  # fmt: skip
+    for column in columns:
+        table.add_column(column, justify="left" if column in columns[:2] else "right")
+    for case in run.cases:
+        best = max(case.steps, key=lambda s: s.achieved, default=None)
+        if case.status != "ok" or best is None:
+            table.add_row(case.framework, case.process_model, case.status, *[""] * 6,
+                          (case.error or "")[:40])  # fmt: skip
             continue
-        rss = summary.get("rss_max_bytes")
-        unit = case.steps[0].unit if case.steps else ""
-        at = summary.get("peak_offered")
+        latency = best.latency_ms
         table.add_row(
             case.framework,
-            case.affinity.get("mode") or "",
-            case.status,
-            _fmt(summary.get("peak")) + f" {summary.get('peak_unit', '')}",
-            f"{at:g} {unit}" if at is not None else "–",
-            _fmt(summary.get("p99_at_peak_ms"), "{:.2f}"),
-            _fmt(summary.get("server_cpu_at_peak_pct")),
-            _fmt(rss / 1e6 if rss else None, "{:.1f}"),
-            str(summary.get("errors_total", 0)),
-            " ".join(summary.get("flags", [])),
+            case.process_model,
+            _fmt(best.achieved),
+            _fmt(latency.get("avg"), "{:.1f}"),
+            _fmt(latency.get("p50"), "{:.1f}"),
+            _fmt(latency.get("p90"), "{:.1f}"),
+            _fmt(latency.get("p99"), "{:.1f}"),
+            _fmt(latency.get("max"), "{:.1f}"),
+            str(best.errors.get("total", 0)),
+            str(best.extra.get("length_mismatches", 0)),
         )
     return table

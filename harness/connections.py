@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from drivers.agent.plan import (
     agent_command,
@@ -31,7 +31,9 @@ from harness.monitor import Monitor, step_stats
 from harness.ramps import ConnectionRamp
 from harness.results import Step
 from harness.scenarios import Scenario
-from harness.server_process import ServerProcess
+
+if TYPE_CHECKING:
+    from harness.topology import Topology
 
 BREAK_TICK_MS = 1000.0
 BREAK_SECONDS = 5
@@ -113,7 +115,7 @@ def run_connection_ramp(
     *,
     ramp: ConnectionRamp,
     scenario: Scenario,
-    server: ServerProcess,
+    server: Topology,
     monitor: Monitor,
     agent_cpus: str | None,
     raw_dir: Path,
@@ -231,7 +233,7 @@ def _finish_step(
     start: _Second,
     end: _Second,
     monitor: Monitor,
-    server: ServerProcess,
+    server: Topology,
     baseline_rss_bytes: int | None,
 ) -> Step:
     """A held target as a Step: connections held, failures, messages, memory per connection."""

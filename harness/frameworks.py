@@ -7,21 +7,29 @@ from servers import FRAMEWORKS
 
 
 def select_frameworks(spec: str) -> list[str]:
-    """`all` (every framework installed here) or `a,b`; an unknown name lists the valid ones."""
-    if spec.strip() == "all":
-        available = [name for name, f in FRAMEWORKS.items() if f.available()]
+    """`all` (every framework and baseline installed here), `baselines` (nginx, Node.js,
+    EventMachine), or `a,b` (which may include `baselines`); an unknown name lists the
+    valid ones."""
+    if spec.strip() in ("all", "baselines"):
+        wanted = ("framework", "baseline") if spec.strip() == "all" else ("baseline",)
+        available = [name for name, f in FRAMEWORKS.items() if f.available() and f.role in wanted]
         if not available:
-            raise UserError("no framework is installed: pip install 'serverbench-harness[all]'")
+            raise UserError(f"nothing of {spec.strip()} is installed: harness doctor --install")
         return available
-    names = [name.strip() for name in spec.split(",") if name.strip()]
+    names: list[str] = []
+    for name in (part.strip() for part in spec.split(",")):
+        if name == "baselines":
+            names += [n for n, f in FRAMEWORKS.items() if f.role == "baseline" and f.available()]
+        elif name:
+            names.append(name)
     unknown = [name for name in names if name not in FRAMEWORKS]
     if unknown or not names:
         raise UserError(
             f"unknown framework {', '.join(unknown) or repr(spec)}: "
-            f"choose from all, {', '.join(FRAMEWORKS)}"
+            f"choose from all, baselines, {', '.join(FRAMEWORKS)}"
         )
     missing = [
-        f"{n} (pip install {' '.join(FRAMEWORKS[n].missing())})"
+        f"{n} (missing {', '.join(FRAMEWORKS[n].missing())})"
         for n in names
         if not FRAMEWORKS[n].available()
     ]

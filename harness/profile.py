@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import UserError
+from harness.fileset import DEFAULT_FILE_COUNT
 from harness.ramps import ConnectionRamp, Ramp, ramp_from_dict
 from harness.scenarios import SCENARIOS
+from harness.topology import ProcessModel, parse_process_models
 
 PROFILES_DIR = Path(__file__).parent / "profiles"
 DEFAULT_PROFILE = "quick"
@@ -40,6 +42,7 @@ class Profile:
     affinity: str = "both"
     process_model: str = "single"
     requests_per_step: int | None = None  # ab -n (a fixed request count instead of a time)
+    file_count: int = DEFAULT_FILE_COUNT  # the files/gridfs scenarios' file set (seed 004)
     loop: str | None = None
     mongo_w: int = 1  # write concern of the mongo sink (seed 000 used w: 0)
     # The ramp WebSocket scenarios use (with the agent) when the profile's own is HTTP.
@@ -56,7 +59,9 @@ class Profile:
             raise ValueError("warmup_s and cooldown_s must not be negative")
         if self.probe_interval_s <= 0 or self.timeout_s <= 0:
             raise ValueError("probe_interval_s and timeout_s must be positive")
-        workers_from_model(self.process_model)
+        parse_process_models(self.process_model)
+        if self.file_count < 1:
+            raise ValueError(f"file_count must be at least 1, not {self.file_count}")
         if self.mongo_w not in (0, 1):
             raise ValueError(f"mongo_w must be 0 or 1, not {self.mongo_w}")
 
@@ -71,15 +76,10 @@ class Profile:
             data["connection_ramp"] = dataclasses.asdict(self.connection_ramp)
         return data
 
-
-def workers_from_model(process_model: str) -> int:
-    """`single` → 1, `workers:N` → N; anything else is refused by name."""
-    if process_model == "single":
-        return 1
-    kind, _, count = process_model.partition(":")
-    if kind == "workers" and count.isdigit() and int(count) >= 1:
-        return int(count)
-    raise ValueError(f"process model {process_model!r} is not single or workers:N")
+    @property
+    def process_models(self) -> list[ProcessModel]:
+        """The process models compared (a comma-separated list; seed 003 compares four)."""
+        return parse_process_models(self.process_model)
 
 
 def profile_names() -> list[str]:
@@ -140,6 +140,8 @@ def load_profile(name: str, overrides: dict[str, Any] | None = None) -> Profile:
                 f"{scenario.name}: use --profile ws-ramp"
             )
         ramp, data["driver"] = connection_ramp, "agent"
+    if scenario is not None and scenario.protocol == "memcached" and ramp.kind == "concurrency":
+        data["driver"] = "mcload"  # the socket service speaks memcached, not HTTP
     try:
         return Profile(name=name, ramp=ramp, connection_ramp=connection_ramp, **data)  # type: ignore[arg-type]
     except (ValueError, TypeError) as error:

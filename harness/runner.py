@@ -25,18 +25,19 @@ from typing import Any, Protocol
 from drivers import make_driver
 from drivers.base import Driver, DriverOutputError, DriverResult, Target, run_step
 from harness import affinity as cpu_affinity
+from harness.backends import Backends
 from harness.connections import memory_per_connection, run_connection_ramp
 from harness.doctor import TOOLS, host_facts, tool_status
 from harness.errors import UserError
 from harness.monitor import Monitor, step_stats
 from harness.probe import Probe
-from harness.profile import Profile, workers_from_model
+from harness.profile import Profile
 from harness.ramps import ConnectionRamp, RampStep, RateRamp
 from harness.results import FLAG_MEANINGS, SCHEMA, Case, Run, Step, write_run
 from harness.scenarios import Scenario, get_scenario
-from harness.server_process import ServerProcess, start_server
 from harness.sink_store import SinkStore
-from harness.verify import HTTP_CHECKS, WEBSOCKET_CHECKS, run_checks
+from harness.topology import ProcessModel, Topology, start_topology
+from harness.verify import check_text_route, checks_for, run_checks
 from servers import FRAMEWORKS
 
 DRIVER_BOUND_CPU_FRACTION = 0.90
@@ -48,6 +49,7 @@ INTERRUPTED_STOP_S = 2.0
 class Reporter(Protocol):
     """What the runner tells whoever watches (the CLI's progress bars; nothing in tests)."""
 
+    def preparing(self, *, what: str, done: int, total: int) -> None: ...
     def case_started(self, *, label: str, steps: int) -> None: ...
     def step_started(self, *, index: int, offered: float, unit: str) -> None: ...
     def sample(self, *, row: dict[str, Any]) -> None: ...
@@ -56,6 +58,7 @@ class Reporter(Protocol):
 
 
 class SilentReporter:
+    def preparing(self, *, what: str, done: int, total: int) -> None: ...
     def case_started(self, *, label: str, steps: int) -> None: ...
     def step_started(self, *, index: int, offered: float, unit: str) -> None: ...
     def sample(self, *, row: dict[str, Any]) -> None: ...
@@ -182,6 +185,7 @@ def summarize(steps: tuple[Step, ...]) -> dict[str, Any]:
         "peak_unit": "req/s",
         "peak_offered": best.offered if best else None,
         "p99_at_peak_ms": best.latency_ms.get("p99") if best else None,
+        "megabytes_per_s_at_peak": best.extra.get("megabytes_per_s") if best else None,
         "avg_latency_at_peak_ms": best.latency_ms.get("avg") if best else None,
         "server_cpu_at_peak_pct": best.server_cpu_pct if best else None,
         "rss_max_bytes": max(rss) if rss else None,
@@ -222,6 +226,37 @@ def combine_repeats(cases: list[Case]) -> Case:
     first = ok[0]
     summary = {**summarize(tuple(steps)), "repeats": len(cases), "failed_repeats": failures}
     return dataclasses.replace(first, steps=tuple(steps), summary=summary)
+
+
+def with_baseline_ratios(cases: list[Case]) -> list[Case]:
+    """Each case's role, and its peak as a ratio to nginx's peak in the same run (seed 002:
+    on noisy machines the ratio to a baseline measured alongside is the figure that travels).
+
+    nginx is matched on scenario, sink, driver, affinity mode and process model, falling back
+    to nginx's case with the same scenario and mode under any process model.
+    """
+    nginx = [c for c in cases if c.framework == "nginx" and c.status == "ok"]
+
+    def nginx_peak(case: Case) -> float | None:
+        same = [
+            c
+            for c in nginx
+            if (c.scenario, c.sink, c.driver, c.affinity.get("mode"))
+            == (case.scenario, case.sink, case.driver, case.affinity.get("mode"))
+        ]
+        exact = [c for c in same if c.process_model == case.process_model]
+        chosen = (exact or same or [None])[0]
+        return chosen.summary.get("peak") if chosen is not None else None
+
+    result = []
+    for case in cases:
+        info = FRAMEWORKS.get(case.framework)
+        summary = {**case.summary, "role": info.role if info else "framework"}
+        peak, baseline = summary.get("peak"), nginx_peak(case)
+        if peak is not None and baseline and summary.get("peak_unit", "req/s") == "req/s":
+            summary["ratio_to_nginx"] = round(float(peak) / float(baseline), 3)
+        result.append(dataclasses.replace(case, summary=summary))
+    return result
 
 
 # -- nothing lost ------------------------------------------------------------------------------
@@ -276,7 +311,9 @@ class Runner:
     def __post_init__(self) -> None:
         profile = self.plan.profile
         self.scenario = get_scenario(profile.scenario)
-        self.workers = workers_from_model(profile.process_model)
+        self.models = profile.process_models
+        self._model = self.models[0]  # the process model of the case being run
+        self.backends: Backends | None = None
         self.calls_per_connection = (
             profile.ramp.calls_per_connection if isinstance(profile.ramp, RateRamp) else 1
         )
@@ -315,20 +352,47 @@ class Runner:
     def run(self) -> Run:
         """Every case (frameworks interleaved across repeats); run.json after each."""
         profile = self.plan.profile
-        by_key: dict[tuple[str, str], list[Case]] = {}
+        by_key: dict[tuple[str, str, str], list[Case]] = {}
         try:
-            for repeat in range(profile.repeat):
-                for mode in profile.affinity_modes:
-                    for framework in self.plan.frameworks:
-                        case = self.run_case(framework, mode, repeat)
-                        by_key.setdefault((framework, mode), []).append(case)
-                        self.cases = [combine_repeats(c) for c in by_key.values()]
-                        self.write(finished=None)
-                        self.reporter.case_finished(case=case)
+            with self._start_backends():
+                for repeat in range(profile.repeat):
+                    for mode in profile.affinity_modes:
+                        for model in self.models:
+                            for framework in self.plan.frameworks:
+                                case = self.run_case(framework, mode, repeat, model)
+                                key = (framework, mode, model.name)
+                                by_key.setdefault(key, []).append(case)
+                                self.cases = with_baseline_ratios(
+                                    [combine_repeats(c) for c in by_key.values()]
+                                )
+                                self.write(finished=None)
+                                self.reporter.case_finished(case=case)
         except KeyboardInterrupt:
             self.write(finished=_now_iso(), interrupted=True)
             raise
         return self.write(finished=_now_iso())
+
+    @contextlib.contextmanager
+    def _start_backends(self):  # type: ignore[no-untyped-def]
+        """The scenario's backends (file set, GridFS, memcached), once for the whole run."""
+        if self.scenario.backend is None:
+            yield None
+            return
+
+        def progress(done: int, total: int) -> None:
+            self.reporter.preparing(what=self.scenario.backend or "", done=done, total=total)
+
+        with Backends(
+            self.scenario,
+            mongo_url=self.plan.mongo_url,
+            file_count=self.plan.profile.file_count,
+            progress=progress,
+        ) as backends:
+            self.backends = backends
+            try:
+                yield backends
+            finally:
+                self.backends = None
 
     def write(self, finished: str | None, interrupted: bool = False) -> Run:
         config = {
@@ -355,21 +419,27 @@ class Runner:
 
     def _case(self, framework: str, mode: str, status: str, **fields: Any) -> Case:
         profile = self.plan.profile
+        model = fields.pop("model", None) or self._model
         return Case(
             framework=framework,
             scenario=profile.scenario,
             sink=profile.sink,
             driver=profile.driver,
-            process_model=profile.process_model,
+            process_model=model.name,
             affinity=fields.pop("affinity", {"mode": mode, "server": None, "agent": None}),
             status=status,
             **fields,  # type: ignore[arg-type]
         )
 
-    def run_case(self, framework: str, mode: str, repeat: int) -> Case:
+    def run_case(
+        self, framework: str, mode: str, repeat: int, model: ProcessModel | None = None
+    ) -> Case:
         """One framework through the whole ramp; never raises for the framework's faults."""
         profile = self.plan.profile
+        model = self._model = model or self.models[0]
         label = f"{framework} [{mode}]" + (f" #{repeat + 1}" if profile.repeat > 1 else "")
+        if len(self.models) > 1:
+            label += f" {model.name}"
         steps = list(profile.ramp)
         self.reporter.case_started(label=label, steps=len(steps))
         missing = FRAMEWORKS[framework].missing()
@@ -387,16 +457,26 @@ class Runner:
             f"_r{repeat + 1}" if profile.repeat > 1 else ""
         )
         case_dir = self.plan.out_dir / name
+        if not FRAMEWORKS[framework].serves(self.scenario.route):
+            return self._case(
+                framework,
+                mode,
+                "skipped",
+                affinity=affinity,
+                error=f"not supported: {framework} does not serve {self.scenario.route}",
+            )
         if profile.sink not in FRAMEWORKS[framework].sinks:
             return self._case(
                 framework,
                 mode,
                 "skipped",
                 affinity=affinity,
-                error=f"{framework} has no {profile.sink} sink yet",
+                error=f"not supported: {framework} has no {profile.sink} sink",
             )
+        # GridFS and the mongo sink share one database when both are asked for
+        mongo_url = self.plan.mongo_url or (self.backends.mongo_url if self.backends else None)
         try:
-            store = SinkStore(profile.sink, mongo_url=self.plan.mongo_url, mongo_w=profile.mongo_w)
+            store = SinkStore(profile.sink, mongo_url=mongo_url, mongo_w=profile.mongo_w)
         except UserError as error:
             return self._case(framework, mode, "failed", error=str(error), affinity=affinity)
         with store:
@@ -429,15 +509,17 @@ class Runner:
         ledger: Ledger,
     ) -> Case:
         profile = self.plan.profile
+        sink_args = store.server_args()
+        backend_args = self.backends.server_args(sink_args) if self.backends else []
         try:
-            server = start_server(
+            server = start_topology(
                 framework,
+                self._model,
                 sink=profile.sink,
-                workers=self.workers,
                 # a loop choice applies where the framework offers it (aiohttp, tornado)
                 loop=profile.loop if profile.loop in FRAMEWORKS[framework].loops else None,
-                cpus=server_cpus,
-                extra_args=store.server_args(),
+                server_cpus=server_cpus,
+                extra_args=[*sink_args, *backend_args],
             )
         except UserError as error:
             return self._case(framework, mode, "failed", error=str(error), affinity=affinity)
@@ -449,7 +531,12 @@ class Runner:
             affinity["server"] = cpu_affinity.cpus_allowed(server.pid)
             verify: dict[str, Any] = {}
             if self.plan.verify:
-                checks = run_checks(server.url, HTTP_CHECKS | WEBSOCKET_CHECKS)
+                # the contract on the (first) instance itself; behind a balancer, also that
+                # the balancer passes GET / through (per-instance counters and proxied
+                # WebSocket closes are not the contract's to judge through nginx)
+                checks = run_checks(server.instance_url, checks_for(framework))
+                if server.balancer is not None:
+                    checks += run_checks(server.url, {"balancer": check_text_route})
                 verify = {c.name: {"ok": c.ok, "detail": c.detail} for c in checks}
                 failed = [c.name for c in checks if not c.ok]
                 if failed:
@@ -462,7 +549,7 @@ class Runner:
                         verify=verify,
                         affinity=affinity,
                     )
-            monitor.start([server.pid])
+            monitor.start(server.pids)
             if isinstance(profile.ramp, ConnectionRamp):
                 return self._run_connection_case(
                     framework,
@@ -482,7 +569,14 @@ class Runner:
                 calls_per_connection=self.calls_per_connection,
                 requests_per_step=profile.requests_per_step,
             )
-            target = Target("127.0.0.1", server.port, self.scenario, self.timeout_s)
+            target = Target(
+                "127.0.0.1",
+                server.mc_port() if self.scenario.protocol == "memcached" else server.port,
+                self.scenario,
+                self.timeout_s,
+                paths=self.backends.paths() if self.backends else (),
+                expected_body=self.backends.expected_body if self.backends else None,
+            )
             raw_dir = case_dir / "raw"
 
             def note_agent(pids: list[int]) -> None:
@@ -528,6 +622,9 @@ class Runner:
                 if profile.cooldown_s:
                     time.sleep(profile.cooldown_s)
             summary = summarize(tuple(recorded))
+            summary["topology"] = server.describe()
+            if self.backends is not None:
+                summary["backends"] = self.backends.describe()
             return self._case(
                 framework,
                 mode,
@@ -553,7 +650,7 @@ class Runner:
         framework: str,
         mode: str,
         ramp: ConnectionRamp,
-        server: ServerProcess,
+        server: Topology,
         monitor: Monitor,
         agent_cpus: str | None,
         case_dir: Path,
@@ -572,7 +669,7 @@ class Runner:
             monitor=monitor,
             agent_cpus=agent_cpus,
             raw_dir=case_dir / "raw",
-            server_workers=self.workers,
+            server_workers=server.workers,
             baseline_rss_bytes=baseline_rss,
             on_step=lambda index, offered: self.reporter.step_started(
                 index=index, offered=offered, unit="conns"
@@ -601,7 +698,7 @@ class Runner:
             )
         if ramp.target > result.limits["server_sockets_max"]:
             summary["limit_note"] = (
-                f"{ramp.target} connections exceed what {self.workers} server process(es) may "
+                f"{ramp.target} connections exceed what {server.workers} server process(es) may "
                 f"open ({result.limits['server_sockets_max']}): use --process-model workers:N"
             )
         if result.server_exit is not None:
@@ -638,7 +735,7 @@ class Runner:
         agent_count: int,
         raw_dir: Path,
         monitor: Monitor,
-        server: ServerProcess,
+        server: Topology,
         note_agent: Callable[[list[int]], None],
     ) -> Step:
         self.reporter.step_started(

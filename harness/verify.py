@@ -10,9 +10,12 @@ from __future__ import annotations
 import email.utils
 import json
 import statistics
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
 
 import httpx
 from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
@@ -34,6 +37,7 @@ class Check:
     name: str
     ok: bool
     detail: str = ""
+    supported: bool = True  # False: the server does not serve this route (not a failure)
 
 
 @dataclass(frozen=True)
@@ -209,6 +213,36 @@ WEBSOCKET_CHECKS: dict[str, Callable[[str], str]] = {
 }
 
 
+# The route each check exercises: a server that does not serve it reports "not supported".
+CHECK_ROUTES: dict[str, str] = {
+    "text": contract.ROUTE_TEXT,
+    "counter": contract.ROUTE_COUNTER,
+    "log": contract.ROUTE_LOG,
+    "errors": contract.ROUTE_LOG,  # 404/405/400 rules are checked against the full contract
+    "sequential-latency": contract.ROUTE_TEXT,
+    **dict.fromkeys(WEBSOCKET_CHECKS, contract.ROUTE_WEBSOCKET),
+}
+
+
+def checks_for(framework: str) -> dict[str, Callable[[str], str]]:
+    """The HTTP and WebSocket checks of the routes `framework` serves."""
+    served = FRAMEWORKS[framework]
+    return {
+        name: check
+        for name, check in (HTTP_CHECKS | WEBSOCKET_CHECKS).items()
+        if served.serves(CHECK_ROUTES[name])
+    }
+
+
+def not_supported(framework: str) -> tuple[Check, ...]:
+    """The checks skipped because `framework` does not serve their route (a baseline)."""
+    return tuple(
+        Check(name, True, f"not supported ({CHECK_ROUTES[name]})", supported=False)
+        for name in HTTP_CHECKS | WEBSOCKET_CHECKS
+        if not FRAMEWORKS[framework].serves(CHECK_ROUTES[name])
+    )
+
+
 def run_checks(base_url: str, checks: dict[str, Callable[[str], str]]) -> tuple[Check, ...]:
     """Run every check against a server at `base_url`; a failing one never stops the rest."""
     results = []
@@ -245,27 +279,165 @@ def check_sink_record(base_url: str, store: SinkStore) -> str:
     return f"{after - before} record stored ({store.sink})"
 
 
+# -- backends: files, GridFS, memcached ---------------------------------------------------
+VERIFY_FILE_COUNT = 20
+
+
+class VerifyBackends:
+    """A small file set on disk and in GridFS, and memcached with seed 001's value: what
+    the `/files`, `/gridfs` and `/mc` checks need, started once for every server verified."""
+
+    def __init__(self, mongo_url: str | None = None) -> None:
+        from harness.backends import MC_KEY, MC_VALUE
+        from harness.fileset import ensure_fileset, load_gridfs
+        from harness.services import FerretDB, Memcached
+
+        self._tempdir = tempfile.TemporaryDirectory(prefix="harness-verify-")
+        root = Path(self._tempdir.name)
+        self._ferretdb: Any = None
+        self.memcached: Any = None
+        try:
+            self.fileset = ensure_fileset(VERIFY_FILE_COUNT, 4, root / "files")
+            if mongo_url is None:
+                self._ferretdb = FerretDB(root / "ferretdb")
+                mongo_url = self._ferretdb.url
+            self.mongo_url = mongo_url
+            load_gridfs(mongo_url, self.fileset)
+            self.memcached = Memcached()
+            self.memcached.set(MC_KEY, MC_VALUE)
+        except BaseException:
+            self.close()
+            raise
+
+    def server_args(self, sink_args: list[str]) -> list[str]:
+        args = ["--files-dir", str(self.fileset.directory)]
+        if "--mongo-url" not in sink_args:
+            args += ["--mongo-url", self.mongo_url]
+        return [*args, "--memcached", self.memcached.address, "--mc-proxy-port", "0"]
+
+    def checks(self, mc_port: int) -> dict[str, Callable[[str], str]]:
+        return {
+            "files": lambda url: check_file_route(url, self.fileset, contract.ROUTE_FILES_PREFIX),
+            "gridfs": lambda url: check_file_route(url, self.fileset, contract.ROUTE_GRIDFS_PREFIX),
+            "memcached": check_memcached_route,
+            "memcached-socket": lambda url: check_memcached_socket(mc_port),
+        }
+
+    def close(self) -> None:
+        if self.memcached is not None:
+            self.memcached.stop()
+        if self._ferretdb is not None:
+            self._ferretdb.stop()
+        self._tempdir.cleanup()
+
+    def __enter__(self) -> VerifyBackends:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+BACKEND_CHECK_ROUTES = {
+    "files": contract.ROUTE_FILES_PREFIX,
+    "gridfs": contract.ROUTE_GRIDFS_PREFIX,
+    "memcached": contract.ROUTE_MEMCACHED_PREFIX,
+    "memcached-socket": contract.ROUTE_MEMCACHED_PREFIX,
+}
+
+
+def check_file_route(base_url: str, fileset: Any, prefix: str) -> str:
+    """Three files of the set: exact bytes, Content-Type, Length; a traversal is 404."""
+    from servers import static
+
+    names = fileset.names[:3]
+    with httpx.Client(base_url=base_url, timeout=10) as client:
+        for name in names:
+            reply = client.get(prefix + name)
+            _expect(reply.status_code == 200, f"{prefix}{name} answered {reply.status_code}")
+            data = (fileset.directory / name).read_bytes()
+            _expect(reply.content == data, f"{prefix}{name}: body differs from the file")
+            kind = reply.headers.get("content-type", "").split(";")[0]
+            _expect(kind == static.content_type(name), f"{prefix}{name}: Content-Type {kind}")
+        escape = client.get(prefix + "..%2f..%2fetc%2fpasswd")
+        _expect(escape.status_code == 404, f"a traversal answered {escape.status_code}")
+        missing = client.get(prefix + "img-99999.jpg")
+        _expect(missing.status_code == 404, f"a missing file answered {missing.status_code}")
+    return f"{len(names)} files byte-exact, traversal and missing 404"
+
+
+def check_memcached_route(base_url: str) -> str:
+    from harness.backends import MC_KEY, MC_VALUE
+
+    with httpx.Client(base_url=base_url, timeout=10) as client:
+        hit = client.get(contract.ROUTE_MEMCACHED_PREFIX + MC_KEY)
+        _expect(hit.status_code == 200 and hit.content == MC_VALUE, f"hit: {hit.status_code}")
+        miss = client.get(contract.ROUTE_MEMCACHED_PREFIX + "verify-missing-key")
+        _expect(miss.status_code == 404, f"a miss answered {miss.status_code}")
+    return "hit returns the 100-byte value, miss 404"
+
+
+def check_memcached_socket(mc_port: int) -> str:
+    import socket
+
+    from harness.backends import MC_KEY, MC_VALUE
+    from servers import memcache
+
+    _expect(mc_port > 0, "no mc_port in the telemetry line")
+    with socket.create_connection(("127.0.0.1", mc_port), 5) as sock:
+        sock.sendall(memcache.get_request(MC_KEY.encode()))
+        buffer = b""
+        reply = None
+        while reply is None:
+            chunk = sock.recv(65536)
+            _expect(bool(chunk), "the socket service closed the connection")
+            buffer += chunk
+            reply = memcache.parse_get_reply(buffer)
+    _expect(reply[0] == MC_VALUE, f"get answered {buffer[:60]!r}")
+    return f"get {MC_KEY} on port {mc_port}"
+
+
 def verify_framework(
-    framework: str, sink: str = "empty", cpus: str | None = None, mongo_url: str | None = None
+    framework: str,
+    sink: str = "empty",
+    cpus: str | None = None,
+    mongo_url: str | None = None,
+    backends: VerifyBackends | None = None,
 ) -> Verification:
-    """Start `framework` with `sink`, run every check, stop it (exit status checked too)."""
+    """Start `framework` with `sink`, run every check of the routes it serves (with
+    `backends`: files, GridFS, memcached too), stop it (exit status checked too)."""
     if sink not in FRAMEWORKS[framework].sinks:
-        return Verification(framework, sink, skipped=f"{framework} has no {sink} sink yet")
+        return Verification(framework, sink, skipped=f"{framework} has no {sink} sink")
     try:
         store = SinkStore(sink, mongo_url=mongo_url)
     except UserError as error:
         return Verification(framework, sink, error=str(error))
+    served = FRAMEWORKS[framework]
     with store:
+        args = store.server_args()
+        if backends is not None:
+            if sink == "mongo":  # one --mongo-url: GridFS goes into the sink's database too
+                from harness.fileset import load_gridfs
+
+                load_gridfs(str(store.mongo_url), backends.fileset)
+            args += backends.server_args(args)
         try:
-            server = start_server(framework, sink=sink, cpus=cpus, extra_args=store.server_args())
+            server = start_server(framework, sink=sink, cpus=cpus, extra_args=args)
         except Exception as error:  # a server that cannot start is a failed verification
             return Verification(framework, sink, error=str(error))
         try:
-            checks = run_checks(server.url, HTTP_CHECKS | WEBSOCKET_CHECKS)
+            checks = run_checks(server.url, checks_for(framework)) + not_supported(framework)
             if sink != "empty":
                 checks += run_checks(
                     server.url, {"sink-record": lambda url: check_sink_record(url, store)}
                 )
+            if backends is not None:
+                mc_port = int(server.telemetry_lines()[0].get("mc_port") or 0)
+                for name, check in backends.checks(mc_port).items():
+                    if served.serves(BACKEND_CHECK_ROUTES[name]):
+                        checks += run_checks(server.url, {name: check})
+                    else:
+                        route = BACKEND_CHECK_ROUTES[name]
+                        checks += (Check(name, True, f"not supported ({route})", False),)
         finally:
             status = server.stop()
     stopped = Check("sigterm", status == 0, f"exit status {status}")

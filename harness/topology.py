@@ -1,0 +1,237 @@
+"""Process models (seed 003): how many server processes answer, and who spreads the load.
+
+- `single`: one server process;
+- `workers:N`: one server with its own `--workers N` (SO_REUSEPORT, or Node's cluster);
+- `lb:N`: N server instances on their own ports, each pinned to its own CPU set, behind a
+  harness-rendered nginx load balancer (`harness.loadbalancer`);
+- `lb:N/workers:M`: the same, each instance running M workers.
+
+`start_topology` returns a `Topology` that the runner uses exactly like one server process:
+one URL, every process to watch, all telemetry, one stop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from harness import affinity as cpu_affinity
+from harness.errors import UserError
+from harness.server_process import ServerProcess, start_server
+
+_MODEL = re.compile(r"single|workers:(\d+)|lb:(\d+)(?:/workers:(\d+))?")
+
+
+@dataclass(frozen=True)
+class ProcessModel:
+    """A parsed `--process-model`: instances behind a balancer, workers per instance."""
+
+    name: str
+    instances: int = 1
+    workers: int = 1
+    balanced: bool = False
+
+    @property
+    def processes(self) -> int:
+        return self.instances * self.workers
+
+
+def parse_process_model(text: str) -> ProcessModel:
+    """`single`, `workers:N`, `lb:N` or `lb:N/workers:M`; ValueError names a bad one."""
+    match = _MODEL.fullmatch(text.strip())
+    counts = [int(g) for g in match.groups() if g is not None] if match else []
+    if match is None or any(n < 1 for n in counts):
+        raise ValueError(f"process model {text!r} is not single, workers:N, lb:N or lb:N/workers:M")
+    workers, instances, instance_workers = match.groups()
+    if workers:
+        return ProcessModel(text, workers=int(workers))
+    if instances:
+        return ProcessModel(
+            text, instances=int(instances), workers=int(instance_workers or 1), balanced=True
+        )
+    return ProcessModel("single")
+
+
+def parse_process_models(text: str) -> list[ProcessModel]:
+    """A comma-separated list of process models (a profile may compare several)."""
+    models = [parse_process_model(part) for part in text.split(",") if part.strip()]
+    if not models:
+        raise ValueError("no process model given")
+    return models
+
+
+class _AnyExited:
+    """`poll()`/`returncode` over several processes: the first one that has exited."""
+
+    def __init__(self, servers: Sequence[ServerProcess]) -> None:
+        self._servers = servers
+
+    def poll(self) -> int | None:
+        for server in self._servers:
+            code = server.process.poll()
+            if code is not None:
+                return code
+        return None
+
+    @property
+    def returncode(self) -> int | None:
+        return self.poll()
+
+
+class Topology:
+    """Running server instances (and their balancer) seen as one server by the runner."""
+
+    def __init__(
+        self,
+        model: ProcessModel,
+        servers: list[ServerProcess],
+        balancer: Any = None,
+        instance_cpus: Sequence[str | None] = (),
+        balancer_cpus: str | None = None,
+    ) -> None:
+        self.model = model
+        self.servers = servers
+        self.balancer = balancer
+        self.instance_cpus = list(instance_cpus)
+        self.balancer_cpus = balancer_cpus
+        self.process = _AnyExited(servers)
+
+    @property
+    def pid(self) -> int:
+        return self.servers[0].pid
+
+    @property
+    def pids(self) -> list[int]:
+        """Every process to watch: instances (their workers are children) and the balancer."""
+        pids = [server.pid for server in self.servers]
+        if self.balancer is not None:
+            pids.append(self.balancer.pid)
+        return pids
+
+    @property
+    def port(self) -> int:
+        return self.balancer.port if self.balancer is not None else self.servers[0].port
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def instance_url(self) -> str:
+        """The first server instance itself, not the balancer in front of it."""
+        return self.servers[0].url
+
+    @property
+    def workers(self) -> int:
+        """Server processes answering (what the open-file limit multiplies by)."""
+        return self.model.processes
+
+    def telemetry_lines(self) -> list[dict[str, Any]]:
+        return [line for server in self.servers for line in server.telemetry_lines()]
+
+    def latest_telemetry(self) -> dict[int, dict[str, Any]]:
+        latest: dict[int, dict[str, Any]] = {}
+        for server in self.servers:
+            latest.update(server.latest_telemetry())
+        return latest
+
+    def mc_port(self) -> int:
+        """The memcached socket service's port (on the first instance; never balanced)."""
+        for line in self.servers[0].telemetry_lines():
+            if line.get("mc_port"):
+                return int(line["mc_port"])
+        raise UserError("the server reports no --mc-proxy-port in its telemetry")
+
+    def stderr_tail(self, limit_chars: int = 400) -> str:
+        return " | ".join(server.stderr_tail(limit_chars) for server in self.servers)
+
+    def describe(self) -> dict[str, Any]:
+        """What a result records: each instance's port and CPUs, the balancer's."""
+        described: dict[str, Any] = {
+            "model": self.model.name,
+            "instances": [
+                {"port": server.port, "cpus": cpus, "workers": self.model.workers}
+                for server, cpus in zip(self.servers, self.instance_cpus, strict=False)
+            ],
+        }
+        if self.balancer is not None:
+            described["balancer"] = {
+                "kind": "nginx",
+                "port": self.balancer.port,
+                "cpus": self.balancer_cpus,
+            }
+        return described
+
+    def stop(self, timeout_s: float | None = None) -> int:
+        """Stop the balancer first, then every instance; the worst exit status."""
+        if self.balancer is not None:
+            with contextlib.suppress(Exception):
+                self.balancer.stop()
+        statuses = [
+            server.stop() if timeout_s is None else server.stop(timeout_s)
+            for server in self.servers
+        ]
+        return max(statuses, key=lambda code: code != 0)
+
+    def __enter__(self) -> Topology:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+def instance_cpu_sets(server_cpus: str | None, instances: int) -> list[str | None]:
+    """Each instance's own CPU set: the server CPUs dealt out round robin (shared when
+    there are fewer CPUs than instances, as on a 2-core machine — recorded per case)."""
+    if server_cpus is None:
+        return [None] * instances
+    cpus = cpu_affinity.parse_cpu_list(server_cpus)
+    return [cpu_affinity.format_cpu_list([cpus[i % len(cpus)]]) for i in range(instances)]
+
+
+def start_topology(
+    framework: str,
+    model: ProcessModel,
+    *,
+    sink: str = "empty",
+    loop: str | None = None,
+    server_cpus: str | None = None,
+    extra_args: Sequence[str] = (),
+) -> Topology:
+    """Start the instances (and the balancer) of `model`; everything is stopped on failure."""
+    if not model.balanced:
+        server = start_server(
+            framework,
+            sink=sink,
+            workers=model.workers,
+            loop=loop,
+            cpus=server_cpus,
+            extra_args=extra_args,
+        )
+        return Topology(model, [server], instance_cpus=[server_cpus])
+    from harness.loadbalancer import LoadBalancer
+
+    cpu_sets = instance_cpu_sets(server_cpus, model.instances)
+    servers: list[ServerProcess] = []
+    try:
+        for cpus in cpu_sets:
+            servers.append(
+                start_server(
+                    framework,
+                    sink=sink,
+                    workers=model.workers,
+                    loop=loop,
+                    cpus=cpus,
+                    extra_args=extra_args,
+                )
+            )
+        balancer = LoadBalancer([server.port for server in servers], server_cpus)
+        balancer.__enter__()
+    except BaseException:
+        for server in servers:
+            server.stop()
+        raise
+    return Topology(model, servers, balancer, cpu_sets, server_cpus)
