@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from harness.backends import MC_KEY, MC_VALUE
+from harness.doctor import tool_path
+from harness.fileset import FileSet, ensure_fileset, load_gridfs
 from harness.server_process import ServerProcess, start_server
-from servers import FRAMEWORKS
+from harness.services import FerretDB, Memcached, ferretdb_binary
+from servers import FRAMEWORKS, full_contract_servers
+
+TEST_FILE_COUNT = 40
 
 
 def require_framework(name: str) -> None:
@@ -20,7 +28,16 @@ def require_framework(name: str) -> None:
         pytest.skip(f"{name} not installed: missing {', '.join(missing)}")
 
 
-@pytest.fixture(params=sorted(FRAMEWORKS), scope="module")
+def require_tool(name: str, how: str = "harness doctor --install") -> None:
+    """Skip without a system tool, except in CI where `.ci/run` installs every one."""
+    found = ferretdb_binary().is_file() if name == "ferretdb" else tool_path(name) is not None
+    if not found:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{name} is not installed in CI: {how}")
+        pytest.skip(f"{name} not installed: {how}")
+
+
+@pytest.fixture(params=full_contract_servers(), scope="module")
 def framework(request: pytest.FixtureRequest) -> str:
     require_framework(request.param)
     return request.param
@@ -33,3 +50,36 @@ def server(framework: str) -> Iterator[ServerProcess]:
     yield process
     status = process.stop()
     assert status == 0, f"{framework} exited {status}: {process.stderr_tail()}"
+
+
+# -- services shared by the whole session: started here, always stopped ------------------
+@pytest.fixture(scope="session")
+def fileset() -> Iterator[FileSet]:
+    """A small deterministic file set (the generator's own, seed 4) in a temporary dir."""
+    with tempfile.TemporaryDirectory(prefix="harness-files-") as directory:
+        yield ensure_fileset(TEST_FILE_COUNT, 4, Path(directory) / "files")
+
+
+@pytest.fixture(scope="session")
+def ferretdb() -> Iterator[FerretDB]:
+    require_tool("ferretdb")
+    with (
+        tempfile.TemporaryDirectory(prefix="harness-ferretdb-") as data,
+        FerretDB(Path(data)) as db,
+    ):
+        yield db
+
+
+@pytest.fixture(scope="session")
+def gridfs_url(ferretdb: FerretDB, fileset: FileSet) -> str:
+    """FerretDB's URL with the test file set loaded into GridFS."""
+    load_gridfs(ferretdb.url, fileset)
+    return ferretdb.url
+
+
+@pytest.fixture(scope="session")
+def memcached() -> Iterator[Memcached]:
+    require_tool("memcached")
+    with Memcached() as service:
+        service.set(MC_KEY, MC_VALUE)
+        yield service

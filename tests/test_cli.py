@@ -29,11 +29,15 @@ def test_list_names_every_framework_with_versions() -> None:
     rows = {row["framework"]: row for row in json.loads(result.stdout)}
     assert set(rows) == set(FRAMEWORKS)
     for name, row in rows.items():
+        framework = FRAMEWORKS[name]
+        assert row["role"] == framework.role
         if row["available"]:
-            assert FRAMEWORKS[name].distributions[0] in row["versions"]
+            what = framework.distributions[:1] or framework.programs[:1]
+            assert what[0] in row["versions"], row
         else:
             assert row["missing"]
     assert "asyncio" in rows["aiohttp"]["loops"]
+    assert rows["nginx"]["role"] == "baseline" and rows["nginx"]["routes"] == ["/", "/files/"]
 
 
 def test_list_table_is_printed() -> None:
@@ -46,7 +50,10 @@ def test_list_table_is_printed() -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["verify", "--frameworks", "nope"], "unknown framework nope: choose from all, gevent"),
+        (
+            ["verify", "--frameworks", "nope"],
+            "unknown framework nope: choose from all, baselines, gevent",
+        ),
         (["verify", "--frameworks", "aiohttp", "--sinks", "disk"], "unknown sink disk"),
         (
             ["verify", "--frameworks", "aiohttp", "--server-cpus", "4096"],

@@ -238,7 +238,7 @@ def test_ctrl_c_stops_everything_within_5_s_and_keeps_finished_cases(tmp_path: P
         (["--out", "/proc/harness-results"], "is not writable"),
         (["--set", "ramp.step"], "is not key=value"),
         (["--set", "ramp.step=-5"], "must be positive"),
-        (["--process-model", "cluster"], "is not single or workers:N"),
+        (["--process-model", "cluster"], "is not single, workers:N, lb:N or lb:N/workers:M"),
     ],
 )
 def test_compare_user_mistakes_get_one_line(args: list[str], message: str) -> None:
@@ -378,7 +378,7 @@ def test_a_framework_without_the_sink_is_skipped_with_the_reason(
     )
     [case] = Runner(plan).run().cases
     assert case.status == "skipped"
-    assert case.error == "aiohttp has no file sink yet"
+    assert case.error == "not supported: aiohttp has no file sink"
 
 
 def test_records_missing_from_the_sink_fail_the_case() -> None:

@@ -1,0 +1,248 @@
+"""The harness side of files, GridFS, memcached, baselines and process models.
+
+Pure parts (the file set, process-model names, the mcload report) are checked directly;
+everything else through `harness compare` against real servers, FerretDB and memcached.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from drivers.base import DriverOutputError, Target, run_step
+from drivers.mcload import McLoadDriver, parse_mcload
+from drivers.wrk import WrkDriver, lua_string
+from harness.backends import MC_KEY, MC_VALUE
+from harness.errors import UserError
+from harness.fileset import MAX_FILE_BYTES, MIN_FILE_BYTES, ensure_fileset, load_gridfs
+from harness.frameworks import select_frameworks
+from harness.ramps import RampStep
+from harness.results import read_run
+from harness.scenarios import SCENARIOS
+from harness.server_process import start_server
+from harness.services import Memcached
+from harness.topology import parse_process_model, parse_process_models
+from servers import FRAMEWORKS, baselines
+from tests.conftest import require_framework
+from tests.test_cli import harness
+from tests.test_runner import require_tools
+
+DATA = Path(__file__).parent / "data"
+
+
+# -- the file set ------------------------------------------------------------------------
+def test_fileset_is_deterministic_mixed_and_reused(tmp_path: Path) -> None:
+    first = ensure_fileset(60, 4, tmp_path / "a")
+    second = ensure_fileset(60, 4, tmp_path / "b")
+    other = ensure_fileset(60, 5, tmp_path / "c")
+    assert first.files == second.files  # same seed: same names, sizes and bytes
+    assert first.files != other.files
+    assert {Path(n).suffix for n in first.names} == {".jpg", ".png", ".gif"}
+    for name, size, digest in first.files:
+        data = (first.directory / name).read_bytes()
+        assert len(data) == size and hashlib.sha256(data).hexdigest() == digest
+        assert MIN_FILE_BYTES <= size <= MAX_FILE_BYTES
+    assert (first.directory / first.names[0]).read_bytes()[:2] in (b"\xff\xd8", b"\x89P", b"GI")
+    stamp = (first.directory / first.names[0]).stat().st_mtime_ns
+    again = ensure_fileset(60, 4, tmp_path / "a")
+    assert again.files == first.files
+    assert (first.directory / first.names[0]).stat().st_mtime_ns == stamp  # not rewritten
+
+
+def test_fileset_refuses_an_empty_set(tmp_path: Path) -> None:
+    with pytest.raises(UserError):
+        ensure_fileset(0, 4, tmp_path / "none")
+
+
+def test_gridfs_load_is_standard_gridfs_and_loaded_once(ferretdb, fileset) -> None:
+    import gridfs
+    from pymongo import MongoClient
+
+    load_gridfs(ferretdb.url, fileset)
+    assert load_gridfs(ferretdb.url, fileset) == 0  # already there: skipped
+    client = MongoClient(ferretdb.url, serverSelectionTimeoutMS=5000)
+    try:
+        bucket = gridfs.GridFSBucket(client.harness)
+        name = fileset.names[1]
+        # any GridFS reader opens the files by name (the servers read by _id, see layout)
+        assert (
+            bucket.open_download_stream_by_name(name).read()
+            == (fileset.directory / name).read_bytes()
+        )
+    finally:
+        client.close()
+
+
+# -- process models ----------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("text", "instances", "workers", "balanced"),
+    [
+        ("single", 1, 1, False),
+        ("workers:4", 1, 4, False),
+        ("lb:2", 2, 1, True),
+        ("lb:2/workers:2", 2, 2, True),
+    ],
+)
+def test_process_models_parse(text: str, instances: int, workers: int, balanced: bool) -> None:
+    model = parse_process_model(text)
+    assert (model.instances, model.workers, model.balanced) == (instances, workers, balanced)
+    assert model.processes == instances * workers
+
+
+@pytest.mark.parametrize("text", ["", "lb", "lb:0", "workers:x", "cluster", "lb:2/workers:0"])
+def test_bad_process_models_are_refused_by_name(text: str) -> None:
+    with pytest.raises(ValueError, match="process model"):
+        parse_process_models(text) if text else parse_process_model(text)
+
+
+def test_bad_process_model_is_one_line_on_the_command_line() -> None:
+    result = harness("compare", "--profile", "smoke", "--process-model", "lb:zero")
+    assert result.returncode == 1
+    assert result.stderr.strip().count("\n") == 0 and "lb:zero" in result.stderr
+
+
+# -- drivers -----------------------------------------------------------------------------
+def test_mcload_report_parses() -> None:
+    result = parse_mcload((DATA / "mcload.txt").read_text())
+    assert result.replies == 103616 and result.errors == {"wrong": 2, "reset": 1}
+    assert result.errors_total == 3
+    assert result.latency_ms["p99"] == pytest.approx(5.271)
+
+
+def test_mcload_without_report_is_an_output_error() -> None:
+    with pytest.raises(DriverOutputError, match="no report"):
+        parse_mcload("Traceback (most recent call last):\nOSError: boom\n")
+
+
+def test_lua_string_escapes_every_byte() -> None:
+    assert lua_string(b'a"\n\x00') == '"\\97\\34\\10\\0"'
+
+
+# -- selection ---------------------------------------------------------------------------
+def test_baselines_select_the_baselines_and_all_includes_them() -> None:
+    available = [n for n in baselines() if FRAMEWORKS[n].available()]
+    if not available:
+        pytest.skip("no baseline installed")
+    assert select_frameworks("baselines") == available
+    assert set(available) <= set(select_frameworks("all"))
+    assert select_frameworks("aiohttp,baselines") == ["aiohttp", *available]
+
+
+# -- compare runs against real backends -------------------------------------------------
+def compare(tmp_path: Path, *args: str, timeout_s: float = 600) -> dict:
+    result = harness(
+        "compare", "--profile", "smoke", "--out", str(tmp_path), *args, timeout_s=timeout_s
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    [run_dir] = list(tmp_path.iterdir())
+    return json.loads((run_dir / "run.json").read_text())
+
+
+def ok_cases(run: dict) -> list[dict]:
+    cases = run["cases"]
+    assert all(c["status"] == "ok" for c in cases), [(c["framework"], c["error"]) for c in cases]
+    return cases
+
+
+@pytest.mark.parametrize("scenario", ["files", "gridfs"])
+def test_file_scenarios_report_megabytes_per_second(tmp_path: Path, scenario: str) -> None:
+    require_framework("aiohttp")
+    require_tools("wrk")
+    run = compare(
+        tmp_path, "--frameworks", "aiohttp", "--scenario", scenario, "--set", "file_count=200"
+    )
+    [case] = ok_cases(run)
+    assert case["summary"]["megabytes_per_s_at_peak"] > 0
+    assert case["summary"]["backends"]["fileset"]["count"] == 200
+    assert all(step["errors"]["total"] == 0 for step in case["steps"])
+    assert all(step["replies"] > 0 for step in case["steps"])
+
+
+def test_file_scenario_with_siege_uses_random_urls(tmp_path: Path) -> None:
+    require_framework("gevent")
+    require_tools("siege")
+    run = compare(
+        tmp_path, "--frameworks", "gevent", "--scenario", "files", "--driver", "siege",
+        "--set", "file_count=100",
+    )  # fmt: skip
+    [case] = ok_cases(run)
+    assert case["summary"]["megabytes_per_s_at_peak"] > 0, case["steps"]
+    urls = list(tmp_path.glob("*/*/raw/urls.txt"))
+    assert urls and len(urls[0].read_text().split()) == 100
+
+
+@pytest.mark.parametrize("scenario", ["memcache-http", "memcache-socket"])
+def test_memcache_scenarios_check_every_answer(tmp_path: Path, scenario: str) -> None:
+    require_framework("twisted")
+    require_tools("wrk", "memcached")
+    run = compare(tmp_path, "--frameworks", "twisted", "--scenario", scenario)
+    [case] = ok_cases(run)
+    assert case["driver"] == ("mcload" if scenario == "memcache-socket" else "wrk")
+    for step in case["steps"]:
+        assert step["replies"] > 0 and step["errors"]["total"] == 0
+    assert case["summary"]["backends"]["memcached"]["value_bytes"] == 100
+
+
+def test_wrong_answers_are_errors(tmp_path: Path) -> None:
+    """memcached holding another value than the one checked: every answer is wrong."""
+    require_framework("aiohttp")
+    require_tools("wrk", "memcached")
+    with Memcached() as service:
+        service.set(MC_KEY, b"x" * len(MC_VALUE))
+        args = ["--memcached", service.address, "--mc-proxy-port", "0"]
+        with start_server("aiohttp", extra_args=args) as server:
+            step = RampStep(0, offered=10, unit="concurrency", duration_s=2)
+            http = Target("127.0.0.1", server.port, SCENARIOS["memcache-http"],
+                          expected_body=MC_VALUE)  # fmt: skip
+            result = run_step(WrkDriver(), step, http, None, tmp_path, "http")
+            assert result.errors["wrong"] > 100 and result.replies == 0
+            mc_port = server.telemetry_lines()[0]["mc_port"]
+            socket_target = Target("127.0.0.1", mc_port, SCENARIOS["memcache-socket"],
+                                   expected_body=MC_VALUE)  # fmt: skip
+            result = run_step(McLoadDriver(), step, socket_target, None, tmp_path, "socket")
+            assert result.errors["wrong"] > 100 and result.replies == 0
+
+
+def test_baselines_beside_a_framework_carry_ratios_to_nginx(tmp_path: Path) -> None:
+    require_framework("nginx")
+    require_framework("aiohttp")
+    require_tools("wrk")
+    run = compare(tmp_path, "--frameworks", "nginx,aiohttp")
+    cases = {c["framework"]: c for c in ok_cases(run)}
+    assert cases["nginx"]["summary"]["role"] == "baseline"
+    assert cases["aiohttp"]["summary"]["role"] == "framework"
+    assert cases["nginx"]["summary"]["ratio_to_nginx"] == 1.0
+    ratio = cases["aiohttp"]["summary"]["ratio_to_nginx"]
+    peaks = cases["aiohttp"]["summary"]["peak"] / cases["nginx"]["summary"]["peak"]
+    assert ratio == pytest.approx(peaks, abs=0.001)
+
+
+def test_unsupported_scenario_is_skipped_for_a_baseline(tmp_path: Path) -> None:
+    require_framework("nginx")
+    require_tools("wrk")
+    result = harness(
+        "compare", "--profile", "smoke", "--out", str(tmp_path), "--frameworks", "nginx",
+        "--scenario", "counter", timeout_s=120,
+    )  # fmt: skip
+    [run_dir] = list(tmp_path.iterdir())
+    [case] = read_run(run_dir).cases
+    assert case.status == "skipped" and "not supported" in (case.error or "")
+    assert result.returncode == 1  # nothing ran
+
+
+def test_smoke_compare_behind_a_load_balancer(tmp_path: Path) -> None:
+    require_framework("aiohttp")
+    require_tools("wrk", "nginx")
+    run = compare(tmp_path, "--frameworks", "aiohttp", "--process-model", "lb:2")
+    [case] = ok_cases(run)
+    assert case["process_model"] == "lb:2"
+    topology = case["summary"]["topology"]
+    assert len(topology["instances"]) == 2 and topology["balancer"]["kind"] == "nginx"
+    assert len({i["port"] for i in topology["instances"]}) == 2
+    if len(os.sched_getaffinity(0)) >= 2:
+        assert all(i["cpus"] is not None for i in topology["instances"])
+    assert all(step["replies"] > 0 and step["errors"]["total"] == 0 for step in case["steps"])

@@ -1,0 +1,472 @@
+"""The baselines as real processes: nginx, EventMachine, and the nginx load balancer (lb:N).
+
+nginx serves `/` and `/files/`; EventMachine serves `/` and `/counter`; the load balancer
+is checked in front of two real aiohttp instances. Loopback only, OS-chosen ports.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+
+from harness.fileset import FileSet
+from harness.loadbalancer import LoadBalancer
+from harness.server_process import ServerProcess, start_server
+from servers import contract, static
+from servers import nginx as nginx_config
+from tests.conftest import require_framework, require_tool
+from tests.test_contract import assert_still_serving, raw_exchange
+from tests.test_files_gridfs_memcached import SECRET, one_of_each_kind, status_of
+
+# The same escapes tests/test_files_gridfs_memcached.py tries on every full server.
+TRAVERSALS = [
+    "/files/../secret.txt",
+    "/files/..%2fsecret.txt",
+    "/files/%2e%2e%2fsecret.txt",
+    "/files/%2E%2E/secret.txt",
+    "/files/..%5csecret.txt",
+    "/files/link.txt",  # a symlink inside the directory pointing outside it
+    "/files/",
+    "/files/.",
+    "/files/%00secret.txt",
+]
+MALFORMED = [
+    b"GARBAGE\r\n\r\n",
+    b"GET / HTTP/1.1 extra words\r\n\r\n",
+    b"GET / HTTP/9.9x\r\nHost: x\r\n\r\n",
+    b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: nope\r\n\r\n",
+    b"GET / HTTP/1.1\r\nno colon header line\r\n\r\n",
+]
+
+
+def assert_text_reply(response: httpx.Response) -> None:
+    """The contract's `GET /`: exact body, text/plain, Content-Length, Date and Server."""
+    assert response.status_code == 200
+    assert response.content == contract.TEXT_BODY
+    assert response.headers["content-type"] == contract.TEXT_CONTENT_TYPE
+    assert int(response.headers["content-length"]) == len(contract.TEXT_BODY)
+    assert email.utils.parsedate_to_datetime(response.headers["date"]) is not None
+    assert response.headers["server"]
+
+
+def assert_telemetry_shape(line: dict, framework: str, loop: str, port: int) -> None:
+    assert tuple(line) == contract.TELEMETRY_FIELDS
+    assert line["framework"] == framework
+    assert line["loop"] == loop
+    assert line["port"] == port
+    assert line["rss_bytes"] > 0
+
+
+def read_replies(sock: socket.socket, count: int, timeout_s: float = 5.0) -> list[bytes]:
+    """Read `count` whole HTTP replies (Content-Length framed) from a raw socket."""
+    sock.settimeout(timeout_s)
+    data = b""
+    replies: list[bytes] = []
+    while len(replies) < count:
+        head_end = data.find(b"\r\n\r\n")
+        if head_end >= 0:
+            head = data[:head_end].decode("latin-1")
+            length = 0
+            for line in head.split("\r\n")[1:]:
+                name, _, value = line.partition(":")
+                if name.strip().lower() == "content-length":
+                    length = int(value)
+            end = head_end + 4 + length
+            if len(data) >= end:
+                replies.append(data[:end])
+                data = data[end:]
+                continue
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise AssertionError(f"closed after {len(replies)} of {count} replies")
+        data += chunk
+    return replies
+
+
+def status_code(reply: bytes) -> int:
+    return int(reply.split(b" ", 2)[1])
+
+
+def body_of(reply: bytes) -> bytes:
+    return reply.split(b"\r\n\r\n", 1)[1]
+
+
+def closed_by_peer(sock: socket.socket, timeout_s: float = 5.0) -> bool:
+    sock.settimeout(timeout_s)
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+def run_refusing(framework: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "servers", framework, "--port", "0", *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+
+def stop_in_time(server: ServerProcess) -> None:
+    """SIGTERM with a connection open: exit 0 within the contract's grace."""
+    with httpx.Client(base_url=server.url, timeout=5) as client:
+        assert client.get(contract.ROUTE_TEXT).status_code == 200
+        started = time.monotonic()
+        status = server.stop()
+    assert status == 0, server.stderr_tail()
+    assert time.monotonic() - started < contract.SHUTDOWN_GRACE_S
+
+
+# -- the nginx baseline ------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def nginx_server(fileset: FileSet) -> Iterator[ServerProcess]:
+    """nginx with --files-dir, a secret beside the directory and a symlink to it inside."""
+    require_framework("nginx")
+    secret = fileset.directory.parent / "secret.txt"
+    secret.write_bytes(SECRET)
+    link = fileset.directory / "link.txt"
+    if not link.is_symlink():
+        link.symlink_to(secret)
+    process = start_server("nginx", extra_args=["--files-dir", str(fileset.directory)])
+    yield process
+    status = process.stop()
+    assert status == 0, f"nginx exited {status}: {process.stderr_tail()}"
+
+
+def test_nginx_text_route(nginx_server: ServerProcess) -> None:
+    with httpx.Client(base_url=nginx_server.url, timeout=5) as client:
+        for _ in range(3):  # kept alive
+            assert_text_reply(client.get(contract.ROUTE_TEXT))
+
+
+def test_nginx_files_exact_bytes_and_type(nginx_server: ServerProcess, fileset: FileSet) -> None:
+    names = one_of_each_kind(fileset)
+    assert len(names) == 3
+    with httpx.Client(base_url=nginx_server.url, timeout=5) as client:
+        for name in names + fileset.names[:10]:
+            reply = client.get(contract.ROUTE_FILES_PREFIX + name)
+            assert reply.status_code == 200, name
+            assert reply.content == (fileset.directory / name).read_bytes()
+            assert int(reply.headers["content-length"]) == len(reply.content)
+            assert reply.headers["content-type"] == static.content_type(name)
+        assert client.get(contract.ROUTE_FILES_PREFIX + "img-99999.jpg").status_code == 404
+
+
+@pytest.mark.parametrize("target", TRAVERSALS)
+def test_nginx_files_never_escape_the_directory(nginx_server: ServerProcess, target: str) -> None:
+    assert status_of(nginx_server.port, target) == 404
+
+
+def test_nginx_files_absolute_paths_are_404(nginx_server: ServerProcess, fileset: FileSet) -> None:
+    absolute = str(fileset.directory.parent / "secret.txt")
+    assert status_of(nginx_server.port, "/files/" + absolute) == 404
+    assert status_of(nginx_server.port, "/files/" + absolute.replace("/", "%2f")) == 404
+    assert status_of(nginx_server.port, "/files/.hidden") == 404
+    # Climbing above the root: nginx refuses it while parsing (400), answered 404 here.
+    assert status_of(nginx_server.port, "/files/..%2f..%2f..%2fetc%2fpasswd") == 404
+    assert status_of(nginx_server.port, "/files/../../etc/passwd") == 404
+    assert_still_serving(nginx_server)
+
+
+@pytest.mark.parametrize("request_bytes", [*MALFORMED[:2], b"GET /x/../../y HTTP/1.1\r\n\r\n"])
+def test_nginx_malformed_request_is_400(nginx_server: ServerProcess, request_bytes: bytes) -> None:
+    reply = raw_exchange(nginx_server.port, request_bytes)
+    assert status_code(reply) == 400, reply[:200]
+    assert_still_serving(nginx_server)
+
+
+@pytest.mark.parametrize(
+    "target", ["/counter", "/log", "/ws", "/gridfs/img-00000.jpg", "/mc/seed001", "/files", "/x"]
+)
+def test_nginx_other_routes_are_404(nginx_server: ServerProcess, target: str) -> None:
+    assert status_of(nginx_server.port, target) == 404
+
+
+def test_nginx_telemetry_counts_connections_and_requests(nginx_server: ServerProcess) -> None:
+    latest = nginx_server.latest_telemetry()[nginx_server.pid]
+    assert_telemetry_shape(latest, "nginx", "epoll", nginx_server.port)
+    assert latest["pid"] == nginx_server.pid  # the wrapper, which the harness started
+    before = latest["requests"]
+    with httpx.Client(base_url=nginx_server.url, timeout=5) as client:
+        for _ in range(20):
+            client.get(contract.ROUTE_TEXT)
+        busy = nginx_server.wait_telemetry(
+            lambda r: r["requests"] >= before + 20 and r["open"] >= 1
+        )
+    assert busy is not None, nginx_server.telemetry_lines()[-3:]
+    assert busy["max_open"] >= 1
+    # Its own stub_status reads are not counted: an idle nginx stays where it was.
+    idle = nginx_server.wait_telemetry(lambda r: r["t"] > busy["t"] + 1.5, timeout_s=4)
+    assert idle is not None
+    assert idle["requests"] == busy["requests"]
+    assert idle["open"] == 0
+
+
+def test_nginx_without_files_dir_and_two_workers() -> None:
+    require_framework("nginx")
+    with start_server("nginx", workers=2) as server:
+        assert_text_reply(httpx.get(server.url + "/", timeout=5))
+        assert status_of(server.port, "/files/img-00000.jpg") == 404
+        lines = server.latest_telemetry()
+        assert sorted(line["worker"] for line in lines.values()) == [0, 1]
+        nginx_pids = {p.pid for p in psutil.Process(server.pid).children(recursive=True)}
+        assert set(lines) - {server.pid} <= nginx_pids  # worker 1's line: an nginx worker
+        stop_in_time(server)
+
+
+def test_nginx_sigterm_exits_0_and_leaves_nothing_behind() -> None:
+    require_framework("nginx")
+    server = start_server("nginx")
+    nginx_processes = psutil.Process(server.pid).children(recursive=True)
+    run_dirs = {
+        Path(p.cmdline()[p.cmdline().index("-p") + 1])
+        for p in nginx_processes
+        if "-p" in p.cmdline()
+    }
+    assert nginx_processes and len(run_dirs) == 1
+    stop_in_time(server)
+    assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in nginx_processes)
+    assert not any(run_dir.exists() for run_dir in run_dirs)
+
+
+def test_nginx_refuses_other_sinks() -> None:
+    require_framework("nginx")
+    done = run_refusing("nginx", "--sink", "file")
+    assert done.returncode == 2
+    assert done.stderr.strip() == "nginx serves only the empty sink"
+
+
+def test_nginx_config_helpers() -> None:
+    with pytest.raises(KeyError, match="missing"):
+        nginx_config.render_template("a {{missing}} b", {})
+    assert nginx_config.render_template("{{a}}-{{a}}", {"a": 1}) == "1-1"
+    with pytest.raises(ValueError):
+        nginx_config.quote("/tmp/$HOME")
+    assert nginx_config.quote('a"b\\c') == '"a\\"b\\\\c"'
+    for extension, mime in contract.FILE_CONTENT_TYPES.items():
+        assert f"{mime} {extension.lstrip('.')}" in nginx_config.types_block()
+    assert nginx_config.listen_address("::1", 80) == "[::1]:80"
+
+
+# -- the EventMachine baseline -----------------------------------------------------------
+@pytest.fixture(scope="module")
+def em_server() -> Iterator[ServerProcess]:
+    require_framework("eventmachine")
+    process = start_server("eventmachine")
+    yield process
+    status = process.stop()
+    assert status == 0, f"eventmachine exited {status}: {process.stderr_tail()}"
+
+
+def counter_of(server: ServerProcess) -> dict[str, int]:
+    return httpx.get(server.url + contract.ROUTE_COUNTER, timeout=5).json()
+
+
+def test_em_text_route(em_server: ServerProcess) -> None:
+    with httpx.Client(base_url=em_server.url, timeout=5) as client:
+        for _ in range(3):
+            assert_text_reply(client.get(contract.ROUTE_TEXT))
+        head = client.head(contract.ROUTE_TEXT)
+    assert head.status_code == 200 and head.content == b""
+
+
+def test_em_counter_counts_open_connections_and_requests() -> None:
+    require_framework("eventmachine")
+    request = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"
+    with start_server("eventmachine") as server:
+        sockets = [socket.create_connection(("127.0.0.1", server.port), 5) for _ in range(3)]
+        try:
+            for sock in sockets:
+                sock.sendall(request)
+                assert status_code(read_replies(sock, 1)[0]) == 200
+            reply = httpx.get(server.url + contract.ROUTE_COUNTER, timeout=5)
+            assert reply.headers["content-type"] == contract.JSON_CONTENT_TYPE
+            assert reply.json() == {"open": 4, "max_open": 4, "requests": 4}
+        finally:
+            for sock in sockets:
+                sock.close()
+        deadline = time.monotonic() + 5
+        while (counter := counter_of(server))["open"] != 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert counter["open"] == 1 and counter["max_open"] == 4
+        assert counter["requests"] >= 5
+
+
+def test_em_keep_alive_and_pipelining(em_server: ServerProcess) -> None:
+    with socket.create_connection(("127.0.0.1", em_server.port), 5) as sock:
+        for _ in range(3):  # kept alive: one request after another on one connection
+            sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert body_of(read_replies(sock, 1)[0]) == contract.TEXT_BODY
+        # Two requests in one send (and a POST body before them): answered in order.
+        sock.sendall(
+            b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"
+            b"GET / HTTP/1.1\r\nHost: x\r\n\r\nGET /counter HTTP/1.1\r\nHost: x\r\n\r\n"
+        )
+        post, text, counter = read_replies(sock, 3)
+        assert status_code(post) == 405 and b"Allow: GET, HEAD" in post
+        assert status_code(text) == 200 and body_of(text) == contract.TEXT_BODY
+        assert status_code(counter) == 200
+        sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        (last,) = read_replies(sock, 1)
+        assert b"Connection: close" in last
+        assert closed_by_peer(sock)
+
+
+def test_em_http10_closes_unless_kept_alive(em_server: ServerProcess) -> None:
+    with socket.create_connection(("127.0.0.1", em_server.port), 5) as sock:
+        sock.sendall(b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+        assert b"Connection: keep-alive" in read_replies(sock, 1)[0]
+        sock.sendall(b"GET / HTTP/1.0\r\n\r\n")
+        assert status_code(read_replies(sock, 1)[0]) == 200
+        assert closed_by_peer(sock)
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE"])
+def test_em_wrong_method_is_405(em_server: ServerProcess, method: str) -> None:
+    for route in (contract.ROUTE_TEXT, contract.ROUTE_COUNTER):
+        assert httpx.request(method, em_server.url + route, timeout=5).status_code == 405
+
+
+@pytest.mark.parametrize("target", ["/log", "/files/img-00000.jpg", "/ws", "/x", "/counter/"])
+def test_em_other_routes_are_404(em_server: ServerProcess, target: str) -> None:
+    assert httpx.get(em_server.url + target, timeout=5).status_code == 404
+
+
+@pytest.mark.parametrize("request_bytes", MALFORMED)
+def test_em_malformed_request_is_400(em_server: ServerProcess, request_bytes: bytes) -> None:
+    reply = raw_exchange(em_server.port, request_bytes)
+    assert status_code(reply) == 400, reply[:200]
+    assert_still_serving(em_server)
+
+
+def test_em_oversized_head_is_refused(em_server: ServerProcess) -> None:
+    reply = raw_exchange(em_server.port, b"GET / HTTP/1.1\r\nX-Big: " + b"a" * 20_000)
+    assert status_code(reply) == 431, reply[:200]
+    assert_still_serving(em_server)
+
+
+def test_em_oversized_body_is_refused(em_server: ServerProcess) -> None:
+    request = b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2000000\r\n\r\n"
+    assert status_code(raw_exchange(em_server.port, request)) == 413
+    assert_still_serving(em_server)
+
+
+def test_em_telemetry(em_server: ServerProcess) -> None:
+    latest = em_server.latest_telemetry()[em_server.pid]
+    assert_telemetry_shape(latest, "eventmachine", "eventmachine", em_server.port)
+    assert latest["gc_collections"] > 0
+    before = latest["requests"]
+    with httpx.Client(base_url=em_server.url, timeout=5) as client:
+        for _ in range(20):
+            client.get(contract.ROUTE_TEXT)
+        busy = em_server.wait_telemetry(lambda r: r["requests"] >= before + 20 and r["open"] >= 1)
+    assert busy is not None, em_server.telemetry_lines()[-3:]
+    assert 0 <= busy["tick_avg_ms"] <= busy["tick_max_ms"] < 1000
+
+
+def test_em_two_workers_share_the_port() -> None:
+    require_framework("eventmachine")
+    with start_server("eventmachine", workers=2) as server:
+        first = server.latest_telemetry()
+        assert sorted(line["worker"] for line in first.values()) == [0, 1]
+        assert {line["port"] for line in first.values()} == {server.port}
+        for _ in range(40):  # new connections: SO_REUSEPORT spreads them by hash
+            assert httpx.get(server.url + "/", timeout=5).status_code == 200
+
+        def spread(_line: dict) -> bool:
+            latest = server.latest_telemetry().values()
+            return sum(line["requests"] for line in latest) >= 40
+
+        assert server.wait_telemetry(spread) is not None
+        latest = server.latest_telemetry()
+        assert set(latest) == set(first) and all(line["requests"] > 0 for line in latest.values())
+        stop_in_time(server)
+
+
+def test_em_sigterm_exits_0() -> None:
+    require_framework("eventmachine")
+    stop_in_time(start_server("eventmachine"))
+
+
+def test_em_refuses_other_sinks() -> None:
+    require_framework("eventmachine")
+    done = run_refusing("eventmachine", "--sink", "mongo")
+    assert done.returncode == 2
+    assert done.stderr.strip() == "eventmachine serves only the empty sink"
+
+
+# -- the load balancer -------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def instances() -> Iterator[list[ServerProcess]]:
+    """Two real aiohttp servers to balance over."""
+    require_tool("nginx")
+    require_framework("aiohttp")
+    started: list[ServerProcess] = []
+    try:
+        for _ in range(2):
+            started.append(start_server("aiohttp"))
+        yield started
+    finally:
+        for server in started:
+            server.stop()
+
+
+def served(server: ServerProcess) -> int:
+    """Requests an instance served, not counting this question."""
+    return counter_of(server)["requests"] - 1
+
+
+def test_load_balancer_spreads_over_the_instances(instances: list[ServerProcess]) -> None:
+    cpu = str(min(os.sched_getaffinity(0)))
+    before = [served(server) for server in instances]
+    with LoadBalancer([s.port for s in instances], cpus=cpu) as balancer:
+        assert psutil.Process(balancer.pid).cpu_affinity() == [int(cpu)]
+        for _ in range(20):  # a new client connection each time
+            assert_text_reply(httpx.get(balancer.url + "/", timeout=5))
+        gained = [served(server) - b - 1 for server, b in zip(instances, before, strict=True)]
+        pids = balancer.pids()
+    assert sum(gained) >= 20
+    assert min(gained) >= 8, gained  # round robin: about half each
+    assert pids and not any(psutil.pid_exists(pid) for pid in pids)
+
+
+def test_load_balancer_keeps_one_client_alive_for_200_requests(
+    instances: list[ServerProcess],
+) -> None:
+    with (
+        LoadBalancer([s.port for s in instances], cpus=None, workers=2) as balancer,
+        httpx.Client(base_url=balancer.url, timeout=5) as client,
+    ):
+        bodies = [client.get("/") for _ in range(200)]
+        assert all(r.status_code == 200 and r.content == contract.TEXT_BODY for r in bodies)
+        counters = [counter_of(server) for server in instances]
+    # Kept-alive upstream connections: a handful per instance, not one per request.
+    assert all(c["open"] <= 4 for c in counters), counters
+
+
+def test_load_balancer_stops_cleanly_and_refuses_nonsense() -> None:
+    require_tool("nginx")
+    with pytest.raises(ValueError):
+        LoadBalancer([], cpus=None)
+    with socket.socket() as sock:  # an upstream that is not there: nginx answers 502
+        sock.bind(("127.0.0.1", 0))
+        dead_port = sock.getsockname()[1]
+    balancer = LoadBalancer([dead_port], cpus=None).start()
+    master = psutil.Process(balancer.pid)
+    group = os.getpgid(balancer.pid)
+    assert httpx.get(balancer.url + "/", timeout=5).status_code == 502
+    assert balancer.stop() == 0
+    assert not master.is_running()
+    with pytest.raises(ProcessLookupError):
+        os.killpg(group, 0)  # no process is left in nginx's group

@@ -1,0 +1,88 @@
+"""servers/node/contract.js is a copy of servers/contract.py (and of a few neutral constants):
+this keeps the copy honest, name by name, without starting a server."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from typing import Any
+
+import pytest
+
+from servers import NODE_DIR, contract, gridfs_layout, memcache, sinks
+
+# contract.js name -> the Python value it copies
+COPIED: dict[str, Any] = {
+    **{
+        name: getattr(contract, name)
+        for name in dir(contract)
+        if name.isupper()
+        and name not in ("ALL_ROUTES", "RECORD_FIELDS", "COUNTER_FIELDS", "MC_VALUE_BYTES")
+        and not name.endswith("_S")
+    },
+    "TICK_INTERVAL_MS": contract.TICK_INTERVAL_S * 1000,
+    "TELEMETRY_INTERVAL_MS": contract.TELEMETRY_INTERVAL_S * 1000,
+    "SHUTDOWN_GRACE_MS": contract.SHUTDOWN_GRACE_S * 1000,
+    "GRIDFS_FILES_COLLECTION": gridfs_layout.FILES_COLLECTION,
+    "GRIDFS_CHUNKS_COLLECTION": gridfs_layout.CHUNKS_COLLECTION,
+    "FLUSH_INTERVAL_MS": sinks.FLUSH_INTERVAL_S * 1000,
+    "MONGO_DATABASE": sinks.MONGO_DATABASE,
+    "MONGO_COLLECTION": sinks.MONGO_COLLECTION,
+    "MONGO_SERVER_SELECTION_TIMEOUT_MS": sinks.MONGO_SERVER_SELECTION_TIMEOUT_MS,
+    "DEFAULT_MONGO_URL": sinks.DEFAULT_MONGO_URL,
+    "MC_MAX_LINE_BYTES": memcache.MAX_LINE_BYTES,
+    "MC_REPLY_END": memcache.REPLY_END,
+    "MC_REPLY_ERROR": memcache.REPLY_ERROR,
+    "MC_REPLY_LINE_TOO_LONG": memcache.REPLY_LINE_TOO_LONG,
+    "MC_REPLY_BAD_KEY": memcache.REPLY_BAD_KEY,
+    "MC_REPLY_UNAVAILABLE": memcache.REPLY_UNAVAILABLE,
+}
+
+# Buffers as latin-1 text, the anchored RegExp as its source, frozen arrays as lists
+DUMP = """
+const contract = require(process.argv[1]);
+const plain = Object.fromEntries(Object.entries(contract).map(([name, value]) => [
+  name,
+  Buffer.isBuffer(value) ? value.toString('latin1')
+    : value instanceof RegExp ? value.source : value,
+]));
+process.stdout.write(JSON.stringify(plain));
+"""
+
+
+def python_value(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.decode("latin-1")
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+@pytest.fixture(scope="module")
+def node_contract() -> dict[str, Any]:
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed")
+    done = subprocess.run(
+        [node, "-e", DUMP, str(NODE_DIR / "contract.js")],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    return json.loads(done.stdout)
+
+
+@pytest.mark.parametrize("name", sorted(COPIED))
+def test_node_contract_copies_the_python_value(node_contract: dict[str, Any], name: str) -> None:
+    expected = python_value(COPIED[name])
+    if name == "FILE_NAME_PATTERN":
+        expected = f"^{expected}$"  # anchored: RegExp.test is a search, fullmatch is not
+    assert node_contract.get(name) == expected, f"servers/node/contract.js {name}"
+
+
+def test_node_contract_has_nothing_python_lacks(node_contract: dict[str, Any]) -> None:
+    assert set(node_contract) - set(COPIED) == {"MC_DEFAULT_ADDRESS"}
+    host, port = memcache.memcached_address(None)
+    assert node_contract["MC_DEFAULT_ADDRESS"] == f"{host}:{port}"
