@@ -174,6 +174,22 @@ class MemcachedPool:
     ) -> None:
         self._connected.add(connection)
         connection.send(key, waiting)
+        self._fill()
+
+    def _fill(self) -> None:
+        """memcached accepts connections: open the rest of the pool now (seed 001's fixed
+        50), so a later, larger burst finds them ready instead of opening more."""
+        while not self._closed and self._count < self._size:
+            self._count += 1
+            connecting = connectProtocol(self._endpoint, MemcachedConnection(self))
+            connecting.addCallbacks(self._filled, self._fill_failed)
+
+    def _filled(self, connection: MemcachedConnection) -> None:
+        self._connected.add(connection)
+        self.release(connection)
+
+    def _fill_failed(self, failure: Failure) -> None:
+        self._count -= 1  # no get waits on it: a later get connects on demand
 
     def _not_opened(self, failure: Failure, waiting: Deferred[bytes | None]) -> None:
         self._count -= 1

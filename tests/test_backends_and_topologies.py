@@ -170,7 +170,8 @@ def test_file_scenario_with_siege_uses_random_urls(tmp_path: Path) -> None:
         "--set", "file_count=100",
     )  # fmt: skip
     [case] = ok_cases(run)
-    assert case["summary"]["megabytes_per_s_at_peak"] > 0, case["steps"]
+    # siege reports MB/s for every step (its own failures, if any, are counted as errors)
+    assert all(step["extra"]["megabytes_per_s"] > 0 for step in case["steps"]), case["steps"]
     urls = list(tmp_path.glob("*/*/raw/urls.txt"))
     assert urls and len(urls[0].read_text().split()) == 100
 
