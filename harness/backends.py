@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import tempfile
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,11 +24,32 @@ from harness.fileset import (
     ensure_fileset,
     load_gridfs,
 )
-from harness.services import FerretDB, Memcached
-from servers import contract
+from harness.services import FERRETDB_VERSION, FerretDB, Memcached
+from servers import contract, gridfs_layout
 
 if TYPE_CHECKING:
     from harness.scenarios import Scenario
+
+SLOW_GRIDFS_READ_MS = 20.0  # above this, one GridFS read costs more than serving it
+
+
+def time_gridfs_read(mongo_url: str, name: str) -> float:
+    """Milliseconds to read one file the way the servers do (fs.files, then its chunks, by
+    `_id`), with one client: tells when the database bounds the gridfs scenario."""
+    from pymongo import MongoClient
+
+    client: Any = MongoClient(mongo_url, serverSelectionTimeoutMS=5000)
+    try:
+        database = client[contract.GRIDFS_DATABASE]
+        started = time.perf_counter()
+        document = database[gridfs_layout.FILES_COLLECTION].find_one({"_id": name})
+        if document is not None:
+            for chunk in gridfs_layout.chunk_ids(name, document["length"], document["chunkSize"]):
+                database[gridfs_layout.CHUNKS_COLLECTION].find_one({"_id": chunk})
+        return round((time.perf_counter() - started) * 1000.0, 1)
+    finally:
+        client.close()
+
 
 MC_KEY = "seed001"
 MC_VALUE = bytes(range(33, 33 + contract.MC_VALUE_BYTES))  # 100 printable bytes
@@ -53,6 +75,7 @@ class Backends:
         self._ferretdb: FerretDB | None = None
         self._tempdir: tempfile.TemporaryDirectory[str] | None = None
         self.loaded_files = 0
+        self.gridfs_read_ms: float | None = None
         try:
             if self.kind in ("files", "gridfs"):
                 self.fileset = ensure_fileset(file_count, seed, progress=progress)
@@ -64,6 +87,7 @@ class Backends:
                     mongo_url = self._ferretdb.url
                 self.mongo_url = mongo_url
                 self.loaded_files = load_gridfs(mongo_url, self.fileset, progress=progress)
+                self.gridfs_read_ms = time_gridfs_read(mongo_url, self.fileset.names[-1])
             if self.kind == "memcached":
                 self.memcached = Memcached()
                 self.memcached.set(MC_KEY, MC_VALUE)
@@ -105,6 +129,7 @@ class Backends:
                 "url": self.mongo_url,
                 "server": "FerretDB (started by the harness)" if self._ferretdb else "given",
                 "layout": "servers.gridfs_layout (read by _id)",
+                "one_file_read_ms": self.gridfs_read_ms,
             }
         if self.memcached is not None:
             described["memcached"] = {
@@ -114,6 +139,21 @@ class Backends:
                 "pool_per_process": contract.MC_POOL_SIZE,
             }
         return described
+
+    def limit_note(self) -> str | None:
+        """A warning when the database, not the servers, bounds the GridFS scenario."""
+        if self.gridfs_read_ms is None or self.gridfs_read_ms < SLOW_GRIDFS_READ_MS:
+            return None
+        return (
+            f"GridFS is bound by the database: reading one file (its fs.files document and "
+            f"chunk, by _id, one client) took {self.gridfs_read_ms:.0f} ms here"
+            + (
+                f" — FerretDB {FERRETDB_VERSION}'s SQLite backend scans the collection for "
+                "each _id; pass --mongo-url for a real MongoDB"
+                if self._ferretdb is not None
+                else ""
+            )
+        )
 
     def close(self) -> None:
         if self.memcached is not None:

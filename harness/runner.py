@@ -625,6 +625,9 @@ class Runner:
             summary["topology"] = server.describe()
             if self.backends is not None:
                 summary["backends"] = self.backends.describe()
+                note = self.backends.limit_note()
+                if note:
+                    summary["limit_note"] = note
             return self._case(
                 framework,
                 mode,
