@@ -7,8 +7,10 @@ transactions that were not successful: those are `status` errors here.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+import tempfile
 from pathlib import Path
 
 from drivers.base import DriverOutputError, DriverResult, Target, no_latency
@@ -56,6 +58,17 @@ def parse_siege(text: str) -> DriverResult:
     )
 
 
+def short_urls_file(text: str) -> Path:
+    """The URL list at a short path: siege 4.0.7 overruns its buffer on a long `--file`
+    path (a 150-character pytest path became `urls.txtT\ufffd-V: No such file`). Named by
+    content, so a step's list is written once and identical lists are shared."""
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    path = Path(tempfile.gettempdir()) / f"siege-urls-{digest}.txt"
+    if not path.exists():
+        path.write_text(text)
+    return path
+
+
 class SiegeDriver:
     """Benchmark mode (-b): `offered` users for `duration_s`, keep-alive, JSON report."""
 
@@ -72,9 +85,9 @@ class SiegeDriver:
         scenario = target.scenario
         url_file: list[str] = []
         if target.paths:  # seed 004: random URLs from the list (internet mode, -i)
-            urls_path = workdir / "urls.txt"
-            urls_path.write_text("\n".join(target.urls()) + "\n")
-            url_file = ["-i", f"--file={urls_path}"]
+            text = "\n".join(target.urls()) + "\n"
+            (workdir / "urls.txt").write_text(text)  # the record, beside the raw output
+            url_file = ["-i", f"--file={short_urls_file(text)}"]
         if scenario.method == "POST":
             url = f"{url} POST {(scenario.body or b'').decode()}"
         command = [
