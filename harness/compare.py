@@ -154,13 +154,15 @@ def summary_table(run: Run) -> Table:
     columns += ["MB/s"] if megabytes else []
     columns += ["at", "p99 at peak ms", "server CPU %", "RSS MB", "errors", "flags"]
     table = Table(title=f"run {run.run_id}")
+    if any(c.summary.get("role") == "baseline" for c in cases):
+        table.caption = "* baseline"
     for column in columns:
         table.add_column(
             column, justify="left" if column in ("framework", "flags", "process model") else "right"
         )
     for case in cases:
         summary = case.summary
-        name = case.framework + (" (baseline)" if summary.get("role") == "baseline" else "")
+        name = case.framework + ("*" if summary.get("role") == "baseline" else "")
         cells = {
             "framework": name,
             "process model": case.process_model,
