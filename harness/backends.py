@@ -1,4 +1,4 @@
-"""What a scenario needs beside its sink, started once per run and always stopped.
+"""What a scenario (or verify) needs beside its sink, started once and always stopped.
 
 - `files`: the seeded image-like file set on disk (`harness.fileset`), served from
   `--files-dir`;
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import tempfile
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -55,20 +56,29 @@ MC_KEY = "seed001"
 MC_VALUE = bytes(range(33, 33 + contract.MC_VALUE_BYTES))  # 100 printable bytes
 
 
+KINDS = ("files", "gridfs", "memcached")
+
+
 class Backends:
-    """The running backends of one scenario; a context manager that stops what it started."""
+    """Running backends (`kinds` of KINDS); a context manager that stops what it started.
+
+    `gridfs` implies the file set on disk too (the URL list and the bytes to compare).
+    """
 
     def __init__(
         self,
-        scenario: Scenario,
+        kinds: Iterable[str],
         *,
         mongo_url: str | None = None,
         file_count: int = DEFAULT_FILE_COUNT,
         seed: int = DEFAULT_SEED,
+        files_dir: Path | None = None,
         progress: Progress | None = None,
     ) -> None:
-        self.scenario = scenario
-        self.kind = scenario.backend
+        self.kinds = frozenset(kinds)
+        unknown = self.kinds - set(KINDS)
+        if unknown:
+            raise UserError(f"unknown backend {', '.join(sorted(unknown))}")
         self.fileset: FileSet | None = None
         self.mongo_url: str | None = None
         self.memcached: Memcached | None = None
@@ -77,9 +87,9 @@ class Backends:
         self.loaded_files = 0
         self.gridfs_read_ms: float | None = None
         try:
-            if self.kind in ("files", "gridfs"):
-                self.fileset = ensure_fileset(file_count, seed, progress=progress)
-            if self.kind == "gridfs":
+            if self.kinds & {"files", "gridfs"}:
+                self.fileset = ensure_fileset(file_count, seed, files_dir, progress=progress)
+            if "gridfs" in self.kinds:
                 assert self.fileset is not None
                 if mongo_url is None:
                     self._tempdir = tempfile.TemporaryDirectory(prefix="harness-gridfs-")
@@ -88,14 +98,22 @@ class Backends:
                 self.mongo_url = mongo_url
                 self.loaded_files = load_gridfs(mongo_url, self.fileset, progress=progress)
                 self.gridfs_read_ms = time_gridfs_read(mongo_url, self.fileset.names[-1])
-            if self.kind == "memcached":
+            if "memcached" in self.kinds:
                 self.memcached = Memcached()
                 self.memcached.set(MC_KEY, MC_VALUE)
         except BaseException:
             self.close()
             raise
-        if self.kind not in (None, "files", "gridfs", "memcached"):
-            raise UserError(f"scenario {scenario.name} needs an unknown backend {self.kind}")
+
+    @classmethod
+    def for_scenario(cls, scenario: Scenario, **options: Any) -> Backends:
+        """What `scenario` needs (nothing for most)."""
+        return cls([scenario.backend] if scenario.backend else [], **options)
+
+    def load_gridfs_into(self, mongo_url: str) -> None:
+        """Also load the file set into another database (a mongo sink's own)."""
+        if self.fileset is not None:
+            load_gridfs(mongo_url, self.fileset)
 
     def server_args(self, sink_args: list[str]) -> list[str]:
         """Arguments a server needs for these backends (beside the sink's `sink_args`)."""
@@ -108,20 +126,19 @@ class Backends:
             args += ["--memcached", self.memcached.address, "--mc-proxy-port", "0"]
         return args
 
-    def paths(self) -> tuple[str, ...]:
+    def paths(self, scenario: Scenario) -> tuple[str, ...]:
         """The URL paths a random-path scenario picks from (seed 004's URL list)."""
-        if self.fileset is None or not self.scenario.random_paths:
+        if self.fileset is None or not scenario.random_paths:
             return ()
-        return tuple(self.scenario.path + name for name in self.fileset.names)
+        return tuple(scenario.path + name for name in self.fileset.names)
 
-    @property
-    def expected_body(self) -> bytes | None:
+    def expected_body(self, scenario: Scenario) -> bytes | None:
         """Every reply's body when the scenario checks them."""
-        return MC_VALUE if self.kind == "memcached" and self.scenario.check_body else None
+        return MC_VALUE if scenario.backend == "memcached" and scenario.check_body else None
 
     def describe(self) -> dict[str, Any]:
         """What a result records about the backends."""
-        described: dict[str, Any] = {"kind": self.kind}
+        described: dict[str, Any] = {"kinds": sorted(self.kinds)}
         if self.fileset is not None:
             described["fileset"] = self.fileset.describe()
         if self.mongo_url is not None:

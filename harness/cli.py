@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
+import tempfile
 from pathlib import Path
 
 import typer
@@ -145,7 +146,7 @@ def verify(
     the sinks asked for; routes a baseline does not serve are `not supported`. Exit 1 on
     a failure."""
     from harness.frameworks import select_frameworks
-    from harness.verify import VerifyBackends, verify_framework
+    from harness.verify import verify_backends, verify_framework
 
     names = select_frameworks(frameworks)
     sink_names = _parse_sinks(sinks)
@@ -155,7 +156,8 @@ def verify(
         services = None
         if backends:
             with console.status("starting FerretDB and memcached for the backend checks…"):
-                services = stack.enter_context(VerifyBackends(mongo_url))
+                workdir = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+                services = stack.enter_context(verify_backends(workdir, mongo_url))
         for name in names:
             for sink in sink_names:
                 with console.status(f"verifying {name} ({sink} sink)…", spinner="dots"):

@@ -14,6 +14,7 @@ from pathlib import Path
 import psutil
 
 from harness.errors import UserError
+from servers import PROGRAM_PATH
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,6 @@ TOOLS: dict[str, Tool] = {
         Tool("ruby", "ruby-eventmachine", ("-v",)),  # the EventMachine baseline
     )
 }
-_SEARCH_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
 _VERSION = re.compile(r"\d+(?:\.\d+)+[\w.-]*")
 
 
@@ -52,7 +52,7 @@ class ToolStatus:
 
 def tool_path(name: str) -> str | None:
     """Where `name` is, looking in sbin too (nginx lives there)."""
-    return shutil.which(name, path=_SEARCH_PATH)
+    return shutil.which(name, path=PROGRAM_PATH)
 
 
 def tool_status(tool: Tool) -> ToolStatus:

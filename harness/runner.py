@@ -382,7 +382,7 @@ class Runner:
         def progress(done: int, total: int) -> None:
             self.reporter.preparing(what=self.scenario.backend or "", done=done, total=total)
 
-        with Backends(
+        with Backends.for_scenario(
             self.scenario,
             mongo_url=self.plan.mongo_url,
             file_count=self.plan.profile.file_count,
@@ -574,8 +574,8 @@ class Runner:
                 server.mc_port() if self.scenario.protocol == "memcached" else server.port,
                 self.scenario,
                 self.timeout_s,
-                paths=self.backends.paths() if self.backends else (),
-                expected_body=self.backends.expected_body if self.backends else None,
+                paths=self.backends.paths(self.scenario) if self.backends else (),
+                expected_body=self.backends.expected_body(self.scenario) if self.backends else None,
             )
             raw_dir = case_dir / "raw"
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import email.utils
 import json
 import statistics
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -21,6 +20,7 @@ import httpx
 from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
 from websockets.sync.client import connect
 
+from harness.backends import KINDS, MC_KEY, MC_VALUE, Backends
 from harness.errors import UserError
 from harness.server_process import start_server
 from harness.sink_store import SinkStore
@@ -283,58 +283,22 @@ def check_sink_record(base_url: str, store: SinkStore) -> str:
 VERIFY_FILE_COUNT = 20
 
 
-class VerifyBackends:
-    """A small file set on disk and in GridFS, and memcached with seed 001's value: what
-    the `/files`, `/gridfs` and `/mc` checks need, started once for every server verified."""
+def verify_backends(workdir: Path, mongo_url: str | None = None) -> Backends:
+    """A small file set on disk and in GridFS, and memcached with seed 001's value: what the
+    `/files`, `/gridfs` and `/mc` checks need, started once for every server verified."""
+    return Backends(
+        KINDS, mongo_url=mongo_url, file_count=VERIFY_FILE_COUNT, files_dir=workdir / "files"
+    )
 
-    def __init__(self, mongo_url: str | None = None) -> None:
-        from harness.backends import MC_KEY, MC_VALUE
-        from harness.fileset import ensure_fileset, load_gridfs
-        from harness.services import FerretDB, Memcached
 
-        self._tempdir = tempfile.TemporaryDirectory(prefix="harness-verify-")
-        root = Path(self._tempdir.name)
-        self._ferretdb: Any = None
-        self.memcached: Any = None
-        try:
-            self.fileset = ensure_fileset(VERIFY_FILE_COUNT, 4, root / "files")
-            if mongo_url is None:
-                self._ferretdb = FerretDB(root / "ferretdb")
-                mongo_url = self._ferretdb.url
-            self.mongo_url = mongo_url
-            load_gridfs(mongo_url, self.fileset)
-            self.memcached = Memcached()
-            self.memcached.set(MC_KEY, MC_VALUE)
-        except BaseException:
-            self.close()
-            raise
-
-    def server_args(self, sink_args: list[str]) -> list[str]:
-        args = ["--files-dir", str(self.fileset.directory)]
-        if "--mongo-url" not in sink_args:
-            args += ["--mongo-url", self.mongo_url]
-        return [*args, "--memcached", self.memcached.address, "--mc-proxy-port", "0"]
-
-    def checks(self, mc_port: int) -> dict[str, Callable[[str], str]]:
-        return {
-            "files": lambda url: check_file_route(url, self.fileset, contract.ROUTE_FILES_PREFIX),
-            "gridfs": lambda url: check_file_route(url, self.fileset, contract.ROUTE_GRIDFS_PREFIX),
-            "memcached": check_memcached_route,
-            "memcached-socket": lambda url: check_memcached_socket(mc_port),
-        }
-
-    def close(self) -> None:
-        if self.memcached is not None:
-            self.memcached.stop()
-        if self._ferretdb is not None:
-            self._ferretdb.stop()
-        self._tempdir.cleanup()
-
-    def __enter__(self) -> VerifyBackends:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
+def backend_checks(backends: Backends, mc_port: int) -> dict[str, Callable[[str], str]]:
+    fileset = backends.fileset
+    return {
+        "files": lambda url: check_file_route(url, fileset, contract.ROUTE_FILES_PREFIX),
+        "gridfs": lambda url: check_file_route(url, fileset, contract.ROUTE_GRIDFS_PREFIX),
+        "memcached": check_memcached_route,
+        "memcached-socket": lambda url: check_memcached_socket(mc_port),
+    }
 
 
 BACKEND_CHECK_ROUTES = {
@@ -366,8 +330,6 @@ def check_file_route(base_url: str, fileset: Any, prefix: str) -> str:
 
 
 def check_memcached_route(base_url: str) -> str:
-    from harness.backends import MC_KEY, MC_VALUE
-
     with httpx.Client(base_url=base_url, timeout=10) as client:
         hit = client.get(contract.ROUTE_MEMCACHED_PREFIX + MC_KEY)
         _expect(hit.status_code == 200 and hit.content == MC_VALUE, f"hit: {hit.status_code}")
@@ -379,7 +341,6 @@ def check_memcached_route(base_url: str) -> str:
 def check_memcached_socket(mc_port: int) -> str:
     import socket
 
-    from harness.backends import MC_KEY, MC_VALUE
     from servers import memcache
 
     _expect(mc_port > 0, "no mc_port in the telemetry line")
@@ -401,7 +362,7 @@ def verify_framework(
     sink: str = "empty",
     cpus: str | None = None,
     mongo_url: str | None = None,
-    backends: VerifyBackends | None = None,
+    backends: Backends | None = None,
 ) -> Verification:
     """Start `framework` with `sink`, run every check of the routes it serves (with
     `backends`: files, GridFS, memcached too), stop it (exit status checked too)."""
@@ -416,9 +377,7 @@ def verify_framework(
         args = store.server_args()
         if backends is not None:
             if sink == "mongo":  # one --mongo-url: GridFS goes into the sink's database too
-                from harness.fileset import load_gridfs
-
-                load_gridfs(str(store.mongo_url), backends.fileset)
+                backends.load_gridfs_into(str(store.mongo_url))
             args += backends.server_args(args)
         try:
             server = start_server(framework, sink=sink, cpus=cpus, extra_args=args)
@@ -432,7 +391,7 @@ def verify_framework(
                 )
             if backends is not None:
                 mc_port = int(server.telemetry_lines()[0].get("mc_port") or 0)
-                for name, check in backends.checks(mc_port).items():
+                for name, check in backend_checks(backends, mc_port).items():
                     if served.serves(BACKEND_CHECK_ROUTES[name]):
                         checks += run_checks(server.url, {name: check})
                     else:
