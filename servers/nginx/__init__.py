@@ -40,11 +40,10 @@ from typing import Any
 
 import psutil
 
-from servers import contract
+from servers import PROGRAM_PATH, contract
 from servers.contract import ServerOptions
 
 TEMPLATE_PATH = Path(__file__).resolve().parent / "nginx.conf.template"
-SEARCH_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/local/sbin", "/usr/sbin", "/sbin"])
 STATUS_PATH = "/status"
 # Where nginx's own 400s go to be judged (an internal URI: a named location needs a URI,
 # which a request refused while parsing does not have).
@@ -229,7 +228,7 @@ def proxy_blocks(
 # -- processes ---------------------------------------------------------------------------
 def nginx_binary() -> str:
     """The nginx executable (it lives in /usr/sbin, often not on a user's PATH)."""
-    path = shutil.which("nginx", path=SEARCH_PATH)
+    path = shutil.which("nginx", path=PROGRAM_PATH)
     if path is None:
         raise NginxError("nginx is not installed (harness doctor --install)")
     return path
@@ -283,7 +282,7 @@ class Nginx:
     ) -> None:
         prefix: list[str] = []
         if cpus is not None:
-            taskset = shutil.which("taskset", path=SEARCH_PATH)
+            taskset = shutil.which("taskset", path=PROGRAM_PATH)
             if taskset is None:
                 raise NginxError("taskset is not installed (package util-linux)")
             prefix = [taskset, "-c", cpus]
