@@ -157,25 +157,19 @@ FRAMEWORKS: dict[str, Framework] = {
             routes=(contract.ROUTE_TEXT, contract.ROUTE_FILES_PREFIX),
             programs=("nginx",),
         ),
-        Framework(
-            "node-http",
-            str(NODE_DIR / "server.js"),
-            (),
-            ("libuv",),
-            ("empty", "file", "mongo"),
-            kind="node",
-            role="baseline",
-            programs=("node",),
-        ),
-        Framework(
-            "node-express",
-            str(NODE_DIR / "server.js"),
-            (),
-            ("libuv",),
-            ("empty", "file", "mongo"),
-            kind="node",
-            role="baseline",
-            programs=("node",),
+        *(
+            # one server.js; the variant (core http or Express routing) is its first argument
+            Framework(
+                variant,
+                str(NODE_DIR / "server.js"),
+                (),
+                ("libuv",),
+                ("empty", "file", "mongo"),
+                kind="node",
+                role="baseline",
+                programs=("node",),
+            )
+            for variant in ("node-http", "node-express")
         ),
         Framework(
             "eventmachine",

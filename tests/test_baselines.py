@@ -25,28 +25,8 @@ from harness.server_process import ServerProcess, start_server
 from servers import contract, static
 from servers import nginx as nginx_config
 from tests.conftest import require_framework, require_tool
-from tests.test_contract import assert_still_serving, raw_exchange
-from tests.test_files_gridfs_memcached import SECRET, one_of_each_kind, status_of
-
-# The same escapes tests/test_files_gridfs_memcached.py tries on every full server.
-TRAVERSALS = [
-    "/files/../secret.txt",
-    "/files/..%2fsecret.txt",
-    "/files/%2e%2e%2fsecret.txt",
-    "/files/%2E%2E/secret.txt",
-    "/files/..%5csecret.txt",
-    "/files/link.txt",  # a symlink inside the directory pointing outside it
-    "/files/",
-    "/files/.",
-    "/files/%00secret.txt",
-]
-MALFORMED = [
-    b"GARBAGE\r\n\r\n",
-    b"GET / HTTP/1.1 extra words\r\n\r\n",
-    b"GET / HTTP/9.9x\r\nHost: x\r\n\r\n",
-    b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: nope\r\n\r\n",
-    b"GET / HTTP/1.1\r\nno colon header line\r\n\r\n",
-]
+from tests.test_contract import MALFORMED, assert_still_serving, raw_exchange
+from tests.test_files_gridfs_memcached import SECRET, TRAVERSALS, one_of_each_kind, status_of
 
 
 def assert_text_reply(response: httpx.Response) -> None:

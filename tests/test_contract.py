@@ -43,6 +43,16 @@ def close_code_after(ws: ClientConnection, payload: str | bytes) -> int | None:
     return ws.close_code  # 1006 when no close frame came
 
 
+# Requests every server must answer with 400 and survive (tests/test_baselines.py too).
+MALFORMED = [
+    b"GARBAGE\r\n\r\n",
+    b"GET / HTTP/1.1 extra words\r\n\r\n",
+    b"GET / HTTP/9.9x\r\nHost: x\r\n\r\n",
+    b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: nope\r\n\r\n",
+    b"GET / HTTP/1.1\r\nno colon header line\r\n\r\n",
+]
+
+
 def raw_exchange(port: int, request: bytes, timeout_s: float = 5.0) -> bytes:
     """Send raw bytes, read what comes back until the server closes or goes quiet."""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as sock:
@@ -125,13 +135,7 @@ def test_wrong_method_is_405(server: ServerProcess, method: str) -> None:
 # -- bad input: answered, and the server keeps serving -----------------------------------
 @pytest.mark.parametrize(
     "request_bytes",
-    [
-        b"GARBAGE\r\n\r\n",
-        b"GET / HTTP/1.1 extra words\r\n\r\n",
-        b"GET / HTTP/9.9x\r\nHost: x\r\n\r\n",
-        b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: nope\r\n\r\n",
-        b"GET / HTTP/1.1\r\nno colon header line\r\n\r\n",
-    ],
+    MALFORMED,
     ids=["garbage", "extra-words", "bad-version", "bad-content-length", "bad-header"],
 )
 def test_malformed_request_is_400(server: ServerProcess, request_bytes: bytes) -> None:

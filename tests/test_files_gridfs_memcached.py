@@ -22,6 +22,18 @@ from tests.conftest import MC_KEY, MC_VALUE
 from tests.test_contract import assert_still_serving, raw_exchange
 
 SECRET = b"outside the files directory"
+# Escapes tried on every server that serves /files (tests/test_baselines.py too).
+TRAVERSALS = [
+    "/files/../secret.txt",
+    "/files/..%2fsecret.txt",
+    "/files/%2e%2e%2fsecret.txt",
+    "/files/%2E%2E/secret.txt",
+    "/files/..%5csecret.txt",
+    "/files/link.txt",  # a symlink inside the directory pointing outside it
+    "/files/",
+    "/files/.",
+    "/files/%00secret.txt",
+]
 
 
 @pytest.fixture(scope="module")
@@ -89,20 +101,7 @@ def test_files_missing_is_404(backend_server) -> None:
     assert reply.status_code == 404
 
 
-@pytest.mark.parametrize(
-    "target",
-    [
-        "/files/../secret.txt",
-        "/files/..%2fsecret.txt",
-        "/files/%2e%2e%2fsecret.txt",
-        "/files/%2E%2E/secret.txt",
-        "/files/..%5csecret.txt",
-        "/files/link.txt",  # a symlink inside the directory pointing outside it
-        "/files/",
-        "/files/.",
-        "/files/%00secret.txt",
-    ],
-)
+@pytest.mark.parametrize("target", TRAVERSALS)
 def test_files_never_escape_the_directory(backend_server, target: str) -> None:
     assert status_of(backend_server.port, target) == 404
 
