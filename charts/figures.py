@@ -20,7 +20,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator, StrMethodFormatter
 
 from charts.style import HOLLOW_FLAGS, colour_for, linestyle_for
-from harness.results import Case, Step
+from model.results import Case, Step
 
 FIGSIZE = (10.0, 5.6)
 UNIT_LABELS = {

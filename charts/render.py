@@ -8,8 +8,8 @@ from pathlib import Path
 from charts.figures import Series, close_all, ramp_figures
 from charts.report import write_report
 from charts.style import DPI
-from harness.errors import UserError
-from harness.results import Run, read_run
+from model.errors import UserError
+from model.results import Run, read_run
 
 # Host facts that must agree before two runs are drawn on one axis.
 CHECKED_HOST_FACTS = ("cpu_model", "cores", "memory_bytes", "kernel")

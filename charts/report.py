@@ -9,7 +9,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from harness.results import FLAG_MEANINGS, Case, Run
+from model.results import FLAG_MEANINGS, Case, Run
 
 FIGURE_CAPTIONS = {
     "throughput": "Achieved replies/s against the offered load (rate ramps: the ideal y = x).",

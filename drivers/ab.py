@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 from drivers.base import DriverOutputError, DriverResult, Target, no_latency
-from harness.ramps import RampStep
+from model.ramps import RampStep
 
 MAX_REQUESTS_PER_TIMED_STEP = 50_000_000  # ab -t stops at -n; make time the limit
 

@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from harness.errors import UserError
-from harness.ramps import RampStep
-from harness.scenarios import Scenario
+from model.errors import UserError
+from model.ramps import RampStep
+from model.scenarios import Scenario
 
 LATENCY_KEYS = ("avg", "p50", "p90", "p99", "max")
 SERVER_ERROR_KINDS = (

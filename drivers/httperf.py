@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 
 from drivers.base import DriverOutputError, DriverResult, Target, no_latency
-from harness.ramps import RampStep
+from model.ramps import RampStep
 
 FD_SETSIZE = 1024
 SOCKETS_PER_PROCESS = 1000  # headroom under FD_SETSIZE for stdio and the listening files

@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from drivers.base import DriverOutputError, DriverResult, Target, no_latency
-from harness.ramps import RampStep
+from model.ramps import RampStep
 
 SIEGERC = """\
 limit = {limit}

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from drivers.base import DriverOutputError, DriverResult, Target
-from harness.ramps import RampStep
+from model.ramps import RampStep
 
 REPORT_PREFIX = "WRK_JSON "
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from harness.errors import UserError
+from model.errors import UserError
 
 
 def parse_cpu_list(spec: str) -> list[int]:

@@ -16,7 +16,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.errors import UserError
 from harness.fileset import (
     DEFAULT_FILE_COUNT,
     DEFAULT_SEED,
@@ -26,10 +25,12 @@ from harness.fileset import (
     load_gridfs,
 )
 from harness.services import FERRETDB_VERSION, FerretDB, Memcached
+from model.errors import UserError
+from model.scenarios import MC_KEY, MC_VALUE
 from servers import contract, gridfs_layout
 
 if TYPE_CHECKING:
-    from harness.scenarios import Scenario
+    from model.scenarios import Scenario
 
 SLOW_GRIDFS_READ_MS = 20.0  # above this, one GridFS read costs more than serving it
 
@@ -50,10 +51,6 @@ def time_gridfs_read(mongo_url: str, name: str) -> float:
         return round((time.perf_counter() - started) * 1000.0, 1)
     finally:
         client.close()
-
-
-MC_KEY = "seed001"
-MC_VALUE = bytes(range(33, 33 + contract.MC_VALUE_BYTES))  # 100 printable bytes
 
 
 KINDS = ("files", "gridfs", "memcached")

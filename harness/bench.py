@@ -17,10 +17,10 @@ from pathlib import Path
 
 from drivers.base import Target, run_step
 from drivers.wrk import WrkDriver
-from harness.errors import UserError
-from harness.ramps import RampStep
-from harness.scenarios import SCENARIOS
 from harness.server_process import start_server
+from model.errors import UserError
+from model.ramps import RampStep
+from model.scenarios import SCENARIOS
 
 
 @dataclass(frozen=True)

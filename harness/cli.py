@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from harness.errors import UserError
+from model.errors import UserError
 from servers import FRAMEWORKS, contract
 from servers.contract import SINKS
 
@@ -36,7 +36,7 @@ def list_frameworks(
 ) -> None:
     """Frameworks and baselines: installed here or not, versions, loops, routes served."""
     if scenarios:
-        from harness.scenarios import SCENARIOS
+        from model.scenarios import SCENARIOS
 
         table = Table("scenario", "description")
         for scenario in SCENARIOS.values():

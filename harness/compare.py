@@ -12,12 +12,12 @@ from rich.table import Table
 
 from drivers import DRIVER_RAMPS
 from harness.affinity import parse_cpu_list
-from harness.errors import UserError
 from harness.frameworks import select_frameworks
 from harness.profile import load_profile
-from harness.results import Case, Run, Step
 from harness.runner import Plan, Runner, default_cpus, new_run_id
-from harness.scenarios import get_scenario
+from model.errors import UserError
+from model.results import Case, Run, Step
+from model.scenarios import get_scenario
 from servers.contract import SINKS
 
 DEFAULT_RESULTS_DIR = Path("results")

@@ -28,9 +28,9 @@ from drivers.agent.plan import (
 )
 from drivers.base import DriverProcesses
 from harness.monitor import Monitor, step_stats
-from harness.ramps import ConnectionRamp
-from harness.results import Step
-from harness.scenarios import Scenario
+from model.ramps import ConnectionRamp
+from model.results import Step
+from model.scenarios import Scenario
 
 if TYPE_CHECKING:
     from harness.topology import Topology

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psutil
 
-from harness.errors import UserError
+from model.errors import UserError
 from servers import PROGRAM_PATH
 
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.errors import UserError
 from harness.services import cache_dir
+from model.errors import UserError
 from servers import contract, gridfs_layout, static
 
 DEFAULT_FILE_COUNT = 10_000

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.errors import UserError
+from model.errors import UserError
 from servers import FRAMEWORKS
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from harness.errors import UserError
+from model.errors import UserError
 from servers import nginx
 from servers.contract import SHUTDOWN_GRACE_S
 

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.errors import UserError
 from harness.fileset import DEFAULT_FILE_COUNT
-from harness.ramps import ConnectionRamp, Ramp, ramp_from_dict
-from harness.scenarios import SCENARIOS
 from harness.topology import ProcessModel, parse_process_models
+from model.errors import UserError
+from model.ramps import ConnectionRamp, Ramp, ramp_from_dict
+from model.scenarios import SCENARIOS
 
 PROFILES_DIR = Path(__file__).parent / "profiles"
 DEFAULT_PROFILE = "quick"

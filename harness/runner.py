@@ -28,16 +28,16 @@ from harness import affinity as cpu_affinity
 from harness.backends import Backends
 from harness.connections import memory_per_connection, run_connection_ramp
 from harness.doctor import TOOLS, host_facts, tool_status
-from harness.errors import UserError
 from harness.monitor import Monitor, step_stats
 from harness.probe import Probe
 from harness.profile import Profile
-from harness.ramps import ConnectionRamp, RampStep, RateRamp
-from harness.results import FLAG_MEANINGS, SCHEMA, Case, Run, Step, write_run
-from harness.scenarios import Scenario, get_scenario
 from harness.sink_store import SinkStore
 from harness.topology import ProcessModel, Topology, start_topology
 from harness.verify import check_text_route, checks_for, run_checks
+from model.errors import UserError
+from model.ramps import ConnectionRamp, RampStep, RateRamp
+from model.results import FLAG_MEANINGS, SCHEMA, Case, Run, Step, write_run
+from model.scenarios import Scenario, get_scenario
 from servers import FRAMEWORKS
 
 DRIVER_BOUND_CPU_FRACTION = 0.90

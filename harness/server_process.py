@@ -19,7 +19,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from harness.errors import UserError
+from model.errors import UserError
 from servers.contract import SHUTDOWN_GRACE_S
 
 READY_TIMEOUT_S = 30.0

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from harness.doctor import tool_path
-from harness.errors import UserError
+from model.errors import UserError
 
 FERRETDB_MODULE = "github.com/FerretDB/FerretDB"
 FERRETDB_VERSION = "v1.24.2"

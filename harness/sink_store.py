@@ -11,8 +11,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from harness.errors import UserError
 from harness.services import FERRETDB_VERSION, FerretDB, known_w0_probe
+from model.errors import UserError
 from servers.sinks import MONGO_COLLECTION, MONGO_DATABASE
 
 

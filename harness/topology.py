@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness import affinity as cpu_affinity
-from harness.errors import UserError
 from harness.server_process import ServerProcess, start_server
+from model.errors import UserError
 
 _MODEL = re.compile(r"single|workers:(\d+)|lb:(\d+)(?:/workers:(\d+))?")
 

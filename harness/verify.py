@@ -20,10 +20,11 @@ import httpx
 from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
 from websockets.sync.client import connect
 
-from harness.backends import KINDS, MC_KEY, MC_VALUE, Backends
-from harness.errors import UserError
+from harness.backends import KINDS, Backends
 from harness.server_process import start_server
 from harness.sink_store import SinkStore
+from model.errors import UserError
+from model.scenarios import MC_KEY, MC_VALUE
 from servers import FRAMEWORKS, contract
 
 SEQUENTIAL_REQUESTS = 200

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.affinity import cpus_allowed, format_cpu_list, parse_cpu_list
-from harness.errors import UserError
+from model.errors import UserError
 
 
 def test_parse_and_format_round_trip() -> None:

@@ -13,8 +13,8 @@ from drivers.agent.client import text_frame
 from drivers.agent.payloads import PAYLOADS
 from drivers.agent.plan import combine_agent_lines, split_schedule
 from harness.connections import _Second, find_breaking_point
-from harness.results import read_run
 from harness.server_process import start_server
+from model.results import read_run
 from tests.conftest import require_framework
 from tests.test_cli import harness
 

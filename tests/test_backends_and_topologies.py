@@ -17,15 +17,15 @@ from drivers.base import DriverOutputError, Target, run_step
 from drivers.mcload import McLoadDriver, parse_mcload
 from drivers.wrk import WrkDriver, lua_string
 from harness.backends import MC_KEY, MC_VALUE
-from harness.errors import UserError
 from harness.fileset import MAX_FILE_BYTES, MIN_FILE_BYTES, ensure_fileset, load_gridfs
 from harness.frameworks import select_frameworks
-from harness.ramps import RampStep
-from harness.results import read_run
-from harness.scenarios import SCENARIOS
 from harness.server_process import start_server
 from harness.services import Memcached
 from harness.topology import parse_process_model, parse_process_models
+from model.errors import UserError
+from model.ramps import RampStep
+from model.results import read_run
+from model.scenarios import SCENARIOS
 from servers import FRAMEWORKS, baselines
 from tests.conftest import require_framework
 from tests.test_cli import harness

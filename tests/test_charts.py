@@ -11,8 +11,8 @@ import pytest
 from charts.figures import Series, ramp_figures
 from charts.render import build_series, render
 from charts.style import colour_for
-from harness.errors import UserError
-from harness.results import Case, Run, Step, write_run
+from model.errors import UserError
+from model.results import Case, Run, Step, write_run
 
 HOST = {"cpu_model": "Test CPU", "cores": 2, "memory_bytes": 1 << 34, "kernel": "6.1"}
 

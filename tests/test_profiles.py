@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from harness.errors import UserError
 from harness.monitor import merge_telemetry
 from harness.profile import load_profile, parse_settings, profile_names
-from harness.ramps import ConcurrencyRamp, RateRamp
+from model.errors import UserError
+from model.ramps import ConcurrencyRamp, RateRamp
 
 
 def test_every_shipped_profile_loads() -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.ramps import ConcurrencyRamp, ConnectionRamp, RateRamp, ramp_from_dict
-from harness.results import SCHEMA, Case, Run, Step, read_run, write_run
+from model.ramps import ConcurrencyRamp, ConnectionRamp, RateRamp, ramp_from_dict
+from model.results import SCHEMA, Case, Run, Step, read_run, write_run
 
 
 def test_autobench_vps_ramp_matches_the_seed() -> None:

@@ -17,8 +17,8 @@ import pytest
 
 from harness.compare import build_plan
 from harness.doctor import tool_path
-from harness.results import Case, Step, read_run
 from harness.runner import Runner, combine_repeats, summarize
+from model.results import Case, Step, read_run
 from servers import FRAMEWORKS, Framework
 from tests.conftest import require_framework
 from tests.test_cli import harness
@@ -383,8 +383,8 @@ def test_a_framework_without_the_sink_is_skipped_with_the_reason(
 
 def test_records_missing_from_the_sink_fail_the_case() -> None:
     from harness.runner import Ledger
-    from harness.scenarios import SCENARIOS
     from harness.sink_store import SinkStore
+    from model.scenarios import SCENARIOS
 
     with SinkStore("file") as store:
         ledger = Ledger(store)

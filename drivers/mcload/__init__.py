@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from drivers.base import DriverOutputError, DriverResult, Target
-from harness.ramps import RampStep
+from model.ramps import RampStep
 
 REPORT_PREFIX = "MCLOAD_JSON "
 

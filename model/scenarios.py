@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.backends import MC_KEY
-from harness.errors import UserError
+from model.errors import UserError
 from servers import contract
+
+# The memcached scenarios' key and its 100-byte value (the value the memcached study fetched).
+MC_KEY = "seed001"
+MC_VALUE = bytes(range(33, 33 + contract.MC_VALUE_BYTES))  # 100 printable bytes
 
 
 @dataclass(frozen=True)
