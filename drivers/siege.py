@@ -12,9 +12,10 @@ import json
 import re
 import tempfile
 from pathlib import Path
+from typing import Self
 
-from drivers.base import DriverOutputError, DriverResult, Target, no_latency
-from model.ramps import RampStep
+from drivers.base import DriverOptions, DriverOutputError, DriverResult, Target, no_latency
+from model.ramps import Ramp, RampStep
 
 SIEGERC = """\
 limit = {limit}
@@ -74,8 +75,14 @@ class SiegeDriver:
 
     name = "siege"
     tool = "siege"
+    package = "siege"
+    tool_version_args = ("--version",)
     ramp_kinds = ("concurrency",)
     busy_polls = False
+
+    @classmethod
+    def from_profile(cls, ramp: Ramp, load_cpu_count: int, options: DriverOptions) -> Self:
+        return cls()
 
     def commands(self, step: RampStep, target: Target, workdir: Path) -> list[list[str]]:
         users = int(step.offered)
