@@ -1,4 +1,4 @@
-"""ab (ApacheBench): concurrency steps, the seed-003 tool (`ab -c2000 -n10000 -k`).
+"""ab (ApacheBench): concurrency steps, the process-model study's tool (`ab -c2000 -n10000 -k`).
 
 ab compares every reply's length with the first one and calls a difference a failed
 request ("Length"). When the scenario's replies legitimately differ in length (/counter)

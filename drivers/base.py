@@ -10,7 +10,7 @@ Error kinds are common to every driver so that charts and tables compare like wi
 - read, write: socket errors while reading or sending
 - status:    a reply that was not 2xx
 - length:    a reply whose length differed from the first (ab), when lengths must agree
-- wrong:     a 2xx reply whose body was not the expected one (checked scenarios, seed 001)
+- wrong:     a 2xx reply whose body was not the expected one (checked scenarios)
 - other:     anything else the tool reports
 - driver_*:  the load generator's own limits (httperf's fd-unavail, addrunavail, ftab-full):
              not the server's fault, kept out of `total` and flagged `driver_capped`.

@@ -1,4 +1,4 @@
-"""siege: concurrency steps in benchmark mode (seed 004's file and GridFS studies).
+"""siege: concurrency steps in benchmark mode (the autobench study's file and GridFS runs).
 
 siege refuses more than `limit` users (255 by default), so the harness writes its own
 siegerc beside the step's raw output. Its JSON report counts replies of 400 and above as
@@ -91,7 +91,7 @@ class SiegeDriver:
         url = target.url
         scenario = target.scenario
         url_file: list[str] = []
-        if target.paths:  # seed 004: random URLs from the list (internet mode, -i)
+        if target.paths:  # the autobench study: random URLs from the list (internet mode, -i)
             text = "\n".join(target.urls()) + "\n"
             (workdir / "urls.txt").write_text(text)  # the record, beside the raw output
             url_file = ["-i", f"--file={short_urls_file(text)}"]

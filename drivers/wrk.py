@@ -1,8 +1,9 @@
 """wrk: closed-loop concurrency steps, with a Lua `done()` report parsed as JSON.
 
-Random-path scenarios (seed 004's URL list) pick each request's path with `request()`;
-checked scenarios (seed 001) compare every 2xx body in `response()` and count the others
-as `wrong` — wrk then parses bodies, which costs it some speed, so the load CPU is watched.
+Random-path scenarios (the autobench study's URL list) pick each request's path with
+`request()`; checked scenarios (the memcached-proxy study) compare every 2xx body in
+`response()` and count the others as `wrong` — wrk then parses bodies, which costs it some
+speed, so the load CPU is watched.
 """
 
 from __future__ import annotations

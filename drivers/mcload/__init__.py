@@ -1,4 +1,4 @@
-"""mcload: seed 001's socket stress tool — long-lived connections asking `get <key>`.
+"""mcload: the memcached-proxy study's stress tool — long-lived connections asking `get <key>`.
 
 `python -m drivers.mcload --port P --connections 100 --duration 10 --key K --value-hex H`
 keeps every connection open for the whole step, sends one `get` at a time on each, checks
