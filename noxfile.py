@@ -33,10 +33,11 @@ def tests(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
-    """ruff check and format check."""
-    session.install("ruff")
+    """ruff check and format check; import contracts (pyproject's [tool.importlinter])."""
+    session.install("ruff", "import-linter")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
+    session.run("lint-imports")
 
 
 @nox.session(python=PYTHON)

@@ -1,29 +1,50 @@
 """Load generators: each runs as its own process and turns one ramp step into a result.
 
-The registry is explicit: a driver's name → how to build it for a profile.
+The registry is explicit and lazy: a driver's name → the `module:Class` that declares it
+(its tool, Debian package, ramp kinds and how a profile builds it; see
+`drivers.base.DriverClass`). A class is imported only when asked for, so importing one
+driver (`drivers.wrk`, a text parser) loads no other. A new driver is its module, its
+tests, and one line here; `harness doctor`, the CLI's help and the profile checks read it.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from drivers.ab import AbDriver
-from drivers.httperf import HttperfDriver
-from drivers.mcload import McLoadDriver
-from drivers.siege import SiegeDriver
-from drivers.wrk import WrkDriver
+import importlib
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from drivers.base import Driver
+    from drivers.base import Driver, DriverClass, DriverOptions
+    from model.ramps import Ramp
 
-DRIVER_RAMPS: dict[str, tuple[str, ...]] = {
-    "wrk": WrkDriver.ramp_kinds,
-    "httperf": HttperfDriver.ramp_kinds,
-    "ab": AbDriver.ramp_kinds,
-    "siege": SiegeDriver.ramp_kinds,
-    "mcload": McLoadDriver.ramp_kinds,  # the memcached socket service (seed 001)
-    "agent": ("connections",),  # drivers.agent: long-lived processes across the whole ramp
+DRIVERS: dict[str, str] = {
+    "wrk": "drivers.wrk:WrkDriver",
+    "httperf": "drivers.httperf:HttperfDriver",
+    "ab": "drivers.ab:AbDriver",
+    "siege": "drivers.siege:SiegeDriver",
+    "mcload": "drivers.mcload:McLoadDriver",  # the memcached socket service's load
+    "agent": "drivers.agent.plan:AgentDriver",  # WebSocket connection ramps
 }
+
+
+def driver_class(name: str) -> type[DriverClass]:
+    """The class registered as `name`, imported now; an unknown name lists the known ones."""
+    if name not in DRIVERS:
+        raise ValueError(f"unknown driver {name!r}: choose from {', '.join(DRIVERS)}")
+    module_name, _, class_name = DRIVERS[name].partition(":")
+    cls = getattr(importlib.import_module(module_name), class_name)
+    if cls.name != name:
+        raise ValueError(f"{DRIVERS[name]} declares itself {cls.name!r}, registered as {name!r}")
+    return cls
+
+
+def driver_classes() -> dict[str, type[DriverClass]]:
+    """Every registered driver class, by name (imports them all)."""
+    return {name: driver_class(name) for name in DRIVERS}
+
+
+def build_driver(name: str, ramp: Ramp, load_cpu_count: int, options: DriverOptions) -> Any:
+    """The driver `name` for a profile's ramp and options, sized for the load CPUs."""
+    return driver_class(name).from_profile(ramp, load_cpu_count, options)
 
 
 def make_driver(
@@ -33,15 +54,22 @@ def make_driver(
     calls_per_connection: int = 10,
     requests_per_step: int | None = None,
 ) -> Driver:
-    """The driver `name`, sized for the load CPUs and the profile's ramp."""
-    if name == "wrk":
-        return WrkDriver(threads=agent_cpu_count)
-    if name == "httperf":
-        return HttperfDriver(calls_per_connection=calls_per_connection)
-    if name == "ab":
-        return AbDriver(requests_per_step=requests_per_step)
-    if name == "siege":
-        return SiegeDriver()
-    if name == "mcload":
-        return McLoadDriver(processes=agent_cpu_count)
-    raise ValueError(f"unknown driver {name!r}: choose from {', '.join(DRIVER_RAMPS)}")
+    """The step driver `name`, sized for the load CPUs (the runner's entry until it calls
+    `build_driver` with the profile's ramp: the only thing it read from the ramp, httperf's
+    calls per connection, is passed here on its own)."""
+    from model.ramps import ConcurrencyRamp, RateRamp
+
+    cls = driver_class(name)
+    ramp: Ramp = (
+        RateRamp(low=1, high=1, step=1, calls_per_connection=calls_per_connection)
+        if "rate" in cls.ramp_kinds
+        else ConcurrencyRamp(start=1, stop=1, step=1)
+    )
+    return cls.from_profile(ramp, agent_cpu_count, {"requests_per_step": requests_per_step})
+
+
+def __getattr__(name: str) -> Any:
+    # DRIVER_RAMPS (name → ramp kinds) is computed on first use: it imports every driver.
+    if name == "DRIVER_RAMPS":
+        return {driver: cls.ramp_kinds for driver, cls in driver_classes().items()}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,4 +1,4 @@
-"""ab (ApacheBench): concurrency steps, the seed-003 tool (`ab -c2000 -n10000 -k`).
+"""ab (ApacheBench): concurrency steps, the process-model study's tool (`ab -c2000 -n10000 -k`).
 
 ab compares every reply's length with the first one and calls a difference a failed
 request ("Length"). When the scenario's replies legitimately differ in length (/counter)
@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Self
 
-from drivers.base import DriverOutputError, DriverResult, Target, no_latency
-from model.ramps import RampStep
+from drivers.base import DriverOptions, DriverOutputError, DriverResult, Target, no_latency
+from model.ramps import Ramp, RampStep
 
 MAX_REQUESTS_PER_TIMED_STEP = 50_000_000  # ab -t stops at -n; make time the limit
 
@@ -71,12 +72,18 @@ class AbDriver:
 
     name = "ab"
     tool = "ab"
+    package = "apache2-utils"
+    tool_version_args = ("-V",)
     ramp_kinds = ("concurrency",)
     busy_polls = False
 
     def __init__(self, requests_per_step: int | None = None, keep_alive: bool = True) -> None:
         self.requests_per_step = requests_per_step
         self.keep_alive = keep_alive
+
+    @classmethod
+    def from_profile(cls, ramp: Ramp, load_cpu_count: int, options: DriverOptions) -> Self:
+        return cls(requests_per_step=options.get("requests_per_step"))
 
     def commands(self, step: RampStep, target: Target, workdir: Path) -> list[list[str]]:
         command = [

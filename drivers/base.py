@@ -10,7 +10,7 @@ Error kinds are common to every driver so that charts and tables compare like wi
 - read, write: socket errors while reading or sending
 - status:    a reply that was not 2xx
 - length:    a reply whose length differed from the first (ab), when lengths must agree
-- wrong:     a 2xx reply whose body was not the expected one (checked scenarios, seed 001)
+- wrong:     a 2xx reply whose body was not the expected one (checked scenarios)
 - other:     anything else the tool reports
 - driver_*:  the load generator's own limits (httperf's fd-unavail, addrunavail, ftab-full):
              not the server's fault, kept out of `total` and flagged `driver_capped`.
@@ -26,10 +26,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol, Self, TypedDict
 
 from model.errors import UserError
-from model.ramps import RampStep
+from model.ramps import Ramp, RampStep
 from model.scenarios import Scenario
 
 LATENCY_KEYS = ("avg", "p50", "p90", "p99", "max")
@@ -129,12 +129,31 @@ class Target:
         return [f"http://{self.host}:{self.port}{path}" for path in paths]
 
 
-class Driver(Protocol):
-    """A load generator: command lines for a step, and a parser for their output."""
+class DriverOptions(TypedDict, total=False):
+    """What a profile tells a driver beyond the ramp, as plain data."""
 
-    name: str
-    tool: str  # the executable (see harness.doctor.TOOLS)
-    ramp_kinds: tuple[str, ...]
+    requests_per_step: int | None  # ab -n: a fixed request count per step instead of a time
+
+
+class DriverClass(Protocol):
+    """What every driver class declares: the registry (`drivers.DRIVERS`), doctor's tool
+    table and the CLI's help are read from these, so a new driver is written down once."""
+
+    name: ClassVar[str]
+    tool: ClassVar[str]  # the executable it runs ("python": one of ours, nothing to install)
+    package: ClassVar[str | None]  # the Debian package that has `tool`; None: ships with us
+    tool_version_args: ClassVar[tuple[str, ...]]  # how `harness doctor` asks its version
+    ramp_kinds: ClassVar[tuple[str, ...]]  # model.ramps kinds it runs
+
+    @classmethod
+    def from_profile(cls, ramp: Ramp, load_cpu_count: int, options: DriverOptions) -> Self:
+        """The driver for a profile's ramp, sized for the load CPUs."""
+        ...
+
+
+class Driver(DriverClass, Protocol):
+    """A load generator run step by step: command lines for a step, a parser for their output."""
+
     # A driver that spins whatever the load (httperf) is judged driver-bound by the load it
     # failed to offer, not by its CPU use.
     busy_polls: bool

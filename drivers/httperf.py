@@ -16,9 +16,10 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
+from typing import Self
 
-from drivers.base import DriverOutputError, DriverResult, Target, no_latency
-from model.ramps import RampStep
+from drivers.base import DriverOptions, DriverOutputError, DriverResult, Target, no_latency
+from model.ramps import Ramp, RampStep, RateRamp
 
 FD_SETSIZE = 1024
 SOCKETS_PER_PROCESS = 1000  # headroom under FD_SETSIZE for stdio and the listening files
@@ -105,11 +106,18 @@ class HttperfDriver:
 
     name = "httperf"
     tool = "httperf"
+    package = "httperf"
+    tool_version_args = ("--version",)
     ramp_kinds = ("rate",)
     busy_polls = True
 
     def __init__(self, calls_per_connection: int = 10) -> None:
         self.calls_per_connection = calls_per_connection
+
+    @classmethod
+    def from_profile(cls, ramp: Ramp, load_cpu_count: int, options: DriverOptions) -> Self:
+        calls = ramp.calls_per_connection if isinstance(ramp, RateRamp) else 1
+        return cls(calls_per_connection=calls)
 
     def commands(self, step: RampStep, target: Target, workdir: Path) -> list[list[str]]:
         rate = step.offered / self.calls_per_connection

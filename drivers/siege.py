@@ -1,4 +1,4 @@
-"""siege: concurrency steps in benchmark mode (seed 004's file and GridFS studies).
+"""siege: concurrency steps in benchmark mode (the autobench study's file and GridFS runs).
 
 siege refuses more than `limit` users (255 by default), so the harness writes its own
 siegerc beside the step's raw output. Its JSON report counts replies of 400 and above as
@@ -12,9 +12,10 @@ import json
 import re
 import tempfile
 from pathlib import Path
+from typing import Self
 
-from drivers.base import DriverOutputError, DriverResult, Target, no_latency
-from model.ramps import RampStep
+from drivers.base import DriverOptions, DriverOutputError, DriverResult, Target, no_latency
+from model.ramps import Ramp, RampStep
 
 SIEGERC = """\
 limit = {limit}
@@ -74,8 +75,14 @@ class SiegeDriver:
 
     name = "siege"
     tool = "siege"
+    package = "siege"
+    tool_version_args = ("--version",)
     ramp_kinds = ("concurrency",)
     busy_polls = False
+
+    @classmethod
+    def from_profile(cls, ramp: Ramp, load_cpu_count: int, options: DriverOptions) -> Self:
+        return cls()
 
     def commands(self, step: RampStep, target: Target, workdir: Path) -> list[list[str]]:
         users = int(step.offered)
@@ -84,7 +91,7 @@ class SiegeDriver:
         url = target.url
         scenario = target.scenario
         url_file: list[str] = []
-        if target.paths:  # seed 004: random URLs from the list (internet mode, -i)
+        if target.paths:  # the autobench study: random URLs from the list (internet mode, -i)
             text = "\n".join(target.urls()) + "\n"
             (workdir / "urls.txt").write_text(text)  # the record, beside the raw output
             url_file = ["-i", f"--file={short_urls_file(text)}"]

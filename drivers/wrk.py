@@ -1,17 +1,19 @@
 """wrk: closed-loop concurrency steps, with a Lua `done()` report parsed as JSON.
 
-Random-path scenarios (seed 004's URL list) pick each request's path with `request()`;
-checked scenarios (seed 001) compare every 2xx body in `response()` and count the others
-as `wrong` — wrk then parses bodies, which costs it some speed, so the load CPU is watched.
+Random-path scenarios (the autobench study's URL list) pick each request's path with
+`request()`; checked scenarios (the memcached-proxy study) compare every 2xx body in
+`response()` and count the others as `wrong` — wrk then parses bodies, which costs it some
+speed, so the load CPU is watched.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Self
 
-from drivers.base import DriverOutputError, DriverResult, Target
-from model.ramps import RampStep
+from drivers.base import DriverOptions, DriverOutputError, DriverResult, Target
+from model.ramps import Ramp, RampStep
 
 REPORT_PREFIX = "WRK_JSON "
 
@@ -126,11 +128,17 @@ class WrkDriver:
 
     name = "wrk"
     tool = "wrk"
+    package = "wrk"
+    tool_version_args = ("-v",)
     ramp_kinds = ("concurrency",)
     busy_polls = False
 
     def __init__(self, threads: int = 1) -> None:
         self.threads = threads
+
+    @classmethod
+    def from_profile(cls, ramp: Ramp, load_cpu_count: int, options: DriverOptions) -> Self:
+        return cls(threads=load_cpu_count)
 
     def commands(self, step: RampStep, target: Target, workdir: Path) -> list[list[str]]:
         script = workdir / "wrk-report.lua"

@@ -4,70 +4,36 @@ from __future__ import annotations
 
 import os
 import platform
-import re
 import resource
 import shutil
 import subprocess
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import psutil
 
+from harness.services import (
+    FERRETDB_VERSION,
+    build_ferretdb,
+    ferretdb_binary,
+    known_w0_probe,
+    probe_unacknowledged_writes,
+)
+from harness.tools import TOOLS, Tool, ToolStatus, tool_path, tool_status
 from model.errors import UserError
-from servers import PROGRAM_PATH
 
-
-@dataclass(frozen=True)
-class Tool:
-    """A system tool the harness drives, the Debian package that has it, how to ask its version."""
-
-    name: str
-    package: str
-    version_args: tuple[str, ...]
-
-
-TOOLS: dict[str, Tool] = {
-    t.name: t
-    for t in (
-        Tool("wrk", "wrk", ("-v",)),
-        Tool("httperf", "httperf", ("--version",)),
-        Tool("ab", "apache2-utils", ("-V",)),
-        Tool("siege", "siege", ("--version",)),
-        Tool("nginx", "nginx", ("-v",)),
-        Tool("memcached", "memcached", ("-V",)),
-        Tool("taskset", "util-linux", ("--version",)),
-        Tool("ruby", "ruby-eventmachine", ("-v",)),  # the EventMachine baseline
-    )
-}
-_VERSION = re.compile(r"\d+(?:\.\d+)+[\w.-]*")
-
-
-@dataclass(frozen=True)
-class ToolStatus:
-    name: str
-    package: str
-    path: str | None
-    version: str | None
-
-
-def tool_path(name: str) -> str | None:
-    """Where `name` is, looking in sbin too (nginx lives there)."""
-    return shutil.which(name, path=PROGRAM_PATH)
-
-
-def tool_status(tool: Tool) -> ToolStatus:
-    path = tool_path(tool.name)
-    version = None
-    if path:
-        try:
-            result = subprocess.run(
-                [path, *tool.version_args], capture_output=True, text=True, timeout=10
-            )
-            match = _VERSION.search(result.stdout + result.stderr)
-            version = match.group(0) if match else "unknown"
-        except (OSError, subprocess.TimeoutExpired):
-            version = "unknown"
-    return ToolStatus(tool.name, tool.package, path, version)
+# Tool lookup lives in harness.tools; these names stay importable from here for callers
+# written before it (harness.runner).
+__all__ = [
+    "TOOLS",
+    "Tool",
+    "ToolStatus",
+    "doctor_report",
+    "host_facts",
+    "install_missing",
+    "tool_path",
+    "tool_status",
+]
 
 
 def _read(path: str) -> str | None:
@@ -105,8 +71,6 @@ def host_facts() -> dict[str, object]:
 
 def doctor_report() -> dict[str, object]:
     """Tools (path, version), FerretDB, and host limits, as `harness doctor --json` prints them."""
-    from harness.services import FERRETDB_VERSION, ferretdb_binary, known_w0_probe
-
     binary = ferretdb_binary()
     return {
         "tools": {name: asdict(tool_status(tool)) for name, tool in TOOLS.items()},
@@ -122,13 +86,6 @@ def doctor_report() -> dict[str, object]:
 def install_missing(names: list[str] | None = None) -> list[str]:
     """Install what is missing: Debian packages of the tools, then FerretDB (built from the
     Go module proxy) with its w: 0 probe; returns what was installed."""
-    from harness.services import (
-        build_ferretdb,
-        ferretdb_binary,
-        known_w0_probe,
-        probe_unacknowledged_writes,
-    )
-
     installed = _install_packages(names)
     if install_node_modules():
         installed.append("servers/node/node_modules")

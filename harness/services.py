@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.doctor import tool_path
+from harness.tools import tool_path
 from model.errors import UserError
 
 FERRETDB_MODULE = "github.com/FerretDB/FerretDB"

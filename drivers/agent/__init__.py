@@ -1,1 +1,1 @@
-"""Our WebSocket agent (seed 000): many connections from several processes and addresses."""
+"""Our WebSocket agent (the WebSocket study): many connections, several processes and addresses."""

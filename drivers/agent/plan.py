@@ -14,7 +14,11 @@ import resource
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Self
+
+if TYPE_CHECKING:
+    from drivers.base import DriverOptions
+    from model.ramps import Ramp
 
 FD_HEADROOM = 100  # stdio, the event loop's own descriptors, imports
 FIRST_SOURCE_HOST = 2  # 127.0.0.2, 127.0.0.3, ... (127.0.0.1 stays the server's)
@@ -22,6 +26,22 @@ FIRST_SOURCE_HOST = 2  # 127.0.0.2, 127.0.0.3, ... (127.0.0.1 stays the server's
 # for a free source port grew with every connection: one process opened 3,700/s at first
 # and under 1,000/s past 8,000 connections; with eight it held 3,200-3,700/s to 12,000.
 SOURCES_PER_PROCESS = 8
+
+
+class AgentDriver:
+    """Our WebSocket agent as the registry knows it: connection ramps, whose agent processes
+    hold their connections across every step (harness.connections runs them, with the
+    command lines and line parser below), not one step's processes at a time."""
+
+    name = "agent"
+    tool = "python"  # `python -m drivers.agent`: ships with the harness
+    package = None
+    tool_version_args = ("--version",)
+    ramp_kinds = ("connections",)
+
+    @classmethod
+    def from_profile(cls, ramp: Ramp, load_cpu_count: int, options: DriverOptions) -> Self:
+        return cls()
 
 
 def read_port_range() -> tuple[int, int]:

@@ -1,4 +1,4 @@
-"""mcload: seed 001's socket stress tool — long-lived connections asking `get <key>`.
+"""mcload: the memcached-proxy study's stress tool — long-lived connections asking `get <key>`.
 
 `python -m drivers.mcload --port P --connections 100 --duration 10 --key K --value-hex H`
 keeps every connection open for the whole step, sends one `get` at a time on each, checks
@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Self
 
-from drivers.base import DriverOutputError, DriverResult, Target
-from model.ramps import RampStep
+from drivers.base import DriverOptions, DriverOutputError, DriverResult, Target
+from model.ramps import Ramp, RampStep
 
 REPORT_PREFIX = "MCLOAD_JSON "
 
@@ -50,12 +51,18 @@ class McLoadDriver:
     """`offered` long-lived connections for `duration_s`, split over the load CPUs."""
 
     name = "mcload"
-    tool = "python"
+    tool = "python"  # `python -m drivers.mcload`: ships with the harness
+    package = None
+    tool_version_args = ("--version",)
     ramp_kinds = ("concurrency",)
     busy_polls = False
 
     def __init__(self, processes: int = 1) -> None:
         self.processes = processes
+
+    @classmethod
+    def from_profile(cls, ramp: Ramp, load_cpu_count: int, options: DriverOptions) -> Self:
+        return cls(processes=load_cpu_count)
 
     def commands(self, step: RampStep, target: Target, workdir: Path) -> list[list[str]]:
         if target.expected_body is None:

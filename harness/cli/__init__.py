@@ -1,0 +1,43 @@
+"""The `harness` command line: parses and dispatches only; the work lives in its modules.
+
+One module per command (`harness/cli/<command>.py`), registered here. A user's mistake
+raises UserError, caught once in `main()`: one line, exit status 1.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from harness.cli.bench import bench_command
+from harness.cli.compare import compare_command
+from harness.cli.doctor import doctor_command
+from harness.cli.list import list_command
+from harness.cli.report import report_command
+from harness.cli.run import run_command
+from harness.cli.verify import verify_command
+from model.errors import UserError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Compare web-server frameworks fairly: identical load, pinned CPUs, telemetry.",
+)
+app.command("list")(list_command)
+app.command("doctor")(doctor_command)
+app.command("verify")(verify_command)
+app.command("bench")(bench_command)
+app.command("compare")(compare_command)
+app.command("run")(run_command)
+app.command("report")(report_command)
+
+
+def main() -> None:
+    """Console-script entry: run the app; a UserError becomes one line and exit status 1."""
+    try:
+        app()  # usage errors: typer's own message and exit status 2
+    except UserError as error:
+        print(f"harness: error: {error}", file=sys.stderr)
+        sys.exit(1)

@@ -1,0 +1,67 @@
+"""`harness bench`: our server against the framework's minimal app, same core, same run."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+from rich.table import Table
+
+from harness.cli.options import AGENT_CPUS_OPTION, check_cpus, console
+from model.errors import UserError
+from servers import FRAMEWORKS
+
+
+def bench_command(
+    frameworks: str = typer.Option("all", help="all, or a comma-separated list of frameworks."),
+    loop: str = typer.Option(None, help="asyncio or uvloop, for aiohttp and tornado."),
+    server_cpus: str = typer.Option("0", help="CPUs for the servers."),
+    load_cpus: str = typer.Option("1", help="CPUs for wrk."),
+    agent_cpus: str = AGENT_CPUS_OPTION,
+    connections: int = typer.Option(100, help="wrk connections."),
+    duration_s: float = typer.Option(10.0, "--duration", help="Seconds per wrk run."),
+    rounds: int = typer.Option(3, help="Alternating rounds (ours, minimal) per framework."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+) -> None:
+    """GET / on our server against the framework's minimal app, same core, same run (wrk)."""
+    from harness.bench import bench_framework
+    from harness.frameworks import select_frameworks
+    from harness.tools import tool_path
+
+    load_cpus = agent_cpus or load_cpus
+    # baselines have no minimal app: bench measures our server against the framework's own
+    names = [n for n in select_frameworks(frameworks) if FRAMEWORKS[n].role == "framework"]
+    if not names:
+        raise UserError("bench compares frameworks with their minimal apps; baselines have none")
+    check_cpus(server_cpus)
+    check_cpus(load_cpus)
+    if tool_path("wrk") is None:
+        raise UserError("wrk not found: run `harness doctor --install`")
+    results = []
+    for name in names:
+        chosen_loop = loop if loop in FRAMEWORKS[name].loops else None
+        with console.status(f"bench {name}: {rounds} rounds of {duration_s:g} s each…"):
+            results.append(
+                bench_framework(
+                    name,
+                    loop=chosen_loop,
+                    server_cpus=server_cpus,
+                    load_cpus=load_cpus,
+                    connections=connections,
+                    duration_s=duration_s,
+                    rounds=rounds,
+                )
+            )
+    if as_json:
+        print(json.dumps([{**r.__dict__, "ratio": r.ratio} for r in results], indent=2))
+        return
+    table = Table("framework", "loop", "ours req/s", "minimal req/s", "ours / minimal")
+    for r in results:
+        table.add_row(
+            r.framework,
+            r.loop or FRAMEWORKS[r.framework].loops[0],
+            f"{r.ours_requests_per_s:,.0f}",
+            f"{r.minimal_requests_per_s:,.0f}",
+            f"{r.ratio:.0%}",
+        )
+    console.print(table)

@@ -1,0 +1,51 @@
+"""`harness doctor`: the tools found (with versions), FerretDB, and the host's limits."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+from rich.table import Table
+
+from harness.cli.options import console
+
+
+def doctor_command(
+    install: bool = typer.Option(False, "--install", help="apt-get install missing tools."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+) -> None:
+    """Load tools found (with versions) and the limits that bound a run on this machine."""
+    from harness.doctor import doctor_report, install_missing
+
+    if install:
+        installed = install_missing()
+        if not as_json:
+            console.print(
+                f"installed: {', '.join(installed)}" if installed else "nothing to install"
+            )
+    report = doctor_report()
+    if as_json:
+        print(json.dumps(report, indent=2))
+        return
+    table = Table("tool", "package", "version", "path")
+    ferretdb = report["ferretdb"]
+    for tool in report["tools"].values():  # type: ignore[union-attr]
+        table.add_row(
+            tool["name"], tool["package"], tool["version"] or "[red]missing[/]", tool["path"] or ""
+        )
+    table.add_row(
+        "ferretdb", "go module", ferretdb["version"] or "[red]missing[/]", ferretdb["path"] or ""
+    )  # type: ignore[index]
+    console.print(table)
+    probe = ferretdb["w0_probe"]  # type: ignore[index]
+    if probe:
+        console.print(
+            f"FerretDB with w: 0 (unacknowledged writes): {probe['stored']} of {probe['sent']} "
+            f"stored after the client disconnected — {probe['lost']} lost"
+            + (" (use --mongo-w 1, or --mongo-url to a real MongoDB)" if probe["lost"] else "")
+        )
+    host = report["host"]
+    limits = Table("host fact", "value")
+    for key, value in host.items():  # type: ignore[union-attr]
+        limits.add_row(key, str(value))
+    console.print(limits)

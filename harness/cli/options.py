@@ -1,0 +1,68 @@
+"""What several commands share: the console, the options of compare and run, and the
+checks of option values that need no work module."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from rich.console import Console
+
+from drivers import DRIVERS
+from model.errors import UserError
+from servers.contract import SINKS
+
+# Not a terminal (CI, a pipe): wide enough that tables keep their columns.
+console = Console(width=None if sys.stdout.isatty() else 160)
+
+
+def parse_sinks(spec: str) -> list[str]:
+    """`empty,file` as a list of sinks; an unknown one is a UserError naming the known ones."""
+    sinks = [s.strip() for s in spec.split(",") if s.strip()]
+    unknown = [s for s in sinks if s not in SINKS]
+    if unknown or not sinks:
+        raise UserError(
+            f"unknown sink {', '.join(unknown) or repr(spec)}: choose from {', '.join(SINKS)}"
+        )
+    return sinks
+
+
+def check_cpus(spec: str) -> str:
+    """`spec` itself once it names CPUs this process may use (UserError otherwise)."""
+    from harness.affinity import parse_cpu_list
+
+    parse_cpu_list(spec)
+    return spec
+
+
+FRAMEWORKS_OPTION = typer.Option(
+    "all", help="all, baselines, or a comma-separated list of frameworks and baselines."
+)
+PROFILE_OPTION = typer.Option("quick", help="A shipped profile (harness/profiles/*.toml).")
+SCENARIO_OPTION = typer.Option(
+    None, help="Override the profile's scenario (see `harness list --scenarios`)."
+)
+SINK_OPTION = typer.Option(None, help="Override the sink (empty, file, mongo).")
+DRIVER_OPTION = typer.Option(None, help=f"Override the driver ({', '.join(DRIVERS)}).")
+REPEAT_OPTION = typer.Option(None, help="Run every case N times, interleaved; medians kept.")
+DURATION_OPTION = typer.Option(None, "--duration", help="Seconds per step.")
+AFFINITY_OPTION = typer.Option(None, help="both, server, agent, none, or matrix (all four).")
+MODEL_OPTION = typer.Option(
+    None,
+    "--process-model",
+    help="single, workers:N, lb:N or lb:N/workers:M; a comma-separated list compares several.",
+)
+LOOP_OPTION = typer.Option(None, help="asyncio or uvloop, for aiohttp and tornado.")
+SET_OPTION = typer.Option([], "--set", help="Profile override key=value (ramp.stop=100).")
+SERVER_CPUS_OPTION = typer.Option(None, help="CPUs for the server (default: the first).")
+LOAD_CPUS_OPTION = typer.Option(None, help="CPUs for the load generator (default: the rest).")
+# The load CPUs' old name in compare and run, still accepted, no longer shown.
+AGENT_CPUS_OPTION = typer.Option(None, "--agent-cpus", hidden=True)
+OUT_OPTION = typer.Option(None, help="Results directory (default: results/).")
+NO_VERIFY_OPTION = typer.Option(False, "--no-verify", help="Skip the verify pass.")
+MONGO_URL_OPTION = typer.Option(None, help="A real MongoDB (default: FerretDB started here).")
+MONGO_W_OPTION = typer.Option(None, help="Write concern of the mongo sink: 0 or 1.")
+CONNECTIONS_OPTION = typer.Option(None, help="Connection ramp target (WebSocket scenarios).")
+MODE_OPTION = typer.Option(
+    None, help="Connection ramps: load (hold each step) or stress (stop at the breaking point)."
+)

@@ -1,0 +1,60 @@
+"""`harness run`: one framework through a profile (compare with one framework)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from harness.cli.compare import run_comparison
+from harness.cli.options import (
+    AFFINITY_OPTION,
+    AGENT_CPUS_OPTION,
+    CONNECTIONS_OPTION,
+    DRIVER_OPTION,
+    DURATION_OPTION,
+    LOAD_CPUS_OPTION,
+    LOOP_OPTION,
+    MODE_OPTION,
+    MODEL_OPTION,
+    MONGO_URL_OPTION,
+    MONGO_W_OPTION,
+    NO_VERIFY_OPTION,
+    OUT_OPTION,
+    PROFILE_OPTION,
+    REPEAT_OPTION,
+    SCENARIO_OPTION,
+    SERVER_CPUS_OPTION,
+    SET_OPTION,
+    SINK_OPTION,
+)
+from model.errors import UserError
+
+
+def run_command(
+    framework: str = typer.Option(..., help="The framework to run."),
+    profile: str = PROFILE_OPTION,
+    scenario: str = SCENARIO_OPTION,
+    sink: str = SINK_OPTION,
+    driver: str = DRIVER_OPTION,
+    repeat: int = REPEAT_OPTION,
+    duration_s: float = DURATION_OPTION,
+    affinity: str = AFFINITY_OPTION,
+    process_model: str = MODEL_OPTION,
+    loop: str = LOOP_OPTION,
+    settings: list[str] = SET_OPTION,
+    server_cpus: str = SERVER_CPUS_OPTION,
+    load_cpus: str = LOAD_CPUS_OPTION,
+    agent_cpus: str = AGENT_CPUS_OPTION,
+    out: Path = OUT_OPTION,
+    no_verify: bool = NO_VERIFY_OPTION,
+    mongo_url: str = MONGO_URL_OPTION,
+    mongo_w: int = MONGO_W_OPTION,
+    connections: int = CONNECTIONS_OPTION,
+    mode: str = MODE_OPTION,
+) -> None:
+    """One framework through a profile (the same as compare --frameworks NAME)."""
+    if "," in framework or framework == "all":
+        raise UserError("run takes one framework; use compare for several")
+    options = dict(locals())
+    run_comparison(frameworks=options.pop("framework"), **options)

@@ -1,0 +1,71 @@
+"""`harness verify`: start each server and check every route it serves before any number."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import tempfile
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from harness.cli.options import check_cpus, console, parse_sinks
+
+
+def verify_command(
+    frameworks: str = typer.Option("all", help="all, or a comma-separated list of frameworks."),
+    sinks: str = typer.Option("empty", help="Comma-separated sinks to verify with."),
+    server_cpus: str = typer.Option(None, help="Pin each server to these CPUs (e.g. 0)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    backends: bool = typer.Option(
+        True, help="Also check /files, /gridfs, /mc and the memcached socket service."
+    ),
+    mongo_url: str = typer.Option(None, help="A real MongoDB (default: FerretDB started here)."),
+) -> None:
+    """Start each server and check every route it serves, WebSocket rules, latency and
+    the sinks asked for; routes a baseline does not serve are `not supported`. Exit 1 on
+    a failure."""
+    from harness.frameworks import select_frameworks
+    from harness.verify import verify_backends, verify_framework
+
+    names = select_frameworks(frameworks)
+    sink_names = parse_sinks(sinks)
+    cpus = check_cpus(server_cpus) if server_cpus else None
+    results = []
+    with contextlib.ExitStack() as stack:
+        services = None
+        if backends:
+            with console.status("starting FerretDB and memcached for the backend checks…"):
+                workdir = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+                services = stack.enter_context(verify_backends(workdir, mongo_url))
+        for name in names:
+            for sink in sink_names:
+                with console.status(f"verifying {name} ({sink} sink)…", spinner="dots"):
+                    results.append(
+                        verify_framework(
+                            name, sink, cpus=cpus, mongo_url=mongo_url, backends=services
+                        )
+                    )
+    if as_json:
+        print(json.dumps([r.to_dict() for r in results], indent=2))
+    else:
+        table = Table("framework", "sink", "check", "ok", "detail")
+        for result in results:
+            if result.skipped:
+                table.add_row(
+                    result.framework, result.sink, "-", "[yellow]skipped[/]", result.skipped
+                )
+            if result.error:
+                table.add_row(result.framework, result.sink, "start", "[red]FAIL[/]", result.error)
+            for check in result.checks:
+                mark = "[green]ok[/]" if check.ok else "[red]FAIL[/]"
+                if not check.supported:
+                    mark = "[dim]not supported[/]"
+                table.add_row(result.framework, result.sink, check.name, mark, check.detail)
+        console.print(table)
+        passed = sum(r.ok for r in results if not r.skipped)
+        skipped = sum(bool(r.skipped) for r in results)
+        console.print(f"{passed} of {len(results) - skipped} passed, {skipped} not offered")
+    if not all(r.ok for r in results if not r.skipped):
+        raise typer.Exit(1)

@@ -1,0 +1,77 @@
+"""The system tools the harness runs: where each is, its version, the Debian package that has it.
+
+The table is derived, not kept by hand: every registered driver declares its tool and
+package (`drivers.DRIVERS`), and the services and baselines add their own programs below.
+FerretDB is not here: it is built from the Go module proxy (harness.services), not installed.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+
+from drivers import driver_classes
+from servers import PROGRAM_PATH
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A system tool the harness drives, the Debian package that has it, how to ask its version."""
+
+    name: str
+    package: str
+    version_args: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ToolStatus:
+    name: str
+    package: str
+    path: str | None
+    version: str | None
+
+
+# Programs the harness needs beside the drivers' tools.
+SERVICE_TOOLS = (
+    Tool("nginx", "nginx", ("-v",)),  # the nginx baseline and the lb: process models
+    Tool("memcached", "memcached", ("-V",)),  # the /mc routes' backend
+    Tool("taskset", "util-linux", ("--version",)),  # every server and driver is pinned
+    Tool("node", "nodejs", ("--version",)),  # the Node http and Express baselines
+    Tool("ruby", "ruby-eventmachine", ("-v",)),  # the EventMachine baseline
+)
+
+
+def driver_tools() -> list[Tool]:
+    """The tools of the registered drivers that come from a Debian package (not ours)."""
+    return [
+        Tool(cls.tool, cls.package, cls.tool_version_args)
+        for cls in driver_classes().values()
+        if cls.package is not None
+    ]
+
+
+TOOLS: dict[str, Tool] = {tool.name: tool for tool in (*driver_tools(), *SERVICE_TOOLS)}
+_VERSION = re.compile(r"\d+(?:\.\d+)+[\w.-]*")
+
+
+def tool_path(name: str) -> str | None:
+    """Where `name` is, looking in sbin too (nginx lives there)."""
+    return shutil.which(name, path=PROGRAM_PATH)
+
+
+def tool_status(tool: Tool) -> ToolStatus:
+    """Where `tool` is and the version it reports (None for both when it is missing)."""
+    path = tool_path(tool.name)
+    version = None
+    if path:
+        try:
+            result = subprocess.run(
+                [path, *tool.version_args], capture_output=True, text=True, timeout=10
+            )
+            match = _VERSION.search(result.stdout + result.stderr)
+            version = match.group(0) if match else "unknown"
+        except (OSError, subprocess.TimeoutExpired):
+            version = "unknown"
+    return ToolStatus(tool.name, tool.package, path, version)
