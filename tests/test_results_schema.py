@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import subprocess
@@ -115,3 +116,15 @@ def test_invalid_summaries_are_refused(fields: dict[str, object], message: str) 
 def test_a_case_summary_must_be_a_summary() -> None:
     with pytest.raises(ValueError, match="summary must be a Summary, not dict"):
         Case("a", "text", "empty", "wrk", "single", {}, "ok", summary={"peak": 1})  # type: ignore[arg-type]
+
+
+def test_a_run_1_and_a_run_2_overlay_in_one_report(tmp_path: Path) -> None:
+    from charts.render import render
+
+    old = tmp_path / "old"
+    shutil.copytree(DATA / "run_v1", old)
+    new = dataclasses.replace(read_run(old), run_id="20261130-170900-smoke")
+    write_run(new, tmp_path / "new")
+    report = render([old, tmp_path / "new"], tmp_path / "overlay")
+    assert report.stat().st_size > 1000
+    assert "20261130-170900-smoke" in report.read_text()
