@@ -235,14 +235,14 @@ def peak_figure(series: Sequence[Series], context: str = "") -> Figure:
     )
     labels, peaks, colours, hatches, texts = [], [], [], [], []
     for one in series:
-        if one.case.status != "ok" or one.case.summary.get("peak") is None:
+        if one.case.status != "ok" or one.case.summary.peak is None:
             continue
         labels.append(one.label)
-        peaks.append(float(one.case.summary["peak"]))
+        peaks.append(float(one.case.summary.peak))
         colours.append(colour_for(one.framework))
-        hatches.append("//" if one.case.summary.get("role") == "baseline" else "")
-        ratio = one.case.summary.get("ratio_to_nginx")
-        # seed 002: the ratio to nginx measured in the same run is the figure that travels
+        hatches.append("//" if one.case.summary.role == "baseline" else "")
+        ratio = one.case.summary.ratio_to_nginx
+        # the affinity study: the ratio to nginx measured in the same run is the figure that travels
         texts.append(f"{peaks[-1]:,.0f}" + (f"\n{ratio:.2f}× nginx" if ratio is not None else ""))
     bars = axes.bar(labels, peaks, color=colours, hatch=hatches, edgecolor="black", gid="peaks")
     axes.bar_label(bars, labels=texts, padding=2, fontsize=9)
@@ -254,7 +254,7 @@ def peak_figure(series: Sequence[Series], context: str = "") -> Figure:
 
 
 def affinity_figure(series: Sequence[Series], context: str = "") -> Figure:
-    """Seed 002's matrix: grouped bars of peak per framework, one bar per affinity mode."""
+    """The affinity study's matrix: grouped bars of peak per framework, one bar per mode."""
     modes = sorted({s.case.affinity.get("mode") or "" for s in series})
     frameworks = list(dict.fromkeys(s.framework for s in series))
     figure, axes = _new(
@@ -265,7 +265,7 @@ def affinity_figure(series: Sequence[Series], context: str = "") -> Figure:
         values = []
         for framework in frameworks:
             peaks = [
-                s.case.summary.get("peak") or 0.0
+                s.case.summary.peak or 0.0
                 for s in series
                 if s.framework == framework and s.case.affinity.get("mode") == mode
             ]
@@ -327,7 +327,7 @@ def connection_figures(series: Sequence[Series], context: str = "") -> dict[str,
         flags: set[str] = set()
         for one in series:
             flags |= _plot_metric(axes, one, value, x_of=_open_connections)
-            breaking = one.case.summary.get("breaking_point")
+            breaking = one.case.summary.breaking_point
             if breaking:
                 axes.axvline(
                     breaking["connections"],

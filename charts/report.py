@@ -19,10 +19,10 @@ FIGURE_CAPTIONS = {
     "memory": "Server resident memory, the maximum in each step.",
     "peak": "Peak sustained throughput: the best error-free step (rate ramps: autobench's "
     "reading, the highest offered rate achieved at ≥ 95 % with no errors).",
-    "affinity": "Peak per framework under each CPU affinity mode (seed 002).",
+    "affinity": "Peak per framework under each CPU affinity mode (the affinity study).",
     "conn_cpu": "Server CPU against open connections.",
     "conn_rss": "Server memory against open connections.",
-    "conn_rss_per_connection": "Memory per open connection (the seed's anchor: 10.3 KB).",
+    "conn_rss_per_connection": "Memory per open connection (the WebSocket study found 10.3 KB).",
     "conn_tick_max": "Worst event-loop tick lag per step; dotted lines mark breaking points.",
 }
 
@@ -61,23 +61,23 @@ def _summary_rows(run: Run) -> list[list[str]]:
     rows = []
     for case in run.cases:
         s = case.summary
-        rss = s.get("rss_max_bytes")
-        ratio = s.get("ratio_to_nginx")
+        rss = s.rss_max_bytes
+        ratio = s.ratio_to_nginx
         rows.append(
             [
-                escape(case.framework) + (" (baseline)" if s.get("role") == "baseline" else ""),
+                escape(case.framework) + (" (baseline)" if s.role == "baseline" else ""),
                 escape(case.affinity.get("mode") or ""),
                 escape(case.process_model),
                 f'<span class="{case.status}">{case.status}</span>',
-                _number(s.get("peak")),
+                _number(s.peak),
                 f"{ratio:.2f}×" if ratio is not None else "–",
-                _number(s.get("megabytes_per_s_at_peak"), "{:.1f}"),
-                _number(s.get("peak_offered"), "{:g}"),
-                _number(s.get("p99_at_peak_ms"), "{:.2f}"),
-                _number(s.get("server_cpu_at_peak_pct")),
+                _number(s.megabytes_per_s_at_peak, "{:.1f}"),
+                _number(s.peak_offered, "{:g}"),
+                _number(s.p99_at_peak_ms, "{:.2f}"),
+                _number(s.server_cpu_at_peak_pct),
                 _number(rss / 1e6 if rss else None, "{:.1f}"),
-                _number(s.get("errors_total")),
-                escape(" ".join(s.get("flags", []))),
+                _number(s.errors_total),
+                escape(" ".join(s.flags)),
                 escape(case.error or ""),
             ]
         )

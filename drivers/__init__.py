@@ -42,30 +42,9 @@ def driver_classes() -> dict[str, type[DriverClass]]:
     return {name: driver_class(name) for name in DRIVERS}
 
 
-def build_driver(name: str, ramp: Ramp, load_cpu_count: int, options: DriverOptions) -> Any:
+def build_driver(name: str, ramp: Ramp, load_cpu_count: int, options: DriverOptions) -> Driver:
     """The driver `name` for a profile's ramp and options, sized for the load CPUs."""
     return driver_class(name).from_profile(ramp, load_cpu_count, options)
-
-
-def make_driver(
-    name: str,
-    *,
-    agent_cpu_count: int,
-    calls_per_connection: int = 10,
-    requests_per_step: int | None = None,
-) -> Driver:
-    """The step driver `name`, sized for the load CPUs (the runner's entry until it calls
-    `build_driver` with the profile's ramp: the only thing it read from the ramp, httperf's
-    calls per connection, is passed here on its own)."""
-    from model.ramps import ConcurrencyRamp, RateRamp
-
-    cls = driver_class(name)
-    ramp: Ramp = (
-        RateRamp(low=1, high=1, step=1, calls_per_connection=calls_per_connection)
-        if "rate" in cls.ramp_kinds
-        else ConcurrencyRamp(start=1, stop=1, step=1)
-    )
-    return cls.from_profile(ramp, agent_cpu_count, {"requests_per_step": requests_per_step})
 
 
 def __getattr__(name: str) -> Any:

@@ -14,7 +14,7 @@ from drivers import DRIVER_RAMPS
 from harness.affinity import parse_cpu_list
 from harness.frameworks import select_frameworks
 from harness.profile import load_profile
-from harness.runner import Plan, Runner, default_cpus, new_run_id
+from harness.run import Plan, Runner, default_cpus, new_run_id
 from model.errors import UserError
 from model.results import Case, Run, Step
 from model.scenarios import get_scenario
@@ -24,7 +24,7 @@ DEFAULT_RESULTS_DIR = Path("results")
 
 
 class RichReporter:
-    """A progress bar per case and per step, and the seed's live console line every second."""
+    """A progress bar per case and per step, and a live console line every second."""
 
     def __init__(self, console: Console, cases_total: int) -> None:
         self.progress = Progress(
@@ -147,14 +147,14 @@ def summary_table(run: Run) -> Table:
     """
     cases = run.cases
     models = len({c.process_model for c in cases}) > 1
-    megabytes = any(c.summary.get("megabytes_per_s_at_peak") is not None for c in cases)
-    ratios = any("ratio_to_nginx" in c.summary for c in cases)
+    megabytes = any(c.summary.megabytes_per_s_at_peak is not None for c in cases)
+    ratios = any(c.summary.ratio_to_nginx is not None for c in cases)
     columns = ["framework", *(["process model"] if models else []), "affinity", "status", "peak"]
     columns += ["vs nginx"] if ratios else []
     columns += ["MB/s"] if megabytes else []
     columns += ["at", "p99 at peak ms", "server CPU %", "RSS MB", "errors", "flags"]
     table = Table(title=f"run {run.run_id}")
-    if any(c.summary.get("role") == "baseline" for c in cases):
+    if any(c.summary.role == "baseline" for c in cases):
         table.caption = "* baseline"
     for column in columns:
         table.add_column(
@@ -162,7 +162,7 @@ def summary_table(run: Run) -> Table:
         )
     for case in cases:
         summary = case.summary
-        name = case.framework + ("*" if summary.get("role") == "baseline" else "")
+        name = case.framework + ("*" if summary.role == "baseline" else "")
         cells = {
             "framework": name,
             "process model": case.process_model,
@@ -172,31 +172,31 @@ def summary_table(run: Run) -> Table:
         if case.status != "ok":
             cells["flags"] = (case.error or "")[:60]
         else:
-            rss = summary.get("rss_max_bytes")
+            rss = summary.rss_max_bytes
             unit = case.steps[0].unit if case.steps else ""
-            at = summary.get("peak_offered")
-            ratio = summary.get("ratio_to_nginx")
+            at = summary.peak_offered
+            ratio = summary.ratio_to_nginx
             cells |= {
-                "peak": _fmt(summary.get("peak")) + f" {summary.get('peak_unit', '')}",
+                "peak": _fmt(summary.peak) + f" {summary.peak_unit}",
                 "vs nginx": f"{ratio:.2f}×" if ratio is not None else "–",
-                "MB/s": _fmt(summary.get("megabytes_per_s_at_peak"), "{:.1f}"),
+                "MB/s": _fmt(summary.megabytes_per_s_at_peak, "{:.1f}"),
                 "at": f"{at:g} {unit}" if at is not None else "–",
-                "p99 at peak ms": _fmt(summary.get("p99_at_peak_ms"), "{:.2f}"),
-                "server CPU %": _fmt(summary.get("server_cpu_at_peak_pct")),
+                "p99 at peak ms": _fmt(summary.p99_at_peak_ms, "{:.2f}"),
+                "server CPU %": _fmt(summary.server_cpu_at_peak_pct),
                 "RSS MB": _fmt(rss / 1e6 if rss else None, "{:.1f}"),
-                "errors": str(summary.get("errors_total", 0)),
-                "flags": " ".join(summary.get("flags", [])),
+                "errors": str(summary.errors_total),
+                "flags": " ".join(summary.flags),
             }
         table.add_row(*(cells.get(column, "") for column in columns))
     return table
 
 
 def topology_table(run: Run) -> Table | None:
-    """Seed 003's table when a run compares process models: req/s, time per request,
+    """The process-model study's table when a run compares process models: req/s, time per request,
     percentiles, and real failures apart from ab's Length artefacts (None otherwise)."""
     if len({c.process_model for c in run.cases}) < 2:
         return None
-    table = Table(title="process models (seed 003)")
+    table = Table(title="process models (the process-model study)")
     columns = ("framework", "process model", "req/s", "mean ms", "p50 ms", "p90 ms",
                "p99 ms", "max ms", "failed", "length artefacts")  # fmt: skip
     for column in columns:

@@ -1,4 +1,4 @@
-"""Connection ramps (seed 000): agent processes hold the connections across every step.
+"""Connection ramps (the WebSocket study): agent processes hold the connections across every step.
 
 The agents follow one schedule (a connection target per step), so unlike HTTP steps the
 load is not restarted between steps. Each second the runner reads the agents' lines and
@@ -301,7 +301,8 @@ def _finish_step(
 
 
 def memory_per_connection(steps: list[Step], baseline_rss_bytes: int | None) -> float | None:
-    """Bytes of server RSS per open connection: the slope over the held steps (seed: 10.3 KB)."""
+    """Bytes of server RSS per open connection: the slope over the held steps (the WebSocket
+    study found 10.3 KB)."""
     points = [
         (s.extra["open"], s.rss_max_bytes) for s in steps if s.rss_max_bytes and s.extra.get("open")
     ]

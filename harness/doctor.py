@@ -19,21 +19,8 @@ from harness.services import (
     known_w0_probe,
     probe_unacknowledged_writes,
 )
-from harness.tools import TOOLS, Tool, ToolStatus, tool_path, tool_status
+from harness.tools import TOOLS, tool_path, tool_status
 from model.errors import UserError
-
-# Tool lookup lives in harness.tools; these names stay importable from here for callers
-# written before it (harness.runner).
-__all__ = [
-    "TOOLS",
-    "Tool",
-    "ToolStatus",
-    "doctor_report",
-    "host_facts",
-    "install_missing",
-    "tool_path",
-    "tool_status",
-]
 
 
 def _read(path: str) -> str | None:

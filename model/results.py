@@ -1,21 +1,33 @@
-"""The result model, schema `harness.run/1`: Run → Case → Step, frozen and validated.
+"""The result model, schema `harness.run/2`: Run → Case → Step and Summary, frozen and validated.
 
-Format history (bump SCHEMA on any change; old files stay readable or are refused by name):
-- harness.run/1 — first version (DESIGN.md "Result format").
+The format is described field by field in docs/results.md.
+
+Format history (bump SCHEMA on any change; old files are upgraded by `read_run` or refused
+by name):
+- harness.run/1 — first version: a case's `summary` is a free dict whose keys depend on
+  the ramp kind and on what ran (`ratio_to_nginx` only beside nginx, `repeats` only when
+  repeated, `breaking_point` only for connection ramps...).
+- harness.run/2 — the summary is a fixed record (`Summary`): every field is always
+  written, `null` where it does not apply; `repeats` is 1 for a single run;
+  `failed_repeats` and `flags` are lists. Read from /1 by filling the absent fields with
+  their defaults (`upgrade_run_1`); a /1 summary key /2 does not know is refused by name.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
-SCHEMA = "harness.run/1"
-READABLE_SCHEMAS = (SCHEMA,)
+SCHEMA = "harness.run/2"
+SCHEMA_1 = "harness.run/1"
+READABLE_SCHEMAS = (SCHEMA_1, SCHEMA)
 CaseStatus = Literal["ok", "failed", "skipped"]
 STEP_UNITS = ("req/s", "conns", "concurrency")
+PEAK_UNITS = ("req/s", "conns")
+ROLES = ("framework", "baseline")
 LATENCY_KEYS = ("avg", "p50", "p90", "p99", "max")
 FLAG_MEANINGS = {
     "driver_bound": "the load generator used ≥ 90 % of its CPUs: the step measures the driver",
@@ -75,6 +87,93 @@ class Step:
             raise ValueError(f"unknown step flags {sorted(unknown)}")
 
 
+def _non_negative(name: str, value: float | None) -> None:
+    _finite(name, value)
+    if value is not None and value < 0:
+        raise ValueError(f"{name} must be >= 0, not {value!r}")
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A case in one line: its peak and what was measured at it, with the case's context.
+
+    Written by the runner, read by compare's table, the figures and the report. Fields
+    that do not apply to a case are None (docs/results.md lists them with their units).
+    """
+
+    # the peak: rate ramps, the highest offered req/s held error-free at ≥ 95 %; concurrency
+    # ramps, the best error-free req/s; connection ramps, the most connections held cleanly
+    peak: float | None = None
+    peak_unit: str = "req/s"
+    peak_offered: float | None = None  # the step's offered load (its unit is the step's)
+    p99_at_peak_ms: float | None = None
+    avg_latency_at_peak_ms: float | None = None
+    megabytes_per_s_at_peak: float | None = None
+    server_cpu_at_peak_pct: float | None = None  # % of one core
+    rss_max_bytes: int | None = None  # the server's largest RSS over every step
+    errors_total: int = 0  # over every step
+    flags: tuple[str, ...] = ()  # every step flag raised in the case
+    # set over the run
+    role: str | None = None  # framework or baseline
+    ratio_to_nginx: float | None = None  # peak / nginx's peak in the same run
+    repeats: int = 1
+    failed_repeats: tuple[str, ...] = ()  # the errors of repeats that failed
+    # what the case ran on
+    topology: dict[str, Any] | None = None  # process model and instances (port, CPUs)
+    backends: dict[str, Any] | None = None  # file set, GridFS, memcached as prepared
+    sink_store: dict[str, Any] | None = None  # where the sink's records were counted
+    limit_note: str | None = None  # an OS or backend limit that may cap the figure
+    # connection ramps
+    breaking_point: dict[str, Any] | None = None  # connections, reason, t (and capped_by)
+    memory_per_connection_bytes: float | None = None  # RSS slope over the held steps
+    baseline_rss_bytes: int | None = None  # the idle server before any connection
+    limits: dict[str, Any] | None = None  # agent processes, sockets per process, sources
+
+    def __post_init__(self) -> None:
+        if self.peak_unit not in PEAK_UNITS:
+            raise ValueError(f"peak_unit {self.peak_unit!r} is not one of {', '.join(PEAK_UNITS)}")
+        if self.role is not None and self.role not in ROLES:
+            raise ValueError(f"role {self.role!r} is not one of {', '.join(ROLES)}")
+        for name in (
+            "peak",
+            "peak_offered",
+            "p99_at_peak_ms",
+            "avg_latency_at_peak_ms",
+            "megabytes_per_s_at_peak",
+            "server_cpu_at_peak_pct",
+            "rss_max_bytes",
+            "ratio_to_nginx",
+            "baseline_rss_bytes",
+        ):
+            _non_negative(name, getattr(self, name))
+        _finite("memory_per_connection_bytes", self.memory_per_connection_bytes)
+        for name in ("errors_total", "repeats"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be a whole number >= 0, not {value!r}")
+        if self.repeats < 1:
+            raise ValueError(f"repeats must be >= 1, not {self.repeats}")
+        if not isinstance(self.flags, tuple) or not isinstance(self.failed_repeats, tuple):
+            raise ValueError("flags and failed_repeats must be tuples")
+        unknown = set(self.flags) - set(FLAG_MEANINGS)
+        if unknown:
+            raise ValueError(f"unknown summary flags {sorted(unknown)}")
+        if self.breaking_point is not None and "connections" not in self.breaking_point:
+            raise ValueError(f"breaking_point lacks 'connections': {self.breaking_point}")
+
+
+SUMMARY_FIELDS = tuple(f.name for f in fields(Summary))
+
+
+def summary_from_dict(data: dict[str, Any]) -> Summary:
+    """A Summary from its JSON form; a key Summary does not know is refused by name."""
+    unknown = sorted(set(data) - set(SUMMARY_FIELDS))
+    if unknown:
+        raise ValueError(f"unknown summary fields {unknown}")
+    tuples = {k: tuple(data[k]) for k in ("flags", "failed_repeats") if data.get(k) is not None}
+    return Summary(**{**data, **tuples})
+
+
 @dataclass(frozen=True)
 class Case:
     """One framework under one scenario, sink, driver, process model and affinity."""
@@ -89,7 +188,7 @@ class Case:
     error: str | None = None
     verify: dict[str, Any] = field(default_factory=dict)
     steps: tuple[Step, ...] = ()
-    summary: dict[str, Any] = field(default_factory=dict)
+    summary: Summary = field(default_factory=Summary)
     reconcile: dict[str, int] | None = None
 
     def __post_init__(self) -> None:
@@ -97,6 +196,8 @@ class Case:
             raise ValueError(f"case status {self.status!r} is not ok, failed or skipped")
         if self.status != "ok" and not self.error:
             raise ValueError(f"a {self.status} case needs an error saying why")
+        if not isinstance(self.summary, Summary):
+            raise ValueError(f"summary must be a Summary, not {type(self.summary).__name__}")
 
     @property
     def key(self) -> str:
@@ -136,19 +237,50 @@ def step_from_dict(data: dict[str, Any]) -> Step:
 
 
 def case_from_dict(data: dict[str, Any]) -> Case:
-    return Case(**{**data, "steps": tuple(step_from_dict(s) for s in data.get("steps", ()))})
+    return Case(
+        **{
+            **data,
+            "steps": tuple(step_from_dict(s) for s in data.get("steps", ())),
+            "summary": summary_from_dict(data.get("summary") or {}),
+        }
+    )
+
+
+def upgrade_run_1(data: dict[str, Any]) -> dict[str, Any]:
+    """A harness.run/1 dict as harness.run/2: every summary field present, defaults filled.
+
+    /1 wrote only the summary keys that applied (and `{}` or `{"peak": null}` for a case
+    that measured nothing); /2 writes them all. Every /1 key keeps its name and meaning.
+    """
+    cases = []
+    for case in data.get("cases", ()):
+        summary = case.get("summary") or {}
+        unknown = sorted(set(summary) - set(SUMMARY_FIELDS))
+        if unknown:
+            raise ValueError(f"{SCHEMA_1} summary of {case.get('framework')!r}: unknown {unknown}")
+        filled = {**asdict(Summary()), **summary}
+        for name in ("flags", "failed_repeats"):
+            filled[name] = list(filled[name] or ())
+        cases.append({**case, "summary": filled})
+    return {**data, "schema": SCHEMA, "cases": cases}
+
+
+# each readable older schema and the function that brings it one version forward
+UPGRADES = {SCHEMA_1: upgrade_run_1}
 
 
 def run_from_dict(data: dict[str, Any]) -> Run:
-    """A Run from parsed JSON; an unknown schema is refused by name."""
+    """A Run from parsed JSON, older schemas upgraded; an unknown schema is refused by name."""
     schema = data.get("schema")
     if schema not in READABLE_SCHEMAS:
         raise ValueError(
             f"result schema {schema!r} is not readable by this harness "
             f"(it reads {', '.join(READABLE_SCHEMAS)})"
         )
-    fields = {k: v for k, v in data.items() if k != "cases"}
-    return Run(**fields, cases=tuple(case_from_dict(c) for c in data.get("cases", ())))
+    while data["schema"] in UPGRADES:
+        data = UPGRADES[data["schema"]](data)
+    run_fields = {k: v for k, v in data.items() if k != "cases"}
+    return Run(**run_fields, cases=tuple(case_from_dict(c) for c in data.get("cases", ())))
 
 
 def write_run(run: Run, directory: Path) -> Path:
@@ -162,7 +294,7 @@ def write_run(run: Run, directory: Path) -> Path:
 
 
 def read_run(path: Path) -> Run:
-    """Read `run.json` (or the directory holding it)."""
+    """Read `run.json` (or the directory holding it), upgrading a harness.run/1 file."""
     if path.is_dir():
         path = path / "run.json"
     return run_from_dict(json.loads(path.read_text()))

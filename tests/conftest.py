@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.doctor import tool_path
 from harness.fileset import FileSet, ensure_fileset, load_gridfs
 from harness.server_process import ServerProcess, start_server
 from harness.services import FerretDB, Memcached, ferretdb_binary
+from harness.tools import tool_path
 from model.scenarios import MC_KEY, MC_VALUE
 from servers import FRAMEWORKS, full_contract_servers
 

@@ -193,9 +193,9 @@ def test_connection_ramp_end_to_end(tmp_path: Path) -> None:
     assert [s.offered for s in case.steps] == [50, 100]
     assert [s.achieved for s in case.steps] == [50, 100]
     assert all(s.unit == "conns" and s.errors["total"] == 0 for s in case.steps)
-    assert case.summary["peak"] == 100
-    assert case.summary["breaking_point"] is None
-    assert case.summary["limits"]["agent_processes"] == 1
+    assert case.summary.peak == 100
+    assert case.summary.breaking_point is None
+    assert case.summary.limits["agent_processes"] == 1
     assert case.steps[-1].extra["messages_in_per_s"] > 0
     assert case.steps[-1].tick_ms["max"] is not None
 
@@ -259,10 +259,10 @@ def test_a_limit_not_the_server_is_named_when_it_caps_a_stress_ramp(tmp_path: Pa
     done = subprocess.run(command, capture_output=True, text=True, timeout=180, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     [case] = read_run(next(tmp_path.iterdir())).cases
-    breaking = case.summary["breaking_point"]
+    breaking = case.summary.breaking_point
     assert breaking is not None, case.steps
     assert 250 <= breaking["connections"] <= 400
     assert "open-file limit" in breaking["capped_by"]
-    assert case.summary["limits"]["server_sockets_max"] == 300
-    assert "use --process-model workers:N" in case.summary["limit_note"]
+    assert case.summary.limits["server_sockets_max"] == 300
+    assert "use --process-model workers:N" in case.summary.limit_note
     assert len(case.steps) < 8  # the stress ramp ended at the breaking point

@@ -12,7 +12,7 @@ from charts.figures import Series, ramp_figures
 from charts.render import build_series, render
 from charts.style import colour_for
 from model.errors import UserError
-from model.results import Case, Run, Step, write_run
+from model.results import Case, Run, Step, Summary, write_run
 
 HOST = {"cpu_model": "Test CPU", "cores": 2, "memory_bytes": 1 << 34, "kernel": "6.1"}
 
@@ -54,7 +54,7 @@ def make_case(
     steps: tuple[Step, ...],
     status: str = "ok",
     mode: str = "both",
-    summary: dict | None = None,
+    summary: Summary | None = None,
 ) -> Case:
     peak = max((s.achieved for s in steps if not s.errors["total"]), default=None)
     return Case(
@@ -68,7 +68,7 @@ def make_case(
         error=None if status == "ok" else f"{framework} {status}",
         verify={"text": {"ok": True, "detail": "200"}},
         steps=steps,
-        summary=summary or {"peak": peak, "errors_total": 0, "flags": []},
+        summary=summary or Summary(peak=peak),
     )
 
 
@@ -189,7 +189,7 @@ def test_connection_ramp_marks_the_breaking_point() -> None:
         )
         for n in (1000, 5000, 10000)
     )
-    summary = {"peak": None, "breaking_point": {"connections": 9000, "reason": "tick > 1 s"}}
+    summary = Summary(breaking_point={"connections": 9000, "reason": "tick > 1 s"})
     figures = ramp_figures(series_of((make_case("aiohttp", steps, summary=summary),)))
     assert {"conn_cpu", "conn_rss", "conn_rss_per_connection", "conn_tick_max"} <= set(figures)
     per_connection = lines_by_gid(figures["conn_rss_per_connection"])["aiohttp"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from drivers import DRIVER_RAMPS, DRIVERS, build_driver, driver_class, make_driver
+from drivers import DRIVER_RAMPS, DRIVERS, build_driver, driver_class
 from harness.cli.options import DRIVER_OPTION
 from harness.tools import SERVICE_TOOLS, TOOLS
 from model.ramps import RAMP_KINDS, ConcurrencyRamp, ConnectionRamp, RateRamp
@@ -35,14 +35,6 @@ def test_drivers_are_built_from_the_profile_data() -> None:
         build_driver("ab", RAMPS["concurrency"], 1, {"requests_per_step": 7}).requests_per_step == 7
     )
     assert build_driver("ab", RAMPS["concurrency"], 1, {}).requests_per_step is None
-
-
-def test_make_driver_keeps_its_signature() -> None:
-    assert make_driver("wrk", agent_cpu_count=2).threads == 2
-    assert (
-        make_driver("httperf", agent_cpu_count=1, calls_per_connection=5).calls_per_connection == 5
-    )
-    assert make_driver("ab", agent_cpu_count=1, requests_per_step=9).requests_per_step == 9
 
 
 def test_an_unknown_driver_is_answered_with_the_known_ones() -> None:

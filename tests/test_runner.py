@@ -16,8 +16,8 @@ import psutil
 import pytest
 
 from harness.compare import build_plan
-from harness.doctor import tool_path
-from harness.runner import Runner, combine_repeats, summarize
+from harness.run import Runner, combine_repeats, summarize
+from harness.tools import tool_path
 from model.results import Case, Step, read_run
 from servers import FRAMEWORKS, Framework
 from tests.conftest import require_framework
@@ -74,7 +74,7 @@ def test_smoke_compare_of_two_frameworks_writes_valid_results(tmp_path: Path) ->
             assert step.rss_max_bytes and step.rss_max_bytes > 1_000_000
             assert step.tick_ms["max"] is not None
             assert step.probe_ms is not None and step.probe_ms > 0
-        assert case.summary["peak"] == max(s.achieved for s in case.steps)
+        assert case.summary.peak == max(s.achieved for s in case.steps)
         case_dir = run_dir / case.key
         rows = list(csv.DictReader((case_dir / "monitor.csv").open()))
         assert len(rows) >= 3
@@ -139,7 +139,7 @@ def test_repeat_interleaves_and_keeps_the_median(tmp_path: Path) -> None:
     [step] = case.steps
     assert step.extra["repeats"] == 2
     assert len(step.extra["achieved_runs"]) == 2
-    assert case.summary["repeats"] == 2
+    assert case.summary.repeats == 2
     assert len([p for p in plan.out_dir.iterdir() if p.is_dir()]) == 2  # one directory a repeat
 
 
@@ -295,9 +295,9 @@ def step(offered: float, achieved: float, errors: int = 0, unit: str = "req/s") 
 def test_rate_peak_is_the_autobench_reading() -> None:
     steps = (step(500, 500), step(1000, 990), step(1500, 1300), step(2000, 2000, errors=3))
     summary = summarize(steps)
-    assert summary["peak"] == 1000  # 1500 achieved < 95 %; 2000 had errors
-    assert summary["p99_at_peak_ms"] == 10
-    assert summary["errors_total"] == 3
+    assert summary.peak == 1000  # 1500 achieved < 95 %; 2000 had errors
+    assert summary.p99_at_peak_ms == 10
+    assert summary.errors_total == 3
 
 
 def test_concurrency_peak_is_the_best_clean_throughput() -> None:
@@ -306,8 +306,8 @@ def test_concurrency_peak_is_the_best_clean_throughput() -> None:
         step(100, 9500, unit="concurrency"),
         step(200, 9900, errors=1, unit="concurrency"),
     )
-    assert summarize(steps)["peak"] == 9500
-    assert summarize(())["peak"] is None
+    assert summarize(steps).peak == 9500
+    assert summarize(()).peak is None
 
 
 def test_repeats_combine_to_the_median_and_flag_spread() -> None:
@@ -354,9 +354,9 @@ def test_log_scenario_reconciles_what_the_sink_holds(tmp_path: Path, sink: str) 
     assert case.reconcile["lost"] == 0
     # wrk stops with requests in flight: stored, never acknowledged; at most its concurrency
     assert case.reconcile["stored"] - case.reconcile["sent"] <= 10
-    assert case.summary["sink_store"]["sink"] == sink
+    assert case.summary.sink_store["sink"] == sink
     if sink == "mongo":
-        assert case.summary["sink_store"]["server"] == "FerretDB"
+        assert case.summary.sink_store["server"] == "FerretDB"
 
 
 def test_a_framework_without_the_sink_is_skipped_with_the_reason(
@@ -382,13 +382,12 @@ def test_a_framework_without_the_sink_is_skipped_with_the_reason(
 
 
 def test_records_missing_from_the_sink_fail_the_case() -> None:
-    from harness.runner import Ledger
+    from harness.run.ledger import count_before_load, reconcile
     from harness.sink_store import SinkStore
     from model.scenarios import SCENARIOS
 
     with SinkStore("file") as store:
-        ledger = Ledger(store)
-        ledger.mark_baseline()  # an empty file
+        stored_before = count_before_load(store)  # an empty file
         store.path.write_text('{"seq": 1}\n' * 7)  # the server stored 7 of 10 acknowledged
         case = Case(
             "aiohttp",
@@ -400,7 +399,7 @@ def test_records_missing_from_the_sink_fail_the_case() -> None:
             "ok",
             steps=(step(10, 10, unit="concurrency"),),
         )
-        reconciled = ledger.reconcile(case, SCENARIOS["log"])
+        reconciled = reconcile(case, SCENARIOS["log"], store, stored_before=stored_before)
     assert reconciled.reconcile == {"sent": 10, "stored": 7, "lost": 3}
     assert reconciled.status == "failed"
     assert reconciled.error == "lost 3 of 10 acknowledged records in the file sink"

@@ -94,9 +94,7 @@ def run_comparison(
         print(f"harness: interrupted; finished cases kept in {plan.out_dir}", file=sys.stderr)
         raise SystemExit(130) from None
     console.print(summary_table(run))
-    for note in dict.fromkeys(
-        c.summary["limit_note"] for c in run.cases if "limit_note" in c.summary
-    ):
+    for note in dict.fromkeys(c.summary.limit_note for c in run.cases if c.summary.limit_note):
         console.print(f"[yellow]note:[/] {note}")
     topologies = topology_table(run)
     if topologies is not None:

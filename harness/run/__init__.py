@@ -1,0 +1,31 @@
+"""The runner, split by what it runs.
+
+- plan.py: the Plan, run ids, default CPUs, the Reporter protocol
+- loop.py: `Runner`, the loop over cases that writes run.json after each
+- case.py: one case's lifecycle (start, verify, measure, stop) and CASE_KINDS, the case
+  kind for each ramp kind:
+  - http_case.py: HTTP steps (rate and concurrency ramps)
+  - connection_case.py: connection ramps (WebSocket scenarios, with harness.connections)
+- context.py: RunContext and CaseContext (frozen), Measured (what a case kind returns)
+- analysis.py: the peak, repeats combined, ratios to nginx, the driver-bound test
+- ledger.py: nothing lost, the sink reconciled with what was acknowledged
+- outputs.py: steps.csv
+"""
+
+from harness.run.analysis import combine_repeats, summarize, with_baseline_ratios
+from harness.run.case import CASE_KINDS
+from harness.run.loop import Runner
+from harness.run.plan import Plan, Reporter, SilentReporter, default_cpus, new_run_id
+
+__all__ = [
+    "CASE_KINDS",
+    "Plan",
+    "Reporter",
+    "Runner",
+    "SilentReporter",
+    "combine_repeats",
+    "default_cpus",
+    "new_run_id",
+    "summarize",
+    "with_baseline_ratios",
+]

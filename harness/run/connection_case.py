@@ -1,0 +1,101 @@
+"""Connection ramps (WebSocket scenarios): agents hold connections across every step.
+
+The ramp's mechanics (agent processes, per-second readings, the breaking point) are in
+harness.connections; this module makes a case of it: the idle server's RSS first, then
+the ramp, then the summary (peak connections held, memory per connection, limits).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from harness.connections import ConnectionRampResult, memory_per_connection, run_connection_ramp
+from harness.monitor import Monitor
+from harness.run.analysis import summarize
+from harness.run.context import CaseContext, Measured
+from harness.run.ledger import count_before_load
+from harness.topology import Topology
+from model.ramps import ConnectionRamp
+from model.results import Summary
+
+IDLE_READING_S = 1.5  # one idle monitor row: the server's RSS before any connection
+SOCKETS_CAPPED_SHARE = 0.98  # a break this close to the sockets limit is the limit's
+
+
+def run_connection_case(ctx: CaseContext, server: Topology, monitor: Monitor) -> Measured:
+    """The whole connection ramp with agent processes; one Step per held target."""
+    ramp = ctx.profile.ramp
+    assert isinstance(ramp, ConnectionRamp), ramp  # chosen by kind: "connections"
+    stored_before = count_before_load(ctx.store)
+    time.sleep(IDLE_READING_S)
+    baseline_rss = monitor.rows[-1]["server_rss_bytes"] if monitor.rows else None
+    reporter = ctx.run.reporter
+    result = run_connection_ramp(
+        ramp=ramp,
+        scenario=ctx.scenario,
+        server=server,
+        monitor=monitor,
+        agent_cpus=ctx.agent_cpus,
+        raw_dir=ctx.raw_dir,
+        server_workers=server.workers,
+        baseline_rss_bytes=baseline_rss,
+        on_step=lambda index, offered: reporter.step_started(
+            index=index, offered=offered, unit="conns"
+        ),
+        on_step_done=lambda step: reporter.step_finished(step=step),
+    )
+    steps = tuple(result.steps)
+    summary = connection_summary(ramp, result, server.workers, baseline_rss)
+    error = None
+    if result.server_exit is not None:
+        error = (
+            f"server exited (status {result.server_exit}) at "
+            f"{steps[-1].extra['open'] if steps else 0} connections: {server.stderr_tail()}"
+        )
+    elif not steps:
+        error = "the agents held no step: see raw/agent-*.txt"
+        summary = Summary()
+    return Measured(
+        steps,
+        summary,
+        ctx.agent_cpus,
+        error=error,
+        stored_before=stored_before,
+        messages_sent=result.messages_sent,
+    )
+
+
+def connection_summary(
+    ramp: ConnectionRamp,
+    result: ConnectionRampResult,
+    server_workers: int,
+    baseline_rss_bytes: int | None,
+) -> Summary:
+    """The most connections held cleanly, where the server broke and what capped it."""
+    steps = tuple(result.steps)
+    clean = [s for s in steps if not s.extra.get("errors_in_step")]
+    breaking = result.breaking_point
+    sockets_max = result.limits["server_sockets_max"]
+    if breaking and breaking["connections"] >= SOCKETS_CAPPED_SHARE * sockets_max:
+        breaking = {
+            **breaking,
+            "capped_by": "the server processes' open-file limit, not the server: "
+            "use --process-model workers:N",
+        }
+    limit_note = None
+    if ramp.target > sockets_max:
+        limit_note = (
+            f"{ramp.target} connections exceed what {server_workers} server process(es) may "
+            f"open ({sockets_max}): use --process-model workers:N"
+        )
+    return dataclasses.replace(
+        summarize(steps),
+        peak=max((s.achieved for s in clean), default=None),
+        peak_unit="conns",
+        breaking_point=breaking,
+        memory_per_connection_bytes=memory_per_connection(list(steps), baseline_rss_bytes),
+        baseline_rss_bytes=baseline_rss_bytes,
+        limits=result.limits,
+        limit_note=limit_note,
+    )

@@ -1,0 +1,78 @@
+"""What a case kind is given (frozen contexts instead of long argument lists) and what it
+gives back (`Measured`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from harness.backends import Backends
+from harness.profile import Profile
+from harness.sink_store import SinkStore
+from harness.topology import ProcessModel
+from model.results import Step, Summary
+from model.scenarios import Scenario
+
+if TYPE_CHECKING:
+    from harness.monitor import Monitor
+    from harness.run.plan import Plan, Reporter
+    from harness.topology import Topology
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """Fixed for the whole run: the plan, its scenario, the backends, who watches."""
+
+    plan: Plan
+    scenario: Scenario
+    reporter: Reporter
+    backends: Backends | None = None
+
+    @property
+    def profile(self) -> Profile:
+        return self.plan.profile
+
+
+@dataclass(frozen=True)
+class CaseContext:
+    """One case: which framework, where it and the load run, where its files go."""
+
+    run: RunContext
+    framework: str
+    mode: str  # affinity mode: both, server, agent or none
+    process_model: ProcessModel
+    server_cpus: str | None  # None: not pinned
+    agent_cpus: str | None
+    agent_cpu_count: int
+    case_dir: Path
+    store: SinkStore
+
+    @property
+    def profile(self) -> Profile:
+        return self.run.plan.profile
+
+    @property
+    def scenario(self) -> Scenario:
+        return self.run.scenario
+
+    @property
+    def raw_dir(self) -> Path:
+        return self.case_dir / "raw"
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What a case kind measured against a running, verified server."""
+
+    steps: tuple[Step, ...]
+    summary: Summary
+    agent_cpus: str | None  # where the load ran, as read from its processes
+    error: str | None = None  # set when the case failed part-way (the server died...)
+    stored_before: int | None = None  # the sink's records before the counted load
+    messages_sent: int | None = None  # WebSocket messages sent (connection ramps)
+
+
+# a case kind: run the ramp against the server the monitor watches
+CaseKind = Callable[[CaseContext, "Topology", "Monitor"], Measured]

@@ -1,0 +1,201 @@
+"""HTTP steps (rate and concurrency ramps): the driver restarts for each step.
+
+Warm up at the first step's load (not recorded), count the sink, then for each step run
+the driver with the monitor and the probe watching; a server that exits fails the case
+with the steps it finished.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+from collections.abc import Callable
+from typing import Any
+
+from drivers import build_driver
+from drivers.base import Driver, DriverOutputError, DriverResult, Target, run_step
+from harness import affinity as cpu_affinity
+from harness.monitor import Monitor, step_stats
+from harness.probe import Probe
+from harness.run.analysis import is_driver_bound, summarize
+from harness.run.context import CaseContext, Measured
+from harness.run.ledger import count_before_load
+from harness.topology import Topology
+from model.ramps import Ramp, RampStep
+from model.results import Step
+
+
+def calls_per_connection(ramp: Ramp) -> int:
+    """Requests per connection: a rate ramp's setting; one for the others."""
+    return ramp.calls_per_connection if ramp.kind == "rate" else 1  # type: ignore[union-attr]
+
+
+def request_timeout_s(ramp: Ramp, profile_timeout_s: float) -> float:
+    """A rate ramp carries its own timeout (autobench's); the others use the profile's."""
+    return ramp.timeout_s if ramp.kind == "rate" else profile_timeout_s  # type: ignore[union-attr]
+
+
+def run_http_case(ctx: CaseContext, server: Topology, monitor: Monitor) -> Measured:
+    """Every step of the profile's ramp against the server, one driver run per step."""
+    profile, scenario, backends = ctx.profile, ctx.scenario, ctx.run.backends
+    steps = list(profile.ramp)
+    driver = build_driver(
+        profile.driver,
+        profile.ramp,
+        ctx.agent_cpu_count,
+        {"requests_per_step": profile.requests_per_step},
+    )
+    target = Target(
+        "127.0.0.1",
+        server.mc_port() if scenario.protocol == "memcached" else server.port,
+        scenario,
+        request_timeout_s(profile.ramp, profile.timeout_s),
+        paths=backends.paths(scenario) if backends else (),
+        expected_body=backends.expected_body(scenario) if backends else None,
+    )
+    # where the load ran, read once from the first driver process
+    seen: dict[str, str | None] = {"agent": None}
+
+    def note_agent(pids: list[int]) -> None:
+        monitor.set_agent_pids(pids)
+        if seen["agent"] is None and pids:
+            time.sleep(0.05)  # taskset has exec'd the driver by now
+            seen["agent"] = cpu_affinity.cpus_allowed(pids[0])
+
+    if profile.warmup_s > 0:
+        warm = warmup_step(steps[0], profile.warmup_s)
+        # a warm-up that fails says nothing the counted steps will not say
+        with contextlib.suppress(DriverOutputError):
+            run_step(driver, warm, target, ctx.agent_cpus, ctx.raw_dir, "warmup")
+    stored_before = count_before_load(ctx.store)  # what warm-up and verify stored is not counted
+    recorded: list[Step] = []
+    for ramp_step in steps:
+        recorded.append(_run_one_step(ctx, driver, ramp_step, target, server, monitor, note_agent))
+        ctx.run.reporter.step_finished(step=recorded[-1])
+        if server.process.poll() is not None:
+            return Measured(
+                tuple(recorded),
+                summarize(recorded),
+                seen["agent"],
+                error=f"server exited (status {server.process.returncode}) during step "
+                f"{ramp_step.index}: {server.stderr_tail()}",
+                stored_before=stored_before,
+            )
+        if profile.cooldown_s:
+            time.sleep(profile.cooldown_s)
+    summary = dataclasses.replace(summarize(recorded), topology=server.describe())
+    if backends is not None:
+        summary = dataclasses.replace(
+            summary, backends=backends.describe(), limit_note=backends.limit_note() or None
+        )
+    return Measured(tuple(recorded), summary, seen["agent"], stored_before=stored_before)
+
+
+def _run_one_step(
+    ctx: CaseContext,
+    driver: Driver,
+    ramp_step: RampStep,
+    target: Target,
+    server: Topology,
+    monitor: Monitor,
+    note_agent: Callable[[list[int]], None],
+) -> Step:
+    ctx.run.reporter.step_started(
+        index=ramp_step.index, offered=ramp_step.offered, unit=ramp_step.unit
+    )
+    probe = Probe(server.url, ctx.profile.probe_interval_s)
+    monitor.begin_step(ramp_step.index)
+    probe.start()
+    try:
+        result: DriverResult | None = run_step(
+            driver,
+            ramp_step,
+            target,
+            ctx.agent_cpus,
+            ctx.raw_dir,
+            f"step{ramp_step.index:03d}",
+            on_start=note_agent,
+        )
+        reason = ""
+    except DriverOutputError as error:
+        result, reason = None, str(error)
+    finally:
+        probe_ms = probe.stop()
+        window = monitor.end_step()
+    stats = step_stats(monitor.rows, server.telemetry_lines(), window)
+    if result is None:
+        return failed_step(ramp_step, reason, stats)
+    flags = []
+    if is_driver_bound(
+        driver,
+        result,
+        ramp_step,
+        agent_cpu_pct=stats["agent_cpu_pct"],
+        agent_cpu_count=ctx.agent_cpu_count,
+        calls_per_connection=calls_per_connection(ctx.profile.ramp),
+    ):
+        flags.append("driver_bound")
+    if result.driver_errors:
+        flags.append("driver_capped")
+    extra = {"probe_failures": probe.failures, "driver_cpu_pct": result.driver_cpu_pct}
+    return build_step(ramp_step, result, stats, probe_ms=probe_ms, flags=flags, extra=extra)
+
+
+def build_step(
+    ramp_step: RampStep,
+    result: DriverResult,
+    stats: dict[str, Any],
+    *,
+    probe_ms: float | None,
+    flags: list[str],
+    extra: dict[str, Any],
+) -> Step:
+    """A driver's result and the monitor's statistics as one recorded step."""
+    total = result.errors_total
+    attempts = result.replies + total
+    errors = {"total": total, **{kind: n for kind, n in result.errors.items() if n}}
+    return Step(
+        offered=ramp_step.offered,
+        unit=ramp_step.unit,
+        achieved=round(result.rate, 1),
+        replies=result.replies,
+        errors=errors,
+        error_rate=round(total / attempts, 6) if attempts else 0.0,
+        latency_ms={
+            k: (round(v, 3) if v is not None else None) for k, v in result.latency_ms.items()
+        },
+        server_cpu_pct=stats["server_cpu_pct"],
+        agent_cpu_pct=stats["agent_cpu_pct"],
+        rss_max_bytes=stats["rss_max_bytes"],
+        tick_ms=stats["tick_ms"],
+        probe_ms=probe_ms,
+        flags=tuple(flags),
+        extra={**result.extra, "duration_s": round(result.duration_s, 3), **extra},
+    )
+
+
+def failed_step(ramp_step: RampStep, reason: str, stats: dict[str, Any]) -> Step:
+    """A step whose driver produced no result (it aborted: refused, timed out)."""
+    return Step(
+        offered=ramp_step.offered,
+        unit=ramp_step.unit,
+        achieved=0.0,
+        replies=0,
+        errors={"total": 1, "aborted": 1},
+        error_rate=1.0,
+        latency_ms=dict.fromkeys(("avg", "p50", "p90", "p99", "max")),
+        server_cpu_pct=stats["server_cpu_pct"],
+        agent_cpu_pct=stats["agent_cpu_pct"],
+        rss_max_bytes=stats["rss_max_bytes"],
+        tick_ms=stats["tick_ms"],
+        extra={"driver_error": reason},
+    )
+
+
+def warmup_step(first: RampStep, warmup_s: float) -> RampStep:
+    """The first step's load for `warmup_s` (not recorded): caches, JITs, pools settle."""
+    connections = None
+    if first.connections is not None and first.duration_s:
+        connections = max(1, round(first.connections * warmup_s / first.duration_s))
+    return dataclasses.replace(first, index=-1, duration_s=warmup_s, connections=connections)

@@ -1,0 +1,144 @@
+"""The loop over cases: the same ramp against every framework, `run.json` after each case.
+
+A failing framework never stops the others; `run.json` and `steps.csv` are rewritten after
+every case so an interrupted run keeps what it finished. `repeat` interleaves frameworks
+(A B C A B C …) and keeps the median of each step, flagging steps whose repeats spread by
+more than 10 % as `noisy`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.backends import Backends
+from harness.doctor import host_facts
+from harness.run.analysis import combine_repeats, with_baseline_ratios
+from harness.run.case import run_case
+from harness.run.context import RunContext
+from harness.run.outputs import write_steps_csv
+from harness.run.plan import Plan, Reporter, SilentReporter, now_iso
+from harness.tools import TOOLS, tool_status
+from model.errors import UserError
+from model.results import FLAG_MEANINGS, SCHEMA, Case, Run, write_run
+from model.scenarios import get_scenario
+from servers import FRAMEWORKS
+
+
+@dataclass
+class Runner:
+    """Runs a plan: checks it can write and drive, then every case in turn."""
+
+    plan: Plan
+    reporter: Reporter = field(default_factory=SilentReporter)
+
+    def __post_init__(self) -> None:
+        driver = self.plan.profile.driver
+        if TOOLS.get(driver) and tool_status(TOOLS[driver]).path is None:
+            raise UserError(f"{driver} not found: run `harness doctor --install`")
+        out_dir = self.plan.out_dir
+        try:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            probe = out_dir / ".writable"
+            probe.write_text("")
+            probe.unlink()
+        except OSError as error:
+            raise UserError(
+                f"results directory {out_dir} is not writable ({error.strerror}): "
+                "choose another with --out"
+            ) from None
+        self.started = now_iso()
+        self.host = host_facts()
+        self.versions = self._versions()
+
+    def _versions(self) -> dict[str, Any]:
+        tools = {
+            name: tool_status(TOOLS[name]).version
+            for name in (self.plan.profile.driver, "taskset")
+            if name in TOOLS
+        }
+        return {
+            "python": self.host["python"],
+            "harness": _harness_version(),
+            "frameworks": {name: FRAMEWORKS[name].versions() for name in self.plan.frameworks},
+            "tools": tools,
+        }
+
+    def run(self) -> Run:
+        """Every case (frameworks interleaved across repeats); run.json after each."""
+        profile = self.plan.profile
+        roles = {name: info.role for name, info in FRAMEWORKS.items()}
+        by_key: dict[tuple[str, str, str], list[Case]] = {}
+        cases: list[Case] = []
+        try:
+            with self._backends() as run_context:
+                for repeat in range(profile.repeat):
+                    for mode in profile.affinity_modes:
+                        for model in profile.process_models:
+                            for framework in self.plan.frameworks:
+                                case = run_case(run_context, framework, mode, repeat, model)
+                                by_key.setdefault((framework, mode, model.name), []).append(case)
+                                cases = with_baseline_ratios(
+                                    [combine_repeats(c) for c in by_key.values()], roles
+                                )
+                                self.write(cases, finished=None)
+                                self.reporter.case_finished(case=case)
+        except KeyboardInterrupt:
+            self.write(cases, finished=now_iso(), interrupted=True)
+            raise
+        return self.write(cases, finished=now_iso())
+
+    @contextlib.contextmanager
+    def _backends(self) -> Iterator[RunContext]:
+        """The run's context, with the scenario's backends (file set, GridFS, memcached)
+        prepared once for the whole run."""
+        scenario = get_scenario(self.plan.profile.scenario)
+        if scenario.backend is None:
+            yield RunContext(self.plan, scenario, self.reporter)
+            return
+
+        def progress(done: int, total: int) -> None:
+            self.reporter.preparing(what=scenario.backend or "", done=done, total=total)
+
+        with Backends.for_scenario(
+            scenario,
+            mongo_url=self.plan.mongo_url,
+            file_count=self.plan.profile.file_count,
+            progress=progress,
+        ) as backends:
+            yield RunContext(self.plan, scenario, self.reporter, backends)
+
+    def write(self, cases: Sequence[Case], finished: str | None, interrupted: bool = False) -> Run:
+        """run.json (atomically) and steps.csv as they stand."""
+        config = {
+            "profile": self.plan.profile.to_dict(),
+            "frameworks": list(self.plan.frameworks),
+            "server_cpus": self.plan.server_cpus,
+            "agent_cpus": self.plan.agent_cpus,
+            "flags": FLAG_MEANINGS,
+            "interrupted": interrupted,
+        }
+        run = Run(
+            self.plan.run_id,
+            self.started,
+            finished,
+            self.host,
+            self.versions,
+            config,
+            tuple(cases),
+            SCHEMA,
+        )
+        write_run(run, self.plan.out_dir)
+        write_steps_csv(run, self.plan.out_dir / "steps.csv")
+        return run
+
+
+def _harness_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("serverbench-harness")
+    except PackageNotFoundError:
+        return "unknown"

@@ -1,0 +1,130 @@
+"""Runs written in harness.run/1 (captured from the code before the runner split) still open:
+`read_run` upgrades them to harness.run/2, and `harness report` draws them."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from model.results import (
+    SCHEMA,
+    SCHEMA_1,
+    Case,
+    Run,
+    Summary,
+    read_run,
+    run_from_dict,
+    write_run,
+)
+
+DATA = Path(__file__).parent / "data"
+RUNS_1 = ("run_v1", "run_v1_ws")  # aiohttp and nginx on wrk; aiohttp under 200 WebSockets
+
+
+@pytest.mark.parametrize("name", RUNS_1)
+def test_a_run_1_file_is_read_as_run_2(name: str) -> None:
+    on_disk = json.loads((DATA / name / "run.json").read_text())
+    assert on_disk["schema"] == SCHEMA_1
+    run = read_run(DATA / name)
+    assert run.schema == SCHEMA
+    for case, written in zip(run.cases, on_disk["cases"], strict=True):
+        assert isinstance(case.summary, Summary)
+        for key, value in written["summary"].items():  # every /1 key kept, same meaning
+            read = getattr(case.summary, key)
+            assert (list(read) if isinstance(read, tuple) else read) == value, key
+        assert case.summary.repeats == 1  # absent from /1 when a case ran once
+
+
+def test_the_upgraded_run_has_its_figures() -> None:
+    [aiohttp, nginx] = read_run(DATA / "run_v1").cases
+    assert nginx.summary.role == "baseline" and nginx.summary.ratio_to_nginx == 1.0
+    assert aiohttp.summary.ratio_to_nginx == pytest.approx(
+        aiohttp.summary.peak / nginx.summary.peak, abs=1e-3
+    )
+    [ws] = read_run(DATA / "run_v1_ws").cases
+    assert ws.summary.peak_unit == "conns"
+    assert ws.summary.peak == 200 and ws.summary.breaking_point is None
+    assert ws.summary.limits is not None and ws.summary.ratio_to_nginx is None
+
+
+def test_a_run_1_file_rewritten_is_run_2_and_reads_back_equal(tmp_path: Path) -> None:
+    run = read_run(DATA / "run_v1")
+    write_run(run, tmp_path)
+    written = json.loads((tmp_path / "run.json").read_text())
+    assert written["schema"] == SCHEMA
+    assert set(written["cases"][0]["summary"]) == {f for f in Summary.__dataclass_fields__}
+    assert read_run(tmp_path) == run
+
+
+@pytest.mark.parametrize("name", RUNS_1)
+def test_harness_report_draws_a_run_1_directory(tmp_path: Path, name: str) -> None:
+    run_dir = tmp_path / name
+    shutil.copytree(DATA / name, run_dir)
+    done = subprocess.run(
+        [sys.executable, "-c", "from harness.cli import main; main()", "report", str(run_dir)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (run_dir / "report.html").stat().st_size > 1000
+    assert list((run_dir / "charts").glob("*.png"))
+    assert json.loads((run_dir / "run.json").read_text())["schema"] == SCHEMA_1  # not rewritten
+
+
+def test_an_unknown_summary_key_in_a_run_1_file_is_refused_by_name() -> None:
+    data = json.loads((DATA / "run_v1" / "run.json").read_text())
+    data["cases"][0]["summary"]["sparkle"] = 1
+    with pytest.raises(ValueError, match=r"unknown \['sparkle'\]"):
+        run_from_dict(data)
+
+
+def test_a_run_2_file_with_an_unknown_summary_field_is_refused_by_name(tmp_path: Path) -> None:
+    case = Case("aiohttp", "text", "empty", "wrk", "single", {"mode": "both"}, "ok")
+    write_run(Run("r1", "2026-11-30T00:00:00Z", None, {}, {}, {}, (case,)), tmp_path)
+    data = json.loads((tmp_path / "run.json").read_text())
+    data["cases"][0]["summary"]["sparkle"] = 1
+    with pytest.raises(ValueError, match=r"unknown summary fields \['sparkle'\]"):
+        run_from_dict(data)
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"peak_unit": "rps"}, "peak_unit 'rps'"),
+        ({"role": "king"}, "role 'king'"),
+        ({"peak": float("nan")}, "peak must be a finite number"),
+        ({"rss_max_bytes": -1}, "rss_max_bytes must be >= 0"),
+        ({"errors_total": 1.5}, "errors_total must be a whole number"),
+        ({"repeats": 0}, "repeats must be >= 1"),
+        ({"flags": ("sparkly",)}, "unknown summary flags"),
+        ({"breaking_point": {"reason": "?"}}, "breaking_point lacks 'connections'"),
+    ],
+)
+def test_invalid_summaries_are_refused(fields: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        Summary(**fields)  # type: ignore[arg-type]
+
+
+def test_a_case_summary_must_be_a_summary() -> None:
+    with pytest.raises(ValueError, match="summary must be a Summary, not dict"):
+        Case("a", "text", "empty", "wrk", "single", {}, "ok", summary={"peak": 1})  # type: ignore[arg-type]
+
+
+def test_a_run_1_and_a_run_2_overlay_in_one_report(tmp_path: Path) -> None:
+    from charts.render import render
+
+    old = tmp_path / "old"
+    shutil.copytree(DATA / "run_v1", old)
+    new = dataclasses.replace(read_run(old), run_id="20261130-170900-smoke")
+    write_run(new, tmp_path / "new")
+    report = render([old, tmp_path / "new"], tmp_path / "overlay")
+    assert report.stat().st_size > 1000
+    assert "20261130-170900-smoke" in report.read_text()
