@@ -4,7 +4,8 @@
   `--files-dir`;
 - `gridfs`: the same set loaded into GridFS (FerretDB started here unless a MongoDB URL is
   given, or the mongo sink's own database when the case has one);
-- `memcached`: memcached started here holding seed 001's 100-byte value under `MC_KEY`,
+- `memcached`: memcached started here holding the memcached-proxy study's 100-byte value
+  under `MC_KEY`,
   and the servers' `--mc-proxy-port` socket service turned on.
 """
 
@@ -124,7 +125,7 @@ class Backends:
         return args
 
     def paths(self, scenario: Scenario) -> tuple[str, ...]:
-        """The URL paths a random-path scenario picks from (seed 004's URL list)."""
+        """The URL paths a random-path scenario picks from (the autobench study's URL list)."""
         if self.fileset is None or not scenario.random_paths:
             return ()
         return tuple(scenario.path + name for name in self.fileset.names)

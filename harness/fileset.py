@@ -1,4 +1,4 @@
-"""The deterministic image-like file set of seed 004 (tests 3–4), on disk and in GridFS.
+"""The deterministic image-like file set of the autobench study (tests 3–4), on disk and in GridFS.
 
 `ensure_fileset(count, seed)` writes `count` files named `img-00000.jpg` … with sizes drawn
 log-uniformly between `MIN_FILE_BYTES` and `MAX_FILE_BYTES` and a real JPEG/PNG/GIF
@@ -24,7 +24,7 @@ from model.errors import UserError
 from servers import contract, gridfs_layout, static
 
 DEFAULT_FILE_COUNT = 10_000
-DEFAULT_SEED = 4  # seed 004
+DEFAULT_SEED = 4  # the random generator's seed: the same seed, the same bytes
 MIN_FILE_BYTES = 1024
 MAX_FILE_BYTES = 64 * 1024
 FORMAT_VERSION = 1

@@ -1,4 +1,4 @@
-"""The nginx load balancer of the `lb:N` topology (seed 003: servers behind nginx).
+"""The nginx load balancer of the `lb:N` topology (the process-model study: servers behind nginx).
 
 nginx proxies round robin to N server instances on 127.0.0.1 and keeps its upstream
 connections alive (HTTP/1.1, empty Connection header), so the instances see the load, not

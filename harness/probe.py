@@ -1,4 +1,4 @@
-"""The outside user's view during a step (seed 002's "page wait").
+"""The outside user's view during a step (the affinity study's "page wait").
 
 A low-rate client, independent of the load generator, times single `GET /` requests on
 a fresh connection each (as a newcomer's browser would) while the server is loaded.

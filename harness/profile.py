@@ -20,7 +20,7 @@ from model.scenarios import SCENARIOS
 
 PROFILES_DIR = Path(__file__).parent / "profiles"
 DEFAULT_PROFILE = "quick"
-AFFINITY_MODES = ("both", "server", "agent", "none")  # seed 002's matrix
+AFFINITY_MODES = ("both", "server", "agent", "none")  # the affinity study's matrix
 AFFINITY_CHOICES = (*AFFINITY_MODES, "matrix")
 
 
@@ -42,9 +42,11 @@ class Profile:
     affinity: str = "both"
     process_model: str = "single"
     requests_per_step: int | None = None  # ab -n (a fixed request count instead of a time)
-    file_count: int = DEFAULT_FILE_COUNT  # the files/gridfs scenarios' file set (seed 004)
+    file_count: int = (
+        DEFAULT_FILE_COUNT  # the files/gridfs scenarios' file set (the autobench study)
+    )
     loop: str | None = None
-    mongo_w: int = 1  # write concern of the mongo sink (seed 000 used w: 0)
+    mongo_w: int = 1  # write concern of the mongo sink (the WebSocket study used w: 0)
     # The ramp WebSocket scenarios use (with the agent) when the profile's own is HTTP.
     connection_ramp: ConnectionRamp | None = None
 
@@ -78,7 +80,7 @@ class Profile:
 
     @property
     def process_models(self) -> list[ProcessModel]:
-        """The process models compared (a comma-separated list; seed 003 compares four)."""
+        """The process models compared (a comma-separated list; the process-model study has four)."""
         return parse_process_models(self.process_model)
 
 

@@ -206,7 +206,7 @@ class Memcached(Service):
         return f"127.0.0.1:{self.port}"
 
     def set(self, key: str, value: bytes) -> None:
-        """Store one value with the text protocol (the harness loads the seed's 100 bytes)."""
+        """Store one value with the text protocol (the memcached-proxy study's 100 bytes)."""
         with socket.create_connection(("127.0.0.1", self.port), 5) as sock:
             sock.sendall(b"set %s 0 0 %d\r\n%s\r\n" % (key.encode(), len(value), value))
             reply = sock.recv(64)

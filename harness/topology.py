@@ -1,4 +1,5 @@
-"""Process models (seed 003): how many server processes answer, and who spreads the load.
+"""Process models (the process-model study): how many server processes answer, and who
+spreads the load.
 
 - `single`: one server process;
 - `workers:N`: one server with its own `--workers N` (SO_REUSEPORT, or Node's cluster);

@@ -285,8 +285,9 @@ VERIFY_FILE_COUNT = 20
 
 
 def verify_backends(workdir: Path, mongo_url: str | None = None) -> Backends:
-    """A small file set on disk and in GridFS, and memcached with seed 001's value: what the
-    `/files`, `/gridfs` and `/mc` checks need, started once for every server verified."""
+    """A small file set on disk and in GridFS, and memcached holding the memcached-proxy
+    study's value: what the `/files`, `/gridfs` and `/mc` checks need, started once for every
+    server verified."""
     return Backends(
         KINDS, mongo_url=mongo_url, file_count=VERIFY_FILE_COUNT, files_dir=workdir / "files"
     )

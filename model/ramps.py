@@ -106,7 +106,7 @@ class ConnectionRamp:
     target: int
     step: int
     hold_s: float = 15.0
-    open_rate_per_s: float = 200.0  # one new connection every 5 ms (seed 000)
+    open_rate_per_s: float = 200.0  # one new connection every 5 ms (the WebSocket study)
     mode: Literal["load", "stress"] = "load"
     kind: Literal["connections"] = "connections"
 

@@ -12,7 +12,7 @@ from model.errors import UserError
 from servers import contract
 
 # The memcached scenarios' key and its 100-byte value (the value the memcached study fetched).
-MC_KEY = "seed001"
+MC_KEY = "mcvalue"
 MC_VALUE = bytes(range(33, 33 + contract.MC_VALUE_BYTES))  # 100 printable bytes
 
 
@@ -25,19 +25,24 @@ class Scenario:
     body: bytes | None = None
     content_type: str | None = None
     # Replies whose length legitimately varies (e.g. /counter): ab's "Length" failures
-    # are then artefacts of its first-reply comparison, not errors (seed 003).
+    # are then artefacts of its first-reply comparison, not errors (the process-model study).
     body_length_varies: bool = False
     # Requests that store a record: a file or mongo sink makes a difference.
     stores_records: bool = False
     # WebSocket scenarios run a connection ramp with the agent instead of an HTTP driver.
     websocket: bool = False
     payload: str | None = None  # drivers.agent.payloads name; None: idle connections
-    message_interval_s: tuple[float, float] = (3.0, 6.0)  # uniform(3, 6) s (seed 000)
+    message_interval_s: tuple[float, float] = (3.0, 6.0)  # uniform(3, 6) s (the WebSocket study)
     # What the server needs beside its sink (harness.backends starts it): "files" (the file
-    # set on disk), "gridfs" (the set in GridFS), "memcached" (seed 001's 100-byte value).
+    # set on disk), "gridfs" (the set in GridFS), "memcached" (the memcached-proxy study's
+    # 100-byte value).
     backend: str | None = None
-    random_paths: bool = False  # each request asks for a random file of the set (seed 004)
-    check_body: bool = False  # every reply is compared with the expected value (seed 001)
+    random_paths: bool = (
+        False  # each request asks for a random file of the set (the autobench study)
+    )
+    check_body: bool = (
+        False  # every reply is compared with the expected value (the memcached-proxy study)
+    )
     protocol: str = "http"  # "memcached": the --mc-proxy-port socket service
 
     @property
@@ -58,17 +63,19 @@ class Scenario:
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in (
-        Scenario("text", "GET / — the fixed text body (seed 004)", "GET", contract.ROUTE_TEXT),
+        Scenario(
+            "text", "GET / — the fixed text body (the autobench study)", "GET", contract.ROUTE_TEXT
+        ),
         Scenario(
             "counter",
-            "GET /counter — open/max-open connections, changing length (seed 002)",
+            "GET /counter — open/max-open connections, changing length (the affinity study)",
             "GET",
             contract.ROUTE_COUNTER,
             body_length_varies=True,
         ),
         Scenario(
             "log",
-            "POST /log — each request becomes a sink record (seed 003)",
+            "POST /log — each request becomes a sink record (the process-model study)",
             "POST",
             contract.ROUTE_LOG,
             body=b'{"event": "click", "user": 12345, "page": "/index.html"}',
@@ -77,7 +84,8 @@ SCENARIOS: dict[str, Scenario] = {
         ),
         Scenario(
             "files",
-            "GET /files/{random name} — the image-like file set from disk (seed 004 test 3)",
+            "GET /files/{random name} — the image-like file set from disk "
+            "(the autobench study, test 3)",
             "GET",
             contract.ROUTE_FILES_PREFIX,
             body_length_varies=True,
@@ -86,7 +94,8 @@ SCENARIOS: dict[str, Scenario] = {
         ),
         Scenario(
             "gridfs",
-            "GET /gridfs/{random name} — the same files from MongoDB GridFS (seed 004 test 4)",
+            "GET /gridfs/{random name} — the same files from MongoDB GridFS "
+            "(the autobench study, test 4)",
             "GET",
             contract.ROUTE_GRIDFS_PREFIX,
             body_length_varies=True,
@@ -95,8 +104,8 @@ SCENARIOS: dict[str, Scenario] = {
         ),
         Scenario(
             "memcache-http",
-            "GET /mc/seed001 — a 100-byte memcached value through the pool, every answer "
-            "checked (seed 001)",
+            f"GET /mc/{MC_KEY} — a 100-byte memcached value through the pool, every answer "
+            "checked (the memcached-proxy study)",
             "GET",
             contract.ROUTE_MEMCACHED_PREFIX + MC_KEY,
             backend="memcached",
@@ -104,8 +113,8 @@ SCENARIOS: dict[str, Scenario] = {
         ),
         Scenario(
             "memcache-socket",
-            "get seed001 on the --mc-proxy-port socket service over long-lived connections, "
-            "every answer checked (seed 001)",
+            f"get {MC_KEY} on the --mc-proxy-port socket service over long-lived connections, "
+            "every answer checked (the memcached-proxy study)",
             "GET",
             MC_KEY,  # the memcached key: this scenario speaks the memcached protocol
             backend="memcached",
@@ -114,14 +123,14 @@ SCENARIOS: dict[str, Scenario] = {
         ),
         Scenario(
             "ws-idle",
-            "WebSocket connections held idle (seed 000 phase 1)",
+            "WebSocket connections held idle (the WebSocket study phase 1)",
             "GET",
             contract.ROUTE_WEBSOCKET,
             websocket=True,
         ),
         Scenario(
             "ws-short",
-            'WebSocket, each sends {"a": "b"} every 3–6 s (seed 000 phase 2)',
+            'WebSocket, each sends {"a": "b"} every 3–6 s (the WebSocket study phase 2)',
             "GET",
             contract.ROUTE_WEBSOCKET,
             websocket=True,

@@ -1,4 +1,5 @@
-"""The seed's two messages: short `{"a": "b"}` and ~7,000 characters of key/value pairs."""
+"""The WebSocket study's two messages: short `{"a": "b"}` and ~7,000 characters of
+key/value pairs."""
 
 from __future__ import annotations
 
