@@ -80,7 +80,7 @@ class Profile:
 
     @property
     def process_models(self) -> list[ProcessModel]:
-        """The process models compared (a comma-separated list; the process-model study has four)."""
+        """The process models compared (comma-separated; the process-model study has four)."""
         return parse_process_models(self.process_model)
 
 
