@@ -27,7 +27,8 @@ from harness.fileset import (
 from harness.services import FERRETDB_VERSION, FerretDB, Memcached
 from model.errors import UserError
 from model.scenarios import MC_KEY, MC_VALUE
-from servers import contract, gridfs_layout
+from servers import contract
+from servers.core import gridfs_layout
 
 if TYPE_CHECKING:
     from model.scenarios import Scenario
@@ -142,7 +143,7 @@ class Backends:
             described["gridfs"] = {
                 "url": self.mongo_url,
                 "server": "FerretDB (started by the harness)" if self._ferretdb else "given",
-                "layout": "servers.gridfs_layout (read by _id)",
+                "layout": "servers.core.gridfs_layout (read by _id)",
                 "one_file_read_ms": self.gridfs_read_ms,
             }
         if self.memcached is not None:

@@ -141,7 +141,7 @@ def install_missing(names: list[str] | None = None) -> list[str]:
 
 
 def install_node_modules() -> bool:
-    """`npm ci` the Node baselines' packages (servers/node/package-lock.json) when
+    """`npm ci` the Node baselines' packages (servers/baselines/node/package-lock.json) when
     servers/node/node_modules is missing; returns whether it installed them."""
     from servers import NODE_DIR
 

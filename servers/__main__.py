@@ -19,8 +19,8 @@ import socket
 import sys
 
 from servers import FRAMEWORKS, PROGRAM_PATH
-from servers.common import ServerState
 from servers.contract import LISTEN_BACKLOG, SINKS, ServerOptions
+from servers.core.state import ServerState
 
 
 def parse_options(argv: list[str]) -> ServerOptions:
@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     if kind in ("node", "ruby"):
         exec_program(options, argv)
     if kind == "nginx":
-        from servers import nginx
+        from servers.baselines import nginx
 
         return nginx.main(options)
     try:

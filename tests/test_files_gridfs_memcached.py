@@ -17,7 +17,8 @@ import pytest
 from harness.fileset import FileSet
 from harness.server_process import ServerProcess, start_server
 from harness.services import Memcached
-from servers import contract, static
+from servers import contract
+from servers.core import static
 from tests.conftest import MC_KEY, MC_VALUE
 from tests.test_contract import assert_still_serving, raw_exchange
 

@@ -1,7 +1,7 @@
 """Backends on green threads (gevent, eventlet): files, GridFS, memcached and its socket service.
 
 One implementation serves both frameworks, in blocking code that blocks one green thread
-only; a `GreenRuntime` (servers.green_sinks) supplies the framework's primitives. What is
+only; a `GreenRuntime` (servers.runtimes.green.sinks) supplies the framework's primitives. What is
 left to each framework module is how the socket service accepts connections (gevent's
 `StreamServer`, eventlet's accept loop); the protocol spoken on each connection is here.
 
@@ -9,7 +9,7 @@ left to each framework module is how the socket service accepts connections (gev
   page cache, so the read blocks the hub for microseconds; neither pywsgi nor
   eventlet.wsgi offers sendfile, and a hop to a real thread would cost more than the read.
 - GridFS: pymongo's synchronous client on monkey-patched (green) sockets, as the mongo
-  sink uses it; reads by `_id` only (see servers.gridfs_layout for why).
+  sink uses it; reads by `_id` only (see servers.core.gridfs_layout for why).
 - memcached: a FIFO queue holding `contract.MC_POOL_SIZE` tokens, each an open socket or
   None (a slot that may open one). Taking a token is the only wait, so at most 50 sockets
   are ever open. FIFO rotates through every token, so the first 50 gets open the 50
@@ -28,11 +28,12 @@ import socket
 import sys
 from typing import Any, Protocol
 
-from servers import contract, gridfs_layout, memcache, static
-from servers.common import ServerState
+from servers import contract
 from servers.contract import ServerOptions
-from servers.green_sinks import GreenRuntime
-from servers.sinks import MONGO_SERVER_SELECTION_TIMEOUT_MS, mongo_url
+from servers.core import gridfs_layout, memcache, static
+from servers.core.sinks import MONGO_SERVER_SELECTION_TIMEOUT_MS, mongo_url
+from servers.core.state import ServerState
+from servers.runtimes.green.sinks import GreenRuntime
 
 MC_TIMEOUT_S = 2.0  # connect, send and each read to memcached
 MC_READ_BYTES = 64 * 1024

@@ -10,9 +10,8 @@ import asyncio
 import concurrent.futures
 from typing import Any
 
-from servers.common import ServerState
 from servers.contract import ServerOptions
-from servers.sinks import (
+from servers.core.sinks import (
     FLUSH_INTERVAL_S,
     MONGO_COLLECTION,
     MONGO_DATABASE,
@@ -22,6 +21,7 @@ from servers.sinks import (
     mongo_url,
     sink_path,
 )
+from servers.core.state import ServerState
 
 
 class AsyncEmptySink:

@@ -16,7 +16,7 @@ spawn a green thread, a green event, how to run a function on a real OS thread).
   monkey-patching owns green sockets and locks, which a real OS thread must not touch.)
 
 Counters (`backlog`, `stored`, `sink_errors`) change on the hub's thread only and move
-exactly as in `servers.asyncio_sinks`. Import this module only after monkey-patching.
+exactly as in `servers.runtimes.asyncio.sinks`. Import this module only after monkey-patching.
 """
 
 from __future__ import annotations
@@ -29,9 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from servers.common import ServerState
 from servers.contract import ServerOptions
-from servers.sinks import (
+from servers.core.sinks import (
     FLUSH_INTERVAL_S,
     MONGO_COLLECTION,
     MONGO_DATABASE,
@@ -41,6 +40,7 @@ from servers.sinks import (
     mongo_url,
     sink_path,
 )
+from servers.core.state import ServerState
 
 CLOSE_TIMEOUT_S = 2.0  # shutdown waits this long for pending writes and inserts
 
@@ -59,14 +59,14 @@ class GreenEvent(Protocol):
 
 @dataclass(frozen=True)
 class GreenRuntime:
-    """The framework's primitives the sinks (and servers.green_backends) are written in."""
+    """The framework's primitives the sinks (and servers.runtimes.green.backends) are written in."""
 
     spawn: Callable[..., object]  # spawn(fn, *args): run fn in a new green thread
     event: Callable[[], GreenEvent]  # a new, unset, resettable green event
     # run_in_thread(fn, *args): fn's result (or exception), computed on a real OS thread;
     # only the calling green thread waits for it.
     run_in_thread: Callable[..., Any]
-    # a new, empty, unbounded green FIFO queue (servers.green_backends' memcached pool)
+    # a new, empty, unbounded green FIFO queue (servers.runtimes.green.backends' memcached pool)
     queue: Callable[[], Any]
 
 

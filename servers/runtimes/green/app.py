@@ -2,7 +2,7 @@
 
 Both frameworks run WSGI over monkey-patched, cooperatively scheduled blocking sockets, so
 the routing, `/counter`, `/log`, the backend routes (`/files`, `/gridfs`, `/mc`, reading
-through servers.green_backends) and the `/ws` session are written once here. A framework
+through servers.runtimes.green.backends) and the `/ws` session are written once here. A framework
 module supplies only what its server makes different: how the application reaches a
 request's headers as sent, and how it takes the connection over after a WebSocket upgrade.
 
@@ -31,10 +31,12 @@ from typing import Any, BinaryIO, Protocol
 from wsproto.connection import Connection, ConnectionState, ConnectionType
 from wsproto.events import BytesMessage, CloseConnection, Event, Ping, TextMessage
 
-from servers import common, contract, memcache, static
-from servers.common import ServerState
-from servers.green_backends import BackendUnavailable, GreenBackends, read_file
-from servers.sinks import SinkUnavailable
+from servers import contract
+from servers.core import memcache, static
+from servers.core.sinks import SinkUnavailable
+from servers.core.state import ServerState
+from servers.core.websocket import websocket_close_code, websocket_handshake_status
+from servers.runtimes.green.backends import BackendUnavailable, GreenBackends, read_file
 
 # A WSGI application: environ and start_response in, body chunks out.
 StartResponse = Callable[..., Callable[[bytes], Any]]
@@ -54,7 +56,7 @@ _SINK_UNAVAILABLE_BODY = b"sink unavailable"  # aiohttp's 503 body
 
 
 class Sink(Protocol):
-    """A green sink (`servers.green_sinks`): both calls block only the calling green thread."""
+    """A green sink (`servers.runtimes.green.sinks`): its calls block the calling green thread."""
 
     def store(self, record: dict[str, Any]) -> None:
         """Accept a WebSocket message's record; it is stored later (fire and forget)."""
@@ -184,7 +186,7 @@ class GreenApp:
 
         def websocket(environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
             state.requests += 1
-            refusal = common.websocket_handshake_status(
+            refusal = websocket_handshake_status(
                 environ.get("HTTP_ORIGIN"), environ.get("HTTP_SEC_WEBSOCKET_PROTOCOL")
             )
             if refusal is not None:
@@ -413,7 +415,7 @@ class WebSocketSession:
                     text = parts[0] if len(parts) == 1 else "".join(parts)
                     parts.clear()
                     size = 0
-                    close_code = common.websocket_close_code(text)
+                    close_code = websocket_close_code(text)
                     if close_code is None:
                         state.messages += 1
                         self._sink.store(

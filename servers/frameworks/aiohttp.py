@@ -13,12 +13,15 @@ import weakref
 
 from aiohttp import WSMsgType, web
 
-from servers import common, contract, memcache, static
-from servers.asyncio_backends import AsyncBackends, BackendUnavailable
-from servers.asyncio_sinks import AsyncSink, open_async_sink
-from servers.common import ServerState, run_on_asyncio
+from servers import contract
 from servers.contract import ServerOptions
-from servers.sinks import SinkUnavailable
+from servers.core import memcache, static
+from servers.core.sinks import SinkUnavailable
+from servers.core.state import ServerState
+from servers.core.websocket import websocket_close_code, websocket_handshake_status
+from servers.runtimes.asyncio.backends import AsyncBackends, BackendUnavailable
+from servers.runtimes.asyncio.loop import run_on_asyncio
+from servers.runtimes.asyncio.sinks import AsyncSink, open_async_sink
 
 
 def _not_found() -> web.Response:
@@ -94,7 +97,7 @@ def make_app(state: ServerState, sink: AsyncSink, backends: AsyncBackends) -> we
 
     async def websocket(request: web.Request) -> web.StreamResponse:
         state.requests += 1
-        refusal = common.websocket_handshake_status(
+        refusal = websocket_handshake_status(
             request.headers.get("Origin"), request.headers.get("Sec-WebSocket-Protocol")
         )
         if refusal is not None:
@@ -108,7 +111,7 @@ def make_app(state: ServerState, sink: AsyncSink, backends: AsyncBackends) -> we
         websockets.add(ws)
         async for message in ws:
             if message.type == WSMsgType.TEXT:
-                close_code = common.websocket_close_code(message.data)
+                close_code = websocket_close_code(message.data)
                 if close_code is None:
                     state.messages += 1
                     sink.store(

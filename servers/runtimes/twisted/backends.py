@@ -1,7 +1,7 @@
 """Backends on Twisted: GridFS, the memcached pool and the memcached socket service.
 
 Everything here runs on the reactor thread except pymongo's calls, which run on a thread
-pool (the same `start_pool` machinery as the mongo sink in servers.twisted_sinks).
+pool (the same `start_pool` machinery as the mongo sink in servers.runtimes.twisted.sinks).
 
 - memcached: `MemcachedPool` keeps at most `contract.MC_POOL_SIZE` `MemcachedConnection`
   protocols, opened lazily through a TCP endpoint (connect timeout 2 s), handed out LIFO
@@ -17,7 +17,7 @@ pool (the same `start_pool` machinery as the mongo sink in servers.twisted_sinks
   one-get-at-a-time Protocol around that parser is shorter than adapting it.
   Reply timeouts are swept four times a second instead of one `callLater` per get: the hot
   path only stores a timestamp.
-- GridFS: `fs.files` and each chunk read by `_id` (servers.gridfs_layout says why) with
+- GridFS: `fs.files` and each chunk read by `_id` (servers.core.gridfs_layout says why) with
   pymongo's sync client on a pool of `MONGO_THREADS` threads, as the mongo sink inserts.
 - Socket service: `ProxyFactory` / `ProxyProtocol`, adopted by `serve` on the listening
   socket `__main__` opened; each connection answers its request lines in order, one get
@@ -42,10 +42,11 @@ from twisted.internet.threads import deferToThreadPool
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from servers import contract, gridfs_layout, memcache, static
-from servers.common import ServerState
-from servers.sinks import MONGO_SERVER_SELECTION_TIMEOUT_MS
-from servers.twisted_sinks import CLOSE_TIMEOUT_S, MONGO_THREADS, start_pool
+from servers import contract
+from servers.core import gridfs_layout, memcache, static
+from servers.core.sinks import MONGO_SERVER_SELECTION_TIMEOUT_MS
+from servers.core.state import ServerState
+from servers.runtimes.twisted.sinks import CLOSE_TIMEOUT_S, MONGO_THREADS, start_pool
 
 MC_TIMEOUT_S = 2.0  # connecting to memcached, and waiting for one reply
 _MC_SWEEP_INTERVAL_S = 0.25  # how often replies overdue by MC_TIMEOUT_S are looked for

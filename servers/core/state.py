@@ -1,4 +1,4 @@
-"""Framework-neutral server behaviour: counters, tick lag, GC timing, telemetry, records.
+"""Framework-neutral server state: counters, tick lag, GC timing, telemetry, records.
 
 Framework modules own only what their framework makes different (routing, sockets,
 timers, the WebSocket API); everything that must be identical across servers is here.
@@ -12,7 +12,6 @@ import json
 import os
 import sys
 import time
-from collections.abc import Coroutine
 from typing import Any
 
 from servers import contract
@@ -150,50 +149,3 @@ class ServerState:
         """Write one telemetry line to stdout (lines under PIPE_BUF stay whole across workers)."""
         sys.stdout.write(json.dumps(self.telemetry(), separators=(",", ":")) + "\n")
         sys.stdout.flush()
-
-
-def websocket_close_code(message: str | bytes) -> int | None:
-    """The close code a WebSocket message earns, or None when it is a valid JSON object.
-
-    Size is checked by each framework's own frame limit; this only judges content.
-    """
-    if isinstance(message, bytes):
-        return contract.WS_CLOSE_UNSUPPORTED_DATA
-    try:
-        value = json.loads(message)
-    except ValueError:
-        return contract.WS_CLOSE_INVALID_PAYLOAD
-    if not isinstance(value, dict):
-        return contract.WS_CLOSE_INVALID_PAYLOAD
-    return None
-
-
-def websocket_handshake_status(origin: str | None, offered_protocols: str | None) -> int | None:
-    """The HTTP status refusing a `/ws` handshake, or None when it may proceed.
-
-    `offered_protocols` is the raw Sec-WebSocket-Protocol header (comma separated).
-    """
-    if origin != contract.WS_ORIGIN:
-        return contract.WS_BAD_ORIGIN_STATUS
-    offered = [p.strip() for p in (offered_protocols or "").split(",")]
-    if contract.WS_SUBPROTOCOL not in offered:
-        return contract.WS_NO_SUBPROTOCOL_STATUS
-    return None
-
-
-def run_on_asyncio(loop: str | None, main: Coroutine[Any, Any, None]) -> None:
-    """Run an asyncio server's main coroutine on asyncio's loop or uvloop's.
-
-    asyncio is imported here, not at the top: gevent and eventlet patch the standard
-    library when their server module loads, after this module was imported.
-    """
-    import asyncio
-
-    if loop == "uvloop":
-        import uvloop
-
-        loop_factory = uvloop.new_event_loop
-    else:
-        loop_factory = asyncio.new_event_loop
-    with asyncio.Runner(loop_factory=loop_factory) as runner:
-        runner.run(main)

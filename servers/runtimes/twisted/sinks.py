@@ -4,7 +4,7 @@ The reactor never blocks: the file's `write()` runs on a one-thread pool (one th
 one write in flight keep the lines in order), and MongoDB inserts run on a ten-thread pool
 with pymongo's synchronous client, all through `threads.deferToThreadPool`. Counters
 (`backlog`, `stored`, `sink_errors`) change on the reactor thread only, exactly as in
-`servers.asyncio_sinks`.
+`servers.runtimes.asyncio.sinks`.
 
 `store_and_wait` returns a Deferred that fires once the record is stored (errback with
 `SinkUnavailable` when the sink refused it), or None when it was stored at once (the empty
@@ -35,9 +35,8 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.python.threadpool import ThreadPool
 
-from servers.common import ServerState
 from servers.contract import ServerOptions
-from servers.sinks import (
+from servers.core.sinks import (
     FLUSH_INTERVAL_S,
     MONGO_COLLECTION,
     MONGO_DATABASE,
@@ -47,6 +46,7 @@ from servers.sinks import (
     mongo_url,
     sink_path,
 )
+from servers.core.state import ServerState
 
 CLOSE_TIMEOUT_S = 2.0  # shutdown waits this long for in-flight writes and inserts
 # Inserts in flight at once. 5, 10, 25 and 50 threads all gave 460-580 /log req/s (w:1,

@@ -1,7 +1,7 @@
 """The wire contract on eventlet: `eventlet.wsgi.server` over monkey-patched sockets.
 
 The memcached socket service (`--mc-proxy-port`) is an accept loop spawning one green
-thread per connection, each running servers.green_backends' shared protocol loop.
+thread per connection, each running servers.runtimes.green.backends' shared protocol loop.
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from eventlet.green import threading as green_threading
 from eventlet.queue import Queue
 
 from servers import contract
-from servers.common import ServerState
 from servers.contract import ServerOptions
-from servers.green import Environ, GreenApp, server_software
-from servers.green_backends import GreenBackends, MemcacheService
-from servers.green_sinks import GreenRuntime, open_green_sink
+from servers.core.state import ServerState
+from servers.runtimes.green.app import Environ, GreenApp, server_software
+from servers.runtimes.green.backends import GreenBackends, MemcacheService
+from servers.runtimes.green.sinks import GreenRuntime, open_green_sink
 
 SERVER_SOFTWARE = server_software("eventlet", eventlet.__version__)
 # How often the main green thread looks for a delivered SIGTERM/SIGINT.

@@ -3,7 +3,7 @@
 # The EventMachine baseline (seed 004): `GET /` and `GET /counter` behind the wire contract.
 #
 # Run by `python -m servers eventmachine ...`, which execs
-# `ruby servers/eventmachine/server.rb eventmachine <the same arguments>`. It takes the
+# `ruby servers/baselines/eventmachine/server.rb eventmachine <the same arguments>`. It takes the
 # contract's flags, uses --host, --port, --sink and --workers and ignores the others.
 #
 # The contract's constants are mirrored from servers/contract.py (this is not Python);

@@ -1,7 +1,7 @@
 """The wire contract on gevent: `gevent.pywsgi.WSGIServer` over monkey-patched sockets.
 
 The memcached socket service (`--mc-proxy-port`) is a `gevent.server.StreamServer` running
-servers.green_backends' shared protocol loop on each connection.
+servers.runtimes.green.backends' shared protocol loop on each connection.
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ from gevent.server import StreamServer
 from gevent.threadpool import ThreadPool
 
 from servers import contract
-from servers.common import ServerState
 from servers.contract import ServerOptions
-from servers.green import Environ, GreenApp, server_software
-from servers.green_backends import GreenBackends, MemcacheService
-from servers.green_sinks import GreenRuntime, open_green_sink
+from servers.core.state import ServerState
+from servers.runtimes.green.app import Environ, GreenApp, server_software
+from servers.runtimes.green.backends import GreenBackends, MemcacheService
+from servers.runtimes.green.sinks import GreenRuntime, open_green_sink
 
 SERVER_SOFTWARE = server_software("gevent", gevent.__version__)
 # Where a request's environ points back at its pywsgi handler (headers, socket).

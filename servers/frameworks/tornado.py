@@ -17,12 +17,15 @@ import tornado.iostream
 import tornado.web
 import tornado.websocket
 
-from servers import common, contract, memcache, static
-from servers.asyncio_backends import AsyncBackends, BackendUnavailable
-from servers.asyncio_sinks import open_async_sink
-from servers.common import ServerState, run_on_asyncio
+from servers import contract
 from servers.contract import ServerOptions
-from servers.sinks import SinkUnavailable
+from servers.core import memcache, static
+from servers.core.sinks import SinkUnavailable
+from servers.core.state import ServerState
+from servers.core.websocket import websocket_close_code, websocket_handshake_status
+from servers.runtimes.asyncio.backends import AsyncBackends, BackendUnavailable
+from servers.runtimes.asyncio.loop import run_on_asyncio
+from servers.runtimes.asyncio.sinks import open_async_sink
 
 
 class _ContractHandler(tornado.web.RequestHandler):
@@ -200,7 +203,7 @@ class WebSocket(tornado.websocket.WebSocketHandler):
     async def get(self, *args: Any, **kwargs: Any) -> None:
         self.state.requests += 1
         headers = self.request.headers
-        refusal = common.websocket_handshake_status(
+        refusal = websocket_handshake_status(
             headers.get("Origin"), headers.get("Sec-WebSocket-Protocol")
         )
         if refusal is not None:
@@ -231,7 +234,7 @@ class WebSocket(tornado.websocket.WebSocketHandler):
     def on_message(self, message: str | bytes) -> None:
         if self.ws_connection is None:
             return  # we already closed it; tornado still delivers frames that were in flight
-        close_code = common.websocket_close_code(message)
+        close_code = websocket_close_code(message)
         if close_code is None:
             self.state.messages += 1
             self.sink.store(

@@ -2,9 +2,9 @@
 
 `twisted.web` serves HTTP from a `Resource` tree; `/ws` hands the connection to autobahn's
 `WebSocketResource`, which takes the transport over from the HTTP channel. `/log` answers
-from a Deferred once the sink stored its record (`servers.twisted_sinks`: file writes and
+from a Deferred once the sink stored its record (`servers.runtimes.twisted.sinks`: file writes and
 MongoDB inserts on dedicated thread pools). `/gridfs` and `/mc` answer from Deferreds of
-`servers.twisted_backends` (GridFS on a thread pool, a pool of memcached protocols), which
+`servers.runtimes.twisted.backends` (GridFS on a thread pool, a pool of memcached protocols), which
 also holds the `--mc-proxy-port` socket service. `/files` streams the file with
 twisted.web's own `NoRangeStaticProducer`. Importing this module installs no reactor:
 `serve` installs the epoll reactor itself.
@@ -38,18 +38,20 @@ from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET, Request, Site
 from twisted.web.static import NoRangeStaticProducer
 
-from servers import common, contract, memcache, static
-from servers.common import ServerState
+from servers import contract
 from servers.contract import ServerOptions
-from servers.sinks import SinkUnavailable, mongo_url
-from servers.twisted_backends import (
+from servers.core import memcache, static
+from servers.core.sinks import SinkUnavailable, mongo_url
+from servers.core.state import ServerState
+from servers.core.websocket import websocket_close_code, websocket_handshake_status
+from servers.runtimes.twisted.backends import (
     BackendUnavailable,
     GridFSFile,
     GridFSReader,
     MemcachedPool,
     ProxyFactory,
 )
-from servers.twisted_sinks import TwistedSink, open_twisted_sink
+from servers.runtimes.twisted.sinks import TwistedSink, open_twisted_sink
 
 _TEXT_CONTENT_TYPE = contract.TEXT_CONTENT_TYPE.encode()
 _JSON_CONTENT_TYPE = contract.JSON_CONTENT_TYPE.encode()
@@ -370,7 +372,7 @@ class WebSocketRoute(Route):
     def render_GET(self, request: Request) -> bytes | int:
         self.state.requests += 1
         headers = request.requestHeaders
-        refusal = common.websocket_handshake_status(
+        refusal = websocket_handshake_status(
             _joined_header(headers, b"origin"), _joined_header(headers, b"sec-websocket-protocol")
         )
         if refusal is not None:
@@ -408,7 +410,7 @@ class MessageProtocol(WebSocketServerProtocol):
             return  # we are already closing it
         state = self.factory.server_state
         message = payload if isBinary else payload.decode("utf-8")  # autobahn checked UTF-8
-        close_code = common.websocket_close_code(message)
+        close_code = websocket_close_code(message)
         if close_code is None:
             state.messages += 1
             self.factory.sink.store(

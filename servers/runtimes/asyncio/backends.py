@@ -22,10 +22,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
-from servers import contract, gridfs_layout, memcache, static
-from servers.common import ServerState
+from servers import contract
 from servers.contract import ServerOptions
-from servers.sinks import MONGO_SERVER_SELECTION_TIMEOUT_MS, mongo_url
+from servers.core import gridfs_layout, memcache, static
+from servers.core.sinks import MONGO_SERVER_SELECTION_TIMEOUT_MS, mongo_url
+from servers.core.state import ServerState
 
 MC_TIMEOUT_S = 2.0  # connect or reply
 # Replies are timed by one watchdog timer, not a timer per request: a request still in

@@ -1,0 +1,1 @@
+"""One module per framework: thin and idiomatic, differing only where the framework does."""
