@@ -5,7 +5,7 @@
 - `gridfs`: the same set loaded into GridFS (FerretDB started here unless a MongoDB URL is
   given, or the mongo sink's own database when the case has one);
 - `memcached`: memcached started here holding seed 001's 100-byte value under `MC_KEY`,
-  and the servers' `--mc-proxy-port` socket service turned on.
+  and the servers' `--mc-socket-port` socket service turned on.
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ class Backends:
         if self.mongo_url is not None and "--mongo-url" not in sink_args:
             args += ["--mongo-url", self.mongo_url]
         if self.memcached is not None:
-            args += ["--memcached", self.memcached.address, "--mc-proxy-port", "0"]
+            args += ["--memcached", self.memcached.address, "--mc-socket-port", "0"]
         return args
 
     def paths(self, scenario: Scenario) -> tuple[str, ...]:

@@ -38,7 +38,7 @@ class Scenario:
     backend: str | None = None
     random_paths: bool = False  # each request asks for a random file of the set (seed 004)
     check_body: bool = False  # every reply is compared with the expected value (seed 001)
-    protocol: str = "http"  # "memcached": the --mc-proxy-port socket service
+    protocol: str = "http"  # "memcached": the --mc-socket-port socket service
 
     @property
     def route(self) -> str:
@@ -104,7 +104,7 @@ SCENARIOS: dict[str, Scenario] = {
         ),
         Scenario(
             "memcache-socket",
-            "get seed001 on the --mc-proxy-port socket service over long-lived connections, "
+            "get seed001 on the --mc-socket-port socket service over long-lived connections, "
             "every answer checked (seed 001)",
             "GET",
             MC_KEY,  # the memcached key: this scenario speaks the memcached protocol

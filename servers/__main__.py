@@ -35,7 +35,7 @@ def parse_options(argv: list[str]) -> ServerOptions:
     parser.add_argument("--mongo-w", type=int, choices=(0, 1), default=1)
     parser.add_argument("--files-dir")
     parser.add_argument("--memcached", metavar="HOST:PORT")
-    parser.add_argument("--mc-proxy-port", type=int)
+    parser.add_argument("--mc-socket-port", type=int)
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--loop", help="event loop for aiohttp and tornado: asyncio|uvloop")
     args = parser.parse_args(argv)
@@ -56,7 +56,7 @@ def parse_options(argv: list[str]) -> ServerOptions:
             mongo_w=args.mongo_w,
             files_dir=args.files_dir,
             memcached=args.memcached,
-            mc_proxy_port=args.mc_proxy_port,
+            mc_socket_port=args.mc_socket_port,
             workers=args.workers,
             loop=loop,
         )
@@ -91,7 +91,7 @@ def run_worker(
 ) -> None:
     """Import the framework (gevent/eventlet patch here) and serve until SIGTERM.
 
-    `mc_listener` is the `--mc-proxy-port` socket service's listening socket, when asked for.
+    `mc_listener` is the `--mc-socket-port` socket service's listening socket, when asked for.
     """
     module = importlib.import_module(FRAMEWORKS[options.framework].module)
     state = ServerState(options.framework, options.loop or "", worker)
@@ -175,9 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         listeners = open_listeners(options.host, options.port, options.workers)
         mc_listeners: list[socket.socket | None] = [None] * options.workers
-        if options.mc_proxy_port is not None:
+        if options.mc_socket_port is not None:
             mc_listeners = list(
-                open_listeners(options.host, options.mc_proxy_port, options.workers)
+                open_listeners(options.host, options.mc_socket_port, options.workers)
             )
     except OSError as error:
         print(f"servers: cannot listen on {options.host}: {error}", file=sys.stderr)

@@ -40,7 +40,7 @@ class ServerState:
         self.loop = loop
         self.worker = worker
         self.port = 0
-        self.mc_port = 0  # the --mc-proxy-port socket service's port; 0 when not serving
+        self.mc_port = 0  # the --mc-socket-port socket service's port; 0 when not serving
         self.open = 0
         self.max_open = 0
         self.requests = 0

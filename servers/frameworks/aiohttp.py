@@ -16,10 +16,11 @@ from aiohttp import WSMsgType, web
 from servers import contract
 from servers.contract import ServerOptions
 from servers.core import memcache, static
+from servers.core.backends import BackendUnavailable
 from servers.core.sinks import SinkUnavailable
 from servers.core.state import ServerState
 from servers.core.websocket import websocket_close_code, websocket_handshake_status
-from servers.runtimes.asyncio.backends import AsyncBackends, BackendUnavailable
+from servers.runtimes.asyncio.backends import AsyncBackends
 from servers.runtimes.asyncio.loop import run_on_asyncio
 from servers.runtimes.asyncio.sinks import AsyncSink, open_async_sink
 
@@ -31,7 +32,11 @@ def _not_found() -> web.Response:
 
 
 def _unavailable(error: BackendUnavailable) -> web.Response:
-    return web.Response(status=contract.UNAVAILABLE_STATUS, text=f"{error}")
+    return web.Response(
+        status=contract.UNAVAILABLE_STATUS,
+        body=contract.BACKEND_UNAVAILABLE_BODY,
+        content_type=contract.TEXT_CONTENT_TYPE,
+    )
 
 
 def make_app(state: ServerState, sink: AsyncSink, backends: AsyncBackends) -> web.Application:
@@ -54,7 +59,11 @@ def make_app(state: ServerState, sink: AsyncSink, backends: AsyncBackends) -> we
         try:
             await sink.store_and_wait(record)
         except SinkUnavailable:
-            return web.Response(status=503, text="sink unavailable")
+            return web.Response(
+                status=contract.UNAVAILABLE_STATUS,
+                body=contract.SINK_UNAVAILABLE_BODY,
+                content_type=contract.TEXT_CONTENT_TYPE,
+            )
         return web.Response(body=contract.LOG_REPLY_BODY, content_type=contract.TEXT_CONTENT_TYPE)
 
     async def files(request: web.Request) -> web.StreamResponse:

@@ -1,6 +1,6 @@
 """The wire contract on eventlet: `eventlet.wsgi.server` over monkey-patched sockets.
 
-The memcached socket service (`--mc-proxy-port`) is an accept loop spawning one green
+The memcached socket service (`--mc-socket-port`) is an accept loop spawning one green
 thread per connection, each running servers.runtimes.green.backends' shared protocol loop.
 """
 
@@ -25,7 +25,7 @@ from servers import contract
 from servers.contract import ServerOptions
 from servers.core.state import ServerState
 from servers.runtimes.green.app import Environ, GreenApp, server_software
-from servers.runtimes.green.backends import GreenBackends, MemcacheService
+from servers.runtimes.green.backends import GreenBackends, MemcachedSocketService
 from servers.runtimes.green.sinks import GreenRuntime, open_green_sink
 
 SERVER_SOFTWARE = server_software("eventlet", eventlet.__version__)
@@ -122,8 +122,8 @@ def _report(state: ServerState) -> None:
         eventlet.sleep(contract.TELEMETRY_INTERVAL_S)
 
 
-def _accept_memcache(
-    listener: greenio.GreenSocket, service: MemcacheService, pool: eventlet.GreenPool
+def _accept_socket_service(
+    listener: greenio.GreenSocket, service: MemcachedSocketService, pool: eventlet.GreenPool
 ) -> None:
     """The socket service's accept loop: one green thread per connection, until killed."""
     while True:
@@ -178,13 +178,13 @@ def serve(
         log_output=False,  # no access log: it would cost more than the request
         debug=False,  # no tracebacks in 500 bodies
     )
-    mc_service = MemcacheService(backends.memcached, state)
+    mc_service = MemcachedSocketService(backends.memcached, state)
     mc_pool = eventlet.GreenPool(sys.maxsize)  # unbounded; tracks connections for shutdown
     mc_accept: greenthread.GreenThread | None = None
     mc_socket: greenio.GreenSocket | None = None
     if mc_listener is not None:
         mc_socket = greenio.GreenSocket(mc_listener)
-        mc_accept = eventlet.spawn(_accept_memcache, mc_socket, mc_service, mc_pool)
+        mc_accept = eventlet.spawn(_accept_socket_service, mc_socket, mc_service, mc_pool)
     background = [eventlet.spawn(_tick, state), eventlet.spawn(_report, state)]
     # wsgi.server and _report run as soon as this thread waits: the first line says listening.
     _wait_for_signal((signal.SIGTERM, signal.SIGINT))

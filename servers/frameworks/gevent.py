@@ -1,6 +1,6 @@
 """The wire contract on gevent: `gevent.pywsgi.WSGIServer` over monkey-patched sockets.
 
-The memcached socket service (`--mc-proxy-port`) is a `gevent.server.StreamServer` running
+The memcached socket service (`--mc-socket-port`) is a `gevent.server.StreamServer` running
 servers.runtimes.green.backends' shared protocol loop on each connection.
 """
 
@@ -28,7 +28,7 @@ from servers import contract
 from servers.contract import ServerOptions
 from servers.core.state import ServerState
 from servers.runtimes.green.app import Environ, GreenApp, server_software
-from servers.runtimes.green.backends import GreenBackends, MemcacheService
+from servers.runtimes.green.backends import GreenBackends, MemcachedSocketService
 from servers.runtimes.green.sinks import GreenRuntime, open_green_sink
 
 SERVER_SOFTWARE = server_software("gevent", gevent.__version__)
@@ -157,7 +157,7 @@ def serve(
     backends = GreenBackends(options, state, runtime)
     app = GreenApp(state, sink, backends, GeventConnection(), SERVER_SOFTWARE)
     server = Server(_green_socket(listener), app.wsgi, state)
-    mc_service = MemcacheService(backends.memcached, state)
+    mc_service = MemcachedSocketService(backends.memcached, state)
     mc_server: StreamServer | None = None
     if mc_listener is not None:
         mc_server = StreamServer(

@@ -20,10 +20,11 @@ import tornado.websocket
 from servers import contract
 from servers.contract import ServerOptions
 from servers.core import memcache, static
+from servers.core.backends import BackendUnavailable
 from servers.core.sinks import SinkUnavailable
 from servers.core.state import ServerState
 from servers.core.websocket import websocket_close_code, websocket_handshake_status
-from servers.runtimes.asyncio.backends import AsyncBackends, BackendUnavailable
+from servers.runtimes.asyncio.backends import AsyncBackends
 from servers.runtimes.asyncio.loop import run_on_asyncio
 from servers.runtimes.asyncio.sinks import open_async_sink
 
@@ -75,8 +76,8 @@ class LogHandler(_ContractHandler):
         try:
             await self.sink.store_and_wait(record)
         except SinkUnavailable:
-            self.set_status(503)
-            self.finish("sink unavailable")
+            self.set_status(contract.UNAVAILABLE_STATUS)
+            self.finish(contract.SINK_UNAVAILABLE_BODY)
             return
         self.set_header("Content-Type", contract.TEXT_CONTENT_TYPE)
         self.finish(contract.LOG_REPLY_BODY)
@@ -116,7 +117,7 @@ class _BackendHandler(_ContractHandler):
     def unavailable(self, error: BackendUnavailable) -> None:
         self.set_status(contract.UNAVAILABLE_STATUS)
         self.set_header("Content-Type", contract.TEXT_CONTENT_TYPE)
-        self.finish(str(error))
+        self.finish(contract.BACKEND_UNAVAILABLE_BODY)
 
 
 class FilesHandler(_BackendHandler):

@@ -5,7 +5,7 @@
 from a Deferred once the sink stored its record (`servers.runtimes.twisted.sinks`: file writes and
 MongoDB inserts on dedicated thread pools). `/gridfs` and `/mc` answer from Deferreds of
 `servers.runtimes.twisted.backends` (GridFS on a thread pool, a pool of memcached protocols), which
-also holds the `--mc-proxy-port` socket service. `/files` streams the file with
+also holds the memcached socket service (`--mc-socket-port`). `/files` streams the file with
 twisted.web's own `NoRangeStaticProducer`. Importing this module installs no reactor:
 `serve` installs the epoll reactor itself.
 """
@@ -41,15 +41,14 @@ from twisted.web.static import NoRangeStaticProducer
 from servers import contract
 from servers.contract import ServerOptions
 from servers.core import memcache, static
+from servers.core.backends import BackendUnavailable, StoredFile
 from servers.core.sinks import SinkUnavailable, mongo_url
 from servers.core.state import ServerState
 from servers.core.websocket import websocket_close_code, websocket_handshake_status
 from servers.runtimes.twisted.backends import (
-    BackendUnavailable,
-    GridFSFile,
     GridFSReader,
     MemcachedPool,
-    ProxyFactory,
+    MemcachedSocketServiceFactory,
 )
 from servers.runtimes.twisted.sinks import TwistedSink, open_twisted_sink
 
@@ -62,11 +61,9 @@ _HEADER_TOO_LONG_REPLY = (
 )
 _DRAIN_POLL_S = 0.010
 _LOG_REPLY_LENGTH = b"%d" % len(contract.LOG_REPLY_BODY)
-_SINK_UNAVAILABLE_BODY = b"sink unavailable"
-_SINK_UNAVAILABLE_LENGTH = b"%d" % len(_SINK_UNAVAILABLE_BODY)
+_SINK_UNAVAILABLE_LENGTH = b"%d" % len(contract.SINK_UNAVAILABLE_BODY)
 _NOT_FOUND_LENGTH = b"%d" % len(contract.NOT_FOUND_BODY)
-_BACKEND_UNAVAILABLE_BODY = b"backend unavailable"
-_BACKEND_UNAVAILABLE_LENGTH = b"%d" % len(_BACKEND_UNAVAILABLE_BODY)
+_BACKEND_UNAVAILABLE_LENGTH = b"%d" % len(contract.BACKEND_UNAVAILABLE_BODY)
 _MC_CONTENT_TYPE = contract.MC_CONTENT_TYPE.encode()
 
 
@@ -221,7 +218,12 @@ def _stored(_: None, request: Request) -> None:
 
 def _not_stored(failure: Failure, request: Request) -> None:
     if failure.check(SinkUnavailable):
-        _reply(request, 503, _SINK_UNAVAILABLE_BODY, _SINK_UNAVAILABLE_LENGTH)
+        _reply(
+            request,
+            contract.UNAVAILABLE_STATUS,
+            contract.SINK_UNAVAILABLE_BODY,
+            _SINK_UNAVAILABLE_LENGTH,
+        )
     elif not request._disconnected:  # a bug: logged and answered 500 by twisted.web
         request.processingFailed(failure)
 
@@ -315,7 +317,7 @@ class GridFSRoute(Route):
         return NOT_DONE_YET
 
 
-def _gridfs_file(found: GridFSFile | None, request: Request) -> None:
+def _gridfs_file(found: StoredFile | None, request: Request) -> None:
     if found is None:
         _reply(request, 404, contract.NOT_FOUND_BODY, _NOT_FOUND_LENGTH)
     else:
@@ -355,7 +357,7 @@ def _backend_failed(failure: Failure, request: Request) -> None:
         _reply(
             request,
             contract.UNAVAILABLE_STATUS,
-            _BACKEND_UNAVAILABLE_BODY,
+            contract.BACKEND_UNAVAILABLE_BODY,
             _BACKEND_UNAVAILABLE_LENGTH,
         )
     elif not request._disconnected:  # a bug: logged and answered 500 by twisted.web
@@ -517,10 +519,10 @@ def serve(
     pool = MemcachedPool(memcache.memcached_address(options.memcached), state, reactor)
     site, websockets = make_site(options, state, sink, gridfs, pool, reactor)
     ports = [_adopt(reactor, listener, site)]
-    proxy: ProxyFactory | None = None
+    socket_service: MemcachedSocketServiceFactory | None = None
     if mc_listener is not None:
-        proxy = ProxyFactory(state, pool)
-        ports.append(_adopt(reactor, mc_listener, proxy))
+        socket_service = MemcachedSocketServiceFactory(state, pool)
+        ports.append(_adopt(reactor, mc_listener, socket_service))
 
     def tick() -> None:
         state.tick()
@@ -536,8 +538,8 @@ def serve(
 
     def drain() -> None:
         site.drain()
-        if proxy is not None:
-            proxy.drain()
+        if socket_service is not None:
+            socket_service.drain()
 
     def close_backends(_: object) -> Deferred:
         pool.close()

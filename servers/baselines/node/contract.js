@@ -39,8 +39,12 @@ module.exports = Object.freeze({
   MC_POOL_SIZE: 50,
   MC_MAX_KEY_BYTES: 250,
   MC_CONTENT_TYPE: 'application/octet-stream',
+  MC_TIMEOUT_MS: 2000, // contract.MC_TIMEOUT_S
+  MC_SOCKET_MAX_IN_FLIGHT: 1, // mc_socket_service.js keeps one get in flight per connection
   NOT_FOUND_BODY: Buffer.from('not found'),
   UNAVAILABLE_STATUS: 503,
+  BACKEND_UNAVAILABLE_BODY: Buffer.from('backend unavailable'),
+  SINK_UNAVAILABLE_BODY: Buffer.from('sink unavailable'),
 
   // -- WebSocket rules --------------------------------------------------------------------
   WS_SUBPROTOCOL: 'myprotocol',
@@ -61,14 +65,14 @@ module.exports = Object.freeze({
   LISTEN_BACKLOG: 65535,
   SINKS: Object.freeze(['empty', 'file', 'mongo']),
 
-  // -- sinks (servers/sinks.py) ---------------------------------------------------------------
+  // -- sinks (servers/core/sinks.py) ---------------------------------------------------------------
   FLUSH_INTERVAL_MS: 100, // sinks.FLUSH_INTERVAL_S
   MONGO_DATABASE: 'harness',
   MONGO_COLLECTION: 'records',
   MONGO_SERVER_SELECTION_TIMEOUT_MS: 2000,
   DEFAULT_MONGO_URL: 'mongodb://127.0.0.1:27017/',
 
-  // -- the memcached text protocol (servers/memcache.py) ------------------------------------
+  // -- the memcached text protocol (servers/core/memcache.py) ------------------------------------
   MC_MAX_LINE_BYTES: 2048, // memcache.MAX_LINE_BYTES
   MC_DEFAULT_ADDRESS: '127.0.0.1:11211',
   MC_REPLY_END: Buffer.from('END\r\n'),

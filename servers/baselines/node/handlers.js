@@ -41,8 +41,8 @@ function makeHandlers({ state, sink, files, gridfs, pool, serverHeader }) {
     reply(res, 404, contract.TEXT_CONTENT_TYPE, contract.NOT_FOUND_BODY);
   }
 
-  function unavailable(res, what) {
-    plain(res, contract.UNAVAILABLE_STATUS, `${what} unavailable`);
+  function unavailable(res, body) {
+    reply(res, contract.UNAVAILABLE_STATUS, contract.TEXT_CONTENT_TYPE, body);
   }
 
   return {
@@ -73,7 +73,7 @@ function makeHandlers({ state, sink, files, gridfs, pool, serverHeader }) {
         const record = state.makeRecord(req.method, path, headersAsSent(req.rawHeaders), body);
         sink.storeAndWait(record).then(
           () => reply(res, 200, contract.TEXT_CONTENT_TYPE, contract.LOG_REPLY_BODY),
-          () => unavailable(res, 'sink'),
+          () => unavailable(res, contract.SINK_UNAVAILABLE_BODY),
         );
       });
     },
@@ -99,7 +99,7 @@ function makeHandlers({ state, sink, files, gridfs, pool, serverHeader }) {
       }
       gridfs.read(name).then(
         (file) => (file === null ? notFound(req, res) : reply(res, 200, file.contentType, file.body)),
-        () => unavailable(res, 'database'), // counted in backend_errors by gridfs
+        () => unavailable(res, contract.BACKEND_UNAVAILABLE_BODY), // counted in backend_errors by gridfs
       );
     },
 
@@ -110,7 +110,7 @@ function makeHandlers({ state, sink, files, gridfs, pool, serverHeader }) {
         return;
       }
       pool.get(key, (error, value) => {
-        if (error) unavailable(res, 'memcached'); // counted in backend_errors by the pool
+        if (error) unavailable(res, contract.BACKEND_UNAVAILABLE_BODY); // counted in backend_errors by the pool
         else if (value === null) notFound(req, res);
         else reply(res, 200, contract.MC_CONTENT_TYPE, value);
       });

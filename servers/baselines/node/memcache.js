@@ -1,9 +1,9 @@
 'use strict';
-// memcached: the text protocol as far as the proxy needs it (servers/memcache.py, ported
+// memcached: the text protocol as far as the socket service needs it (servers/core/memcache.py, ported
 // function for function) and the pool of contract.MC_POOL_SIZE persistent connections that
-// `/mc/{key}` and the `--mc-proxy-port` socket service share.
+// `/mc/{key}` and the memcached socket service (`--mc-socket-port`) share.
 //
-// Keys are JS strings of single-byte characters (the proxy reads its lines as latin1, and a
+// Keys are JS strings of single-byte characters (the socket service reads its lines as latin1, and a
 // key from a URL must pass validKey, which allows printable ASCII only), so a key's string
 // length is its byte length.
 
@@ -11,7 +11,7 @@ const net = require('node:net');
 
 const contract = require('./contract');
 
-const MC_TIMEOUT_MS = 2000; // connect and each reply
+const { MC_TIMEOUT_MS } = contract; // connect and each reply
 const TIMEOUT_SWEEP_MS = 250;
 const VALUE_TRAILER = Buffer.from('\r\nEND\r\n');
 
@@ -54,7 +54,7 @@ function parseGetReply(buffer) {
   return { value: buffer.subarray(dataStart, dataEnd), used: total };
 }
 
-/** The proxy's answer to `get key`: the value block and END, or END alone on a miss. */
+/** The socket service's answer to `get key`: the value block and END, or END alone on a miss. */
 function encodeGetReply(key, value) {
   if (value === null) return contract.MC_REPLY_END;
   const header = Buffer.from(`VALUE ${key} 0 ${value.length}\r\n`, 'latin1');
@@ -69,8 +69,8 @@ function splitLine(buffer) {
   return { line: buffer.latin1Slice(0, end), used: lineEnd + 1 };
 }
 
-/** What a proxy client asked for in one line: {verb: get|quit|error, key, reply}. */
-function parseProxyLine(line) {
+/** What a socket-service client asked for in one line: {verb: get|quit|error, key, reply}. */
+function parseCommand(line) {
   const parts = line.split(/[ \t\n\r\x0b\x0c]+/).filter((part) => part !== '');
   if (parts.length === 1 && parts[0] === 'quit') return { verb: 'quit' };
   if (parts.length === 2 && (parts[0] === 'get' || parts[0] === 'gets')) {
@@ -164,7 +164,8 @@ class McConnection {
 
 /**
  * `contract.MC_POOL_SIZE` persistent connections, opened on first use: once one connection
- * to memcached succeeds, the pool opens the rest, so it holds a fixed 50 as seed 001's did
+ * to memcached succeeds, the pool opens the rest, so it holds a fixed 50 as the
+ * memcached-proxy study's did
  * (grown on demand instead, it kept opening connections whenever a burst beat its earlier
  * peak). Never more than 50 are open; an idle one is reused last-in first-out; a request
  * that finds none waits its turn; a connection that fails is dropped, and a later request
@@ -267,6 +268,6 @@ module.exports = {
   parseGetReply,
   encodeGetReply,
   splitLine,
-  parseProxyLine,
+  parseCommand,
   memcachedAddress,
 };

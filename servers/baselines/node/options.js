@@ -18,11 +18,11 @@ const FLAGS = Object.freeze({
   '--mongo-w': 'mongoW',
   '--files-dir': 'filesDir',
   '--memcached': 'memcached',
-  '--mc-proxy-port': 'mcProxyPort',
+  '--mc-socket-port': 'mcSocketPort',
   '--workers': 'workers',
   '--loop': 'loop',
 });
-const INTEGER_OPTIONS = new Set(['port', 'mongoW', 'mcProxyPort', 'workers']);
+const INTEGER_OPTIONS = new Set(['port', 'mongoW', 'mcSocketPort', 'workers']);
 
 class UsageError extends Error {}
 
@@ -30,7 +30,7 @@ class UsageError extends Error {}
  * The options in `argv` (process.argv without node and the script).
  * @returns {{variant: string, host: string, port: number, sink: string, sinkPath: ?string,
  *   mongoUrl: ?string, mongoW: number, filesDir: ?string, memcached: ?string,
- *   mcProxyPort: ?number, workers: number, loop: string}}
+ *   mcSocketPort: ?number, workers: number, loop: string}}
  */
 function parseOptions(argv) {
   const [variant, ...rest] = argv;
@@ -47,7 +47,7 @@ function parseOptions(argv) {
     mongoW: 1,
     filesDir: null,
     memcached: null,
-    mcProxyPort: null,
+    mcSocketPort: null,
     workers: 1,
     loop: 'libuv',
   };

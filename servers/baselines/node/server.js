@@ -14,7 +14,7 @@ const http = require('node:http');
 
 const contract = require('./contract');
 const { makeHandlers } = require('./handlers');
-const { McProxyService } = require('./mc_proxy');
+const { MemcachedSocketService } = require('./mc_socket_service');
 const { MemcachedPool } = require('./memcache');
 const { LazyMongo } = require('./mongo');
 const { GridFS } = require('./gridfs');
@@ -75,17 +75,17 @@ async function runWorker(options, worker) {
   );
   server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
   server.on('connection', (socket) => {
-    socket.setNoDelay(true); // every socket: no 40 ms delayed-ACK stalls (DESIGN.md)
+    socket.setNoDelay(true); // every socket: no 40 ms delayed-ACK stalls (docs/contract.md)
     state.connectionOpened();
     socket.once('close', () => state.connectionClosed());
   });
   const websockets = new WebSockets(server, backends);
-  const mcService = options.mcProxyPort === null ? null : new McProxyService(pool, state);
+  const mcService = options.mcSocketPort === null ? null : new MemcachedSocketService(pool, state);
 
   try {
     state.port = await listen(server, options.host, options.port);
     if (mcService !== null) {
-      state.mcPort = await listen(mcService.server, options.host, options.mcProxyPort);
+      state.mcPort = await listen(mcService.server, options.host, options.mcSocketPort);
     }
   } catch (error) {
     process.stderr.write(`servers: cannot listen on ${options.host}: ${error.message}\n`);

@@ -26,7 +26,7 @@ class ServerState {
     this.loop = 'libuv';
     this.worker = worker;
     this.port = 0;
-    this.mcPort = 0; // the --mc-proxy-port socket service's port; 0 when not serving
+    this.mcPort = 0; // the memcached socket service's port (--mc-socket-port); 0 when not serving
     this.open = 0;
     this.maxOpen = 0;
     this.requests = 0;

@@ -7,8 +7,9 @@ Both asyncio servers share this module, so only routing and file sending differ 
   `get` wraps it in a future for coroutine handlers.
 - `GridFSReader`: reads a file by `_id` through pymongo's asyncio client (as the mongo sink
   talks to MongoDB), created on the first request so a server starts with the database down.
-- `MemcachedSocketService`: seed 001's memcached-protocol service on an already-listening
-  socket, an `asyncio.Protocol` per client fetching through the same pool.
+- `MemcachedSocketService`: the memcached socket service (the memcached-proxy study) on an
+  already-listening socket, an `asyncio.Protocol` per client around the core's
+  `SocketServiceSession`, fetching through the same pool.
 
 A backend that fails answers 503 (`BackendUnavailable`) and counts in `state.backend_errors`.
 """
@@ -19,29 +20,24 @@ import asyncio
 import socket
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, cast
 
 from servers import contract
 from servers.contract import ServerOptions
 from servers.core import gridfs_layout, memcache, static
+from servers.core.backends import BackendUnavailable, StoredFile
 from servers.core.sinks import MONGO_SERVER_SELECTION_TIMEOUT_MS, mongo_url
 from servers.core.state import ServerState
 
-MC_TIMEOUT_S = 2.0  # connect or reply
 # Replies are timed by one watchdog timer, not a timer per request: a request still in
 # flight at WATCHDOG_STRIKES consecutive checks has waited between 2.0 and 2.5 s.
 WATCHDOG_INTERVAL_S = 0.5
-WATCHDOG_STRIKES = round(MC_TIMEOUT_S / WATCHDOG_INTERVAL_S)
-# Gets one socket-service client may have in flight (pipelined); more pauses its reads.
-PROXY_MAX_IN_FLIGHT = contract.MC_POOL_SIZE
+WATCHDOG_STRIKES = round(contract.MC_TIMEOUT_S / WATCHDOG_INTERVAL_S)
+# A socket-service client whose unanswered lines pile up past this is not read meanwhile.
+SOCKET_SERVICE_PAUSE_BYTES = 64 * 1024
 
 # What a fetch ends with: (value or None on a miss, None) or (None, the failure).
 FetchDone = Callable[[bytes | None, BaseException | None], None]
-
-
-class BackendUnavailable(Exception):
-    """memcached or the database failed or timed out: the request is answered 503."""
 
 
 # -- memcached pool ------------------------------------------------------------------------
@@ -111,9 +107,10 @@ class MemcachedPool:
     A request takes an idle connection, or waits in FIFO order for one. A connection is
     opened for a request when more requests wait than connections are being opened; a
     failed open fails the oldest waiting request (503). Once an open succeeds, the pool
-    tops itself up to `size`: the seed's fixed pool, and no connection setup in the middle
-    of a measurement when the load grows. Those extra opens fail silently, so a memcached
-    that is down costs one connection attempt per request, not `size`.
+    tops itself up to `size`: the memcached-proxy study's fixed pool, and no connection
+    setup in the middle of a measurement when the load grows. Those extra opens fail
+    silently, so a memcached that is down costs one connection attempt per request, not
+    `size`.
     """
 
     def __init__(self, address: tuple[str, int], state: ServerState, size: int) -> None:
@@ -192,7 +189,7 @@ class MemcachedPool:
 
     async def _connect(self, for_request: bool) -> None:
         try:
-            async with asyncio.timeout(MC_TIMEOUT_S):
+            async with asyncio.timeout(contract.MC_TIMEOUT_S):
                 transport, connection = await self._loop.create_connection(
                     lambda: _MemcachedConnection(self), self._host, self._port
                 )
@@ -222,12 +219,12 @@ class MemcachedPool:
             self._start_open(for_request=False)
 
     def _check_replies(self) -> None:
-        """Fail requests memcached has not answered within MC_TIMEOUT_S."""
+        """Fail requests memcached has not answered within contract.MC_TIMEOUT_S."""
         for connection in list(self._open):
             if connection.done is not None and connection.sent == connection.seen:
                 connection.strikes += 1
                 if connection.strikes >= WATCHDOG_STRIKES:
-                    connection.fail(TimeoutError(f"no reply within {MC_TIMEOUT_S} s"))
+                    connection.fail(TimeoutError(f"no reply within {contract.MC_TIMEOUT_S} s"))
             else:
                 connection.seen = connection.sent
                 connection.strikes = 0
@@ -250,23 +247,14 @@ class MemcachedPool:
 
 
 # -- GridFS ----------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class GridFSFile:
-    """A file read from GridFS: its bytes and Content-Type."""
-
-    data: bytes
-    content_type: str
-
-
 class GridFSReader:
-    """Reads `/gridfs/{name}` by `_id` only (see servers/gridfs_layout.py for why)."""
+    """Reads `/gridfs/{name}` by `_id` only, as `gridfs_layout.read_steps` says."""
 
     def __init__(self, url: str, state: ServerState) -> None:
         self._url = url
         self._state = state
         self._client: Any = None
-        self._files: Any = None
-        self._chunks: Any = None
+        self._collections: dict[str, Any] = {}
         self._errors: tuple[type[BaseException], ...] = ()
 
     def _connect(self) -> None:
@@ -283,61 +271,52 @@ class GridFSReader:
             self._url, serverSelectionTimeoutMS=MONGO_SERVER_SELECTION_TIMEOUT_MS
         )
         database = client[contract.GRIDFS_DATABASE]
-        self._files = database[gridfs_layout.FILES_COLLECTION]
-        self._chunks = database[gridfs_layout.CHUNKS_COLLECTION]
+        self._collections = {name: database[name] for name in gridfs_layout.FIELDS}
         self._client = client
 
-    async def read(self, name: str) -> GridFSFile | None:
+    async def read(self, name: str) -> StoredFile | None:
         """The file named `name`, or None (404); raises BackendUnavailable (503)."""
         if not static.valid_name(name):
             return None
+        steps = gridfs_layout.read_steps(name)
         try:
             if self._client is None:
                 self._connect()  # a bad --mongo-url raises here
-            document = await self._files.find_one({"_id": name})
-            if document is None:
-                return None
-            ids = gridfs_layout.chunk_ids(name, document["length"], document["chunkSize"])
-            # One chunk for the ≤ 64 KiB file set; several are read in turn.
-            parts = []
-            for chunk_id in ids:
-                chunk = await self._chunks.find_one({"_id": chunk_id})
-                if chunk is None:
-                    raise ValueError(f"GridFS chunk {chunk_id} is missing")
-                parts.append(chunk["data"])
-            data = b"".join(parts)
-            if len(data) != document["length"]:
-                raise ValueError(f"GridFS file {name} has {len(data)} of {document['length']} B")
-            metadata = document.get("metadata") or {}
-            content_type = metadata.get("contentType") or static.content_type(name)
+            collection, id_ = next(steps)
+            while True:
+                found = await self._collections[collection].find_one(
+                    {"_id": id_}, gridfs_layout.FIELDS[collection]
+                )
+                collection, id_ = steps.send(found)
+        except StopIteration as done:
+            return done.value
+        except BackendUnavailable:
+            self._state.backend_errors += 1
+            raise
         except self._errors as error:
             self._state.backend_errors += 1
             raise BackendUnavailable(f"GridFS: {error}") from error
-        return GridFSFile(data, content_type)
 
     async def aclose(self) -> None:
         if self._client is not None:
             await self._client.close()
 
 
-# -- the memcached socket service (seed 001) -------------------------------------------------
-class _ProxyConnection(asyncio.Protocol):
-    """One socket-service client: request lines in, answers out in request order."""
+# -- the memcached socket service (the memcached-proxy study) --------------------------------
+class _SocketServiceConnection(asyncio.Protocol):
+    """One socket-service client: the core's session, fed from and answered to the socket."""
 
     def __init__(self, service: MemcachedSocketService) -> None:
         self._service = service
         self._pool = service.pool
         self._state = service.state
+        self._session = memcache.SocketServiceSession(service.state)
         self.transport: asyncio.Transport | None = None
-        self._buffer = bytearray()
-        # One cell per request line not yet answered, oldest first; a get's answer fills
-        # its cell when memcached replies, and answers leave only from the front.
-        self._answers: deque[list[bytes | None]] = deque()
-        self._closing = False  # quit or a line too long: close once the answers are out
         self._eof = False  # the client shut its side: close once every line is answered
         self._write_paused = False
         self._reading = True
-        self._taking = False  # in _take_lines: answers sent meanwhile must not re-enter it
+        self._fetching = False  # inside _fetch: an answer that comes at once must not recurse
+        self._next_key: bytes | None = None  # what such an answer asked for next
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
@@ -350,15 +329,10 @@ class _ProxyConnection(asyncio.Protocol):
         self._service.connections.discard(self)
 
     def data_received(self, data: bytes) -> None:
-        if self._closing:
-            return
-        if not self._buffer and len(self._answers) < PROXY_MAX_IN_FLIGHT:
-            found = memcache.split_line(data)
-            if found is not None and found[1] == len(data):  # the usual case: one line
-                self._command(found[0])
-                return
-        self._buffer += data
-        self._take_lines()
+        key = self._session.receive(data)
+        if key is not None:
+            self._fetch(key)
+        self._send_answers()
 
     def eof_received(self) -> bool:
         """The client shut its side (`printf 'get k\\r\\n' | nc`): answer, then close."""
@@ -366,81 +340,42 @@ class _ProxyConnection(asyncio.Protocol):
         self._send_answers()
         return True
 
-    def _take_lines(self) -> None:
-        """Act on the buffer's complete lines, while this client has room for more gets."""
-        buffer = self._buffer
-        self._taking = True
-        while not self._closing and len(self._answers) < PROXY_MAX_IN_FLIGHT:
-            found = memcache.split_line(buffer)
-            if found is None:
-                if len(buffer) > memcache.MAX_LINE_BYTES:
-                    buffer.clear()
-                    self._answers.append([memcache.REPLY_LINE_TOO_LONG])
-                    self._closing = True
-                break
-            line, used = found
-            del buffer[:used]
-            self._command(line)
-        self._taking = False
-        self._update_reading()
-        self._send_answers()
+    def _fetch(self, key: bytes) -> None:
+        """Fetch `key`, and the keys later lines ask for as long as answers come at once."""
+        self._fetching = True
+        try:
+            while True:
+                self._next_key = None
+                self._pool.fetch(key, self._done)
+                if self._next_key is None:
+                    return  # memcached answers later (or the session has no next line)
+                key = self._next_key
+        finally:
+            self._fetching = False
 
-    def _command(self, line: bytes) -> None:
-        command = memcache.parse_proxy_line(line)
-        if command.verb == "get":
-            self._state.requests += 1
-            cell: list[bytes | None] = [None]
-            self._answers.append(cell)
-            key = command.key
-
-            def done(value: bytes | None, error: BaseException | None) -> None:
-                if error is None:
-                    cell[0] = memcache.encode_get_reply(key, value)
-                else:
-                    cell[0] = memcache.REPLY_UNAVAILABLE
-                self._send_answers()
-
-            self._pool.fetch(key, done)
+    def _done(self, value: bytes | None, error: BaseException | None) -> None:
+        session = self._session
+        key = session.answered(value) if error is None else session.failed()
+        if self._fetching:
+            self._next_key = key  # _fetch's loop sends it
             return
-        if command.verb == "quit":
-            self._closing = True
-        else:
-            self._answers.append([command.reply])
+        if key is not None:
+            self._fetch(key)
         self._send_answers()
 
     def _send_answers(self) -> None:
-        """Write the answers that are ready, in request order; then read on, or close."""
+        """Write the answers that are ready; then read on, or close."""
         transport = self.transport
         if transport is None:
             return  # the client went away; its answers go nowhere
-        answers = self._answers
-        if answers and answers[0][0] is not None:
-            if len(answers) == 1:
-                answer = answers.popleft()[0]
-                assert answer is not None
-                transport.write(answer)
-            else:
-                ready: list[bytes] = []
-                while answers and (answer := answers[0][0]) is not None:
-                    ready.append(answer)
-                    answers.popleft()
-                transport.write(b"".join(ready))
-        if self._taking:
-            return  # _take_lines goes on, and calls this again when it stops
-        if not self._closing and len(answers) < PROXY_MAX_IN_FLIGHT and b"\n" in self._buffer:
-            self._take_lines()  # room again for the lines that waited in the buffer
-            return
-        if not self._reading:
-            self._update_reading()
-        if not answers and (self._closing or self._eof):
+        session = self._session
+        answers = session.output()
+        if answers:
+            transport.write(answers)
+        if session.key is None and (session.closing or self._eof):
             transport.close()
-
-    def _update_reading(self) -> None:
-        """Read while this client has room for more gets in flight and reads its answers."""
-        transport = self.transport
-        if transport is None:
             return
-        reading = len(self._answers) < PROXY_MAX_IN_FLIGHT and not self._write_paused
+        reading = session.buffered_bytes <= SOCKET_SERVICE_PAUSE_BYTES and not self._write_paused
         if reading != self._reading:
             self._reading = reading
             if reading:
@@ -450,15 +385,15 @@ class _ProxyConnection(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         self._write_paused = True
-        self._update_reading()
+        self._send_answers()
 
     def resume_writing(self) -> None:
         self._write_paused = False
-        self._update_reading()
+        self._send_answers()
 
 
 class MemcachedSocketService:
-    """Seed 001's memcached-protocol service (`--mc-proxy-port`), fetching through the pool.
+    """The memcached socket service (`--mc-socket-port`), fetching through the pool.
 
     asyncio.Protocol rather than streams: mcload (100 connections, 5 s, server on one core)
     measured 37,300 gets per server CPU-second against 31,100 with a StreamReader and
@@ -468,7 +403,7 @@ class MemcachedSocketService:
     def __init__(self, pool: MemcachedPool, state: ServerState) -> None:
         self.pool = pool
         self.state = state
-        self.connections: set[_ProxyConnection] = set()
+        self.connections: set[_SocketServiceConnection] = set()
         self._server: asyncio.AbstractServer | None = None
 
     async def start(self, listener: socket.socket) -> None:
@@ -477,7 +412,7 @@ class MemcachedSocketService:
         loop = asyncio.get_running_loop()
         # create_server listens again: keep the contract's backlog, not asyncio's 100.
         self._server = await loop.create_server(
-            lambda: _ProxyConnection(self), sock=listener, backlog=contract.LISTEN_BACKLOG
+            lambda: _SocketServiceConnection(self), sock=listener, backlog=contract.LISTEN_BACKLOG
         )
 
     def close(self) -> None:

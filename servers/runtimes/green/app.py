@@ -33,10 +33,11 @@ from wsproto.events import BytesMessage, CloseConnection, Event, Ping, TextMessa
 
 from servers import contract
 from servers.core import memcache, static
+from servers.core.backends import BackendUnavailable
 from servers.core.sinks import SinkUnavailable
 from servers.core.state import ServerState
 from servers.core.websocket import websocket_close_code, websocket_handshake_status
-from servers.runtimes.green.backends import BackendUnavailable, GreenBackends, read_file
+from servers.runtimes.green.backends import GreenBackends, read_file
 
 # A WSGI application: environ and start_response in, body chunks out.
 StartResponse = Callable[..., Callable[[bytes], Any]]
@@ -52,7 +53,6 @@ WS_READ_BYTES = 64 * 1024
 _YIELD_EVERY_S = 0.005
 _WS_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 _EMPTY: tuple[bytes, ...] = ()
-_SINK_UNAVAILABLE_BODY = b"sink unavailable"  # aiohttp's 503 body
 
 
 class Sink(Protocol):
@@ -180,7 +180,9 @@ class GreenApp:
             try:
                 sink.store_and_wait(record)  # blocks this green thread only
             except SinkUnavailable:
-                return plain(start_response, 503, _SINK_UNAVAILABLE_BODY)
+                return plain(
+                    start_response, contract.UNAVAILABLE_STATUS, contract.SINK_UNAVAILABLE_BODY
+                )
             start_response(ok, log_headers)
             return _EMPTY if method == "HEAD" else log_result
 
@@ -220,6 +222,7 @@ class GreenApp:
         gridfs = backends.gridfs
         memcached = backends.memcached
         not_found = contract.NOT_FOUND_BODY
+        unavailable = contract.BACKEND_UNAVAILABLE_BODY
         files_start = len(contract.ROUTE_FILES_PREFIX)
         gridfs_start = len(contract.ROUTE_GRIDFS_PREFIX)
         mc_start = len(contract.ROUTE_MEMCACHED_PREFIX)
@@ -249,10 +252,10 @@ class GreenApp:
             try:
                 stored = gridfs.read(name)  # blocks this green thread only
             except BackendUnavailable:
-                return plain(start_response, contract.UNAVAILABLE_STATUS)
+                return plain(start_response, contract.UNAVAILABLE_STATUS, unavailable)
             if stored is None:
                 return plain(start_response, 404, not_found)
-            return found(environ, start_response, *stored)
+            return found(environ, start_response, stored.content_type, stored.data)
 
         def mc(environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
             state.requests += 1
@@ -265,7 +268,7 @@ class GreenApp:
             try:
                 value = memcached.get(key)  # blocks this green thread only
             except BackendUnavailable:
-                return plain(start_response, contract.UNAVAILABLE_STATUS)
+                return plain(start_response, contract.UNAVAILABLE_STATUS, unavailable)
             if value is None:
                 return plain(start_response, 404, not_found)
             return found(environ, start_response, contract.MC_CONTENT_TYPE, value)

@@ -17,6 +17,8 @@ left to each framework module is how the socket service accepts connections (gev
   warm-up whatever the load does (a LIFO queue would open more whenever concurrency rose
   above what it had seen). A socket that fails is closed and its token goes back as None:
   a later request connects afresh.
+- The memcached socket service: one blocking loop per connection around the core's
+  `SocketServiceSession`; the framework accepts.
 
 Import this module only after monkey-patching: its `socket` and pymongo are then green.
 """
@@ -31,21 +33,14 @@ from typing import Any, Protocol
 from servers import contract
 from servers.contract import ServerOptions
 from servers.core import gridfs_layout, memcache, static
+from servers.core.backends import BackendUnavailable, StoredFile
 from servers.core.sinks import MONGO_SERVER_SELECTION_TIMEOUT_MS, mongo_url
 from servers.core.state import ServerState
 from servers.runtimes.green.sinks import GreenRuntime
 
-MC_TIMEOUT_S = 2.0  # connect, send and each read to memcached
 MC_READ_BYTES = 64 * 1024
-PROXY_READ_BYTES = 64 * 1024
+SOCKET_SERVICE_READ_BYTES = 64 * 1024
 CLOSE_TIMEOUT_S = 1.0  # shutdown waits this long for the GridFS client to close
-
-
-class BackendUnavailable(Exception):
-    """A backend (memcached, the database) failed: the request is answered 503.
-
-    Already counted in `state.backend_errors` where it was raised.
-    """
 
 
 class GreenQueue(Protocol):
@@ -75,7 +70,7 @@ class GreenMemcachedPool:
             self._tokens.put(None)
 
     def _connect(self) -> socket.socket:
-        sock = socket.create_connection(self._address, timeout=MC_TIMEOUT_S)
+        sock = socket.create_connection(self._address, timeout=contract.MC_TIMEOUT_S)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return sock
 
@@ -143,34 +138,26 @@ class GreenGridFS:
             url, serverSelectionTimeoutMS=MONGO_SERVER_SELECTION_TIMEOUT_MS, connect=False
         )
         database = self._client[contract.GRIDFS_DATABASE]
-        self._files = database[gridfs_layout.FILES_COLLECTION]
-        self._chunks = database[gridfs_layout.CHUNKS_COLLECTION]
+        self._collections = {name: database[name] for name in gridfs_layout.FIELDS}
 
-    def read(self, name: str) -> tuple[str, bytes] | None:
-        """(Content-Type, bytes) of the file `name`, None when there is none.
+    def read(self, name: str) -> StoredFile | None:
+        """The file `name` (a `static.valid_name`), None when GridFS has none.
 
-        `name` must be `static.valid_name`. Raises BackendUnavailable on a database error.
+        Raises BackendUnavailable on a database error or a malformed file.
         """
         try:
-            document = self._files.find_one({"_id": name})
-            if document is None:
-                return None
-            parts: list[bytes] = []
-            chunk_ids = gridfs_layout.chunk_ids(name, document["length"], document["chunkSize"])
-            for chunk_id in chunk_ids:
-                chunk = self._chunks.find_one({"_id": chunk_id}, {"data": True})
-                if chunk is None:
-                    raise KeyError(f"no chunk {chunk_id}")
-                parts.append(chunk["data"])
+            return gridfs_layout.read_sync(name, self._find_one)
         except self._errors as error:
             self._state.backend_errors += 1
             raise BackendUnavailable(f"gridfs: {error}") from error
-        except (KeyError, TypeError) as error:  # a malformed file or a missing chunk
+        except BackendUnavailable:
             self._state.backend_errors += 1
-            raise BackendUnavailable(f"gridfs: {name}: {error!r}") from error
-        metadata = document.get("metadata") or {}
-        content_type = metadata.get("contentType") or static.content_type(name)
-        return content_type, parts[0] if len(parts) == 1 else b"".join(parts)
+            raise
+
+    def _find_one(self, collection: str, id_: str) -> Any:
+        return self._collections[collection].find_one(
+            {"_id": id_}, gridfs_layout.FIELDS[collection]
+        )
 
     def close(self) -> None:
         """Close the client, bounded: `close()` may talk to the server (endSessions)."""
@@ -204,12 +191,12 @@ class GreenBackends:
         self.gridfs.close()
 
 
-class MemcacheService:
-    """The `--mc-proxy-port` socket service's protocol: one blocking loop per connection.
+class MemcachedSocketService:
+    """The memcached socket service on green threads: one blocking loop per connection.
 
     The framework accepts and runs `serve_connection(sock)` in a green thread of its own.
-    Request lines are answered in order; the replies to every line one read brought are
-    sent together.
+    The session (servers.core.memcache) keeps the contract's order and one get in flight;
+    the answers to every line one read brought are sent together.
     """
 
     def __init__(self, pool: GreenMemcachedPool, state: ServerState) -> None:
@@ -231,42 +218,25 @@ class MemcacheService:
             sock.close()
 
     def _serve(self, sock: socket.socket) -> None:
-        state = self._state
         pool = self._pool
-        buffer = bytearray()
+        session = memcache.SocketServiceSession(self._state)
         while True:
-            data = sock.recv(PROXY_READ_BYTES)
+            data = sock.recv(SOCKET_SERVICE_READ_BYTES)
             if not data:
                 return
-            buffer += data
-            replies: list[bytes] = []
-            while True:
-                taken = memcache.split_line(buffer)
-                if taken is None:
-                    break
-                line, used = taken
-                del buffer[:used]
-                command = memcache.parse_proxy_line(line)
-                if command.verb == "get":
-                    state.requests += 1
-                    try:
-                        value = pool.get(command.key)
-                    except BackendUnavailable:
-                        replies.append(memcache.REPLY_UNAVAILABLE)
-                        continue
-                    replies.append(memcache.encode_get_reply(command.key, value))
-                elif command.verb == "quit":
-                    if replies:
-                        sock.sendall(b"".join(replies))
-                    return
+            key = session.receive(data)
+            while key is not None:
+                try:
+                    value = pool.get(key)  # blocks this green thread only
+                except BackendUnavailable:
+                    key = session.failed()
                 else:
-                    replies.append(command.reply)
-            if len(buffer) > memcache.MAX_LINE_BYTES:
-                replies.append(memcache.REPLY_LINE_TOO_LONG)
-                sock.sendall(b"".join(replies))
+                    key = session.answered(value)
+            answers = session.output()
+            if answers:
+                sock.sendall(answers)
+            if session.closing:
                 return
-            if replies:
-                sock.sendall(replies[0] if len(replies) == 1 else b"".join(replies))
 
     def close_connections(self) -> None:
         """Shutdown: shut every connection down; a blocked read sees EOF and its loop ends."""

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from dataclasses import dataclass
 from typing import Any
 
 from twisted.internet.defer import Deferred, fail, succeed
@@ -43,22 +42,18 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from servers import contract
-from servers.core import gridfs_layout, memcache, static
+from servers.core import gridfs_layout, memcache
+from servers.core.backends import BackendUnavailable, StoredFile
 from servers.core.sinks import MONGO_SERVER_SELECTION_TIMEOUT_MS
 from servers.core.state import ServerState
 from servers.runtimes.twisted.sinks import CLOSE_TIMEOUT_S, MONGO_THREADS, start_pool
 
-MC_TIMEOUT_S = 2.0  # connecting to memcached, and waiting for one reply
-_MC_SWEEP_INTERVAL_S = 0.25  # how often replies overdue by MC_TIMEOUT_S are looked for
-# A proxy client that pipelines more than this while a get is in flight is paused.
-_PROXY_PAUSE_BYTES = 64 * 1024
+_MC_SWEEP_INTERVAL_S = 0.25  # how often replies overdue by contract.MC_TIMEOUT_S are looked for
+# A socket-service client that pipelines more than this while a get is in flight is paused.
+_SOCKET_SERVICE_PAUSE_BYTES = 64 * 1024
 _SELECTION_TIMEOUT_S = MONGO_SERVER_SELECTION_TIMEOUT_MS / 1000
 
 _log = Logger()
-
-
-class BackendUnavailable(Exception):
-    """memcached or the database failed; counted in `state.backend_errors` already."""
 
 
 # -- memcached pool -------------------------------------------------------------------------
@@ -139,7 +134,7 @@ class MemcachedPool:
         self._reactor = reactor
         self._size = size
         host, port = address
-        self._endpoint = TCP4ClientEndpoint(reactor, host, port, timeout=MC_TIMEOUT_S)
+        self._endpoint = TCP4ClientEndpoint(reactor, host, port, timeout=contract.MC_TIMEOUT_S)
         self._idle: list[MemcachedConnection] = []  # LIFO: the warmest connection first
         self._connected: set[MemcachedConnection] = set()
         self._count = 0  # connecting + connected: never above size
@@ -233,10 +228,10 @@ class MemcachedPool:
         waiting.errback(BackendUnavailable(f"memcached: {why}"))
 
     def _expire(self) -> None:
-        overdue_at = time.monotonic() - MC_TIMEOUT_S
+        overdue_at = time.monotonic() - contract.MC_TIMEOUT_S
         for connection in list(self._connected):
             if connection.waiting is not None and connection.sent_at < overdue_at:
-                connection.abort(f"no reply within {MC_TIMEOUT_S:g} s")
+                connection.abort(f"no reply within {contract.MC_TIMEOUT_S:g} s")
 
     def close(self) -> None:
         """Shutdown: close every connection; queued and later gets fail."""
@@ -248,15 +243,6 @@ class MemcachedPool:
             waiting.errback(BackendUnavailable("memcached pool closed (shutdown)"))
         for connection in list(self._connected):
             connection.transport.loseConnection()
-
-
-# -- GridFS ---------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class GridFSFile:
-    """A file read from GridFS: its bytes and Content-Type."""
-
-    data: bytes
-    content_type: str
 
 
 class GridFSReader:
@@ -278,12 +264,11 @@ class GridFSReader:
             url, serverSelectionTimeoutMS=MONGO_SERVER_SELECTION_TIMEOUT_MS, connect=False
         )
         database = self._client[contract.GRIDFS_DATABASE]
-        self._files = database[gridfs_layout.FILES_COLLECTION]
-        self._chunks = database[gridfs_layout.CHUNKS_COLLECTION]
+        self._collections = {name: database[name] for name in gridfs_layout.FIELDS}
         self._pool: Any = None  # started by the first read
         self._unreachable = False  # the last read could not reach the database
 
-    def read(self, name: str) -> Deferred[GridFSFile | None]:
+    def read(self, name: str) -> Deferred[StoredFile | None]:
         """The file `name` (a `static.valid_name`), or None when GridFS has none."""
         if self._pool is None:
             self._pool = start_pool(MONGO_THREADS, "gridfs")
@@ -292,36 +277,24 @@ class GridFSReader:
         )
         return reading.addErrback(self._failed)
 
-    def _read_blocking(self, name: str, queued_at: float) -> GridFSFile | None:
-        """fs.files by `_id`, then every chunk by `_id` (on a pool thread)."""
+    def _read_blocking(self, name: str, queued_at: float) -> StoredFile | None:
+        """`gridfs_layout.read_steps` with blocking reads (on a pool thread)."""
         from pymongo.errors import ConnectionFailure, ServerSelectionTimeoutError
 
         if self._unreachable and time.monotonic() - queued_at >= _SELECTION_TIMEOUT_S:
             raise ServerSelectionTimeoutError("the database is unreachable (queued too long)")
         try:
-            document = self._files.find_one({"_id": name})
-            if document is None:
-                self._unreachable = False
-                return None
-            try:
-                ids = gridfs_layout.chunk_ids(
-                    name, int(document["length"]), int(document["chunkSize"])
-                )
-            except (KeyError, TypeError, ValueError) as error:
-                raise BackendUnavailable(f"GridFS: bad fs.files document {name!r}") from error
-            parts = []
-            for chunk_id in ids:
-                chunk = self._chunks.find_one({"_id": chunk_id}, {"data": 1})
-                if chunk is None:
-                    raise BackendUnavailable(f"GridFS: chunk {chunk_id!r} is missing")
-                parts.append(chunk["data"])
+            found = gridfs_layout.read_sync(name, self._find_one)
         except ConnectionFailure:
             self._unreachable = True
             raise
         self._unreachable = False
-        metadata = document.get("metadata") or {}
-        content_type = metadata.get("contentType") or static.content_type(name)
-        return GridFSFile(b"".join(parts), content_type)
+        return found
+
+    def _find_one(self, collection: str, id_: str) -> Any:
+        return self._collections[collection].find_one(
+            {"_id": id_}, gridfs_layout.FIELDS[collection]
+        )
 
     def _failed(self, failure: Failure) -> Failure:
         from pymongo.errors import PyMongoError
@@ -347,21 +320,22 @@ class GridFSReader:
 
 
 # -- the memcached socket service -----------------------------------------------------------
-class ProxyProtocol(Protocol):
-    """One client of the socket service: request lines answered in order."""
+class MemcachedSocketServiceProtocol(Protocol):
+    """One client of the memcached socket service: the core's session on a transport."""
 
-    factory: ProxyFactory
+    factory: MemcachedSocketServiceFactory
     transport: Any
 
     def __init__(self) -> None:
-        self._buffer = bytearray()
-        self._key = b""  # the key of the get in flight
-        self._busy = False  # a get is in flight: later lines wait in the buffer
-        self._serving = False  # inside _serve (a get that fails at once must not recurse)
+        self._session: memcache.SocketServiceSession | None = None
+        self._fetching = False  # inside _fetch: an answer that comes at once must not recurse
+        self._next_key: bytes | None = None  # what such an answer asked for next
+        self._in_flight = False  # a get is with the pool
         self._paused = False
         self._closing = False
 
     def connectionMade(self) -> None:
+        self._session = memcache.SocketServiceSession(self.factory.state)
         self.factory.state.connection_opened()
         self.factory.protocols.add(self)
         if self.factory.draining:
@@ -375,59 +349,67 @@ class ProxyProtocol(Protocol):
     def dataReceived(self, data: bytes) -> None:
         if self._closing:
             return
-        self._buffer += data
-        if not self._busy:
-            self._serve()
+        session = self._session
+        assert session is not None
+        key = session.receive(data)
+        if key is not None:
+            self._fetch(key)
+        self._flush()
+        busy = session.key is not None and not self._paused
+        if busy and session.buffered_bytes > _SOCKET_SERVICE_PAUSE_BYTES:
+            self._paused = True
+            self.transport.pauseProducing()
 
-    def _serve(self) -> None:
-        buffer = self._buffer
-        self._serving = True
+    def _fetch(self, key: bytes) -> None:
+        """Fetch `key`, and the keys later lines ask for as long as answers come at once."""
+        self._fetching = True
         try:
-            while not self._busy and not self._closing:
-                taken = memcache.split_line(buffer)
-                if taken is None:
-                    if len(buffer) > memcache.MAX_LINE_BYTES:
-                        self.transport.write(memcache.REPLY_LINE_TOO_LONG)
-                        self.close()
-                    elif self._paused:
-                        self._paused = False
-                        self.transport.resumeProducing()
-                    return
-                line, used = taken
-                del buffer[:used]  # O(1): bytearray drops a prefix in place
-                command = memcache.parse_proxy_line(line)
-                if command.verb == "get":
-                    self.factory.state.requests += 1
-                    self._busy = True
-                    self._key = command.key
-                    self.factory.pool.get(command.key).addCallbacks(self._got, self._failed)
-                elif command.verb == "quit":
-                    self.close()
-                else:
-                    self.transport.write(command.reply)
-            if self._busy and not self._paused and len(buffer) > _PROXY_PAUSE_BYTES:
-                self._paused = True
-                self.transport.pauseProducing()
+            while True:
+                self._next_key = None
+                self._in_flight = True
+                self.factory.pool.get(key).addCallbacks(self._got, self._failed)
+                if self._next_key is None or self.factory.draining:
+                    return  # memcached answers later, no line waits, or shutting down
+                key = self._next_key
         finally:
-            self._serving = False
+            self._fetching = False
 
     def _got(self, value: bytes | None) -> None:
-        self._answered(memcache.encode_get_reply(self._key, value))
+        self._in_flight = False
+        assert self._session is not None
+        self._answered(self._session.answered(value))
 
     def _failed(self, failure: Failure) -> None:
         if not failure.check(BackendUnavailable):  # a bug: logged, answered as a failure
-            _log.failure("memcached proxy get failed", failure)
-        self._answered(memcache.REPLY_UNAVAILABLE)
+            _log.failure("memcached socket service get failed", failure)
+        self._in_flight = False
+        assert self._session is not None
+        self._answered(self._session.failed())
 
-    def _answered(self, reply: bytes) -> None:
-        self._busy = False
+    def _answered(self, key: bytes | None) -> None:
+        if self._fetching:
+            self._next_key = key  # _fetch's loop asks for it
+            return
         if self._closing:
             return
-        self.transport.write(reply)
-        if self.factory.draining:
+        if key is not None and not self.factory.draining:
+            self._fetch(key)
+        self._flush()
+
+    def _flush(self) -> None:
+        """Write the answers that are ready; close when the session or shutdown says so."""
+        if self._closing:
+            return
+        session = self._session
+        assert session is not None
+        answers = session.output()
+        if answers:
+            self.transport.write(answers)
+        if session.closing or (self.factory.draining and not self._in_flight):
             self.close()
-        elif not self._serving:
-            self._serve()
+        elif self._paused and session.key is None:
+            self._paused = False
+            self.transport.resumeProducing()
 
     def close(self) -> None:
         """Close after what was written; later lines are not read."""
@@ -436,19 +418,19 @@ class ProxyProtocol(Protocol):
 
     def close_when_idle(self) -> None:
         """Shutdown: close now, or after the reply to the get in flight."""
-        if not self._busy and not self._closing:
+        if not self._in_flight and not self._closing:
             self.close()
 
 
-class ProxyFactory(Factory):
-    """The `--mc-proxy-port` socket service: memcached's `get` through the shared pool."""
+class MemcachedSocketServiceFactory(Factory):
+    """The memcached socket service (`--mc-socket-port`): `get` through the shared pool."""
 
-    protocol = ProxyProtocol
+    protocol = MemcachedSocketServiceProtocol
 
     def __init__(self, state: ServerState, pool: MemcachedPool) -> None:
         self.state = state
         self.pool = pool
-        self.protocols: set[ProxyProtocol] = set()
+        self.protocols: set[MemcachedSocketServiceProtocol] = set()
         self.draining = False
 
     def drain(self) -> None:

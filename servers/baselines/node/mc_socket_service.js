@@ -1,9 +1,10 @@
 'use strict';
-// The `--mc-proxy-port` socket service (seed 001): memcached's `get <key>` and `quit`,
-// answered through the same pool as `/mc/{key}`.
+// The memcached socket service (`--mc-socket-port`, the memcached-proxy study): memcached's
+// `get <key>` and `quit`, answered through the same pool as `/mc/{key}`.
 //
-// Request lines are answered in order, one get at a time per connection; the replies to
-// every line one read brought go out in one write. Each get counts in `requests`, each
+// The contract's rule (MC_SOCKET_MAX_IN_FLIGHT, servers/contract.py): request lines are
+// answered in order, one get in flight per connection, as servers/core/memcache.py's
+// SocketServiceSession does; the replies to every line one read brought go out in one write. Each get counts in `requests`, each
 // connection in `open`/`max_open`, as HTTP's do.
 
 const net = require('node:net');
@@ -11,7 +12,7 @@ const net = require('node:net');
 const contract = require('./contract');
 const memcache = require('./memcache');
 
-class ProxyConnection {
+class SocketServiceConnection {
   constructor(socket, pool, state, connections) {
     this._socket = socket;
     this._pool = pool;
@@ -20,7 +21,7 @@ class ProxyConnection {
     this._replies = [];
     this._busy = false;
     this._ended = false;
-    socket.setNoDelay(true); // every socket: no 40 ms delayed-ACK stalls (DESIGN.md)
+    socket.setNoDelay(true); // every socket: no 40 ms delayed-ACK stalls (docs/contract.md)
     state.connectionOpened();
     connections.add(socket);
     socket.on('data', (chunk) => {
@@ -48,7 +49,7 @@ class ProxyConnection {
         return;
       }
       this._buffer = taken.used === this._buffer.length ? null : this._buffer.subarray(taken.used);
-      const command = memcache.parseProxyLine(taken.line);
+      const command = memcache.parseCommand(taken.line);
       if (command.verb === 'get') {
         this._state.requests += 1;
         this._busy = true;
@@ -84,13 +85,13 @@ class ProxyConnection {
   }
 }
 
-class McProxyService {
+class MemcachedSocketService {
   constructor(pool, state) {
     this._pool = pool;
     this._state = state;
     this._connections = new Set();
     this.server = net.createServer((socket) => {
-      new ProxyConnection(socket, this._pool, this._state, this._connections); // eslint-disable-line no-new
+      new SocketServiceConnection(socket, this._pool, this._state, this._connections); // eslint-disable-line no-new
     });
   }
 
@@ -106,4 +107,4 @@ class McProxyService {
   }
 }
 
-module.exports = { McProxyService };
+module.exports = { MemcachedSocketService };
