@@ -21,6 +21,7 @@ import sys
 from servers import FRAMEWORKS, PROGRAM_PATH
 from servers.contract import LISTEN_BACKLOG, SINKS, ServerOptions
 from servers.core.state import ServerState
+from servers.frameworks import Worker
 
 
 def parse_options(argv: list[str]) -> ServerOptions:
@@ -74,7 +75,7 @@ def open_listeners(host: str, port: int, count: int) -> list[socket.socket]:
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         if count > 1:
             listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        # Inherited by accepted sockets: no 40 ms delayed-ACK stalls (DESIGN.md).
+        # Inherited by accepted sockets: no 40 ms delayed-ACK stalls (docs/contract.md).
         listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         listener.bind((host, port))
         listener.listen(LISTEN_BACKLOG)
@@ -91,17 +92,14 @@ def run_worker(
 ) -> None:
     """Import the framework (gevent/eventlet patch here) and serve until SIGTERM.
 
-    `mc_listener` is the `--mc-socket-port` socket service's listening socket, when asked for.
+    `mc_listener` is the memcached socket service's listening socket (`--mc-socket-port`).
     """
     module = importlib.import_module(FRAMEWORKS[options.framework].module)
     state = ServerState(options.framework, options.loop or "", worker)
     state.port = listener.getsockname()[1]
     if mc_listener is not None:
         state.mc_port = mc_listener.getsockname()[1]
-    if mc_listener is None:
-        module.serve(options, listener, state)
-    else:
-        module.serve(options, listener, state, mc_listener=mc_listener)
+    module.serve(Worker(options, listener, state, mc_listener))
 
 
 def supervise(

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
 
 from servers.contract import ServerOptions
 
@@ -74,6 +75,37 @@ class FileBatch:
 
     def close(self) -> None:
         os.close(self.fd)
+
+
+def records_collection(client_class: Any, url: str, w: int) -> tuple[Any, Any]:
+    """A pymongo client of `client_class` (sync or async) for the mongo sink, and its
+    `harness.records` collection with write concern `w`: no I/O until the first insert."""
+    from pymongo.write_concern import WriteConcern
+
+    client = client_class(url, serverSelectionTimeoutMS=MONGO_SERVER_SELECTION_TIMEOUT_MS, w=w)
+    collection = client[MONGO_DATABASE].get_collection(
+        MONGO_COLLECTION, write_concern=WriteConcern(w=w)
+    )
+    return client, collection
+
+
+SinkT = TypeVar("SinkT")
+
+
+def open_sink(
+    options: ServerOptions,
+    *,
+    empty: Callable[[], SinkT],
+    file: Callable[[str], SinkT],
+    mongo: Callable[[str, int], SinkT],
+) -> SinkT:
+    """The sink `options.sink` names, made by the runtime's own constructor for that kind:
+    `file(path)`, `mongo(url, w)` or `empty()`."""
+    if options.sink == "file":
+        return file(sink_path(options))
+    if options.sink == "mongo":
+        return mongo(mongo_url(options), options.mongo_w)
+    return empty()
 
 
 def sink_path(options: ServerOptions) -> str:

@@ -12,7 +12,8 @@ import json
 import os
 import sys
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from servers import contract
 
@@ -149,3 +150,45 @@ class ServerState:
         """Write one telemetry line to stdout (lines under PIPE_BUF stay whole across workers)."""
         sys.stdout.write(json.dumps(self.telemetry(), separators=(",", ":")) + "\n")
         sys.stdout.flush()
+
+
+class Cancellable(Protocol):
+    def cancel(self) -> object: ...
+
+
+# A loop's one-shot timer: asyncio's `loop.call_later`, Twisted's `reactor.callLater`.
+CallLater = Callable[[float, Callable[[], None]], Cancellable]
+
+
+class TelemetryTimers:
+    """The 10 ms tick probe and the once-a-second telemetry line, on a loop's own timer.
+
+    One-shot timers re-armed by their own callback (not a periodic timer, which may skip
+    a late run): a late tick is the lag being measured. Green runtimes, which have no such
+    timer, run the same two steps in sleeping loops (servers.runtimes.green.app).
+    """
+
+    def __init__(self, state: ServerState, call_later: CallLater) -> None:
+        self._state = state
+        self._call_later = call_later
+        self._tick_timer: Cancellable | None = None
+        self._report_timer: Cancellable | None = None
+
+    def start(self) -> None:
+        """Start both; the first telemetry line, written now, says the port is listening."""
+        self._tick()
+        self._report()
+
+    def _tick(self) -> None:
+        self._state.tick()
+        self._tick_timer = self._call_later(contract.TICK_INTERVAL_S, self._tick)
+
+    def _report(self) -> None:
+        self._state.emit_telemetry()
+        self._report_timer = self._call_later(contract.TELEMETRY_INTERVAL_S, self._report)
+
+    def stop(self) -> None:
+        """Cancel both timers (shutdown; the last telemetry line is the server's to write)."""
+        for timer in (self._tick_timer, self._report_timer):
+            if timer is not None:
+                timer.cancel()

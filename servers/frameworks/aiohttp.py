@@ -7,21 +7,19 @@ shared with tornado; `/files` is aiohttp's own FileResponse.
 from __future__ import annotations
 
 import asyncio
-import signal
-import socket
 import weakref
 
 from aiohttp import WSMsgType, web
 
 from servers import contract
-from servers.contract import ServerOptions
 from servers.core import memcache, static
 from servers.core.backends import BackendUnavailable
 from servers.core.sinks import SinkUnavailable
-from servers.core.state import ServerState
+from servers.core.state import ServerState, TelemetryTimers
 from servers.core.websocket import websocket_close_code, websocket_handshake_status
+from servers.frameworks import Worker
 from servers.runtimes.asyncio.backends import AsyncBackends
-from servers.runtimes.asyncio.loop import run_on_asyncio
+from servers.runtimes.asyncio.loop import run_on_asyncio, until_stopped
 from servers.runtimes.asyncio.sinks import AsyncSink, open_async_sink
 
 
@@ -160,12 +158,9 @@ def make_app(state: ServerState, sink: AsyncSink, backends: AsyncBackends) -> we
     return app
 
 
-async def _serve(
-    options: ServerOptions,
-    listener: socket.socket,
-    state: ServerState,
-    mc_listener: socket.socket | None,
-) -> None:
+async def _serve(worker: Worker) -> None:
+    options, listener, state = worker.options, worker.listener, worker.state
+    mc_listener = worker.mc_listener
     loop = asyncio.get_running_loop()
     sink = open_async_sink(options, state)
     backends = AsyncBackends(options, state)
@@ -194,35 +189,17 @@ async def _serve(
     if mc_listener is not None:
         await backends.start_socket_service(mc_listener)
 
-    stopping = asyncio.Event()
-    loop.add_signal_handler(signal.SIGTERM, stopping.set)
-    loop.add_signal_handler(signal.SIGINT, stopping.set)
-
-    def tick() -> None:
-        state.tick()
-        loop.call_later(contract.TICK_INTERVAL_S, tick)
-
-    def report() -> None:
-        state.emit_telemetry()
-        loop.call_later(contract.TELEMETRY_INTERVAL_S, report)
-
-    tick()
-    report()  # the first line says the port is listening
-    await stopping.wait()
+    timers = TelemetryTimers(state, loop.call_later)
+    timers.start()
+    await until_stopped()
     backends.stop_accepting()
     await runner.cleanup()
     await backends.aclose()
     await sink.aclose()
+    timers.stop()
     state.emit_telemetry()
 
 
-def serve(
-    options: ServerOptions,
-    listener: socket.socket,
-    state: ServerState,
-    *,
-    mc_listener: socket.socket | None = None,
-) -> None:
-    """Serve on `listener` (and the memcached socket service on `mc_listener`, when given)
-    until SIGTERM; then stop accepting, close, flush, return."""
-    run_on_asyncio(options.loop, _serve(options, listener, state, mc_listener))
+def serve(worker: Worker) -> None:
+    """Serve `worker` (see servers.frameworks) on aiohttp's web runner, on asyncio or uvloop."""
+    run_on_asyncio(worker.options.loop, _serve(worker))

@@ -22,9 +22,15 @@ from eventlet.green import threading as green_threading
 from eventlet.queue import Queue
 
 from servers import contract
-from servers.contract import ServerOptions
 from servers.core.state import ServerState
-from servers.runtimes.green.app import Environ, GreenApp, server_software
+from servers.frameworks import Worker
+from servers.runtimes.green.app import (
+    Environ,
+    GreenApp,
+    report_forever,
+    server_software,
+    tick_forever,
+)
 from servers.runtimes.green.backends import GreenBackends, MemcachedSocketService
 from servers.runtimes.green.sinks import GreenRuntime, open_green_sink
 
@@ -110,18 +116,6 @@ class EventletConnection:
         return request_input.get_socket(), request_input.rfile
 
 
-def _tick(state: ServerState) -> None:
-    while True:
-        eventlet.sleep(contract.TICK_INTERVAL_S)
-        state.tick()
-
-
-def _report(state: ServerState) -> None:
-    while True:
-        state.emit_telemetry()
-        eventlet.sleep(contract.TELEMETRY_INTERVAL_S)
-
-
 def _accept_socket_service(
     listener: greenio.GreenSocket, service: MemcachedSocketService, pool: eventlet.GreenPool
 ) -> None:
@@ -150,15 +144,10 @@ def _wait_for_signal(signums: tuple[int, ...]) -> None:
         eventlet.sleep(_SIGNAL_POLL_S)
 
 
-def serve(
-    options: ServerOptions,
-    listener: socket.socket,
-    state: ServerState,
-    *,
-    mc_listener: socket.socket | None = None,
-) -> None:
-    """Serve on `listener` (and the memcached socket service on `mc_listener`, when given)
-    until SIGTERM/SIGINT; then stop accepting, close, flush, return."""
+def serve(worker: Worker) -> None:
+    """Serve `worker` (see servers.frameworks) on eventlet.wsgi and a green accept loop."""
+    options, listener, state = worker.options, worker.listener, worker.state
+    mc_listener = worker.mc_listener
     runtime = GreenRuntime(
         spawn=eventlet.spawn,
         event=green_threading.Event,  # resettable, wait(timeout) -> bool, green locks
@@ -185,8 +174,8 @@ def serve(
     if mc_listener is not None:
         mc_socket = greenio.GreenSocket(mc_listener)
         mc_accept = eventlet.spawn(_accept_socket_service, mc_socket, mc_service, mc_pool)
-    background = [eventlet.spawn(_tick, state), eventlet.spawn(_report, state)]
-    # wsgi.server and _report run as soon as this thread waits: the first line says listening.
+    background = [eventlet.spawn(tick_forever, state), eventlet.spawn(report_forever, state)]
+    # wsgi.server and report_forever run once this thread waits: the first line says listening.
     _wait_for_signal((signal.SIGTERM, signal.SIGINT))
 
     # Killing wsgi.server stops accepting, closes idle keep-alive connections, and leaves

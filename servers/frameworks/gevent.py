@@ -25,9 +25,15 @@ from gevent.server import StreamServer
 from gevent.threadpool import ThreadPool
 
 from servers import contract
-from servers.contract import ServerOptions
 from servers.core.state import ServerState
-from servers.runtimes.green.app import Environ, GreenApp, server_software
+from servers.frameworks import Worker
+from servers.runtimes.green.app import (
+    Environ,
+    GreenApp,
+    report_forever,
+    server_software,
+    tick_forever,
+)
 from servers.runtimes.green.backends import GreenBackends, MemcachedSocketService
 from servers.runtimes.green.sinks import GreenRuntime, open_green_sink
 
@@ -119,32 +125,15 @@ class Server(WSGIServer):
                     sock.shutdown(socket.SHUT_RDWR)
 
 
-def _tick(state: ServerState) -> None:
-    while True:
-        gevent.sleep(contract.TICK_INTERVAL_S)
-        state.tick()
-
-
-def _report(state: ServerState) -> None:
-    while True:
-        state.emit_telemetry()
-        gevent.sleep(contract.TELEMETRY_INTERVAL_S)
-
-
 def _green_socket(listener: socket.socket) -> gevent.socket.socket:
     """`listener` (opened before monkey-patching) as a gevent socket on the same descriptor."""
     return gevent.socket.socket(fileno=listener.detach())
 
 
-def serve(
-    options: ServerOptions,
-    listener: socket.socket,
-    state: ServerState,
-    *,
-    mc_listener: socket.socket | None = None,
-) -> None:
-    """Serve on `listener` (and the memcached socket service on `mc_listener`, when given)
-    until SIGTERM/SIGINT; then stop accepting, close, flush, return."""
+def serve(worker: Worker) -> None:
+    """Serve `worker` (see servers.frameworks) on gevent's pywsgi and StreamServer."""
+    options, listener, state = worker.options, worker.listener, worker.state
+    mc_listener = worker.mc_listener
     # The file sink's writes: one real thread of gevent's own pool, results back green.
     threads = ThreadPool(1)
     runtime = GreenRuntime(
@@ -170,8 +159,8 @@ def serve(
     server.start()
     if mc_server is not None:
         mc_server.start()
-    background = [gevent.spawn(_tick, state), gevent.spawn(_report, state)]
-    # _report's first line, written as soon as this greenlet waits, says we are listening.
+    background = [gevent.spawn(tick_forever, state), gevent.spawn(report_forever, state)]
+    # report_forever's first line, written as soon as this greenlet waits, says we are listening.
     stop.wait()
 
     server.close()  # stop accepting

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
-import socket
 from typing import Any
 
 import tornado.httpserver
@@ -18,14 +16,14 @@ import tornado.web
 import tornado.websocket
 
 from servers import contract
-from servers.contract import ServerOptions
 from servers.core import memcache, static
 from servers.core.backends import BackendUnavailable
 from servers.core.sinks import SinkUnavailable
-from servers.core.state import ServerState
+from servers.core.state import ServerState, TelemetryTimers
 from servers.core.websocket import websocket_close_code, websocket_handshake_status
+from servers.frameworks import Worker
 from servers.runtimes.asyncio.backends import AsyncBackends
-from servers.runtimes.asyncio.loop import run_on_asyncio
+from servers.runtimes.asyncio.loop import run_on_asyncio, until_stopped
 from servers.runtimes.asyncio.sinks import open_async_sink
 
 
@@ -332,12 +330,9 @@ def make_app(
     )
 
 
-async def _serve(
-    options: ServerOptions,
-    listener: socket.socket,
-    state: ServerState,
-    mc_listener: socket.socket | None,
-) -> None:
+async def _serve(worker: Worker) -> None:
+    options, listener, state = worker.options, worker.listener, worker.state
+    mc_listener = worker.mc_listener
     loop = asyncio.get_running_loop()
     sink = open_async_sink(options, state)
     backends = AsyncBackends(options, state)
@@ -348,25 +343,11 @@ async def _serve(
     if mc_listener is not None:
         await backends.start_socket_service(mc_listener)
 
-    stopping = asyncio.Event()
-    loop.add_signal_handler(signal.SIGTERM, stopping.set)
-    loop.add_signal_handler(signal.SIGINT, stopping.set)
-
     # The asyncio loop's own timers (not tornado's IOLoop wrappers or PeriodicCallback,
     # which skips late runs): the same probe as on aiohttp.
-    timers: dict[str, asyncio.TimerHandle] = {}
-
-    def tick() -> None:
-        state.tick()
-        timers["tick"] = loop.call_later(contract.TICK_INTERVAL_S, tick)
-
-    def report() -> None:
-        state.emit_telemetry()
-        timers["report"] = loop.call_later(contract.TELEMETRY_INTERVAL_S, report)
-
-    tick()
-    report()  # the first line says the port is listening
-    await stopping.wait()
+    timers = TelemetryTimers(state, loop.call_later)
+    timers.start()
+    await until_stopped()
 
     grace_s = contract.SHUTDOWN_GRACE_S / 2
     server.stop()  # stop accepting
@@ -379,20 +360,12 @@ async def _serve(
     # Past the grace the process exits anyway and the kernel closes what is left.
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(server.close_all_connections(), timeout=grace_s)
-    for timer in timers.values():
-        timer.cancel()
+    timers.stop()
     await backends.aclose()
     await sink.aclose()
     state.emit_telemetry()
 
 
-def serve(
-    options: ServerOptions,
-    listener: socket.socket,
-    state: ServerState,
-    *,
-    mc_listener: socket.socket | None = None,
-) -> None:
-    """Serve on `listener` (and the memcached socket service on `mc_listener`, when given)
-    until SIGTERM; then stop accepting, close, flush, return."""
-    run_on_asyncio(options.loop, _serve(options, listener, state, mc_listener))
+def serve(worker: Worker) -> None:
+    """Serve `worker` (see servers.frameworks) on tornado's HTTPServer, on asyncio or uvloop."""
+    run_on_asyncio(worker.options.loop, _serve(worker))

@@ -43,8 +43,9 @@ from servers.contract import ServerOptions
 from servers.core import memcache, static
 from servers.core.backends import BackendUnavailable, StoredFile
 from servers.core.sinks import SinkUnavailable, mongo_url
-from servers.core.state import ServerState
+from servers.core.state import ServerState, TelemetryTimers
 from servers.core.websocket import websocket_close_code, websocket_handshake_status
+from servers.frameworks import Worker
 from servers.runtimes.twisted.backends import (
     GridFSReader,
     MemcachedPool,
@@ -500,14 +501,10 @@ def _log_warnings_to_stderr() -> None:
     globalLogBeginner.beginLoggingTo([observer], redirectStandardIO=False)
 
 
-def serve(
-    options: ServerOptions,
-    listener: socket.socket,
-    state: ServerState,
-    mc_listener: socket.socket | None = None,
-) -> None:
-    """Serve on `listener` (and the socket service on `mc_listener`, when given) until
-    SIGTERM; then stop accepting, close, flush, return."""
+def serve(worker: Worker) -> None:
+    """Serve `worker` (see servers.frameworks) on Twisted's epoll reactor."""
+    options, listener, state = worker.options, worker.listener, worker.state
+    mc_listener = worker.mc_listener
     from twisted.internet import epollreactor
 
     epollreactor.install()
@@ -524,17 +521,7 @@ def serve(
         socket_service = MemcachedSocketServiceFactory(state, pool)
         ports.append(_adopt(reactor, mc_listener, socket_service))
 
-    def tick() -> None:
-        state.tick()
-        reactor.callLater(contract.TICK_INTERVAL_S, tick)
-
-    def report() -> None:
-        state.emit_telemetry()
-        reactor.callLater(contract.TELEMETRY_INTERVAL_S, report)
-
-    def start() -> None:
-        tick()
-        report()  # the first line says the port is listening
+    timers = TelemetryTimers(state, reactor.callLater)
 
     def drain() -> None:
         site.drain()
@@ -580,7 +567,7 @@ def serve(
     # (a background job of a shell), and the contract says SIGINT stops the server too.
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    reactor.callWhenRunning(start)
+    reactor.callWhenRunning(timers.start)
     reactor.addSystemEventTrigger("before", "shutdown", shut_down)
     reactor.run(installSignalHandlers=False)
     state.emit_telemetry()

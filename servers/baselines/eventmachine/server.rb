@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 
-# The EventMachine baseline (seed 004): `GET /` and `GET /counter` behind the wire contract.
+# The EventMachine baseline (the autobench study): `GET /` and `GET /counter` behind the wire contract.
 #
 # Run by `python -m servers eventmachine ...`, which execs
 # `ruby servers/baselines/eventmachine/server.rb eventmachine <the same arguments>`. It takes the
@@ -304,7 +304,7 @@ def open_listener(host, port, reuse_port)
   socket = Socket.new(family, Socket::SOCK_STREAM, 0)
   socket.setsockopt(Socket::SOL_SOCKET, Socket::SO_REUSEADDR, true)
   socket.setsockopt(Socket::SOL_SOCKET, Socket::SO_REUSEPORT, true) if reuse_port
-  # Inherited by accepted sockets: no 40 ms delayed-ACK stalls (DESIGN.md).
+  # Inherited by accepted sockets: no 40 ms delayed-ACK stalls (docs/contract.md).
   socket.setsockopt(Socket::IPPROTO_TCP, Socket::TCP_NODELAY, true)
   socket.bind(Addrinfo.tcp(host, port))
   socket.listen(LISTEN_BACKLOG)

@@ -13,13 +13,10 @@ from typing import Any
 from servers.contract import ServerOptions
 from servers.core.sinks import (
     FLUSH_INTERVAL_S,
-    MONGO_COLLECTION,
-    MONGO_DATABASE,
-    MONGO_SERVER_SELECTION_TIMEOUT_MS,
     FileBatch,
     SinkUnavailable,
-    mongo_url,
-    sink_path,
+    open_sink,
+    records_collection,
 )
 from servers.core.state import ServerState
 
@@ -113,15 +110,9 @@ class AsyncMongoSink:
 
     def __init__(self, state: ServerState, url: str, w: int) -> None:
         from pymongo import AsyncMongoClient
-        from pymongo.write_concern import WriteConcern
 
         self._state = state
-        self._client: Any = AsyncMongoClient(
-            url, serverSelectionTimeoutMS=MONGO_SERVER_SELECTION_TIMEOUT_MS, w=w
-        )
-        self._collection = self._client[MONGO_DATABASE].get_collection(
-            MONGO_COLLECTION, write_concern=WriteConcern(w=w)
-        )
+        self._client, self._collection = records_collection(AsyncMongoClient, url, w)
         self._pending: set[asyncio.Task[None]] = set()
 
     async def _insert(self, record: dict[str, Any]) -> None:
@@ -162,8 +153,9 @@ AsyncSink = AsyncEmptySink | AsyncFileSink | AsyncMongoSink
 
 def open_async_sink(options: ServerOptions, state: ServerState) -> AsyncSink:
     """The asyncio sink `options` ask for."""
-    if options.sink == "file":
-        return AsyncFileSink(state, sink_path(options))
-    if options.sink == "mongo":
-        return AsyncMongoSink(state, mongo_url(options), options.mongo_w)
-    return AsyncEmptySink(state)
+    return open_sink(
+        options,
+        empty=lambda: AsyncEmptySink(state),
+        file=lambda path: AsyncFileSink(state, path),
+        mongo=lambda url, w: AsyncMongoSink(state, url, w),
+    )

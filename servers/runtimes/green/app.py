@@ -308,6 +308,20 @@ class GreenApp:
         return wsgi
 
 
+def tick_forever(state: ServerState) -> None:
+    """The 10 ms tick probe in a green thread of its own (green `time.sleep`), until killed."""
+    while True:
+        time.sleep(contract.TICK_INTERVAL_S)
+        state.tick()
+
+
+def report_forever(state: ServerState) -> None:
+    """One telemetry line now (it says the port is listening), then one a second."""
+    while True:
+        state.emit_telemetry()
+        time.sleep(contract.TELEMETRY_INTERVAL_S)
+
+
 def _accept_token(environ: Environ) -> str | None:
     """Sec-WebSocket-Accept for a valid RFC 6455 upgrade request, else None."""
     if environ.get("HTTP_UPGRADE", "").lower() != "websocket":

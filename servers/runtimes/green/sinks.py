@@ -32,13 +32,10 @@ from typing import Any, Protocol
 from servers.contract import ServerOptions
 from servers.core.sinks import (
     FLUSH_INTERVAL_S,
-    MONGO_COLLECTION,
-    MONGO_DATABASE,
-    MONGO_SERVER_SELECTION_TIMEOUT_MS,
     FileBatch,
     SinkUnavailable,
-    mongo_url,
-    sink_path,
+    open_sink,
+    records_collection,
 )
 from servers.core.state import ServerState
 
@@ -213,18 +210,12 @@ class GreenMongoSink:
     def __init__(self, state: ServerState, url: str, w: int, runtime: GreenRuntime) -> None:
         from pymongo import MongoClient
         from pymongo.errors import PyMongoError
-        from pymongo.write_concern import WriteConcern
 
         self._state = state
         self._runtime = runtime
         self._errors = PyMongoError
         # The constructor does no I/O: it starts pymongo's monitor (green) threads.
-        self._client: Any = MongoClient(
-            url, serverSelectionTimeoutMS=MONGO_SERVER_SELECTION_TIMEOUT_MS, w=w
-        )
-        self._collection = self._client[MONGO_DATABASE].get_collection(
-            MONGO_COLLECTION, write_concern=WriteConcern(w=w)
-        )
+        self._client, self._collection = records_collection(MongoClient, url, w)
         self._in_flight = 0
         self._idle = runtime.event()  # set while no insert is in flight
         self._idle.set()
@@ -295,8 +286,9 @@ GreenSink = GreenEmptySink | GreenFileSink | GreenMongoSink
 
 def open_green_sink(options: ServerOptions, state: ServerState, runtime: GreenRuntime) -> GreenSink:
     """The green sink `options` ask for."""
-    if options.sink == "file":
-        return GreenFileSink(state, sink_path(options), runtime)
-    if options.sink == "mongo":
-        return GreenMongoSink(state, mongo_url(options), options.mongo_w, runtime)
-    return GreenEmptySink(state)
+    return open_sink(
+        options,
+        empty=lambda: GreenEmptySink(state),
+        file=lambda path: GreenFileSink(state, path, runtime),
+        mongo=lambda url, w: GreenMongoSink(state, url, w, runtime),
+    )

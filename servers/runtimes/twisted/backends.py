@@ -173,8 +173,8 @@ class MemcachedPool:
         self._fill()
 
     def _fill(self) -> None:
-        """memcached accepts connections: open the rest of the pool now (seed 001's fixed
-        50), so a later, larger burst finds them ready instead of opening more."""
+        """memcached accepts connections: open the rest of the pool now (the memcached-proxy
+        study's fixed 50), so a later, larger burst finds them ready instead of opening more."""
         while not self._closed and self._count < self._size:
             self._count += 1
             connecting = connectProtocol(self._endpoint, MemcachedConnection(self))

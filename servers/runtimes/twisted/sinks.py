@@ -38,13 +38,11 @@ from twisted.python.threadpool import ThreadPool
 from servers.contract import ServerOptions
 from servers.core.sinks import (
     FLUSH_INTERVAL_S,
-    MONGO_COLLECTION,
-    MONGO_DATABASE,
     MONGO_SERVER_SELECTION_TIMEOUT_MS,
     FileBatch,
     SinkUnavailable,
-    mongo_url,
-    sink_path,
+    open_sink,
+    records_collection,
 )
 from servers.core.state import ServerState
 
@@ -216,17 +214,11 @@ class TwistedMongoSink:
 
     def __init__(self, state: ServerState, url: str, w: int, reactor: Any) -> None:
         from pymongo import MongoClient
-        from pymongo.write_concern import WriteConcern
 
         self._state = state
         self._reactor = reactor
         # The constructor does no I/O: it starts pymongo's (daemon) monitor threads.
-        self._client: Any = MongoClient(
-            url, serverSelectionTimeoutMS=MONGO_SERVER_SELECTION_TIMEOUT_MS, w=w
-        )
-        self._collection = self._client[MONGO_DATABASE].get_collection(
-            MONGO_COLLECTION, write_concern=WriteConcern(w=w)
-        )
+        self._client, self._collection = records_collection(MongoClient, url, w)
         self._pool = start_pool(MONGO_THREADS, "mongo-sink")
         self._unreachable = False  # the last insert could not reach the database
         self._in_flight = 0
@@ -335,8 +327,9 @@ def _fire(waiters: list[Deferred[None]], result: Failure | None) -> None:
 
 def open_twisted_sink(options: ServerOptions, state: ServerState, reactor: Any) -> TwistedSink:
     """The Twisted sink `options` ask for."""
-    if options.sink == "file":
-        return TwistedFileSink(state, sink_path(options), reactor)
-    if options.sink == "mongo":
-        return TwistedMongoSink(state, mongo_url(options), options.mongo_w, reactor)
-    return TwistedEmptySink(state)
+    return open_sink(
+        options,
+        empty=lambda: TwistedEmptySink(state),
+        file=lambda path: TwistedFileSink(state, path, reactor),
+        mongo=lambda url, w: TwistedMongoSink(state, url, w, reactor),
+    )
