@@ -131,7 +131,7 @@ def install_missing(names: list[str] | None = None) -> list[str]:
 
     installed = _install_packages(names)
     if install_node_modules():
-        installed.append("servers/node/node_modules")
+        installed.append("servers/baselines/node/node_modules")
     if not ferretdb_binary().is_file():
         build_ferretdb()
         installed.append("ferretdb")
@@ -142,7 +142,7 @@ def install_missing(names: list[str] | None = None) -> list[str]:
 
 def install_node_modules() -> bool:
     """`npm ci` the Node baselines' packages (servers/baselines/node/package-lock.json) when
-    servers/node/node_modules is missing; returns whether it installed them."""
+    servers/baselines/node/node_modules is missing; returns whether it installed them."""
     from servers import NODE_DIR
 
     if (NODE_DIR / "node_modules").is_dir():

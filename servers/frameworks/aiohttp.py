@@ -1,7 +1,8 @@
 """The wire contract on aiohttp.web (asyncio or uvloop).
 
-The backends (`/gridfs`, `/mc`, the memcached socket service) are servers/asyncio_backends.py,
-shared with tornado; `/files` is aiohttp's own FileResponse.
+The backends (`/gridfs`, `/mc`, the memcached socket service) are
+servers/runtimes/asyncio/backends.py, shared with tornado; `/files` is aiohttp's own
+FileResponse.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The wire contract on tornado.web (asyncio or uvloop).
 
-The backends (`/gridfs`, `/mc`, the memcached socket service) are servers/asyncio_backends.py,
-shared with aiohttp; `/files` reads the file as tornado's StaticFileHandler does.
+The backends (`/gridfs`, `/mc`, the memcached socket service) are
+servers/runtimes/asyncio/backends.py, shared with aiohttp; `/files` reads the file as
+tornado's StaticFileHandler does.
 """
 
 from __future__ import annotations

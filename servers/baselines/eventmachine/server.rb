@@ -65,7 +65,7 @@ def parse_options(argv)
   options
 end
 
-# Per-process counters, tick lag and the telemetry line (servers/common.py's ServerState).
+# Per-process counters, tick lag and the telemetry line (servers/core/state.py's ServerState).
 class ServerState
   attr_accessor :open, :max_open, :requests, :bad, :port
   attr_reader :date

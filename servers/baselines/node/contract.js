@@ -2,8 +2,8 @@
 // The wire contract for the Node.js servers.
 //
 // servers/contract.py is the source: every value here is a copy of a name there (and of the
-// few neutral constants in servers/sinks.py, servers/memcache.py and
-// servers/gridfs_layout.py), under the same name in camelCase. Change it there first, then
+// few neutral constants in servers/core/sinks.py, servers/core/memcache.py and
+// servers/core/gridfs_layout.py), under the same name in camelCase. Change it there first, then
 // here; tests/test_contract.py checks the behaviour, not this file.
 
 module.exports = Object.freeze({

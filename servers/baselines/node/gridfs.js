@@ -1,5 +1,5 @@
 'use strict';
-// `/gridfs/{name}`: files from GridFS read by `_id` only (servers/gridfs_layout.py says
+// `/gridfs/{name}`: files from GridFS read by `_id` only (servers/core/gridfs_layout.py says
 // why: FerretDB pushes down nothing but `_id` equality). `fs.files` by `_id` = name, then
 // every chunk by `_id` = "<name>#<n>", concurrently, through the process's shared client.
 

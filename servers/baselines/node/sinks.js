@@ -1,5 +1,5 @@
 'use strict';
-// Sinks: where `/log` records and `/ws` messages go (servers/sinks.py describes them).
+// Sinks: where `/log` records and `/ws` messages go (servers/core/sinks.py describes them).
 //
 // - empty: counts and drops.
 // - file: one JSON line per record appended through an fs.WriteStream. The stream is corked
@@ -19,7 +19,7 @@ const contract = require('./contract');
 
 class SinkUnavailable extends Error {}
 
-/** One record as one JSON line: byte for byte what servers/sinks.py's encode_record writes. */
+/** One record as one JSON line: byte for byte what servers/core/sinks.py's encode_record writes. */
 function encodeRecord(record) {
   return `${JSON.stringify(record)}\n`;
 }

@@ -1,6 +1,6 @@
 'use strict';
 // Per-process counters, event-loop lag, GC timing and the telemetry line: what
-// servers/common.py's ServerState is for the Python servers, with the same fields.
+// servers/core/state.py's ServerState is for the Python servers, with the same fields.
 
 const { PerformanceObserver, performance } = require('node:perf_hooks');
 

@@ -1,5 +1,5 @@
 'use strict';
-// `/files/{name}` and the name rule `/gridfs/{name}` shares (servers/static.py).
+// `/files/{name}` and the name rule `/gridfs/{name}` shares (servers/core/static.py).
 //
 // A name is one path segment matching contract.FILE_NAME_PATTERN, which refuses `../`,
 // encoded slashes (after decoding), absolute paths, empty names and hidden files before the

@@ -17,11 +17,13 @@ pool (the same `start_pool` machinery as the mongo sink in servers.runtimes.twis
   one-get-at-a-time Protocol around that parser is shorter than adapting it.
   Reply timeouts are swept four times a second instead of one `callLater` per get: the hot
   path only stores a timestamp.
-- GridFS: `fs.files` and each chunk read by `_id` (servers.core.gridfs_layout says why) with
-  pymongo's sync client on a pool of `MONGO_THREADS` threads, as the mongo sink inserts.
-- Socket service: `ProxyFactory` / `ProxyProtocol`, adopted by `serve` on the listening
-  socket `__main__` opened; each connection answers its request lines in order, one get
-  in flight at a time.
+- GridFS: `fs.files` and each chunk read by `_id` (`gridfs_layout.read_steps`, which says
+  why) with pymongo's sync client on a pool of `MONGO_THREADS` threads, as the mongo sink
+  inserts.
+- The memcached socket service: `MemcachedSocketServiceFactory` /
+  `MemcachedSocketServiceProtocol`, adopted by `serve` on the listening socket `__main__`
+  opened; each connection runs the core's `SocketServiceSession` (the contract's order,
+  one get in flight).
 
 Every backend failure is counted once in `state.backend_errors`, here, and reaches the
 caller as `BackendUnavailable` (HTTP 503, `memcache.REPLY_UNAVAILABLE` on the socket).
