@@ -24,6 +24,9 @@ FLUSH_INTERVAL_S = 0.100
 MONGO_DATABASE = "harness"
 MONGO_COLLECTION = "records"
 MONGO_SERVER_SELECTION_TIMEOUT_MS = 2000
+# Shutdown waits this long for the sink's writes and inserts in flight (the contract's
+# SHUTDOWN_GRACE_S leaves room for it after the connections' grace).
+CLOSE_TIMEOUT_S = 2.0
 DEFAULT_MONGO_URL = "mongodb://127.0.0.1:27017/"
 
 

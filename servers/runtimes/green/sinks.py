@@ -31,6 +31,7 @@ from typing import Any, Protocol
 
 from servers.contract import ServerOptions
 from servers.core.sinks import (
+    CLOSE_TIMEOUT_S,
     FLUSH_INTERVAL_S,
     FileBatch,
     SinkUnavailable,
@@ -38,8 +39,6 @@ from servers.core.sinks import (
     records_collection,
 )
 from servers.core.state import ServerState
-
-CLOSE_TIMEOUT_S = 2.0  # shutdown waits this long for pending writes and inserts
 
 
 class GreenEvent(Protocol):

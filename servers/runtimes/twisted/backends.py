@@ -48,12 +48,16 @@ from servers.core import gridfs_layout, memcache
 from servers.core.backends import BackendUnavailable, StoredFile
 from servers.core.sinks import MONGO_SERVER_SELECTION_TIMEOUT_MS
 from servers.core.state import ServerState
-from servers.runtimes.twisted.sinks import CLOSE_TIMEOUT_S, MONGO_THREADS, start_pool
+from servers.runtimes.twisted.sinks import (
+    CLOSE_TIMEOUT_S,
+    MONGO_THREADS,
+    SELECTION_TIMEOUT_S,
+    start_pool,
+)
 
 _MC_SWEEP_INTERVAL_S = 0.25  # how often replies overdue by contract.MC_TIMEOUT_S are looked for
 # A socket-service client that pipelines more than this while a get is in flight is paused.
 _SOCKET_SERVICE_PAUSE_BYTES = 64 * 1024
-_SELECTION_TIMEOUT_S = MONGO_SERVER_SELECTION_TIMEOUT_MS / 1000
 
 _log = Logger()
 
@@ -283,7 +287,7 @@ class GridFSReader:
         """`gridfs_layout.read_steps` with blocking reads (on a pool thread)."""
         from pymongo.errors import ConnectionFailure, ServerSelectionTimeoutError
 
-        if self._unreachable and time.monotonic() - queued_at >= _SELECTION_TIMEOUT_S:
+        if self._unreachable and time.monotonic() - queued_at >= SELECTION_TIMEOUT_S:
             raise ServerSelectionTimeoutError("the database is unreachable (queued too long)")
         try:
             found = gridfs_layout.read_sync(name, self._find_one)

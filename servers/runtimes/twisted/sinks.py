@@ -37,6 +37,7 @@ from twisted.python.threadpool import ThreadPool
 
 from servers.contract import ServerOptions
 from servers.core.sinks import (
+    CLOSE_TIMEOUT_S,
     FLUSH_INTERVAL_S,
     MONGO_SERVER_SELECTION_TIMEOUT_MS,
     FileBatch,
@@ -46,11 +47,10 @@ from servers.core.sinks import (
 )
 from servers.core.state import ServerState
 
-CLOSE_TIMEOUT_S = 2.0  # shutdown waits this long for in-flight writes and inserts
 # Inserts in flight at once. 5, 10, 25 and 50 threads all gave 460-580 /log req/s (w:1,
 # wrk -c50) against FerretDB/SQLite, which is the limit there.
 MONGO_THREADS = 10
-_SELECTION_TIMEOUT_S = MONGO_SERVER_SELECTION_TIMEOUT_MS / 1000
+SELECTION_TIMEOUT_S = MONGO_SERVER_SELECTION_TIMEOUT_MS / 1000
 
 _log = Logger()
 
@@ -229,7 +229,7 @@ class TwistedMongoSink:
         """One insert, on a pool thread."""
         from pymongo.errors import ConnectionFailure, ServerSelectionTimeoutError
 
-        if self._unreachable and time.monotonic() - queued_at >= _SELECTION_TIMEOUT_S:
+        if self._unreachable and time.monotonic() - queued_at >= SELECTION_TIMEOUT_S:
             raise ServerSelectionTimeoutError("the database is unreachable (queued too long)")
         try:
             self._collection.insert_one(document)
