@@ -6,7 +6,7 @@
   given, or the mongo sink's own database when the case has one);
 - `memcached`: memcached started here holding the memcached-proxy study's 100-byte value
   under `MC_KEY`,
-  and the servers' `--mc-proxy-port` socket service turned on.
+  and the servers' `--mc-socket-port` socket service turned on.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ from harness.fileset import (
 from harness.services import FERRETDB_VERSION, FerretDB, Memcached
 from model.errors import UserError
 from model.scenarios import MC_KEY, MC_VALUE
-from servers import contract, gridfs_layout
+from servers import contract
+from servers.core import gridfs_layout
 
 if TYPE_CHECKING:
     from model.scenarios import Scenario
@@ -121,7 +122,7 @@ class Backends:
         if self.mongo_url is not None and "--mongo-url" not in sink_args:
             args += ["--mongo-url", self.mongo_url]
         if self.memcached is not None:
-            args += ["--memcached", self.memcached.address, "--mc-proxy-port", "0"]
+            args += ["--memcached", self.memcached.address, "--mc-socket-port", "0"]
         return args
 
     def paths(self, scenario: Scenario) -> tuple[str, ...]:
@@ -143,7 +144,7 @@ class Backends:
             described["gridfs"] = {
                 "url": self.mongo_url,
                 "server": "FerretDB (started by the harness)" if self._ferretdb else "given",
-                "layout": "servers.gridfs_layout (read by _id)",
+                "layout": "servers.core.gridfs_layout (read by _id)",
                 "one_file_read_ms": self.gridfs_read_ms,
             }
         if self.memcached is not None:

@@ -75,7 +75,7 @@ def install_missing(names: list[str] | None = None) -> list[str]:
     Go module proxy) with its w: 0 probe; returns what was installed."""
     installed = _install_packages(names)
     if install_node_modules():
-        installed.append("servers/node/node_modules")
+        installed.append("servers/baselines/node/node_modules")
     if not ferretdb_binary().is_file():
         build_ferretdb()
         installed.append("ferretdb")
@@ -85,8 +85,8 @@ def install_missing(names: list[str] | None = None) -> list[str]:
 
 
 def install_node_modules() -> bool:
-    """`npm ci` the Node baselines' packages (servers/node/package-lock.json) when
-    servers/node/node_modules is missing; returns whether it installed them."""
+    """`npm ci` the Node baselines' packages (servers/baselines/node/package-lock.json) when
+    servers/baselines/node/node_modules is missing; returns whether it installed them."""
     from servers import NODE_DIR
 
     if (NODE_DIR / "node_modules").is_dir():

@@ -21,7 +21,8 @@ from typing import Any
 
 from harness.services import cache_dir
 from model.errors import UserError
-from servers import contract, gridfs_layout, static
+from servers import contract
+from servers.core import gridfs_layout, static
 
 DEFAULT_FILE_COUNT = 10_000
 DEFAULT_SEED = 4  # the random generator's seed: the same seed, the same bytes
@@ -135,7 +136,7 @@ GRIDFS_BATCH_FILES = 200
 def load_gridfs(mongo_url: str, fileset: FileSet, progress: Progress | None = None) -> int:
     """Put the file set into GridFS under the same names; skipped when already loaded.
 
-    The layout (ids chosen so FerretDB reads by `_id`) is `servers.gridfs_layout`'s.
+    The layout (ids chosen so FerretDB reads by `_id`) is `servers.core.gridfs_layout`'s.
     Returns how many files were uploaded (0 when the set was there already).
     """
     import datetime

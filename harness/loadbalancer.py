@@ -3,7 +3,7 @@
 nginx proxies round robin to N server instances on 127.0.0.1 and keeps its upstream
 connections alive (HTTP/1.1, empty Connection header), so the instances see the load, not
 connection churn. It runs under `taskset -c` on its own CPUs, on a free loopback port, from
-a config rendered by servers.nginx (the same helpers as the nginx baseline), in its own
+a config rendered by servers.baselines.nginx (the same helpers as the nginx baseline), in its own
 process group so that a stop never leaves a worker behind.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from model.errors import UserError
-from servers import nginx
+from servers.baselines import nginx
 from servers.contract import SHUTDOWN_GRACE_S
 
 LISTEN_HOST = "127.0.0.1"

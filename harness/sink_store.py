@@ -13,7 +13,7 @@ from typing import Any
 
 from harness.services import FERRETDB_VERSION, FerretDB, known_w0_probe
 from model.errors import UserError
-from servers.sinks import MONGO_COLLECTION, MONGO_DATABASE
+from servers.core.sinks import MONGO_COLLECTION, MONGO_DATABASE
 
 
 class SinkStore:

@@ -144,7 +144,7 @@ class Topology:
         for line in self.servers[0].telemetry_lines():
             if line.get("mc_port"):
                 return int(line["mc_port"])
-        raise UserError("the server reports no --mc-proxy-port in its telemetry")
+        raise UserError("the server reports no --mc-socket-port in its telemetry")
 
     def stderr_tail(self, limit_chars: int = 400) -> str:
         return " | ".join(server.stderr_tail(limit_chars) for server in self.servers)

@@ -313,7 +313,7 @@ BACKEND_CHECK_ROUTES = {
 
 def check_file_route(base_url: str, fileset: Any, prefix: str) -> str:
     """Three files of the set: exact bytes, Content-Type, Length; a traversal is 404."""
-    from servers import static
+    from servers.core import static
 
     names = fileset.names[:3]
     with httpx.Client(base_url=base_url, timeout=10) as client:
@@ -343,7 +343,7 @@ def check_memcached_route(base_url: str) -> str:
 def check_memcached_socket(mc_port: int) -> str:
     import socket
 
-    from servers import memcache
+    from servers.core import memcache
 
     _expect(mc_port > 0, "no mc_port in the telemetry line")
     with socket.create_connection(("127.0.0.1", mc_port), 5) as sock:

@@ -37,13 +37,11 @@ class Scenario:
     # set on disk), "gridfs" (the set in GridFS), "memcached" (the memcached-proxy study's
     # 100-byte value).
     backend: str | None = None
-    random_paths: bool = (
-        False  # each request asks for a random file of the set (the autobench study)
-    )
-    check_body: bool = (
-        False  # every reply is compared with the expected value (the memcached-proxy study)
-    )
-    protocol: str = "http"  # "memcached": the --mc-proxy-port socket service
+    # each request asks for a random file of the set (the autobench study)
+    random_paths: bool = False
+    # every reply is compared with the expected value (the memcached-proxy study)
+    check_body: bool = False
+    protocol: str = "http"  # "memcached": the --mc-socket-port socket service
 
     @property
     def route(self) -> str:
@@ -113,7 +111,7 @@ SCENARIOS: dict[str, Scenario] = {
         ),
         Scenario(
             "memcache-socket",
-            f"get {MC_KEY} on the --mc-proxy-port socket service over long-lived connections, "
+            f"get {MC_KEY} on the --mc-socket-port socket service over long-lived connections, "
             "every answer checked (the memcached-proxy study)",
             "GET",
             MC_KEY,  # the memcached key: this scenario speaks the memcached protocol

@@ -19,12 +19,12 @@ from pathlib import Path
 from servers import contract
 
 SERVERS_DIR = Path(__file__).resolve().parent
-NODE_DIR = SERVERS_DIR / "node"
-EVENTMACHINE_SCRIPT = SERVERS_DIR / "eventmachine" / "server.rb"
+NODE_DIR = SERVERS_DIR / "baselines" / "node"
+EVENTMACHINE_SCRIPT = SERVERS_DIR / "baselines" / "eventmachine" / "server.rb"
 
 # What `kind` means: how `python -m servers NAME` runs the server.
 #   python: imports `module` and calls its serve(); node/ruby: execs the program on the
-#   script `module` with the same arguments; nginx: servers.nginx renders a config and
+#   script `module` with the same arguments; nginx: servers.baselines.nginx renders a config and
 #   runs nginx, writing the telemetry lines for it.
 KINDS = ("python", "node", "ruby", "nginx")
 # Programs are looked up in sbin too: nginx lives in /usr/sbin, often outside a user's PATH.
@@ -51,7 +51,7 @@ class Framework:
         missing = [d for d in self.distributions if _version(d) is None]
         missing += [p for p in self.programs if shutil.which(p, path=PROGRAM_PATH) is None]
         if self.kind == "node" and not (NODE_DIR / "node_modules").is_dir():
-            missing.append("servers/node/node_modules (harness doctor --install)")
+            missing.append("servers/baselines/node/node_modules (harness doctor --install)")
         if self.kind == "ruby" and not missing and not _ruby_has("eventmachine"):
             missing.append("ruby-eventmachine")
         return missing
@@ -112,35 +112,35 @@ FRAMEWORKS: dict[str, Framework] = {
     for f in (
         Framework(
             "gevent",
-            "servers.gevent_server",
+            "servers.frameworks.gevent",
             ("gevent", "wsproto", "pymongo"),
             ("gevent",),
             ("empty", "file", "mongo"),
         ),
         Framework(
             "eventlet",
-            "servers.eventlet_server",
+            "servers.frameworks.eventlet",
             ("eventlet", "wsproto", "pymongo"),
             ("eventlet",),
             ("empty", "file", "mongo"),
         ),
         Framework(
             "tornado",
-            "servers.tornado_server",
+            "servers.frameworks.tornado",
             ("tornado", "pymongo"),
             ("asyncio", "uvloop"),
             ("empty", "file", "mongo"),
         ),
         Framework(
             "twisted",
-            "servers.twisted_server",
+            "servers.frameworks.twisted",
             ("twisted", "autobahn", "pymongo"),
             ("epoll",),
             ("empty", "file", "mongo"),
         ),
         Framework(
             "aiohttp",
-            "servers.aiohttp_server",
+            "servers.frameworks.aiohttp",
             ("aiohttp", "pymongo"),
             ("asyncio", "uvloop"),
             ("empty", "file", "mongo"),
@@ -148,7 +148,7 @@ FRAMEWORKS: dict[str, Framework] = {
         # -- baselines: measured in the same run, so results carry a ratio to nginx ------
         Framework(
             "nginx",
-            "servers.nginx",
+            "servers.baselines.nginx",
             (),
             ("nginx",),
             ("empty",),

@@ -19,8 +19,9 @@ import socket
 import sys
 
 from servers import FRAMEWORKS, PROGRAM_PATH
-from servers.common import ServerState
 from servers.contract import LISTEN_BACKLOG, SINKS, ServerOptions
+from servers.core.state import ServerState
+from servers.frameworks import Worker
 
 
 def parse_options(argv: list[str]) -> ServerOptions:
@@ -35,7 +36,7 @@ def parse_options(argv: list[str]) -> ServerOptions:
     parser.add_argument("--mongo-w", type=int, choices=(0, 1), default=1)
     parser.add_argument("--files-dir")
     parser.add_argument("--memcached", metavar="HOST:PORT")
-    parser.add_argument("--mc-proxy-port", type=int)
+    parser.add_argument("--mc-socket-port", type=int)
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--loop", help="event loop for aiohttp and tornado: asyncio|uvloop")
     args = parser.parse_args(argv)
@@ -56,7 +57,7 @@ def parse_options(argv: list[str]) -> ServerOptions:
             mongo_w=args.mongo_w,
             files_dir=args.files_dir,
             memcached=args.memcached,
-            mc_proxy_port=args.mc_proxy_port,
+            mc_socket_port=args.mc_socket_port,
             workers=args.workers,
             loop=loop,
         )
@@ -74,7 +75,7 @@ def open_listeners(host: str, port: int, count: int) -> list[socket.socket]:
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         if count > 1:
             listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        # Inherited by accepted sockets: no 40 ms delayed-ACK stalls (DESIGN.md).
+        # Inherited by accepted sockets: no 40 ms delayed-ACK stalls (docs/contract.md).
         listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         listener.bind((host, port))
         listener.listen(LISTEN_BACKLOG)
@@ -91,17 +92,14 @@ def run_worker(
 ) -> None:
     """Import the framework (gevent/eventlet patch here) and serve until SIGTERM.
 
-    `mc_listener` is the `--mc-proxy-port` socket service's listening socket, when asked for.
+    `mc_listener` is the memcached socket service's listening socket (`--mc-socket-port`).
     """
     module = importlib.import_module(FRAMEWORKS[options.framework].module)
     state = ServerState(options.framework, options.loop or "", worker)
     state.port = listener.getsockname()[1]
     if mc_listener is not None:
         state.mc_port = mc_listener.getsockname()[1]
-    if mc_listener is None:
-        module.serve(options, listener, state)
-    else:
-        module.serve(options, listener, state, mc_listener=mc_listener)
+    module.serve(Worker(options, listener, state, mc_listener))
 
 
 def supervise(
@@ -169,15 +167,15 @@ def main(argv: list[str] | None = None) -> int:
     if kind in ("node", "ruby"):
         exec_program(options, argv)
     if kind == "nginx":
-        from servers import nginx
+        from servers.baselines import nginx
 
         return nginx.main(options)
     try:
         listeners = open_listeners(options.host, options.port, options.workers)
         mc_listeners: list[socket.socket | None] = [None] * options.workers
-        if options.mc_proxy_port is not None:
+        if options.mc_socket_port is not None:
             mc_listeners = list(
-                open_listeners(options.host, options.mc_proxy_port, options.workers)
+                open_listeners(options.host, options.mc_socket_port, options.workers)
             )
     except OSError as error:
         print(f"servers: cannot listen on {options.host}: {error}", file=sys.stderr)

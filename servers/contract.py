@@ -1,7 +1,7 @@
 """The server wire contract: the one place it lives.
 
 Every framework server and every test imports these names, so a route, a payload, a limit
-or a telemetry field is written exactly once (see DESIGN.md, "Server wire contract").
+or a telemetry field is written exactly once (docs/contract.md describes it for readers).
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ RECORD_FIELDS = ("seq", "time", "method", "path", "headers", "body")
 # /ws messages are stored with the same record shape as /log requests.
 WEBSOCKET_RECORD_METHOD = "WS"
 
-# -- static files, GridFS and memcached (seeds 004 and 001) ------------------------------
+# -- static files, GridFS and memcached (the autobench and memcached-proxy studies) ------
 # A file name is one path segment of these characters, not starting with a dot; anything
-# else (../, encoded slashes, absolute paths, hidden files) is 404 (servers/static.py).
+# else (../, encoded slashes, absolute paths, hidden files) is 404 (servers/core/static.py).
 FILE_NAME_PATTERN = r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}"
 FILE_CONTENT_TYPES = {
     ".jpg": "image/jpeg",
@@ -50,11 +50,21 @@ DEFAULT_CONTENT_TYPE = "application/octet-stream"
 GRIDFS_DATABASE = "harness"  # the same database as the mongo sink, bucket "fs"
 GRIDFS_BUCKET = "fs"
 MC_POOL_SIZE = 50  # persistent connections from each server process to memcached
-MC_VALUE_BYTES = 100  # seed 001's value
+MC_VALUE_BYTES = 100  # the memcached-proxy study's value
 MC_MAX_KEY_BYTES = 250  # memcached's own key limit
 MC_CONTENT_TYPE = "application/octet-stream"
+MC_TIMEOUT_S = 2.0  # connecting to memcached, and waiting for one reply: then 503
+# The memcached socket service (`--mc-socket-port`, the memcached-proxy study's socket
+# service): each connection's request lines are answered in the order they came, with at
+# most this many gets in flight to memcached at once; later lines wait, unread, in the
+# connection's buffer, and the answers to lines that arrived together may leave together.
+# One, so a client that pipelines gets no more of the pool than one that waits for each
+# answer (mcload does): the service's concurrency is its connections, on every server.
+MC_SOCKET_MAX_IN_FLIGHT = 1
 NOT_FOUND_BODY = b"not found"
-UNAVAILABLE_STATUS = 503  # a backend (database, memcached) that is down or gone
+UNAVAILABLE_STATUS = 503  # a backend (database, memcached) or the sink is down or gone
+BACKEND_UNAVAILABLE_BODY = b"backend unavailable"  # /gridfs and /mc answering 503
+SINK_UNAVAILABLE_BODY = b"sink unavailable"  # /log answering 503
 
 # -- WebSocket rules --------------------------------------------------------------------
 WS_SUBPROTOCOL = "myprotocol"
@@ -69,7 +79,7 @@ WS_CLOSE_INVALID_PAYLOAD = 1007  # text that is not a JSON object
 WS_CLOSE_TOO_BIG = 1009  # a message over WS_MAX_MESSAGE_BYTES
 
 # -- process model and timing -----------------------------------------------------------
-TICK_INTERVAL_S = 0.010  # the seed's event-loop probe: a 10 ms timer
+TICK_INTERVAL_S = 0.010  # the studies' event-loop probe: a 10 ms timer
 TELEMETRY_INTERVAL_S = 1.0
 SHUTDOWN_GRACE_S = 5.0  # SIGTERM: exit 0 within this
 LISTEN_BACKLOG = 65535  # the kernel caps it at net.core.somaxconn
@@ -77,8 +87,9 @@ LISTEN_BACKLOG = 65535  # the kernel caps it at net.core.somaxconn
 SINKS = ("empty", "file", "mongo")
 
 # -- telemetry line ---------------------------------------------------------------------
-# DESIGN.md fixes the first fourteen; the rest say which process and loop produced it,
-# where its memcached socket service listens and how many backend reads failed.
+# docs/contract.md fixes the first fourteen; the rest say which process and loop produced
+# it, where its memcached socket service listens (`mc_port`, a name recorded runs use) and
+# how many backend reads failed.
 TELEMETRY_FIELDS = (
     "t",
     "pid",
@@ -117,7 +128,7 @@ class ServerOptions:
     mongo_w: int = 1
     files_dir: str | None = None
     memcached: str | None = None
-    mc_proxy_port: int | None = None
+    mc_socket_port: int | None = None  # the memcached socket service's port
     workers: int = 1
     loop: str | None = None  # None: the framework's default loop (servers.FRAMEWORKS)
 

@@ -194,7 +194,7 @@ def test_wrong_answers_are_errors(tmp_path: Path) -> None:
     require_tools("wrk", "memcached")
     with Memcached() as service:
         service.set(MC_KEY, b"x" * len(MC_VALUE))
-        args = ["--memcached", service.address, "--mc-proxy-port", "0"]
+        args = ["--memcached", service.address, "--mc-socket-port", "0"]
         with start_server("aiohttp", extra_args=args) as server:
             step = RampStep(0, offered=10, unit="concurrency", duration_s=2)
             http = Target("127.0.0.1", server.port, SCENARIOS["memcache-http"],

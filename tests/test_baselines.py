@@ -22,8 +22,9 @@ import pytest
 from harness.fileset import FileSet
 from harness.loadbalancer import LoadBalancer
 from harness.server_process import ServerProcess, start_server
-from servers import contract, static
-from servers import nginx as nginx_config
+from servers import contract
+from servers.baselines import nginx as nginx_config
+from servers.core import static
 from tests.conftest import require_framework, require_tool
 from tests.test_contract import MALFORMED, assert_still_serving, raw_exchange
 from tests.test_files_gridfs_memcached import SECRET, TRAVERSALS, one_of_each_kind, status_of

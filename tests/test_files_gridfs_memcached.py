@@ -1,4 +1,4 @@
-"""`/files`, `/gridfs`, `/mc` and the `--mc-proxy-port` socket service on every full server.
+"""`/files`, `/gridfs`, `/mc` and the `--mc-socket-port` socket service on every full server.
 
 Real processes only: the file set from the harness's generator, FerretDB with that set in
 GridFS, and memcached holding seed 001's 100-byte value, all started by the fixtures.
@@ -17,7 +17,8 @@ import pytest
 from harness.fileset import FileSet
 from harness.server_process import ServerProcess, start_server
 from harness.services import Memcached
-from servers import contract, static
+from servers import contract
+from servers.core import static
 from tests.conftest import MC_KEY, MC_VALUE
 from tests.test_contract import assert_still_serving, raw_exchange
 
@@ -52,7 +53,7 @@ def backend_server(
             "--files-dir", str(fileset.directory),
             "--mongo-url", gridfs_url,
             "--memcached", memcached.address,
-            "--mc-proxy-port", "0",
+            "--mc-socket-port", "0",
         ],
     )  # fmt: skip
     yield process
@@ -249,7 +250,7 @@ def test_backends_down_answer_503_and_the_server_keeps_serving(framework, filese
             "--files-dir", str(fileset.directory),
             "--mongo-url", f"mongodb://127.0.0.1:{closed_port()}/",
             "--memcached", f"127.0.0.1:{closed_port()}",
-            "--mc-proxy-port", "0",
+            "--mc-socket-port", "0",
         ],
     )  # fmt: skip
     try:

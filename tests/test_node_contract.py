@@ -1,5 +1,5 @@
-"""servers/node/contract.js is a copy of servers/contract.py (and of a few neutral constants):
-this keeps the copy honest, name by name, without starting a server."""
+"""servers/baselines/node/contract.js is a copy of servers/contract.py (and of a few neutral
+constants): this keeps the copy honest, name by name, without starting a server."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from servers import NODE_DIR, contract, gridfs_layout, memcache, sinks
+from servers import NODE_DIR, contract
+from servers.core import gridfs_layout, memcache, sinks
 
 # contract.js name -> the Python value it copies
 COPIED: dict[str, Any] = {
@@ -24,6 +25,7 @@ COPIED: dict[str, Any] = {
     "TICK_INTERVAL_MS": contract.TICK_INTERVAL_S * 1000,
     "TELEMETRY_INTERVAL_MS": contract.TELEMETRY_INTERVAL_S * 1000,
     "SHUTDOWN_GRACE_MS": contract.SHUTDOWN_GRACE_S * 1000,
+    "MC_TIMEOUT_MS": contract.MC_TIMEOUT_S * 1000,
     "GRIDFS_FILES_COLLECTION": gridfs_layout.FILES_COLLECTION,
     "GRIDFS_CHUNKS_COLLECTION": gridfs_layout.CHUNKS_COLLECTION,
     "FLUSH_INTERVAL_MS": sinks.FLUSH_INTERVAL_S * 1000,
@@ -79,7 +81,7 @@ def test_node_contract_copies_the_python_value(node_contract: dict[str, Any], na
     expected = python_value(COPIED[name])
     if name == "FILE_NAME_PATTERN":
         expected = f"^{expected}$"  # anchored: RegExp.test is a search, fullmatch is not
-    assert node_contract.get(name) == expected, f"servers/node/contract.js {name}"
+    assert node_contract.get(name) == expected, f"servers/baselines/node/contract.js {name}"
 
 
 def test_node_contract_has_nothing_python_lacks(node_contract: dict[str, Any]) -> None:

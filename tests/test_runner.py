@@ -366,7 +366,7 @@ def test_a_framework_without_the_sink_is_skipped_with_the_reason(
     monkeypatch.setitem(
         FRAMEWORKS,
         "aiohttp",
-        Framework("aiohttp", "servers.aiohttp_server", ("aiohttp",), ("asyncio",), ("empty",)),
+        Framework("aiohttp", "servers.frameworks.aiohttp", ("aiohttp",), ("asyncio",), ("empty",)),
     )
     plan = build_plan(
         frameworks="aiohttp",

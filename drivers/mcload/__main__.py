@@ -11,7 +11,7 @@ import time
 from hdrh.histogram import HdrHistogram
 
 from drivers.mcload import REPORT_PREFIX
-from servers import memcache
+from servers.core import memcache
 
 HISTOGRAM_MAX_US = 60_000_000
 

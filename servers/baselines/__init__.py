@@ -1,0 +1,1 @@
+"""Non-Python baselines run under the same contract: nginx, Node (http, Express), EventMachine."""

@@ -1,0 +1,379 @@
+# frozen_string_literal: true
+
+# The EventMachine baseline (the autobench study): `GET /` and `GET /counter` behind the wire contract.
+#
+# Run by `python -m servers eventmachine ...`, which execs
+# `ruby servers/baselines/eventmachine/server.rb eventmachine <the same arguments>`. It takes the
+# contract's flags, uses --host, --port, --sink and --workers and ignores the others.
+#
+# The contract's constants are mirrored from servers/contract.py (this is not Python);
+# tests/test_baselines.py checks the body, the headers and the telemetry fields against it.
+#
+# Process model: this process opens one listening socket per worker (SO_REUSEPORT when
+# more than one, TCP_NODELAY inherited by accepted sockets, the contract's backlog) and
+# hands it to EventMachine with EM.attach_server. With --workers N it forks N workers, each
+# with its own socket and telemetry line, and forwards SIGTERM/SIGINT to them.
+
+require 'eventmachine'
+require 'etc'
+require 'json'
+require 'socket'
+require 'time'
+
+TEXT_BODY = 'I am a stupid HTTP server!'
+TEXT_CONTENT_TYPE = 'text/plain'
+JSON_CONTENT_TYPE = 'application/json'
+NOT_FOUND_BODY = 'not found'
+LISTEN_BACKLOG = 65_535
+TICK_INTERVAL_S = 0.010
+TELEMETRY_INTERVAL_S = 1.0
+MAX_HEAD_BYTES = 16 * 1024 # request line + headers; more is answered 431 and closed
+MAX_BODY_BYTES = 1024 * 1024 # bodies are read and dropped; a bigger one is answered 413
+TELEMETRY_FIELDS = %w[
+  t pid open max_open requests messages bad tick_avg_ms tick_max_ms gc_collections
+  gc_pause_ms stored sink_errors backlog rss_bytes framework loop port worker mc_port
+  backend_errors
+].freeze
+SERVER_HEADER = "EventMachine/#{EventMachine::VERSION}"
+PAGE_SIZE = Etc.sysconf(Etc::SC_PAGESIZE)
+
+# The contract's command line: `eventmachine --host H --port P --sink S --workers N ...`.
+Options = Struct.new(:host, :port, :sink, :workers)
+
+def parse_options(argv)
+  options = Options.new('127.0.0.1', 0, 'empty', 1)
+  args = argv.dup
+  args.shift if args.first == 'eventmachine'
+  until args.empty?
+    flag = args.shift
+    abort("eventmachine: unexpected argument #{flag.inspect}") unless flag.start_with?('--')
+    flag, value = flag.split('=', 2)
+    value ||= args.shift
+    abort("eventmachine: #{flag} needs a value") if value.nil?
+    case flag
+    when '--host' then options.host = value
+    when '--port' then options.port = Integer(value, exception: false) || abort("eventmachine: bad --port #{value}")
+    when '--sink' then options.sink = value
+    when '--workers' then options.workers = Integer(value, exception: false) || abort("eventmachine: bad --workers #{value}")
+    end # every other contract flag takes a value this server does not use
+  end
+  if options.sink != 'empty'
+    warn 'eventmachine serves only the empty sink'
+    exit 2
+  end
+  abort('eventmachine: --workers must be at least 1') if options.workers < 1
+  options
+end
+
+# Per-process counters, tick lag and the telemetry line (servers/core/state.py's ServerState).
+class ServerState
+  attr_accessor :open, :max_open, :requests, :bad, :port
+  attr_reader :date
+
+  def initialize(worker, port)
+    @worker = worker
+    @port = port
+    @open = 0
+    @max_open = 0
+    @requests = 0
+    @bad = 0
+    @tick_last = nil
+    @tick_lag_sum_s = 0.0
+    @tick_lag_max_s = 0.0
+    @tick_count = 0
+    @date_second = nil
+    refresh_date
+  end
+
+  def opened
+    @open += 1
+    @max_open = @open if @open > @max_open
+  end
+
+  def closed
+    @open -= 1
+  end
+
+  def counter_payload
+    JSON.generate({ 'open' => @open, 'max_open' => @max_open, 'requests' => @requests })
+  end
+
+  # The 10 ms timer's callback: the lag is the gap between ticks minus 10 ms.
+  def tick
+    now = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    if @tick_last
+      lag_s = [now - @tick_last - TICK_INTERVAL_S, 0.0].max
+      @tick_lag_sum_s += lag_s
+      @tick_count += 1
+      @tick_lag_max_s = lag_s if lag_s > @tick_lag_max_s
+    end
+    @tick_last = now
+    refresh_date
+  end
+
+  # The Date header changes once a second: format it then, not per response.
+  def refresh_date
+    second = Time.now.to_i
+    return if second == @date_second
+
+    @date_second = second
+    @date = Time.at(second).httpdate
+  end
+
+  def telemetry
+    tick_avg_ms = @tick_count.zero? ? 0.0 : @tick_lag_sum_s / @tick_count * 1000.0
+    gc = GC.stat
+    record = {
+      't' => Time.now.to_f.round(3), 'pid' => Process.pid, 'open' => @open,
+      'max_open' => @max_open, 'requests' => @requests, 'messages' => 0, 'bad' => @bad,
+      'tick_avg_ms' => tick_avg_ms.round(3), 'tick_max_ms' => (@tick_lag_max_s * 1000.0).round(3),
+      'gc_collections' => gc[:count], 'gc_pause_ms' => (gc[:time] || 0).to_f,
+      'stored' => 0, 'sink_errors' => 0, 'backlog' => 0, 'rss_bytes' => rss_bytes,
+      'framework' => 'eventmachine', 'loop' => 'eventmachine', 'port' => @port,
+      'worker' => @worker, 'mc_port' => 0, 'backend_errors' => 0
+    }
+    @tick_lag_sum_s = 0.0
+    @tick_lag_max_s = 0.0
+    @tick_count = 0
+    record
+  end
+
+  def emit_telemetry
+    $stdout.write(JSON.generate(telemetry) + "\n")
+    $stdout.flush
+  end
+
+  private
+
+  def rss_bytes
+    File.read('/proc/self/statm').split[1].to_i * PAGE_SIZE
+  rescue SystemCallError
+    0
+  end
+end
+
+# One HTTP/1.1 connection: a small parser (keep-alive, pipelining, Content-Length bodies)
+# and the two routes. Every complete request in a read is answered in one send_data.
+class HttpConnection < EventMachine::Connection
+  REQUEST_LINE = %r{\A([!#$%&'*+\-.^_`|~0-9A-Za-z]+) (\S+) HTTP/(\d)\.(\d)\z}
+  HEADER_LINE = /\A([!#$%&'*+\-.^_`|~0-9A-Za-z]+):[ \t]*(.*?)[ \t]*\z/
+  REASONS = {
+    200 => 'OK', 400 => 'Bad Request', 404 => 'Not Found', 405 => 'Method Not Allowed',
+    413 => 'Content Too Large',
+    431 => 'Request Header Fields Too Large', 505 => 'HTTP Version Not Supported'
+  }.freeze
+
+  def initialize(state)
+    super()
+    @state = state
+    @buffer = String.new(encoding: Encoding::BINARY)
+    @closing = false
+  end
+
+  def post_init
+    @state.opened
+  end
+
+  def unbind
+    @state.closed
+  end
+
+  def receive_data(data)
+    return if @closing
+
+    @buffer << data
+    out = +''
+    while !@closing && complete_request?
+      response = next_response
+      break if response.nil? # the rest of a body is still to come
+
+      out << response
+    end
+    send_data(out) unless out.empty?
+    close_connection_after_writing if @closing
+  end
+
+  private
+
+  # Whether the buffer holds a whole request head (or a head that is already too big).
+  def complete_request?
+    @buffer.sub!(/\A(?:\r\n)+/, '') # empty lines before a request line are allowed
+    @buffer.include?("\r\n\r\n") || @buffer.bytesize > MAX_HEAD_BYTES
+  end
+
+  def next_response
+    head_end = @buffer.index("\r\n\r\n")
+    return refuse(431) if head_end.nil? || head_end > MAX_HEAD_BYTES
+
+    lines = @buffer[0, head_end].split("\r\n", -1)
+    request_line = REQUEST_LINE.match(lines.shift)
+    return refuse(400) unless request_line
+
+    method, target, major, minor = request_line.captures
+    return refuse(505) unless major == '1' && %w[0 1].include?(minor)
+
+    headers = parse_headers(lines)
+    return refuse(400) unless headers
+
+    body_bytes = body_length(headers)
+    return refuse(400) if body_bytes == :invalid
+    return refuse(413) if body_bytes > MAX_BODY_BYTES
+
+    chunked = headers.key?('transfer-encoding')
+    body_bytes = 0 if chunked
+    # Wait for the whole body of a request with Content-Length (it is read and dropped).
+    return nil if @buffer.bytesize < head_end + 4 + body_bytes
+
+    @buffer = @buffer.byteslice(head_end + 4 + body_bytes, @buffer.bytesize)
+    keep_alive = keep_alive?(minor, headers['connection']) && !chunked
+    # A chunked body is not decoded: answer, then close instead of misreading it.
+    @closing = true unless keep_alive
+    respond(method, target, minor, keep_alive)
+  end
+
+  def parse_headers(lines)
+    headers = {}
+    lines.each do |line|
+      match = HEADER_LINE.match(line)
+      return nil unless match # also refuses obsolete line folding
+
+      name = match[1].downcase
+      headers[name] = headers.key?(name) ? "#{headers[name]}, #{match[2]}" : match[2]
+    end
+    headers
+  end
+
+  def body_length(headers)
+    value = headers['content-length']
+    return 0 if value.nil?
+
+    values = value.split(',').map(&:strip).uniq
+    return :invalid unless values.size == 1 && values.first.match?(/\A\d{1,15}\z/)
+
+    values.first.to_i
+  end
+
+  def keep_alive?(minor, connection)
+    tokens = (connection || '').downcase.split(',').map(&:strip)
+    return false if tokens.include?('close')
+
+    minor == '1' || tokens.include?('keep-alive')
+  end
+
+  def respond(method, target, minor, keep_alive)
+    path = target.start_with?('/') ? target.split('?', 2).first : target.sub(%r{\Ahttps?://[^/]*}i, '')
+    case path
+    when '/', '/counter'
+      return reply(405, 'method not allowed', TEXT_CONTENT_TYPE, minor, keep_alive, method, allow: true) unless %w[GET HEAD].include?(method)
+
+      @state.requests += 1
+      if path == '/'
+        reply(200, TEXT_BODY, TEXT_CONTENT_TYPE, minor, keep_alive, method)
+      else
+        reply(200, @state.counter_payload, JSON_CONTENT_TYPE, minor, keep_alive, method)
+      end
+    else
+      reply(404, NOT_FOUND_BODY, TEXT_CONTENT_TYPE, minor, keep_alive, method)
+    end
+  end
+
+  def refuse(status)
+    @state.bad += 1
+    @closing = true
+    reply(status, REASONS[status].downcase, TEXT_CONTENT_TYPE, '1', false, 'GET')
+  end
+
+  def reply(status, body, content_type, minor, keep_alive, method, allow: false)
+    head = +"HTTP/1.1 #{status} #{REASONS[status]}\r\nServer: #{SERVER_HEADER}\r\n" \
+            "Date: #{@state.date}\r\nContent-Type: #{content_type}\r\n" \
+            "Content-Length: #{body.bytesize}\r\n"
+    head << "Allow: GET, HEAD\r\n" if allow
+    if !keep_alive
+      head << "Connection: close\r\n"
+    elsif minor == '0'
+      head << "Connection: keep-alive\r\n"
+    end
+    head << "\r\n"
+    head << body unless method == 'HEAD'
+    head
+  end
+end
+
+def open_listener(host, port, reuse_port)
+  family = host.include?(':') ? Socket::AF_INET6 : Socket::AF_INET
+  socket = Socket.new(family, Socket::SOCK_STREAM, 0)
+  socket.setsockopt(Socket::SOL_SOCKET, Socket::SO_REUSEADDR, true)
+  socket.setsockopt(Socket::SOL_SOCKET, Socket::SO_REUSEPORT, true) if reuse_port
+  # Inherited by accepted sockets: no 40 ms delayed-ACK stalls (docs/contract.md).
+  socket.setsockopt(Socket::IPPROTO_TCP, Socket::TCP_NODELAY, true)
+  socket.bind(Addrinfo.tcp(host, port))
+  socket.listen(LISTEN_BACKLOG)
+  socket
+end
+
+def open_listeners(options)
+  listeners = []
+  port = options.port
+  options.workers.times do
+    listener = open_listener(options.host, port, options.workers > 1)
+    port = listener.local_address.ip_port
+    listeners << listener
+  end
+  listeners
+end
+
+# Serve on `listener` until SIGTERM/SIGINT; the first telemetry line says it is listening.
+def run_worker(listener, worker)
+  state = ServerState.new(worker, listener.local_address.ip_port)
+  EventMachine.epoll
+  _, nofile_hard = Process.getrlimit(:NOFILE)
+  EventMachine.set_descriptor_table_size([nofile_hard, 1_048_576].min)
+  %w[TERM INT].each { |signal| Signal.trap(signal) { EventMachine.stop } }
+  EventMachine.run do
+    EventMachine.attach_server(listener, HttpConnection, state)
+    EventMachine.add_periodic_timer(TICK_INTERVAL_S) { state.tick }
+    EventMachine.add_periodic_timer(TELEMETRY_INTERVAL_S) { state.emit_telemetry }
+    state.emit_telemetry
+  end
+  state.emit_telemetry
+end
+
+def supervise(listeners)
+  children = listeners.each_with_index.map do |listener, worker|
+    fork do
+      listeners.each { |other| other.close unless other.equal?(listener) }
+      run_worker(listener, worker)
+      exit!(0)
+    end
+  end
+  listeners.each(&:close)
+  %w[TERM INT].each do |signal|
+    Signal.trap(signal) do
+      children.each do |pid|
+        Process.kill(signal, pid)
+      rescue Errno::ESRCH
+        nil
+      end
+    end
+  end
+  statuses = children.map { |pid| Process.wait2(pid)[1] }
+  statuses.all?(&:success?) ? 0 : 1
+end
+
+def main(argv)
+  $stdout.sync = true
+  options = parse_options(argv)
+  begin
+    listeners = open_listeners(options)
+  rescue SystemCallError, SocketError => e
+    warn "eventmachine: cannot listen on #{options.host}:#{options.port}: #{e.message}"
+    return 1
+  end
+  if options.workers == 1
+    run_worker(listeners.first, 0)
+    return 0
+  end
+  supervise(listeners)
+end
+
+exit(main(ARGV)) if $PROGRAM_NAME == __FILE__

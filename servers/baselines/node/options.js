@@ -1,0 +1,87 @@
+'use strict';
+// The command line: `server.js VARIANT --host H --port P --sink S ...`.
+//
+// `python -m servers VARIANT ...` has validated these arguments already (argparse and
+// contract.ServerOptions) before it execs node with the same argv, so this parser only
+// converts them; a value it cannot read still ends the process with one line.
+
+const contract = require('./contract');
+
+const VARIANTS = Object.freeze(['node-http', 'node-express']);
+
+const FLAGS = Object.freeze({
+  '--host': 'host',
+  '--port': 'port',
+  '--sink': 'sink',
+  '--sink-path': 'sinkPath',
+  '--mongo-url': 'mongoUrl',
+  '--mongo-w': 'mongoW',
+  '--files-dir': 'filesDir',
+  '--memcached': 'memcached',
+  '--mc-socket-port': 'mcSocketPort',
+  '--workers': 'workers',
+  '--loop': 'loop',
+});
+const INTEGER_OPTIONS = new Set(['port', 'mongoW', 'mcSocketPort', 'workers']);
+
+class UsageError extends Error {}
+
+/**
+ * The options in `argv` (process.argv without node and the script).
+ * @returns {{variant: string, host: string, port: number, sink: string, sinkPath: ?string,
+ *   mongoUrl: ?string, mongoW: number, filesDir: ?string, memcached: ?string,
+ *   mcSocketPort: ?number, workers: number, loop: string}}
+ */
+function parseOptions(argv) {
+  const [variant, ...rest] = argv;
+  if (!VARIANTS.includes(variant)) {
+    throw new UsageError(`the first argument must be one of ${VARIANTS.join(', ')}, not ${variant}`);
+  }
+  const options = {
+    variant,
+    host: '127.0.0.1',
+    port: 0,
+    sink: 'empty',
+    sinkPath: null,
+    mongoUrl: null,
+    mongoW: 1,
+    filesDir: null,
+    memcached: null,
+    mcSocketPort: null,
+    workers: 1,
+    loop: 'libuv',
+  };
+  for (let i = 0; i < rest.length; i += 1) {
+    let flag = rest[i];
+    let value;
+    const equals = flag.indexOf('=');
+    if (equals > 0) {
+      value = flag.slice(equals + 1);
+      flag = flag.slice(0, equals);
+    } else {
+      value = rest[(i += 1)];
+    }
+    const name = FLAGS[flag];
+    if (name === undefined) throw new UsageError(`unknown argument ${flag}`);
+    if (value === undefined) throw new UsageError(`${flag} needs a value`);
+    if (INTEGER_OPTIONS.has(name)) {
+      if (!/^\d+$/.test(value)) throw new UsageError(`${flag} must be an integer, not ${value}`);
+      options[name] = Number(value);
+    } else {
+      options[name] = value;
+    }
+  }
+  if (!contract.SINKS.includes(options.sink)) {
+    throw new UsageError(`sink ${options.sink} is not one of ${contract.SINKS.join(', ')}`);
+  }
+  if (options.sink === 'file' && !options.sinkPath) {
+    throw new UsageError('--sink file needs --sink-path FILE');
+  }
+  if (options.port > 65535) throw new UsageError(`port ${options.port} is outside 0..65535`);
+  if (options.workers < 1) throw new UsageError(`workers must be at least 1, not ${options.workers}`);
+  if (options.mongoW > 1) throw new UsageError(`mongo-w must be 0 or 1, not ${options.mongoW}`);
+  if (options.loop !== 'libuv') throw new UsageError(`${variant} runs on libuv, not ${options.loop}`);
+  return options;
+}
+
+module.exports = { parseOptions, UsageError, VARIANTS };

@@ -1,0 +1,184 @@
+'use strict';
+// `node server.js node-http|node-express --host H --port P --sink S ...`: a Node.js baseline
+// behind the wire contract (servers/contract.py). `python -m servers VARIANT ...` validates
+// the arguments and execs this with the same argv.
+//
+// One process per worker. With `--workers N` this process is the cluster primary: it forks
+// N workers, forwards SIGTERM/SIGINT to them and exits 0 when all exit 0. Node 20 cannot set
+// SO_REUSEPORT, so the workers share one listening socket through the cluster module
+// (round-robin: the primary accepts and hands connections out); `--port 0` gives every
+// worker the same OS-chosen port. Each worker prints its own telemetry line.
+
+const cluster = require('node:cluster');
+const http = require('node:http');
+
+const contract = require('./contract');
+const { makeHandlers } = require('./handlers');
+const { MemcachedSocketService } = require('./mc_socket_service');
+const { MemcachedPool } = require('./memcache');
+const { LazyMongo } = require('./mongo');
+const { GridFS } = require('./gridfs');
+const { parseOptions, UsageError } = require('./options');
+const { openSink } = require('./sinks');
+const { ServerState } = require('./state');
+const { StaticFiles } = require('./static');
+const { WebSockets } = require('./websocket');
+
+// Shutdown: connections still busy this long after SIGTERM are closed; the process exits
+// well inside contract.SHUTDOWN_GRACE_MS even when something hangs.
+const FORCE_CLOSE_AFTER_MS = 2000;
+const GIVE_UP_AFTER_MS = contract.SHUTDOWN_GRACE_MS - 500;
+const IDLE_SWEEP_MS = 50;
+const MONGO_CLOSE_TIMEOUT_MS = 1000;
+// Idle keep-alive connections stay open as long as aiohttp keeps them (its 75 s default),
+// not Node's 5 s: held-connection steps then measure the same thing on every server.
+const KEEP_ALIVE_TIMEOUT_MS = 75_000;
+
+function serverHeader(variant) {
+  const node = `Node.js/${process.versions.node}`;
+  if (variant !== 'node-express') return node;
+  return `${node} express/${require('express/package.json').version}`;
+}
+
+function listen(server, host, port) {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen({ host, port, backlog: contract.LISTEN_BACKLOG }, () => {
+      server.off('error', reject);
+      resolve(server.address().port);
+    });
+  });
+}
+
+/** Serve until SIGTERM/SIGINT (or the primary going away); then close, drain and exit 0. */
+async function runWorker(options, worker) {
+  const state = new ServerState(options.variant, worker);
+  const mongo = new LazyMongo(options.mongoUrl);
+  const pool = new MemcachedPool(options.memcached, state);
+  const backends = {
+    state,
+    sink: openSink(options, state, mongo),
+    files: new StaticFiles(options.filesDir),
+    gridfs: new GridFS(mongo, state),
+    pool,
+    serverHeader: serverHeader(options.variant),
+  };
+  const handlers = makeHandlers(backends);
+  const listener =
+    options.variant === 'node-express'
+      ? require('./routes_express').makeApp(handlers)
+      : require('./routes_http').makeRequestListener(handlers);
+
+  const server = http.createServer(
+    { noDelay: true, requireHostHeader: false }, // HTTP/1.1 without Host is served, as in Python
+    listener,
+  );
+  server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
+  server.on('connection', (socket) => {
+    socket.setNoDelay(true); // every socket: no 40 ms delayed-ACK stalls (docs/contract.md)
+    state.connectionOpened();
+    socket.once('close', () => state.connectionClosed());
+  });
+  const websockets = new WebSockets(server, backends);
+  const mcService = options.mcSocketPort === null ? null : new MemcachedSocketService(pool, state);
+
+  try {
+    state.port = await listen(server, options.host, options.port);
+    if (mcService !== null) {
+      state.mcPort = await listen(mcService.server, options.host, options.mcSocketPort);
+    }
+  } catch (error) {
+    process.stderr.write(`servers: cannot listen on ${options.host}: ${error.message}\n`);
+    process.exit(1);
+  }
+
+  state.start();
+  state.emitTelemetry(); // the first line says the port is listening
+  const telemetryTimer = setInterval(() => state.emitTelemetry(), contract.TELEMETRY_INTERVAL_MS);
+
+  let stopping = false;
+  function shutdown() {
+    if (stopping) return;
+    stopping = true;
+    clearInterval(telemetryTimer);
+    setTimeout(() => {
+      process.stderr.write('servers: shutdown did not finish in time\n');
+      process.exit(1);
+    }, GIVE_UP_AFTER_MS).unref();
+
+    // Busy keep-alive connections end after their response: the requests still to come are
+    // answered with Connection: close, and whatever turns idle meanwhile is closed.
+    server.prependListener('request', (req, res) => res.setHeader('Connection', 'close'));
+    const closeIdle = setInterval(() => server.closeIdleConnections(), IDLE_SWEEP_MS);
+    const closed = [new Promise((resolve) => server.close(resolve))]; // idle keep-alive ones too
+    if (mcService !== null) {
+      closed.push(new Promise((resolve) => mcService.server.close(resolve)));
+      mcService.close();
+    }
+    websockets.closeAll();
+    const force = setTimeout(() => {
+      server.closeAllConnections();
+      websockets.terminateAll();
+      if (mcService !== null) mcService.destroy();
+    }, FORCE_CLOSE_AFTER_MS);
+
+    Promise.all(closed)
+      .then(async () => {
+        clearTimeout(force);
+        clearInterval(closeIdle);
+        await backends.sink.close();
+        pool.close();
+        await mongo.close(MONGO_CLOSE_TIMEOUT_MS);
+        state.stop();
+      })
+      .then(
+        () => state.emitTelemetry(() => process.exit(0)),
+        (error) => {
+          process.stderr.write(`servers: shutdown failed: ${error.stack}\n`);
+          process.exit(1);
+        },
+      );
+  }
+  process.on('SIGTERM', shutdown);
+  process.on('SIGINT', shutdown);
+  if (cluster.isWorker) process.on('disconnect', shutdown); // the primary is gone
+}
+
+/** The cluster primary: fork the workers, forward signals, exit 0 when all exit 0. */
+function runPrimary(options) {
+  let worst = 0;
+  let running = options.workers;
+  for (let i = 0; i < options.workers; i += 1) {
+    cluster.fork({ SERVER_WORKER: String(i) });
+  }
+  cluster.on('exit', (worker, code, signal) => {
+    if (code !== 0 || signal) worst = 1;
+    running -= 1;
+    if (running === 0) process.exit(worst);
+  });
+  function forward(signal) {
+    for (const worker of Object.values(cluster.workers)) {
+      if (!worker.isDead()) worker.process.kill(signal);
+    }
+  }
+  process.on('SIGTERM', forward);
+  process.on('SIGINT', forward);
+}
+
+function main() {
+  let options;
+  try {
+    options = parseOptions(process.argv.slice(2));
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error;
+    process.stderr.write(`servers: ${error.message}\n`);
+    process.exit(2);
+  }
+  if (cluster.isPrimary && options.workers > 1) {
+    runPrimary(options);
+  } else {
+    runWorker(options, cluster.isWorker ? Number(process.env.SERVER_WORKER) : 0);
+  }
+}
+
+main();

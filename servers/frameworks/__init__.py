@@ -1,0 +1,27 @@
+"""One module per framework: thin and idiomatic, differing only where the framework does.
+
+Each module is imported only by the server process that runs it (gevent and eventlet
+monkey-patch at import) and offers one function, `serve(worker: Worker) -> None`:
+serve HTTP on `worker.listener` (already listening; TCP_NODELAY inherited on accept) and
+the memcached socket service on `worker.mc_listener` when given, until SIGTERM or SIGINT;
+then stop accepting, close what is open within `contract.SHUTDOWN_GRACE_S`, flush the
+sink, write a last telemetry line and return. `servers.FRAMEWORKS` names the module.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+
+from servers.contract import ServerOptions
+from servers.core.state import ServerState
+
+
+@dataclass(frozen=True)
+class Worker:
+    """One worker process of `python -m servers NAME`: what its framework module serves."""
+
+    options: ServerOptions
+    listener: socket.socket  # HTTP
+    state: ServerState
+    mc_listener: socket.socket | None = None  # the memcached socket service, when asked for

@@ -1,0 +1,203 @@
+"""The wire contract on eventlet: `eventlet.wsgi.server` over monkey-patched sockets.
+
+The memcached socket service (`--mc-socket-port`) is an accept loop spawning one green
+thread per connection, each running servers.runtimes.green.backends' shared protocol loop.
+"""
+
+from __future__ import annotations
+
+import eventlet
+
+eventlet.monkey_patch()
+
+# ruff: noqa: E402  (everything below must come after monkey-patching)
+import contextlib
+import errno
+import signal
+import socket
+import sys
+
+from eventlet import greenio, greenthread, tpool, wsgi
+from eventlet.green import threading as green_threading
+from eventlet.queue import Queue
+
+from servers import contract
+from servers.core.state import ServerState
+from servers.frameworks import Worker
+from servers.runtimes.green.app import (
+    Environ,
+    GreenApp,
+    report_forever,
+    server_software,
+    tick_forever,
+)
+from servers.runtimes.green.backends import GreenBackends, MemcachedSocketService
+from servers.runtimes.green.sinks import GreenRuntime, open_green_sink
+
+SERVER_SOFTWARE = server_software("eventlet", eventlet.__version__)
+# How often the main green thread looks for a delivered SIGTERM/SIGINT.
+_SIGNAL_POLL_S = 0.05
+# After an accept error such as EMFILE, wait this long before accepting again.
+_ACCEPT_RETRY_S = 0.01
+
+
+class Protocol(wsgi.HttpProtocol):
+    """eventlet's per-connection HTTP handler, with TCP_NODELAY and a stricter parser."""
+
+    def setup(self) -> None:
+        # Inherited from the listener on Linux; set explicitly, it costs one syscall.
+        self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        super().setup()
+
+    def parse_request(self) -> bool:
+        if not super().parse_request():
+            return False
+        # http.client's header parser takes a line without a colon for the start of the
+        # body and records a defect; the stdlib would serve the request anyway.
+        if self.headers.defects:
+            self.send_error(400, "Malformed header section")
+            return False
+        return True
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None):
+        # A request line the stdlib cannot parse leaves the version at HTTP/0.9, and an
+        # HTTP/0.9 error is a bare HTML page without a status line. Answer with one.
+        if self.request_version == "HTTP/0.9":
+            self.request_version = "HTTP/1.0"
+        super().send_error(code, message, explain)
+
+    def log_message(self, format: str, *args) -> None:
+        """No per-request stderr lines from the stdlib handler (eventlet logs are off too)."""
+
+
+class ConnectionPool(eventlet.GreenPool):
+    """The pool `wsgi.server` spawns one green thread into per accepted connection.
+
+    Unbounded (eventlet's default pool stops accepting at 1024 connections); it counts
+    connections, opened when spawned and closed when the green thread ends, and keeps
+    their sockets so that shutdown can cut the ones that outlive the grace period.
+    """
+
+    def __init__(self, state: ServerState) -> None:
+        super().__init__(sys.maxsize)
+        self._state = state
+        self._sockets: dict[greenthread.GreenThread, socket.socket] = {}
+
+    def spawn(self, function, connection, *args, **kwargs):
+        # wsgi.server spawns `process_request(connection)`, connection = [address, socket, state]
+        self._state.connection_opened()
+        thread = super().spawn(function, connection, *args, **kwargs)
+        self._sockets[thread] = connection[1]
+        thread.link(self._closed)
+        return thread
+
+    def _closed(self, thread: greenthread.GreenThread) -> None:
+        self._sockets.pop(thread, None)
+        self._state.connection_closed()
+
+    def close_connections(self) -> None:
+        """Shut every connection down: a read blocked on one returns EOF and its thread ends."""
+        for sock in list(self._sockets.values()):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+
+class EventletConnection:
+    """`servers.green.GreenConnection` on eventlet.wsgi: it is all in the environ."""
+
+    def request_headers(self, environ: Environ) -> dict[str, str]:
+        return dict(environ["headers_raw"])
+
+    def take_over(self, environ: Environ):
+        request_input = environ["eventlet.input"]
+        # What eventlet.websocket does too: nothing more is written for this request, and
+        # the connection closes once the application returns.
+        wsgi.WSGI_LOCAL.already_handled = True
+        return request_input.get_socket(), request_input.rfile
+
+
+def _accept_socket_service(
+    listener: greenio.GreenSocket, service: MemcachedSocketService, pool: eventlet.GreenPool
+) -> None:
+    """The socket service's accept loop: one green thread per connection, until killed."""
+    while True:
+        try:
+            sock, _address = listener.accept()
+        except OSError as error:
+            if error.errno == errno.EBADF:  # the listener was closed
+                return
+            eventlet.sleep(_ACCEPT_RETRY_S)  # out of descriptors or memory: try again soon
+            continue
+        pool.spawn(service.serve_connection, sock)
+
+
+def _wait_for_signal(signums: tuple[int, ...]) -> None:
+    """Return once SIGTERM or SIGINT arrived.
+
+    A Python signal handler may run inside the hub between any two bytecodes, where
+    switching or scheduling green threads is unsafe, so it only records the signal.
+    """
+    received: list[int] = []
+    for signum in signums:
+        signal.signal(signum, lambda signum, _frame: received.append(signum))
+    while not received:
+        eventlet.sleep(_SIGNAL_POLL_S)
+
+
+def serve(worker: Worker) -> None:
+    """Serve `worker` (see servers.frameworks) on eventlet.wsgi and a green accept loop."""
+    options, listener, state = worker.options, worker.listener, worker.state
+    mc_listener = worker.mc_listener
+    runtime = GreenRuntime(
+        spawn=eventlet.spawn,
+        event=green_threading.Event,  # resettable, wait(timeout) -> bool, green locks
+        run_in_thread=tpool.execute,  # the file sink's writes, on eventlet's real threads
+        queue=Queue,
+    )
+    sink = open_green_sink(options, state, runtime)
+    backends = GreenBackends(options, state, runtime)
+    app = GreenApp(state, sink, backends, EventletConnection(), SERVER_SOFTWARE)
+    pool = ConnectionPool(state)
+    server_thread = eventlet.spawn(
+        wsgi.server,
+        greenio.GreenSocket(listener),
+        app.wsgi,
+        custom_pool=pool,
+        protocol=Protocol,  # marked deprecated in the docstring, still the only hook
+        log_output=False,  # no access log: it would cost more than the request
+        debug=False,  # no tracebacks in 500 bodies
+    )
+    mc_service = MemcachedSocketService(backends.memcached, state)
+    mc_pool = eventlet.GreenPool(sys.maxsize)  # unbounded; tracks connections for shutdown
+    mc_accept: greenthread.GreenThread | None = None
+    mc_socket: greenio.GreenSocket | None = None
+    if mc_listener is not None:
+        mc_socket = greenio.GreenSocket(mc_listener)
+        mc_accept = eventlet.spawn(_accept_socket_service, mc_socket, mc_service, mc_pool)
+    background = [eventlet.spawn(tick_forever, state), eventlet.spawn(report_forever, state)]
+    # wsgi.server and report_forever run once this thread waits: the first line says listening.
+    _wait_for_signal((signal.SIGTERM, signal.SIGINT))
+
+    # Killing wsgi.server stops accepting, closes idle keep-alive connections, and leaves
+    # it waiting for busy ones, which close after their current request.
+    server_thread.kill()
+    if mc_accept is not None and mc_socket is not None:
+        mc_accept.kill()
+        mc_socket.close()
+    with eventlet.Timeout(1.0, False):  # a client that reads nothing cannot hold us here
+        app.close_websockets()
+    mc_service.close_connections()  # each ends at once, or after its get (≤ 2 s)
+    with eventlet.Timeout(contract.SHUTDOWN_GRACE_S / 2, False):
+        pool.waitall()
+        mc_pool.waitall()
+    # Out of time: cut the rest (a blocked read, even eventlet's body discard, sees EOF).
+    pool.close_connections()
+    with eventlet.Timeout(1.0, False):
+        pool.waitall()
+    for thread in [*pool.coroutines_running, *mc_pool.coroutines_running]:
+        thread.kill()
+    for thread in background:
+        thread.kill()
+    sink.close()  # drain and flush (≤ 2 s), close the file or the client
+    backends.close()
+    state.emit_telemetry()

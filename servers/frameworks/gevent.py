@@ -1,0 +1,186 @@
+"""The wire contract on gevent: `gevent.pywsgi.WSGIServer` over monkey-patched sockets.
+
+The memcached socket service (`--mc-socket-port`) is a `gevent.server.StreamServer` running
+servers.runtimes.green.backends' shared protocol loop on each connection.
+"""
+
+from __future__ import annotations
+
+from gevent import monkey
+
+monkey.patch_all()
+
+# ruff: noqa: E402  (everything below must come after monkey-patching)
+import contextlib
+import signal
+import socket
+
+import gevent
+import gevent.socket
+from gevent.event import Event
+from gevent.pool import Pool
+from gevent.pywsgi import WSGIHandler, WSGIServer
+from gevent.queue import Queue
+from gevent.server import StreamServer
+from gevent.threadpool import ThreadPool
+
+from servers import contract
+from servers.core.state import ServerState
+from servers.frameworks import Worker
+from servers.runtimes.green.app import (
+    Environ,
+    GreenApp,
+    report_forever,
+    server_software,
+    tick_forever,
+)
+from servers.runtimes.green.backends import GreenBackends, MemcachedSocketService
+from servers.runtimes.green.sinks import GreenRuntime, open_green_sink
+
+SERVER_SOFTWARE = server_software("gevent", gevent.__version__)
+# Where a request's environ points back at its pywsgi handler (headers, socket).
+_HANDLER_KEY = "servers.gevent.handler"
+
+
+class Handler(WSGIHandler):
+    """pywsgi's per-connection handler, made to say when it is idle between requests.
+
+    Shutdown closes idle keep-alive connections at once and lets busy ones finish their
+    request; a busy one then finds `server.stopping` and closes instead of reading on.
+    """
+
+    server: Server
+    idle = False
+
+    def read_requestline(self) -> str:
+        if self.server.stopping:
+            return ""  # no further request on this connection: pywsgi closes it
+        self.idle = True
+        try:
+            return super().read_requestline()
+        finally:
+            self.idle = False
+
+    def read_request(self, raw_requestline: str) -> bool:
+        super().read_request(raw_requestline)
+        # http.client's header parser takes a line without a colon for the start of the
+        # body and records a defect; pywsgi would serve the request anyway.
+        if self.headers.defects:
+            raise ValueError(f"malformed header section: {self.headers.defects}")
+        return True
+
+    def get_environ(self) -> Environ:
+        environ = super().get_environ()
+        environ[_HANDLER_KEY] = self
+        return environ
+
+
+class GeventConnection:
+    """`servers.green.GreenConnection` on pywsgi: everything is on the handler."""
+
+    def request_headers(self, environ: Environ) -> dict[str, str]:
+        return dict(environ[_HANDLER_KEY].headers.items())
+
+    def take_over(self, environ: Environ):
+        handler: Handler = environ[_HANDLER_KEY]
+        handler.close_connection = True  # after the application returns: close, not read
+        return handler.socket, handler.rfile
+
+
+class Server(WSGIServer):
+    """pywsgi's server, counting connections and knowing each one's handler."""
+
+    def __init__(self, listener: gevent.socket.socket, application, state: ServerState):
+        # The pool only tracks connection greenlets (unbounded), so shutdown can wait.
+        super().__init__(
+            listener,
+            application,
+            spawn=Pool(),
+            log=None,  # no access log: it would cost more than the request
+            error_log=None,  # one line per malformed request is not worth stderr
+            handler_class=Handler,
+        )
+        self.state = state
+        self.stopping = False
+        self.handlers: set[Handler] = set()
+
+    def handle(self, sock: gevent.socket.socket, address) -> None:
+        # Inherited from the listener on Linux; set explicitly, it costs one syscall.
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        handler = self.handler_class(sock, address, self)
+        self.handlers.add(handler)
+        self.state.connection_opened()
+        try:
+            handler.handle()
+        finally:
+            self.handlers.discard(handler)
+            self.state.connection_closed()
+
+    def close_connections(self, *, idle_only: bool) -> None:
+        """Shut connections down: a read blocked on one returns EOF and its handler ends."""
+        for handler in list(self.handlers):
+            sock = getattr(handler, "socket", None)  # gone once the handler finished
+            if sock is not None and (handler.idle or not idle_only):
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+
+def _green_socket(listener: socket.socket) -> gevent.socket.socket:
+    """`listener` (opened before monkey-patching) as a gevent socket on the same descriptor."""
+    return gevent.socket.socket(fileno=listener.detach())
+
+
+def serve(worker: Worker) -> None:
+    """Serve `worker` (see servers.frameworks) on gevent's pywsgi and StreamServer."""
+    options, listener, state = worker.options, worker.listener, worker.state
+    mc_listener = worker.mc_listener
+    # The file sink's writes: one real thread of gevent's own pool, results back green.
+    threads = ThreadPool(1)
+    runtime = GreenRuntime(
+        spawn=gevent.spawn,
+        event=Event,
+        run_in_thread=lambda function, *args: threads.apply(function, args),
+        queue=Queue,
+    )
+    sink = open_green_sink(options, state, runtime)
+    backends = GreenBackends(options, state, runtime)
+    app = GreenApp(state, sink, backends, GeventConnection(), SERVER_SOFTWARE)
+    server = Server(_green_socket(listener), app.wsgi, state)
+    mc_service = MemcachedSocketService(backends.memcached, state)
+    mc_server: StreamServer | None = None
+    if mc_listener is not None:
+        mc_server = StreamServer(
+            _green_socket(mc_listener),
+            lambda sock, _address: mc_service.serve_connection(sock),
+            spawn=Pool(),  # unbounded; tracks the connections' greenlets for shutdown
+        )
+    stop = Event()
+    signal_watchers = [gevent.signal_handler(s, stop.set) for s in (signal.SIGTERM, signal.SIGINT)]
+    server.start()
+    if mc_server is not None:
+        mc_server.start()
+    background = [gevent.spawn(tick_forever, state), gevent.spawn(report_forever, state)]
+    # report_forever's first line, written as soon as this greenlet waits, says we are listening.
+    stop.wait()
+
+    server.close()  # stop accepting
+    server.stopping = True
+    if mc_server is not None:
+        mc_server.close()
+    with gevent.Timeout(1.0, False):  # a client that reads nothing cannot hold us here
+        app.close_websockets()
+    server.close_connections(idle_only=True)
+    mc_service.close_connections()  # each ends at once, or after its get (≤ 2 s)
+    server.pool.join(timeout=contract.SHUTDOWN_GRACE_S / 2)
+    # Out of time: cut the rest (a blocked read, even pywsgi's body discard, sees EOF).
+    server.close_connections(idle_only=False)
+    server.pool.kill(block=True, timeout=1.0)
+    if mc_server is not None:
+        mc_server.pool.kill(block=True, timeout=0.5)
+    gevent.killall(background)
+    for watcher in signal_watchers:
+        watcher.cancel()
+    sink.close()  # drain and flush (≤ 2 s), close the file or the client
+    backends.close()
+    threads.kill()
+    state.emit_telemetry()

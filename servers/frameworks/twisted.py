@@ -1,0 +1,581 @@
+"""The wire contract on twisted.web (epoll reactor), WebSockets through autobahn.
+
+`twisted.web` serves HTTP from a `Resource` tree; `/ws` hands the connection to autobahn's
+`WebSocketResource`, which takes the transport over from the HTTP channel. `/log` answers
+from a Deferred once the sink stored its record (`servers.runtimes.twisted.sinks`: file writes and
+MongoDB inserts on dedicated thread pools). `/gridfs` and `/mc` answer from Deferreds of
+`servers.runtimes.twisted.backends` (GridFS on a thread pool, a pool of memcached protocols), which
+also holds the memcached socket service (`--mc-socket-port`). `/files` streams the file with
+twisted.web's own `NoRangeStaticProducer`. Importing this module installs no reactor:
+`serve` installs the epoll reactor itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import sys
+from io import BytesIO
+from typing import Any
+
+from autobahn.twisted.resource import WebSocketResource
+from autobahn.twisted.websocket import WebSocketServerFactory, WebSocketServerProtocol
+from twisted.internet.defer import Deferred, gatherResults, maybeDeferred
+from twisted.internet.error import ReactorNotRunning
+from twisted.logger import (
+    FilteringLogObserver,
+    LogLevel,
+    LogLevelFilterPredicate,
+    globalLogBeginner,
+    textFileLogObserver,
+)
+from twisted.python.failure import Failure
+from twisted.web.error import UnsupportedMethod
+from twisted.web.http import HTTPChannel
+from twisted.web.resource import Resource
+from twisted.web.server import NOT_DONE_YET, Request, Site
+from twisted.web.static import NoRangeStaticProducer
+
+from servers import contract
+from servers.contract import ServerOptions
+from servers.core import memcache, static
+from servers.core.backends import BackendUnavailable, StoredFile
+from servers.core.sinks import SinkUnavailable, mongo_url
+from servers.core.state import ServerState, TelemetryTimers
+from servers.core.websocket import websocket_close_code, websocket_handshake_status
+from servers.frameworks import Worker
+from servers.runtimes.twisted.backends import (
+    GridFSReader,
+    MemcachedPool,
+    MemcachedSocketServiceFactory,
+)
+from servers.runtimes.twisted.sinks import TwistedSink, open_twisted_sink
+
+_TEXT_CONTENT_TYPE = contract.TEXT_CONTENT_TYPE.encode()
+_JSON_CONTENT_TYPE = contract.JSON_CONTENT_TYPE.encode()
+# LineReceiver drops a connection whose header line is over MAX_LENGTH without a word;
+# answer it the way HTTPChannel answers a header block over totalHeadersSize.
+_HEADER_TOO_LONG_REPLY = (
+    b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+)
+_DRAIN_POLL_S = 0.010
+_LOG_REPLY_LENGTH = b"%d" % len(contract.LOG_REPLY_BODY)
+_SINK_UNAVAILABLE_LENGTH = b"%d" % len(contract.SINK_UNAVAILABLE_BODY)
+_NOT_FOUND_LENGTH = b"%d" % len(contract.NOT_FOUND_BODY)
+_BACKEND_UNAVAILABLE_LENGTH = b"%d" % len(contract.BACKEND_UNAVAILABLE_BODY)
+_MC_CONTENT_TYPE = contract.MC_CONTENT_TYPE.encode()
+
+
+# -- HTTP: site, channel, request ---------------------------------------------------------
+class ContractRequest(Request):
+    """A twisted.web request whose body always stays in memory."""
+
+    def gotLength(self, length: int | None) -> None:
+        # twisted.web spools bodies over 100 kB (and every chunked body) to a temporary
+        # file: blocking disk I/O on the reactor.
+        self.content = BytesIO()
+
+
+class ContractChannel(HTTPChannel):
+    """An HTTP/1.1 connection that is counted, and closed cleanly on shutdown."""
+
+    site: ContractSite
+
+    def connectionMade(self) -> None:
+        super().connectionMade()  # sets TCP_NODELAY on the transport
+        self.site.state.connection_opened()
+        self.site.channels.add(self)
+
+    def connectionLost(self, reason: Any) -> None:
+        super().connectionLost(reason)
+        self.site.state.connection_closed()
+        self.site.channels.discard(self)
+
+    def handed_over(self) -> None:
+        """The WebSocket protocol took the transport: it counts the close from now on."""
+        self.site.channels.discard(self)
+
+    def checkPersistence(self, request: Request, version: bytes) -> bool:
+        if self.site.draining:
+            request.responseHeaders.setRawHeaders(b"connection", [b"close"])
+            return False
+        return super().checkPersistence(request, version)
+
+    def lineLengthExceeded(self, line: bytes) -> None:
+        if not self.transport.disconnecting:
+            self.transport.write(_HEADER_TOO_LONG_REPLY)
+            self.loseConnection()
+
+    def close_when_idle(self) -> None:
+        """Close now unless a request is under way; that one closes after its response.
+
+        A channel in line mode is between requests or inside a request's headers: no
+        request has reached a handler (aiohttp closes those at once too). In raw mode a
+        body is arriving or a handler has it (`/log` waiting for the sink).
+        """
+        if self.transport.disconnecting:
+            return
+        if not self.requests or self.line_mode:
+            self.loseConnection()
+            return
+        self.persistent = False
+        for request in self.requests:
+            if not request.startedWriting:
+                request.responseHeaders.setRawHeaders(b"connection", [b"close"])
+
+
+class ContractSite(Site):
+    """The Site: no access log, connection counting, and a drain for shutdown."""
+
+    protocol = ContractChannel
+    requestFactory = ContractRequest
+
+    def __init__(self, resource: Resource, state: ServerState) -> None:
+        # /log reads the raw body; parsing form uploads into request.args is wasted work.
+        super().__init__(resource, parsePOSTFormSubmission=False)
+        self.state = state
+        self.channels: set[ContractChannel] = set()
+        self.draining = False
+
+    def log(self, request: Request) -> None:
+        """No access log: formatting a line per request costs a large share of GET /."""
+
+    def drain(self) -> None:
+        """Close idle keep-alive connections; busy ones close after their response."""
+        self.draining = True
+        for channel in list(self.channels):
+            channel.close_when_idle()
+
+
+# -- HTTP routes ----------------------------------------------------------------------------
+class Route(Resource):
+    """A route with exact-path matching; a method it lacks gets 405.
+
+    twisted.web answers 405 only for GET/HEAD/POST and 501 for any other method; the
+    contract wants 405 for every method a route does not serve.
+    """
+
+    def __init__(self, state: ServerState) -> None:
+        super().__init__()
+        self.state = state
+
+    def render(self, request: Request) -> bytes | int:
+        try:
+            return super().render(request)
+        except UnsupportedMethod as refusal:
+            if request.method == b"HEAD" and b"GET" in refusal.allowedMethods:
+                raise  # twisted.web serves HEAD from render_GET
+            request.setResponseCode(405)
+            request.setHeader(b"allow", b", ".join(refusal.allowedMethods))
+            request.setHeader(b"content-type", _TEXT_CONTENT_TYPE)
+            return b"405: Method Not Allowed"
+
+
+class TextRoute(Route):
+    def render_GET(self, request: Request) -> bytes:
+        self.state.requests += 1
+        request.setHeader(b"content-type", _TEXT_CONTENT_TYPE)
+        return contract.TEXT_BODY
+
+
+class CounterRoute(Route):
+    def render_GET(self, request: Request) -> bytes:
+        self.state.requests += 1
+        request.setHeader(b"content-type", _JSON_CONTENT_TYPE)
+        return self.state.counter_payload()
+
+
+class LogRoute(Route):
+    """`ANY /log`: every method stores a record; the reply waits for the sink."""
+
+    def __init__(self, state: ServerState, sink: TwistedSink) -> None:
+        super().__init__(state)
+        self.sink = sink
+
+    def render(self, request: Request) -> bytes | int:
+        self.state.requests += 1
+        headers = {
+            name.decode("latin-1"): b", ".join(values).decode("latin-1")
+            for name, values in request.requestHeaders.getAllRawHeaders()
+        }
+        body = request.content.read().decode("utf-8", "replace")
+        storing = self.sink.store_and_wait(
+            self.state.make_record(
+                request.method.decode("latin-1"), contract.ROUTE_LOG, headers, body
+            )
+        )
+        if storing is None:  # stored already (empty sink)
+            request.setHeader(b"content-type", _TEXT_CONTENT_TYPE)
+            return contract.LOG_REPLY_BODY
+        storing.addCallbacks(_stored, _not_stored, callbackArgs=(request,), errbackArgs=(request,))
+        return NOT_DONE_YET
+
+
+def _stored(_: None, request: Request) -> None:
+    _reply(request, 200, contract.LOG_REPLY_BODY, _LOG_REPLY_LENGTH)
+
+
+def _not_stored(failure: Failure, request: Request) -> None:
+    if failure.check(SinkUnavailable):
+        _reply(
+            request,
+            contract.UNAVAILABLE_STATUS,
+            contract.SINK_UNAVAILABLE_BODY,
+            _SINK_UNAVAILABLE_LENGTH,
+        )
+    elif not request._disconnected:  # a bug: logged and answered 500 by twisted.web
+        request.processingFailed(failure)
+
+
+def _reply(
+    request: Request,
+    code: int,
+    body: bytes,
+    length: bytes,
+    content_type: bytes = _TEXT_CONTENT_TYPE,
+) -> None:
+    if request._disconnected:  # the client left (or shutdown closed it) meanwhile
+        return
+    request.setResponseCode(code)
+    request.setHeader(b"content-type", content_type)
+    request.setHeader(b"content-length", length)
+    request.write(body)
+    request.finish()
+
+
+def _not_found(request: Request) -> bytes:
+    request.setResponseCode(404)
+    request.setHeader(b"content-type", _TEXT_CONTENT_TYPE)
+    return contract.NOT_FOUND_BODY
+
+
+def _one_segment(request: Request) -> str:
+    """The name after the route's prefix: one path segment, percent-decoded by twisted.web.
+
+    twisted.web neither normalises `..` nor decodes `%2f` before splitting, so
+    `/files/../x` and `/files/..%2fx` arrive here as two segments or as `../x`: both are
+    refused (404) by the caller.
+    """
+    postpath = request.postpath
+    if len(postpath) != 1:
+        return ""
+    return postpath[0].decode("latin-1")
+
+
+class FilesRoute(Route):
+    """`GET /files/{name}`: streamed by twisted.web's NoRangeStaticProducer.
+
+    The producer reads 64 KiB at a time on the reactor as the transport drains (the way
+    twisted.web.static.File serves a file): the files are ≤ 64 KiB and page-cached, so
+    that is one read of microseconds, and a bigger file would not block the reactor for
+    long either. `static.File` itself is not used: it resolves names, symlinks and types
+    by its own rules, where the contract's are `static.file_path`'s.
+    """
+
+    isLeaf = True
+
+    def __init__(self, state: ServerState, files_dir: str | None) -> None:
+        super().__init__(state)
+        self.files_dir = files_dir
+
+    def render_GET(self, request: Request) -> bytes | int:
+        self.state.requests += 1
+        found = static.file_path(self.files_dir, _one_segment(request))
+        if found is None:
+            return _not_found(request)
+        try:
+            file = open(found.path, "rb")  # noqa: SIM115 - the producer closes it
+        except OSError:  # removed since file_path looked
+            return _not_found(request)
+        request.setHeader(b"content-type", found.content_type.encode())
+        request.setHeader(b"content-length", b"%d" % os.fstat(file.fileno()).st_size)
+        if request.method == b"HEAD":
+            file.close()
+            return b""
+        NoRangeStaticProducer(request, file).start()
+        return NOT_DONE_YET
+
+
+class GridFSRoute(Route):
+    """`GET /gridfs/{name}`: read by `_id` on the GridFS reader's thread pool."""
+
+    isLeaf = True
+
+    def __init__(self, state: ServerState, gridfs: GridFSReader) -> None:
+        super().__init__(state)
+        self.gridfs = gridfs
+
+    def render_GET(self, request: Request) -> bytes | int:
+        self.state.requests += 1
+        name = _one_segment(request)
+        if not static.valid_name(name):  # refused without touching the database
+            return _not_found(request)
+        self.gridfs.read(name).addCallbacks(
+            _gridfs_file, _backend_failed, callbackArgs=(request,), errbackArgs=(request,)
+        )
+        return NOT_DONE_YET
+
+
+def _gridfs_file(found: StoredFile | None, request: Request) -> None:
+    if found is None:
+        _reply(request, 404, contract.NOT_FOUND_BODY, _NOT_FOUND_LENGTH)
+    else:
+        length = b"%d" % len(found.data)
+        _reply(request, 200, found.data, length, found.content_type.encode())
+
+
+class MemcachedRoute(Route):
+    """`GET /mc/{key}`: the value through the pool of memcached connections."""
+
+    isLeaf = True
+
+    def __init__(self, state: ServerState, pool: MemcachedPool) -> None:
+        super().__init__(state)
+        self.pool = pool
+
+    def render_GET(self, request: Request) -> bytes | int:
+        self.state.requests += 1
+        key = b"/".join(request.postpath)  # memcached keys may hold a slash
+        if not memcache.valid_key(key):
+            return _not_found(request)
+        self.pool.get(key).addCallbacks(
+            _mc_value, _backend_failed, callbackArgs=(request,), errbackArgs=(request,)
+        )
+        return NOT_DONE_YET
+
+
+def _mc_value(value: bytes | None, request: Request) -> None:
+    if value is None:
+        _reply(request, 404, contract.NOT_FOUND_BODY, _NOT_FOUND_LENGTH)
+    else:
+        _reply(request, 200, value, b"%d" % len(value), _MC_CONTENT_TYPE)
+
+
+def _backend_failed(failure: Failure, request: Request) -> None:
+    if failure.check(BackendUnavailable):
+        _reply(
+            request,
+            contract.UNAVAILABLE_STATUS,
+            contract.BACKEND_UNAVAILABLE_BODY,
+            _BACKEND_UNAVAILABLE_LENGTH,
+        )
+    elif not request._disconnected:  # a bug: logged and answered 500 by twisted.web
+        request.processingFailed(failure)
+
+
+class WebSocketRoute(Route):
+    """`GET /ws`: origin and subprotocol checked here, then autobahn takes the connection."""
+
+    def __init__(self, state: ServerState, factory: WebSocketServerFactory) -> None:
+        super().__init__(state)
+        self.upgrade = WebSocketResource(factory)
+
+    def render_GET(self, request: Request) -> bytes | int:
+        self.state.requests += 1
+        headers = request.requestHeaders
+        refusal = websocket_handshake_status(
+            _joined_header(headers, b"origin"), _joined_header(headers, b"sec-websocket-protocol")
+        )
+        if refusal is not None:
+            request.setResponseCode(refusal)
+            request.setHeader(b"content-type", _TEXT_CONTENT_TYPE)
+            return b"%d" % refusal
+        # Checked above; autobahn would refuse "agent" again, as an Origin without a host.
+        headers.removeHeader(b"origin")
+        channel = request.channel
+        result = self.upgrade.render(request)
+        if channel.transport is None:
+            channel.handed_over()
+        return result
+
+
+def _joined_header(headers: Any, name: bytes) -> str | None:
+    values = headers.getRawHeaders(name)
+    return None if values is None else b", ".join(values).decode("latin-1")
+
+
+# -- WebSocket --------------------------------------------------------------------------------
+class MessageProtocol(WebSocketServerProtocol):
+    """One agent connection: each text message is a JSON object for the sink."""
+
+    factory: MessageFactory
+
+    def onConnect(self, request: Any) -> str:
+        return contract.WS_SUBPROTOCOL  # offered: WebSocketRoute checked it
+
+    def onOpen(self) -> None:
+        self.factory.open_protocols.add(self)
+
+    def onMessage(self, payload: bytes, isBinary: bool) -> None:
+        if self.state != self.STATE_OPEN:
+            return  # we are already closing it
+        state = self.factory.server_state
+        message = payload if isBinary else payload.decode("utf-8")  # autobahn checked UTF-8
+        close_code = websocket_close_code(message)
+        if close_code is None:
+            state.messages += 1
+            self.factory.sink.store(
+                state.make_record(
+                    contract.WEBSOCKET_RECORD_METHOD, contract.ROUTE_WEBSOCKET, {}, message
+                )
+            )
+            return
+        state.bad += 1
+        # sendClose() accepts only 1000 and 3000-4999; the contract's codes are 100x.
+        self.sendCloseFrame(code=close_code, isReply=False)
+
+    def onClose(self, wasClean: bool, code: int | None, reason: str | None) -> None:
+        if self.failedByMe:  # autobahn refused a frame: too big (1009), bad UTF-8, ...
+            self.factory.server_state.bad += 1
+
+    def connectionLost(self, reason: Any) -> None:
+        super().connectionLost(reason)
+        self.factory.open_protocols.discard(self)
+        self.factory.server_state.connection_closed()  # it took over the HTTP channel
+
+    def going_away(self) -> None:
+        """Server shutdown: close with 1001."""
+        self.sendCloseFrame(
+            code=contract.WS_CLOSE_GOING_AWAY, reasonUtf8=b"server shutdown", isReply=False
+        )
+
+
+class MessageFactory(WebSocketServerFactory):
+    protocol = MessageProtocol
+
+    def __init__(self, state: ServerState, sink: TwistedSink, reactor: Any) -> None:
+        super().__init__(reactor=reactor)
+        self.server_state = state
+        self.sink = sink
+        self.open_protocols: set[MessageProtocol] = set()
+        self.setProtocolOptions(
+            maxFramePayloadSize=contract.WS_MAX_MESSAGE_BYTES,
+            maxMessagePayloadSize=contract.WS_MAX_MESSAGE_BYTES,
+            failByDrop=False,  # send the close code (1009 ...) instead of dropping TCP
+            webStatus=False,  # a plain GET /ws is refused, not answered with a status page
+            openHandshakeTimeout=0,  # the handshake arrives whole from twisted.web
+            autoPingInterval=0,
+            perMessageCompressionAccept=_refuse_compression,
+        )
+
+
+def _refuse_compression(offers: list[Any]) -> None:
+    return None
+
+
+# -- process --------------------------------------------------------------------------------
+def make_site(
+    options: ServerOptions,
+    state: ServerState,
+    sink: TwistedSink,
+    gridfs: GridFSReader,
+    pool: MemcachedPool,
+    reactor: Any,
+) -> tuple[ContractSite, MessageFactory]:
+    """The contract's routes; twisted.web answers unknown paths 404."""
+    websockets = MessageFactory(state, sink, reactor)
+    root = Resource()
+    root.putChild(b"", TextRoute(state))
+    root.putChild(_segment(contract.ROUTE_COUNTER), CounterRoute(state))
+    root.putChild(_segment(contract.ROUTE_LOG), LogRoute(state, sink))
+    root.putChild(_segment(contract.ROUTE_FILES_PREFIX), FilesRoute(state, options.files_dir))
+    root.putChild(_segment(contract.ROUTE_GRIDFS_PREFIX), GridFSRoute(state, gridfs))
+    root.putChild(_segment(contract.ROUTE_MEMCACHED_PREFIX), MemcachedRoute(state, pool))
+    root.putChild(_segment(contract.ROUTE_WEBSOCKET), WebSocketRoute(state, websockets))
+    return ContractSite(root, state), websockets
+
+
+def _segment(route: str) -> bytes:
+    """A route's first path segment: `/files/` → b"files"."""
+    return route.strip("/").encode()
+
+
+def _log_warnings_to_stderr() -> None:
+    # Without an observer Twisted buffers every event and shows none; stdout is telemetry.
+    observer = FilteringLogObserver(
+        textFileLogObserver(sys.stderr),
+        [LogLevelFilterPredicate(defaultLogLevel=LogLevel.warn)],
+    )
+    globalLogBeginner.beginLoggingTo([observer], redirectStandardIO=False)
+
+
+def serve(worker: Worker) -> None:
+    """Serve `worker` (see servers.frameworks) on Twisted's epoll reactor."""
+    options, listener, state = worker.options, worker.listener, worker.state
+    mc_listener = worker.mc_listener
+    from twisted.internet import epollreactor
+
+    epollreactor.install()
+    from twisted.internet import reactor
+
+    _log_warnings_to_stderr()
+    sink = open_twisted_sink(options, state, reactor)
+    gridfs = GridFSReader(mongo_url(options), state, reactor)
+    pool = MemcachedPool(memcache.memcached_address(options.memcached), state, reactor)
+    site, websockets = make_site(options, state, sink, gridfs, pool, reactor)
+    ports = [_adopt(reactor, listener, site)]
+    socket_service: MemcachedSocketServiceFactory | None = None
+    if mc_listener is not None:
+        socket_service = MemcachedSocketServiceFactory(state, pool)
+        ports.append(_adopt(reactor, mc_listener, socket_service))
+
+    timers = TelemetryTimers(state, reactor.callLater)
+
+    def drain() -> None:
+        site.drain()
+        if socket_service is not None:
+            socket_service.drain()
+
+    def close_backends(_: object) -> Deferred:
+        pool.close()
+        return gatherResults([sink.close(), gridfs.close()], consumeErrors=True)
+
+    def shut_down() -> Deferred:
+        """Runs on SIGTERM/SIGINT (reactor.stop), before the reactor drops connections."""
+        stopped = gatherResults([maybeDeferred(port.stopListening) for port in ports])
+        for protocol in list(websockets.open_protocols):
+            protocol.going_away()
+        drain()
+        drained: Deferred = Deferred()
+        deadline_s = reactor.seconds() + contract.SHUTDOWN_GRACE_S / 2
+
+        def poll() -> None:
+            if state.open <= 0 or reactor.seconds() >= deadline_s:
+                drained.callback(None)
+            else:
+                drain()
+                reactor.callLater(_DRAIN_POLL_S, poll)
+
+        poll()
+        # Whatever is still open after the deadline, the reactor closes next; the sink
+        # writes what it was given, closes its file or client and stops its pool, and the
+        # GridFS reader closes its client, within CLOSE_TIMEOUT_S (2 s): 2.5 s + 2 s stays
+        # inside the contract's 5 s.
+        done = gatherResults([stopped, drained])
+        return done.addBoth(close_backends)
+
+    def stop() -> None:
+        with contextlib.suppress(ReactorNotRunning):  # a second signal while shutting down
+            reactor.stop()
+
+    def on_signal(signum: int, frame: object) -> None:
+        reactor.callFromThread(stop)  # wakes the reactor from epoll_wait
+
+    # Our own handlers: the reactor leaves SIGINT alone when it was ignored at start
+    # (a background job of a shell), and the contract says SIGINT stops the server too.
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    reactor.callWhenRunning(timers.start)
+    reactor.addSystemEventTrigger("before", "shutdown", shut_down)
+    reactor.run(installSignalHandlers=False)
+    state.emit_telemetry()
+
+
+def _adopt(reactor: Any, listener: socket.socket, factory: Any) -> Any:
+    """Accept on a socket `__main__` opened (TCP_NODELAY set there, inherited on accept)."""
+    listener.setblocking(False)  # Twisted accepts in a loop until EAGAIN
+    port = reactor.adoptStreamPort(listener.fileno(), listener.family, factory)
+    listener.close()  # the reactor holds its own duplicate of the descriptor
+    return port

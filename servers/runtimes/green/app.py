@@ -1,0 +1,480 @@
+"""The wire contract as one WSGI application on green blocking sockets (gevent, eventlet).
+
+Both frameworks run WSGI over monkey-patched, cooperatively scheduled blocking sockets, so
+the routing, `/counter`, `/log`, the backend routes (`/files`, `/gridfs`, `/mc`, reading
+through servers.runtimes.green.backends) and the `/ws` session are written once here. A framework
+module supplies only what its server makes different: how the application reaches a
+request's headers as sent, and how it takes the connection over after a WebSocket upgrade.
+
+The WebSocket session speaks RFC 6455 framing through wsproto (sans-IO) over the green
+socket: the handshake goes out through the WSGI server's own `start_response`, then the
+session reads frames until the close handshake ends.
+
+Import this only after the framework has monkey-patched the standard library: the
+`threading.Lock` and `time.monotonic` used here are then the green ones.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import hashlib
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from http import HTTPStatus
+from typing import Any, BinaryIO, Protocol
+
+from wsproto.connection import Connection, ConnectionState, ConnectionType
+from wsproto.events import BytesMessage, CloseConnection, Event, Ping, TextMessage
+
+from servers import contract
+from servers.core import memcache, static
+from servers.core.backends import BackendUnavailable
+from servers.core.sinks import SinkUnavailable
+from servers.core.state import ServerState
+from servers.core.websocket import websocket_close_code, websocket_handshake_status
+from servers.runtimes.green.backends import GreenBackends, read_file
+
+# A WSGI application: environ and start_response in, body chunks out.
+StartResponse = Callable[..., Callable[[bytes], Any]]
+Environ = dict[str, Any]
+Headers = list[tuple[str, str]]
+
+# aiohttp's `client_max_size` default: a bigger `/log` body is answered 413, unread.
+LOG_MAX_BODY_BYTES = 1024 * 1024
+# How long a closing WebSocket waits for the client's close frame (aiohttp waits 10 s too).
+WS_CLOSE_TIMEOUT_S = 10.0
+WS_READ_BYTES = 64 * 1024
+# A WebSocket session busy on data already received gives the loop a turn this often.
+_YIELD_EVERY_S = 0.005
+_WS_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+_EMPTY: tuple[bytes, ...] = ()
+
+
+class Sink(Protocol):
+    """A green sink (`servers.runtimes.green.sinks`): its calls block the calling green thread."""
+
+    def store(self, record: dict[str, Any]) -> None:
+        """Accept a WebSocket message's record; it is stored later (fire and forget)."""
+        ...
+
+    def store_and_wait(self, record: dict[str, Any]) -> None:
+        """Return once the record is stored; raise `SinkUnavailable` when it cannot be."""
+        ...
+
+
+class GreenConnection(Protocol):
+    """What the framework lets the application do with the connection under a request."""
+
+    def request_headers(self, environ: Environ) -> dict[str, str]:
+        """The request's headers as the client sent them (names in their own case)."""
+        ...
+
+    def take_over(self, environ: Environ) -> tuple[socket.socket, BinaryIO]:
+        """The socket and its buffered reader, after telling the server to send nothing
+        more on this connection and to close it once the application returns."""
+        ...
+
+
+def server_software(framework: str, version: str) -> str:
+    """The Server header, in aiohttp's shape: `Python/3.11 gevent/24.2.1`."""
+    return f"Python/{sys.version_info.major}.{sys.version_info.minor} {framework}/{version}"
+
+
+def _status_line(code: int) -> str:
+    return f"{code} {HTTPStatus(code).phrase}"
+
+
+class GreenApp:
+    """The contract's routes as a WSGI callable (`wsgi`), plus the open WebSockets."""
+
+    def __init__(
+        self,
+        state: ServerState,
+        sink: Sink,
+        backends: GreenBackends,
+        connection: GreenConnection,
+        server_software: str,
+    ) -> None:
+        self.websockets: set[WebSocketSession] = set()
+        self._state = state
+        self._sink = sink
+        self._backends = backends
+        self._connection = connection
+        self._server_header = ("Server", server_software)
+        self.wsgi = self._make_wsgi()
+
+    def close_websockets(self) -> None:
+        """Server shutdown: send every open WebSocket a 1001 close (they end on the reply)."""
+        for session in list(self.websockets):
+            session.go_away()
+
+    # -- responses -------------------------------------------------------------------
+    def _headers(self, content_type: str, body: bytes) -> Headers:
+        return [
+            ("Content-Type", content_type),
+            ("Content-Length", str(len(body))),
+            self._server_header,
+        ]
+
+    def _plain(
+        self,
+        start_response: StartResponse,
+        code: int,
+        body: bytes | None = None,
+        extra: Iterable[tuple[str, str]] = (),
+    ) -> tuple[bytes, ...]:
+        """An error answer shaped like aiohttp's: `404: Not Found`, text/plain."""
+        if body is None:
+            body = f"{code}: {HTTPStatus(code).phrase}".encode()
+        headers = self._headers("text/plain; charset=utf-8", body)
+        headers.extend(extra)
+        start_response(_status_line(code), headers)
+        return (body,)
+
+    # -- the application -----------------------------------------------------------------
+    def _make_wsgi(self) -> Callable[[Environ, StartResponse], Iterable[bytes]]:
+        state = self._state
+        sink = self._sink
+        connection = self._connection
+        plain = self._plain
+        # The hot path answers from precomputed values: one header list, one body tuple.
+        text_headers = self._headers(contract.TEXT_CONTENT_TYPE, contract.TEXT_BODY)
+        text_result = (contract.TEXT_BODY,)
+        log_headers = self._headers(contract.TEXT_CONTENT_TYPE, contract.LOG_REPLY_BODY)
+        log_result = (contract.LOG_REPLY_BODY,)
+        ok = _status_line(200)
+
+        def text(environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
+            state.requests += 1
+            start_response(ok, text_headers)
+            return text_result
+
+        def text_head(environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
+            state.requests += 1
+            start_response(ok, text_headers)
+            return _EMPTY
+
+        def counter(environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
+            state.requests += 1
+            body = state.counter_payload()
+            start_response(ok, self._headers(contract.JSON_CONTENT_TYPE, body))
+            return _EMPTY if environ["REQUEST_METHOD"] == "HEAD" else (body,)
+
+        def log(environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
+            state.requests += 1
+            body = environ["wsgi.input"].read(LOG_MAX_BODY_BYTES + 1)
+            if len(body) > LOG_MAX_BODY_BYTES:
+                return plain(start_response, 413)
+            method = environ["REQUEST_METHOD"]
+            record = state.make_record(
+                method,
+                environ["PATH_INFO"],
+                connection.request_headers(environ),
+                body.decode("utf-8", "replace"),
+            )
+            try:
+                sink.store_and_wait(record)  # blocks this green thread only
+            except SinkUnavailable:
+                return plain(
+                    start_response, contract.UNAVAILABLE_STATUS, contract.SINK_UNAVAILABLE_BODY
+                )
+            start_response(ok, log_headers)
+            return _EMPTY if method == "HEAD" else log_result
+
+        def websocket(environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
+            state.requests += 1
+            refusal = websocket_handshake_status(
+                environ.get("HTTP_ORIGIN"), environ.get("HTTP_SEC_WEBSOCKET_PROTOCOL")
+            )
+            if refusal is not None:
+                return plain(start_response, refusal, str(refusal).encode())
+            accept = _accept_token(environ)
+            if accept is None:
+                return plain(start_response, 400, b"400: not a WebSocket handshake")
+            sock, reader = connection.take_over(environ)
+            write = start_response(
+                _status_line(101),
+                [
+                    ("Upgrade", "websocket"),
+                    ("Connection", "upgrade"),
+                    ("Sec-WebSocket-Accept", accept),
+                    ("Sec-WebSocket-Protocol", contract.WS_SUBPROTOCOL),
+                    self._server_header,
+                ],
+            )
+            write(b"")  # sends the 101 now; the socket is the session's from here on
+            session = WebSocketSession(sock, reader, state, sink)
+            self.websockets.add(session)
+            try:
+                session.run()
+            finally:
+                self.websockets.discard(session)
+            return _EMPTY
+
+        # -- backend routes: the name or key is the rest of the (percent-decoded) path --
+        backends = self._backends
+        files_dir = backends.files_dir
+        gridfs = backends.gridfs
+        memcached = backends.memcached
+        not_found = contract.NOT_FOUND_BODY
+        unavailable = contract.BACKEND_UNAVAILABLE_BODY
+        files_start = len(contract.ROUTE_FILES_PREFIX)
+        gridfs_start = len(contract.ROUTE_GRIDFS_PREFIX)
+        mc_start = len(contract.ROUTE_MEMCACHED_PREFIX)
+
+        def found(
+            environ: Environ, start_response: StartResponse, content_type: str, body: bytes
+        ) -> Iterable[bytes]:
+            start_response(ok, self._headers(content_type, body))
+            return _EMPTY if environ["REQUEST_METHOD"] == "HEAD" else (body,)
+
+        def files(environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
+            state.requests += 1
+            static_file = static.file_path(files_dir, environ["PATH_INFO"][files_start:])
+            if static_file is None:
+                return plain(start_response, 404, not_found)
+            try:
+                body = read_file(static_file)  # small and page-cached: a plain read
+            except OSError:  # gone since the stat
+                return plain(start_response, 404, not_found)
+            return found(environ, start_response, static_file.content_type, body)
+
+        def gridfs_file(environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
+            state.requests += 1
+            name = environ["PATH_INFO"][gridfs_start:]
+            if not static.valid_name(name):
+                return plain(start_response, 404, not_found)  # the database is not asked
+            try:
+                stored = gridfs.read(name)  # blocks this green thread only
+            except BackendUnavailable:
+                return plain(start_response, contract.UNAVAILABLE_STATUS, unavailable)
+            if stored is None:
+                return plain(start_response, 404, not_found)
+            return found(environ, start_response, stored.content_type, stored.data)
+
+        def mc(environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
+            state.requests += 1
+            try:  # PEP 3333: PATH_INFO holds the request's bytes decoded as latin-1
+                key = environ["PATH_INFO"][mc_start:].encode("latin-1")
+            except UnicodeEncodeError:
+                key = b""  # not bytes a client sent: no valid key
+            if not memcache.valid_key(key):
+                return plain(start_response, 404, not_found)
+            try:
+                value = memcached.get(key)  # blocks this green thread only
+            except BackendUnavailable:
+                return plain(start_response, contract.UNAVAILABLE_STATUS, unavailable)
+            if value is None:
+                return plain(start_response, 404, not_found)
+            return found(environ, start_response, contract.MC_CONTENT_TYPE, value)
+
+        # path -> method -> handler; "*" answers any method the path does not list.
+        routes = {
+            contract.ROUTE_TEXT: {"GET": text, "HEAD": text_head},
+            contract.ROUTE_COUNTER: {"GET": counter, "HEAD": counter},
+            contract.ROUTE_LOG: {"*": log},
+            contract.ROUTE_WEBSOCKET: {"GET": websocket},
+        }
+        # Looked up only when no exact route matched: `/` pays nothing for them.
+        prefix_routes = {
+            contract.ROUTE_FILES_PREFIX: {"GET": files, "HEAD": files},
+            contract.ROUTE_GRIDFS_PREFIX: {"GET": gridfs_file, "HEAD": gridfs_file},
+            contract.ROUTE_MEMCACHED_PREFIX: {"GET": mc, "HEAD": mc},
+        }
+        allow = {
+            path: [("Allow", ",".join(sorted(m)))]
+            for path, m in [*routes.items(), *prefix_routes.items()]
+        }
+
+        def wsgi(environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
+            path = environ["PATH_INFO"]
+            methods = routes.get(path)
+            if methods is None:
+                prefix = next((p for p in prefix_routes if path.startswith(p)), None)
+                if prefix is None:
+                    return plain(start_response, 404)
+                path = prefix
+                methods = prefix_routes[prefix]
+            handler = methods.get(environ["REQUEST_METHOD"]) or methods.get("*")
+            if handler is None:
+                return plain(start_response, 405, extra=allow[path])
+            return handler(environ, start_response)
+
+        return wsgi
+
+
+def tick_forever(state: ServerState) -> None:
+    """The 10 ms tick probe in a green thread of its own (green `time.sleep`), until killed."""
+    while True:
+        time.sleep(contract.TICK_INTERVAL_S)
+        state.tick()
+
+
+def report_forever(state: ServerState) -> None:
+    """One telemetry line now (it says the port is listening), then one a second."""
+    while True:
+        state.emit_telemetry()
+        time.sleep(contract.TELEMETRY_INTERVAL_S)
+
+
+def _accept_token(environ: Environ) -> str | None:
+    """Sec-WebSocket-Accept for a valid RFC 6455 upgrade request, else None."""
+    if environ.get("HTTP_UPGRADE", "").lower() != "websocket":
+        return None
+    tokens = {t.strip().lower() for t in environ.get("HTTP_CONNECTION", "").split(",")}
+    if "upgrade" not in tokens or environ.get("HTTP_SEC_WEBSOCKET_VERSION") != "13":
+        return None
+    key = environ.get("HTTP_SEC_WEBSOCKET_KEY", "").strip()
+    try:
+        if len(base64.b64decode(key, validate=True)) != 16:
+            return None
+    except (binascii.Error, ValueError):
+        return None
+    digest = hashlib.sha1(key.encode("ascii") + _WS_GUID).digest()
+    return base64.b64encode(digest).decode("ascii")
+
+
+def _yield_to_the_loop() -> float:
+    """Let every other green thread, timer and socket have a turn; the next deadline.
+
+    A sleep > 0 (green after monkey-patching) resumes after one turn of the event loop;
+    gevent runs `sleep(0)` callbacks back to back, ~50 of them before it looks at timers.
+    """
+    time.sleep(1e-6)
+    return time.monotonic() + _YIELD_EVERY_S
+
+
+def _utf8_size(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8"))
+
+
+class WebSocketSession:
+    """One server-side WebSocket after the handshake: read, judge, store, close.
+
+    The session's own greenlet reads and answers; the only other sender is `go_away`,
+    called from the shutdown greenlet, so sends are serialised by a (green) lock.
+    """
+
+    def __init__(
+        self, sock: socket.socket, reader: BinaryIO, state: ServerState, sink: Sink
+    ) -> None:
+        self._sock = sock
+        self._reader = reader
+        self._state = state
+        self._sink = sink
+        self._ws = Connection(ConnectionType.SERVER)
+        self._send_lock = threading.Lock()
+        self._going_away = False
+
+    def go_away(self) -> None:
+        """Start the closing handshake with 1001 (server shutdown); safe from any greenlet."""
+        self._going_away = True
+        # If the session is sending right now, it sees the flag before its next read.
+        if self._send_lock.acquire(blocking=False):
+            try:
+                self._close_locked(contract.WS_CLOSE_GOING_AWAY, "server shutdown")
+            except OSError:
+                pass
+            finally:
+                self._send_lock.release()
+
+    def run(self) -> None:
+        """Serve until the closing handshake completes, the peer vanishes, or time runs out."""
+        with contextlib.suppress(OSError):  # reset, broken pipe, close timeout: gone
+            self._run()
+
+    def _run(self) -> None:
+        ws = self._ws
+        state = self._state
+        parts: list[str] = []
+        size = 0
+        closing_deadline: float | None = None
+        yield_at = time.monotonic() + _YIELD_EVERY_S
+        while ws.state is not ConnectionState.CLOSED:
+            if self._going_away and ws.state is ConnectionState.OPEN:
+                self._close(contract.WS_CLOSE_GOING_AWAY, "server shutdown")
+            if ws.state is ConnectionState.LOCAL_CLOSING:
+                # Waiting for the client's close frame: bounded, whatever it still sends.
+                if closing_deadline is None:
+                    closing_deadline = time.monotonic() + WS_CLOSE_TIMEOUT_S
+                remaining_s = closing_deadline - time.monotonic()
+                if remaining_s <= 0:
+                    return
+                self._sock.settimeout(remaining_s)
+            data = self._reader.read1(WS_READ_BYTES)
+            # A read that finds data waiting does not switch to the hub: without these
+            # yields one client sending without pause starves every other green thread
+            # (ticks, telemetry, the sink's writer, shutdown: 4.5 s tick gaps measured).
+            if time.monotonic() >= yield_at:
+                yield_at = _yield_to_the_loop()
+            ws.receive_data(data or None)  # None: EOF, wsproto reports 1006 and CLOSED
+            for event in ws.events():
+                if time.monotonic() >= yield_at:  # a 64 KiB read holds ~5,000 messages
+                    yield_at = _yield_to_the_loop()
+                if isinstance(event, TextMessage):
+                    if ws.state is not ConnectionState.OPEN:
+                        continue  # the rest of a message after our close: dropped
+                    # Judge the size as it arrives: an oversized message is never buffered.
+                    size += _utf8_size(event.data)
+                    if size > contract.WS_MAX_MESSAGE_BYTES:
+                        parts.clear()
+                        state.bad += 1
+                        self._close(contract.WS_CLOSE_TOO_BIG, "message too big")
+                        continue
+                    parts.append(event.data)
+                    if not event.message_finished:
+                        continue
+                    text = parts[0] if len(parts) == 1 else "".join(parts)
+                    parts.clear()
+                    size = 0
+                    close_code = websocket_close_code(text)
+                    if close_code is None:
+                        state.messages += 1
+                        self._sink.store(
+                            state.make_record(
+                                contract.WEBSOCKET_RECORD_METHOD,
+                                contract.ROUTE_WEBSOCKET,
+                                {},
+                                text,
+                            )
+                        )
+                    else:
+                        state.bad += 1
+                        self._close(close_code)
+                elif isinstance(event, BytesMessage):
+                    if ws.state is ConnectionState.OPEN:
+                        state.bad += 1
+                        self._close(contract.WS_CLOSE_UNSUPPORTED_DATA, "binary message")
+                elif isinstance(event, Ping):
+                    if ws.state is ConnectionState.OPEN:
+                        self._send(event.response())
+                elif isinstance(event, CloseConnection):
+                    if ws.state is ConnectionState.REMOTE_CLOSING:
+                        # The client closes: answer as aiohttp does (1000), then we are done.
+                        self._send(CloseConnection(code=contract.WS_CLOSE_NORMAL))
+                    elif ws.state is ConnectionState.OPEN:
+                        # wsproto could not parse the stream (bad UTF-8, bad framing): fail
+                        # the connection with its code; the parser cannot go on.
+                        state.bad += 1
+                        self._close(event.code, event.reason)
+                        return
+                    else:
+                        return  # our close was answered, or the peer vanished
+
+    def _send(self, event: Event) -> None:
+        with self._send_lock:
+            if self._ws.state in (ConnectionState.OPEN, ConnectionState.REMOTE_CLOSING):
+                self._sock.sendall(self._ws.send(event))
+
+    def _close(self, code: int, reason: str = "") -> None:
+        with self._send_lock:
+            self._close_locked(code, reason)
+
+    def _close_locked(self, code: int, reason: str = "") -> None:
+        if self._ws.state is ConnectionState.OPEN:
+            self._sock.sendall(self._ws.send(CloseConnection(code=code, reason=reason)))

@@ -1,0 +1,1 @@
+"""Twisted: protocols, Deferreds and a thread pool on the reactor."""
