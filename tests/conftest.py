@@ -2,39 +2,20 @@
 
 from __future__ import annotations
 
-import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from harness.doctor import tool_path
 from harness.fileset import FileSet, ensure_fileset, load_gridfs
 from harness.server_process import ServerProcess, start_server
-from harness.services import FerretDB, Memcached, ferretdb_binary
+from harness.services import FerretDB, Memcached
 from model.scenarios import MC_KEY, MC_VALUE
-from servers import FRAMEWORKS, full_contract_servers
+from servers import full_contract_servers
+from tests.helpers import require_framework, require_tool
 
 TEST_FILE_COUNT = 40
-
-
-def require_framework(name: str) -> None:
-    """Skip a framework that is not installed, except in CI where every one must be."""
-    missing = FRAMEWORKS[name].missing()
-    if missing:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{name} is not installed in CI: missing {', '.join(missing)}")
-        pytest.skip(f"{name} not installed: missing {', '.join(missing)}")
-
-
-def require_tool(name: str, how: str = "harness doctor --install") -> None:
-    """Skip without a system tool, except in CI where `.ci/run` installs every one."""
-    found = ferretdb_binary().is_file() if name == "ferretdb" else tool_path(name) is not None
-    if not found:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{name} is not installed in CI: {how}")
-        pytest.skip(f"{name} not installed: {how}")
 
 
 @pytest.fixture(params=full_contract_servers(), scope="module")

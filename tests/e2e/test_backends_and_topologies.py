@@ -27,11 +27,9 @@ from model.ramps import RampStep
 from model.results import read_run
 from model.scenarios import SCENARIOS
 from servers import FRAMEWORKS, baselines
-from tests.conftest import require_framework
-from tests.test_cli import harness
-from tests.test_runner import require_tools
+from tests.helpers import DATA_DIR, harness, require_framework, require_tools
 
-DATA = Path(__file__).parent / "data"
+DATA = DATA_DIR
 
 
 # -- the file set ------------------------------------------------------------------------

@@ -24,9 +24,9 @@ from harness.loadbalancer import LoadBalancer
 from harness.server_process import ServerProcess, start_server
 from servers import contract, static
 from servers import nginx as nginx_config
-from tests.conftest import require_framework, require_tool
-from tests.test_contract import MALFORMED, assert_still_serving, raw_exchange
-from tests.test_files_gridfs_memcached import SECRET, TRAVERSALS, one_of_each_kind, status_of
+from tests.e2e.test_contract import MALFORMED, assert_still_serving, raw_exchange
+from tests.e2e.test_files_gridfs_memcached import SECRET, TRAVERSALS, one_of_each_kind, status_of
+from tests.helpers import require_framework, require_tool
 
 
 def assert_text_reply(response: httpx.Response) -> None:

@@ -17,9 +17,9 @@ import pytest
 from harness.fileset import FileSet
 from harness.server_process import ServerProcess, start_server
 from harness.services import Memcached
+from model.scenarios import MC_KEY, MC_VALUE
 from servers import contract, static
-from tests.conftest import MC_KEY, MC_VALUE
-from tests.test_contract import assert_still_serving, raw_exchange
+from tests.helpers import assert_still_serving, raw_exchange
 
 SECRET = b"outside the files directory"
 # Escapes tried on every server that serves /files (tests/test_baselines.py too).

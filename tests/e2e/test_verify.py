@@ -10,7 +10,7 @@ import pytest
 
 from harness.verify import HTTP_CHECKS, check_sequential_latency, run_checks, verify_framework
 from servers import FRAMEWORKS, Framework
-from tests.conftest import require_framework
+from tests.helpers import require_framework
 
 
 class StallingHandler(http.server.BaseHTTPRequestHandler):

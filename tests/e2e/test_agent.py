@@ -15,8 +15,7 @@ from drivers.agent.plan import combine_agent_lines, split_schedule
 from harness.connections import _Second, find_breaking_point
 from harness.server_process import start_server
 from model.results import read_run
-from tests.conftest import require_framework
-from tests.test_cli import harness
+from tests.helpers import harness, require_framework
 
 
 def run_agent(port: int, *args: str, timeout_s: float = 60) -> list[dict]:
