@@ -108,3 +108,13 @@ def stop_in_time(server: ServerProcess) -> None:
         status = server.stop()
     assert status == 0, server.stderr_tail()
     assert time.monotonic() - started < contract.SHUTDOWN_GRACE_S
+
+
+def servers_serving(*routes: str) -> list[str]:
+    """Every registered server (baselines included) that serves all of `routes`."""
+    return [name for name, f in FRAMEWORKS.items() if all(f.serves(r) for r in routes)]
+
+
+def mc_port(server: ServerProcess) -> int:
+    """Where the server's memcached socket service listens (its first telemetry line)."""
+    return int(server.telemetry_lines()[0].get("mc_port") or 0)
