@@ -1,8 +1,15 @@
 """`harness verify`: check a server honours the wire contract before any number is taken.
 
-Like TechEmpower's verify pass: status, headers and bodies of every route, the WebSocket
-handshake and its refusals and closes, and a sequential-latency check over one keep-alive
-connection that catches delayed-ACK stalls (a socket without TCP_NODELAY).
+Like TechEmpower's verify pass: status, headers and bodies of every route, 404 for unknown
+paths and for the routes a baseline does not serve, 405 for wrong methods, malformed
+requests refused with the server still serving, the WebSocket handshake and its refusals
+and closes, file escapes, the memcached socket service, and a sequential-latency check
+over one keep-alive connection that catches delayed-ACK stalls (a socket without
+TCP_NODELAY). Each check names the route it needs (`CHECK_ROUTES`,
+`BACKEND_CHECK_ROUTES`), so a baseline is checked on the routes it serves.
+
+These checks are the one contract checker: the test suite runs them over every registered
+server (tests/e2e/test_conformance.py) and the runner before every case.
 """
 
 from __future__ import annotations
@@ -183,17 +190,14 @@ def check_log_route(base_url: str) -> str:
 
 def _unserved_targets(framework: str) -> list[str]:
     """Paths on the routes `framework` does not serve (a baseline): each must be 404."""
-    targets = []
+    targets: list[str] = []
     for route in contract.ALL_ROUTES:
-        if not FRAMEWORKS[framework].serves(route):
-            targets += (
-                [route + "img-00000.jpg", route.rstrip("/")]
-                if route.endswith("/")
-                else [
-                    route,
-                    route + "/",
-                ]
-            )
+        if FRAMEWORKS[framework].serves(route):
+            continue
+        if route.endswith("/"):  # a prefix: a name under it, and the bare prefix
+            targets += [route + "img-00000.jpg", route.rstrip("/")]
+        else:
+            targets += [route, route + "/"]
     return targets
 
 
@@ -412,12 +416,14 @@ def checks_for(framework: str) -> dict[str, Callable[[str], str]]:
     return checks
 
 
-def not_supported(framework: str) -> tuple[Check, ...]:
-    """The checks skipped because `framework` does not serve their route (a baseline)."""
+def not_supported(framework: str, backends: bool = False) -> tuple[Check, ...]:
+    """The checks skipped because `framework` does not serve their route (a baseline);
+    with `backends`, the backend checks' too."""
+    routes = CHECK_ROUTES | (BACKEND_CHECK_ROUTES if backends else {})
     return tuple(
-        Check(name, True, f"not supported ({CHECK_ROUTES[name]})", supported=False)
-        for name in HTTP_CHECKS | WEBSOCKET_CHECKS
-        if not FRAMEWORKS[framework].serves(CHECK_ROUTES[name])
+        Check(name, True, f"not supported ({route})", supported=False)
+        for name, route in routes.items()
+        if not FRAMEWORKS[framework].serves(route)
     )
 
 
@@ -531,9 +537,17 @@ def contract_checks(
 ) -> dict[str, Callable[[str], str]]:
     """Every check of the routes `framework` serves; with a file set (and the server's
     memcached socket port), the backend checks too. The one contract checker: `harness
-    verify`, the runner's verify pass and the test suite all run these."""
+    verify` and the test suite run these; the runner's verify pass runs `checks_for`, the
+    part that needs no backend."""
+    return checks_for(framework) | served_backend_checks(framework, fileset, mc_port)
+
+
+def served_backend_checks(
+    framework: str, fileset: FileSet | None, mc_port: int
+) -> dict[str, Callable[[str], str]]:
+    """The backend checks of the backend routes `framework` serves."""
     served = FRAMEWORKS[framework]
-    return checks_for(framework) | {
+    return {
         name: check
         for name, check in backend_checks(fileset, mc_port).items()
         if served.serves(BACKEND_CHECK_ROUTES[name])
@@ -647,7 +661,6 @@ def verify_framework(
         store = SinkStore(sink, mongo_url=mongo_url)
     except UserError as error:
         return Verification(framework, sink, error=str(error))
-    served = FRAMEWORKS[framework]
     with store:
         args = store.server_args()
         if backends is not None:
@@ -659,19 +672,17 @@ def verify_framework(
         except Exception as error:  # a server that cannot start is a failed verification
             return Verification(framework, sink, error=str(error))
         try:
-            checks = run_checks(server.url, checks_for(framework)) + not_supported(framework)
+            checks = run_checks(server.url, checks_for(framework))
             if sink != "empty":
                 checks += run_checks(
                     server.url, {"sink-record": lambda url: check_sink_record(url, store)}
                 )
             if backends is not None:
                 mc_port = int(server.telemetry_lines()[0].get("mc_port") or 0)
-                for name, check in backend_checks(backends.fileset, mc_port).items():
-                    if served.serves(BACKEND_CHECK_ROUTES[name]):
-                        checks += run_checks(server.url, {name: check})
-                    else:
-                        route = BACKEND_CHECK_ROUTES[name]
-                        checks += (Check(name, True, f"not supported ({route})", False),)
+                checks += run_checks(
+                    server.url, served_backend_checks(framework, backends.fileset, mc_port)
+                )
+            checks += not_supported(framework, backends=backends is not None)
         finally:
             status = server.stop()
     stopped = Check("sigterm", status == 0, f"exit status {status}")
