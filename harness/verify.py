@@ -1,14 +1,22 @@
 """`harness verify`: check a server honours the wire contract before any number is taken.
 
-Like TechEmpower's verify pass: status, headers and bodies of every route, the WebSocket
-handshake and its refusals and closes, and a sequential-latency check over one keep-alive
-connection that catches delayed-ACK stalls (a socket without TCP_NODELAY).
+Like TechEmpower's verify pass: status, headers and bodies of every route, 404 for unknown
+paths and for the routes a baseline does not serve, 405 for wrong methods, malformed
+requests refused with the server still serving, the WebSocket handshake and its refusals
+and closes, file escapes, the memcached socket service, and a sequential-latency check
+over one keep-alive connection that catches delayed-ACK stalls (a socket without
+TCP_NODELAY). Each check names the route it needs (`CHECK_ROUTES`,
+`BACKEND_CHECK_ROUTES`), so a baseline is checked on the routes it serves.
+
+These checks are the one contract checker: the test suite runs them over every registered
+server (tests/e2e/test_conformance.py) and the runner before every case.
 """
 
 from __future__ import annotations
 
 import email.utils
 import json
+import socket
 import statistics
 import time
 from collections.abc import Callable
@@ -21,6 +29,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketExce
 from websockets.sync.client import connect
 
 from harness.backends import KINDS, Backends
+from harness.fileset import FileSet
 from harness.server_process import start_server
 from harness.sink_store import SinkStore
 from model.errors import UserError
@@ -75,18 +84,77 @@ def _expect(condition: bool, detail: str) -> None:
         raise CheckFailed(detail)
 
 
+def _address(base_url: str) -> tuple[str, int]:
+    url = httpx.URL(base_url)
+    return url.host, url.port or 80
+
+
+def raw_exchange(base_url: str, request: bytes, timeout_s: float = 5.0) -> bytes:
+    """Send raw bytes (no client-side normalisation), read until the reply head is in."""
+    with socket.create_connection(_address(base_url), timeout=timeout_s) as sock:
+        sock.sendall(request)
+        data = b""
+        try:
+            while b"\r\n\r\n" not in data and (chunk := sock.recv(65536)):
+                data += chunk
+        except (TimeoutError, ConnectionResetError):
+            pass
+    return data
+
+
+def _status_of(reply: bytes) -> int | None:
+    parts = reply.split(b"\r\n", 1)[0].split(b" ", 2)
+    return int(parts[1]) if reply.startswith(b"HTTP/1.") and parts[1:2] != [b""] else None
+
+
+def _raw_get(base_url: str, target: str, timeout_s: float = 5.0) -> bytes:
+    """The whole reply to a raw `GET target` (exactly as written), read until the close."""
+    request = f"GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode()
+    with socket.create_connection(_address(base_url), timeout=timeout_s) as sock:
+        sock.sendall(request)
+        data = b""
+        try:
+            while chunk := sock.recv(65536):
+                data += chunk
+        except (TimeoutError, ConnectionResetError):
+            pass
+    return data
+
+
+def _get_status(base_url: str, target: str) -> int | None:
+    reply = _raw_get(base_url, target)
+    _expect(ESCAPE_BAIT not in reply, f"{target} leaked the file outside the directory")
+    return _status_of(reply)
+
+
+def _expect_still_serving(base_url: str, after: str) -> None:
+    reply = _raw_get(base_url, contract.ROUTE_TEXT)
+    _expect(
+        _status_of(reply) == 200 and reply.endswith(b"\r\n\r\n" + contract.TEXT_BODY),
+        f"not serving after {after}: {reply[:60]!r}",
+    )
+
+
 def check_text_route(base_url: str) -> str:
-    response = httpx.get(base_url + contract.ROUTE_TEXT, timeout=5)
-    _expect(response.status_code == 200, f"status {response.status_code}")
-    _expect(response.content == contract.TEXT_BODY, f"body {response.content[:60]!r}")
-    content_type = response.headers.get("content-type", "")
-    _expect(content_type.startswith(contract.TEXT_CONTENT_TYPE), f"Content-Type {content_type!r}")
-    length = response.headers.get("content-length")
-    _expect(length == str(len(contract.TEXT_BODY)), f"Content-Length {length!r}")
-    date = response.headers.get("date")
-    _expect(date is not None and email.utils.parsedate_tz(date) is not None, f"Date {date!r}")
-    _expect(bool(response.headers.get("server")), "no Server header")
-    return f"200, {len(response.content)} bytes, Server: {response.headers['server']}"
+    """`GET /` three times on one kept-alive connection: body, type, length, Date, Server."""
+    with httpx.Client(base_url=base_url, timeout=5) as client:
+        for _ in range(3):
+            response = client.get(contract.ROUTE_TEXT)
+            _expect(response.status_code == 200, f"status {response.status_code}")
+            _expect(response.content == contract.TEXT_BODY, f"body {response.content[:60]!r}")
+            content_type = response.headers.get("content-type", "")
+            _expect(
+                content_type.startswith(contract.TEXT_CONTENT_TYPE),
+                f"Content-Type {content_type!r}",
+            )
+            length = response.headers.get("content-length")
+            _expect(length == str(len(contract.TEXT_BODY)), f"Content-Length {length!r}")
+            date = response.headers.get("date")
+            _expect(
+                date is not None and email.utils.parsedate_tz(date) is not None, f"Date {date!r}"
+            )
+            _expect(bool(response.headers.get("server")), "no Server header")
+    return f"200, {len(response.content)} bytes, Server: {response.headers['server']}, kept alive"
 
 
 def check_counter_route(base_url: str) -> str:
@@ -100,36 +168,101 @@ def check_counter_route(base_url: str) -> str:
     _expect(set(counter) == set(contract.COUNTER_FIELDS), f"fields {sorted(counter)}")
     _expect(counter["open"] >= 1, f"open {counter['open']} while this connection is open")
     _expect(counter["max_open"] >= counter["open"], f"max_open {counter['max_open']}")
-    _expect(second.json()["requests"] > counter["requests"], "requests did not increase")
+    requests = second.json()["requests"]
+    _expect(requests == counter["requests"] + 1, f"requests went {counter['requests']}→{requests}")
     return json.dumps(counter)
 
 
+LOG_METHODS = ("GET", "POST", "PUT", "DELETE", "PATCH")
+
+
 def check_log_route(base_url: str) -> str:
-    for method in ("POST", "PUT", "GET"):
-        body = b'{"check": "verify"}' if method != "GET" else None
-        response = httpx.request(method, base_url + contract.ROUTE_LOG, content=body, timeout=5)
-        _expect(response.status_code == 200, f"{method} status {response.status_code}")
-        _expect(response.content == contract.LOG_REPLY_BODY, f"{method} body {response.content!r}")
-    return "POST, PUT, GET answered 'success'"
+    with httpx.Client(base_url=base_url, timeout=5) as client:
+        for method in LOG_METHODS:
+            body = b'{"check": "verify"}' if method != "GET" else None
+            response = client.request(method, contract.ROUTE_LOG, content=body)
+            _expect(response.status_code == 200, f"{method} status {response.status_code}")
+            _expect(
+                response.content == contract.LOG_REPLY_BODY, f"{method} body {response.content!r}"
+            )
+    return f"{', '.join(LOG_METHODS)} answered 'success'"
 
 
-def check_errors(base_url: str) -> str:
-    missing = httpx.get(base_url + "/no/such/route", timeout=5).status_code
-    _expect(missing == 404, f"unknown path answered {missing}")
-    wrong = httpx.post(base_url + contract.ROUTE_TEXT, timeout=5).status_code
-    _expect(wrong == 405, f"POST / answered {wrong}")
-    return "404 unknown path, 405 wrong method"
+def _unserved_targets(framework: str) -> list[str]:
+    """Paths on the routes `framework` does not serve (a baseline): each must be 404."""
+    targets: list[str] = []
+    for route in contract.ALL_ROUTES:
+        if FRAMEWORKS[framework].serves(route):
+            continue
+        if route.endswith("/"):  # a prefix: a name under it, and the bare prefix
+            targets += [route + "img-00000.jpg", route.rstrip("/")]
+        else:
+            targets += [route, route + "/"]
+    return targets
+
+
+def check_not_found(base_url: str, unserved: tuple[str, ...] = ()) -> str:
+    """Unknown paths (and the routes a baseline does not serve) are 404; still serving."""
+    for target in ("/no/such/route", "/x", *unserved):
+        status = _get_status(base_url, target)
+        _expect(status == 404, f"{target} answered {status}")
+    _expect_still_serving(base_url, "a 404")
+    return f"404 for {2 + len(unserved)} paths"
+
+
+WRONG_METHODS = ("POST", "PUT", "DELETE")
+
+
+def check_wrong_method(base_url: str) -> str:
+    """POST, PUT, DELETE on `/` and `/counter` are 405 (nginx's `/` answers any method:
+    this rule is checked on servers with `/counter`)."""
+    with httpx.Client(base_url=base_url, timeout=5) as client:
+        for method in WRONG_METHODS:
+            for route in (contract.ROUTE_TEXT, contract.ROUTE_COUNTER):
+                status = client.request(method, route).status_code
+                _expect(status == 405, f"{method} {route} answered {status}")
+    return f"405 for {', '.join(WRONG_METHODS)} on / and /counter"
+
+
+# Requests every server must refuse, and survive: name, raw bytes, the statuses accepted.
+MALFORMED_REQUESTS: tuple[tuple[str, bytes, tuple[int, ...]], ...] = (
+    ("garbage", b"GARBAGE\r\n\r\n", (400,)),
+    ("extra-words", b"GET / HTTP/1.1 extra words\r\n\r\n", (400,)),
+    # 505 Version Not Supported is nginx's answer, and the RFC's
+    ("bad-version", b"GET / HTTP/9.9x\r\nHost: x\r\n\r\n", (400, 505)),
+    ("bad-content-length", b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: nope\r\n\r\n", (400,)),
+    ("bad-header", b"GET / HTTP/1.1\r\nno colon header line\r\n\r\n", (400,)),
+    ("above-the-root", b"GET /x/../../y HTTP/1.1\r\n\r\n", (400, 404)),
+    (
+        "oversized-headers",
+        b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 200_000 + b"\r\n\r\n",
+        (400, 413, 431),
+    ),
+)
+
+
+def check_malformed_requests(base_url: str) -> str:
+    for name, request, accepted in MALFORMED_REQUESTS:
+        reply = raw_exchange(base_url, request)
+        status = _status_of(reply)
+        _expect(status in accepted, f"{name} answered {reply[:60]!r}")
+        _expect_still_serving(base_url, name)
+    return f"{len(MALFORMED_REQUESTS)} malformed requests refused, still serving"
 
 
 def _ws_url(base_url: str) -> str:
     return base_url.replace("http://", "ws://", 1) + contract.ROUTE_WEBSOCKET
 
 
-def _ws_connect(base_url: str, origin: str | None = contract.WS_ORIGIN):
+def _ws_connect(
+    base_url: str,
+    origin: str | None = contract.WS_ORIGIN,
+    subprotocols: tuple[str, ...] = (contract.WS_SUBPROTOCOL,),
+):
     return connect(
         _ws_url(base_url),
         origin=origin,  # type: ignore[arg-type]
-        subprotocols=[contract.WS_SUBPROTOCOL],  # type: ignore[list-item]
+        subprotocols=list(subprotocols),  # type: ignore[arg-type]
         compression=None,
         max_size=None,
         open_timeout=5,
@@ -140,45 +273,82 @@ def _ws_connect(base_url: str, origin: str | None = contract.WS_ORIGIN):
 def check_websocket_handshake(base_url: str) -> str:
     with _ws_connect(base_url) as ws:
         _expect(ws.subprotocol == contract.WS_SUBPROTOCOL, f"subprotocol {ws.subprotocol!r}")
-        ws.send('{"a": "b"}')
+        for i in range(5):
+            ws.send(json.dumps({"a": "b", "i": i}))
         ws.ping().wait(5)
-    return f"101, subprotocol {contract.WS_SUBPROTOCOL}, a message accepted"
+    return f"101, subprotocol {contract.WS_SUBPROTOCOL}, messages accepted"
+
+
+def check_websocket_long_message(base_url: str) -> str:
+    """A message just under the limit is accepted and the connection stays open."""
+    payload = json.dumps({"testKeyValue": "v" * (contract.WS_MAX_MESSAGE_BYTES - 100)})
+    with _ws_connect(base_url) as ws:
+        ws.send(payload)
+        ws.ping().wait(5)
+        ws.send('{"still": "open"}')
+        ws.ping().wait(5)
+    return f"a {len(payload)}-byte message accepted"
+
+
+def _refused_with(base_url: str, **options: Any) -> int | None:
+    try:
+        with _ws_connect(base_url, **options):
+            return None
+    except InvalidStatus as refused:
+        return refused.response.status_code
 
 
 def check_websocket_origin(base_url: str) -> str:
-    try:
-        with _ws_connect(base_url, origin="elsewhere"):
-            pass
-    except InvalidStatus as refused:
-        status = refused.response.status_code
-        _expect(status == contract.WS_BAD_ORIGIN_STATUS, f"bad origin answered {status}")
-        return f"Origin 'elsewhere' refused with {status}"
-    raise CheckFailed("a WebSocket with Origin 'elsewhere' was accepted")
+    for origin in ("elsewhere", None):
+        status = _refused_with(base_url, origin=origin)
+        _expect(status == contract.WS_BAD_ORIGIN_STATUS, f"Origin {origin!r} answered {status}")
+    _expect_still_serving(base_url, "a refused handshake")
+    return f"Origin 'elsewhere' and no Origin refused with {contract.WS_BAD_ORIGIN_STATUS}"
 
 
-def _close_code_after(base_url: str, payload: str) -> int | None:
+def check_websocket_subprotocol(base_url: str) -> str:
+    status = _refused_with(base_url, subprotocols=())
+    _expect(status == contract.WS_NO_SUBPROTOCOL_STATUS, f"no subprotocol answered {status}")
+    return f"no subprotocol refused with {status}"
+
+
+def _close_code_after(base_url: str, payload: str | bytes) -> int | None:
     with _ws_connect(base_url) as ws:
         try:
             ws.send(payload)  # the server may close while a big message is still going out
             for _ in range(10):
                 ws.recv(timeout=5)
         except ConnectionClosed:
-            return ws.close_code
+            return ws.close_code  # 1006 when no close frame came
         except TimeoutError:
             return None
     return None
 
 
+def _bad_messages_close_with(base_url: str, code: int, *payloads: str | bytes) -> str:
+    for payload in payloads:
+        closed = _close_code_after(base_url, payload)
+        _expect(closed == code, f"{payload[:20]!r}… closed with {closed}, not {code}")
+    _expect_still_serving(base_url, f"a {code} close")
+    return f"closed with {code}"
+
+
+def check_websocket_binary(base_url: str) -> str:
+    return _bad_messages_close_with(base_url, contract.WS_CLOSE_UNSUPPORTED_DATA, b"\x00\x01bin")
+
+
 def check_websocket_invalid_json(base_url: str) -> str:
-    code = _close_code_after(base_url, "not json")
-    _expect(code == contract.WS_CLOSE_INVALID_PAYLOAD, f"invalid JSON closed with {code}")
-    return f"invalid JSON closed with {code}"
+    code = contract.WS_CLOSE_INVALID_PAYLOAD
+    return "invalid JSON and a non-object " + _bad_messages_close_with(
+        base_url, code, "not json", "[1, 2]"
+    )
 
 
 def check_websocket_too_big(base_url: str) -> str:
-    code = _close_code_after(base_url, '{"a": "' + "x" * contract.WS_MAX_MESSAGE_BYTES + '"}')
-    _expect(code == contract.WS_CLOSE_TOO_BIG, f"a message over 1 MiB closed with {code}")
-    return f"a message over 1 MiB closed with {code}"
+    payload = '{"a": "' + "x" * contract.WS_MAX_MESSAGE_BYTES + '"}'
+    return "a message over 1 MiB " + _bad_messages_close_with(
+        base_url, contract.WS_CLOSE_TOO_BIG, payload
+    )
 
 
 def check_sequential_latency(base_url: str) -> str:
@@ -203,23 +373,30 @@ HTTP_CHECKS: dict[str, Callable[[str], str]] = {
     "text": check_text_route,
     "counter": check_counter_route,
     "log": check_log_route,
-    "errors": check_errors,
+    "not-found": check_not_found,
+    "wrong-method": check_wrong_method,
+    "malformed": check_malformed_requests,
     "sequential-latency": check_sequential_latency,
 }
 WEBSOCKET_CHECKS: dict[str, Callable[[str], str]] = {
     "ws-handshake": check_websocket_handshake,
+    "ws-long-message": check_websocket_long_message,
     "ws-origin": check_websocket_origin,
+    "ws-subprotocol": check_websocket_subprotocol,
+    "ws-1003": check_websocket_binary,
     "ws-1007": check_websocket_invalid_json,
     "ws-1009": check_websocket_too_big,
 }
 
 
-# The route each check exercises: a server that does not serve it reports "not supported".
+# The route each check needs: a server that does not serve it reports "not supported".
 CHECK_ROUTES: dict[str, str] = {
     "text": contract.ROUTE_TEXT,
     "counter": contract.ROUTE_COUNTER,
     "log": contract.ROUTE_LOG,
-    "errors": contract.ROUTE_LOG,  # 404/405/400 rules are checked against the full contract
+    "not-found": contract.ROUTE_TEXT,
+    "wrong-method": contract.ROUTE_COUNTER,
+    "malformed": contract.ROUTE_TEXT,
     "sequential-latency": contract.ROUTE_TEXT,
     **dict.fromkeys(WEBSOCKET_CHECKS, contract.ROUTE_WEBSOCKET),
 }
@@ -228,19 +405,25 @@ CHECK_ROUTES: dict[str, str] = {
 def checks_for(framework: str) -> dict[str, Callable[[str], str]]:
     """The HTTP and WebSocket checks of the routes `framework` serves."""
     served = FRAMEWORKS[framework]
-    return {
+    checks = {
         name: check
         for name, check in (HTTP_CHECKS | WEBSOCKET_CHECKS).items()
         if served.serves(CHECK_ROUTES[name])
     }
+    if "not-found" in checks:
+        unserved = tuple(_unserved_targets(framework))
+        checks["not-found"] = lambda url: check_not_found(url, unserved)
+    return checks
 
 
-def not_supported(framework: str) -> tuple[Check, ...]:
-    """The checks skipped because `framework` does not serve their route (a baseline)."""
+def not_supported(framework: str, backends: bool = False) -> tuple[Check, ...]:
+    """The checks skipped because `framework` does not serve their route (a baseline);
+    with `backends`, the backend checks' too."""
+    routes = CHECK_ROUTES | (BACKEND_CHECK_ROUTES if backends else {})
     return tuple(
-        Check(name, True, f"not supported ({CHECK_ROUTES[name]})", supported=False)
-        for name in HTTP_CHECKS | WEBSOCKET_CHECKS
-        if not FRAMEWORKS[framework].serves(CHECK_ROUTES[name])
+        Check(name, True, f"not supported ({route})", supported=False)
+        for name, route in routes.items()
+        if not FRAMEWORKS[framework].serves(route)
     )
 
 
@@ -282,81 +465,185 @@ def check_sink_record(base_url: str, store: SinkStore) -> str:
 
 # -- backends: files, GridFS, memcached ---------------------------------------------------
 VERIFY_FILE_COUNT = 20
+# Planted beside the files directory, with a symlink to it inside: no reply may contain it.
+ESCAPE_BAIT = b"outside the files directory"
+ESCAPE_BAIT_NAME = "secret.txt"
+ESCAPE_LINK_NAME = "link.txt"
+# Names tried after /files/ and /gridfs/: escapes, encodings, hidden and empty names.
+ESCAPES = (
+    "../secret.txt",
+    "..%2fsecret.txt",
+    "%2e%2e%2fsecret.txt",
+    "%2E%2E/secret.txt",
+    "..%5csecret.txt",
+    ESCAPE_LINK_NAME,  # a symlink inside the directory pointing outside it
+    "",
+    ".",
+    ".hidden",
+    "%00secret.txt",
+    "..%2f..%2f..%2fetc%2fpasswd",
+    "../../etc/passwd",
+    "img-99999.jpg",  # well-formed but missing
+)
+
+
+def plant_escape_bait(files_dir: Path) -> None:
+    """A secret beside `files_dir` and a symlink to it inside: what the escape checks try."""
+    secret = files_dir.parent / ESCAPE_BAIT_NAME
+    secret.write_bytes(ESCAPE_BAIT)
+    link = files_dir / ESCAPE_LINK_NAME
+    if not link.is_symlink():
+        link.symlink_to(secret)
 
 
 def verify_backends(workdir: Path, mongo_url: str | None = None) -> Backends:
-    """A small file set on disk and in GridFS, and memcached holding the memcached-proxy
-    study's value: what the `/files`, `/gridfs` and `/mc` checks need, started once for every
-    server verified."""
-    return Backends(
+    """A small file set on disk and in GridFS, and memcached with the memcached-proxy
+    study's value: what the `/files`, `/gridfs` and `/mc` checks need, started once for
+    every server verified."""
+    backends = Backends(
         KINDS, mongo_url=mongo_url, file_count=VERIFY_FILE_COUNT, files_dir=workdir / "files"
     )
+    if backends.fileset is not None:
+        plant_escape_bait(backends.fileset.directory)
+    return backends
 
 
-def backend_checks(backends: Backends, mc_port: int) -> dict[str, Callable[[str], str]]:
-    fileset = backends.fileset
+def backend_checks(fileset: FileSet | None, mc_port: int) -> dict[str, Callable[[str], str]]:
+    """The checks of `/files`, `/gridfs`, `/mc` and the memcached socket service."""
+    if fileset is None:
+        return {}
     return {
         "files": lambda url: check_file_route(url, fileset, contract.ROUTE_FILES_PREFIX),
+        "files-escapes": lambda url: check_escapes(url, fileset, contract.ROUTE_FILES_PREFIX),
         "gridfs": lambda url: check_file_route(url, fileset, contract.ROUTE_GRIDFS_PREFIX),
+        "gridfs-escapes": lambda url: check_escapes(url, fileset, contract.ROUTE_GRIDFS_PREFIX),
         "memcached": check_memcached_route,
-        "memcached-socket": lambda url: check_memcached_socket(mc_port),
+        "memcached-socket": lambda url: check_memcached_socket(url, mc_port),
     }
 
 
 BACKEND_CHECK_ROUTES = {
     "files": contract.ROUTE_FILES_PREFIX,
+    "files-escapes": contract.ROUTE_FILES_PREFIX,
     "gridfs": contract.ROUTE_GRIDFS_PREFIX,
+    "gridfs-escapes": contract.ROUTE_GRIDFS_PREFIX,
     "memcached": contract.ROUTE_MEMCACHED_PREFIX,
     "memcached-socket": contract.ROUTE_MEMCACHED_PREFIX,
 }
 
 
-def check_file_route(base_url: str, fileset: Any, prefix: str) -> str:
-    """Three files of the set: exact bytes, Content-Type, Length; a traversal is 404."""
+def contract_checks(
+    framework: str, fileset: FileSet | None = None, mc_port: int = 0
+) -> dict[str, Callable[[str], str]]:
+    """Every check of the routes `framework` serves; with a file set (and the server's
+    memcached socket port), the backend checks too. The one contract checker: `harness
+    verify` and the test suite run these; the runner's verify pass runs `checks_for`, the
+    part that needs no backend."""
+    return checks_for(framework) | served_backend_checks(framework, fileset, mc_port)
+
+
+def served_backend_checks(
+    framework: str, fileset: FileSet | None, mc_port: int
+) -> dict[str, Callable[[str], str]]:
+    """The backend checks of the backend routes `framework` serves."""
+    served = FRAMEWORKS[framework]
+    return {
+        name: check
+        for name, check in backend_checks(fileset, mc_port).items()
+        if served.serves(BACKEND_CHECK_ROUTES[name])
+    }
+
+
+def contract_check_names(framework: str) -> list[str]:
+    """The names `contract_checks(framework, fileset)` has, known without a server."""
+    served = FRAMEWORKS[framework]
+    return [*checks_for(framework)] + [
+        name for name, route in BACKEND_CHECK_ROUTES.items() if served.serves(route)
+    ]
+
+
+def one_of_each_kind(fileset: FileSet) -> list[str]:
+    """A file of each extension in the set (jpg, png, gif)."""
+    picked: dict[str, str] = {}
+    for name in fileset.names:
+        picked.setdefault(Path(name).suffix, name)
+    return sorted(picked.values())
+
+
+def check_file_route(base_url: str, fileset: FileSet, prefix: str) -> str:
+    """One file of each kind and the first three: exact bytes, Content-Type and -Length."""
     from servers.core import static
 
-    names = fileset.names[:3]
+    names = sorted({*one_of_each_kind(fileset), *fileset.names[:3]})
     with httpx.Client(base_url=base_url, timeout=10) as client:
         for name in names:
             reply = client.get(prefix + name)
             _expect(reply.status_code == 200, f"{prefix}{name} answered {reply.status_code}")
             data = (fileset.directory / name).read_bytes()
             _expect(reply.content == data, f"{prefix}{name}: body differs from the file")
+            length = reply.headers.get("content-length")
+            _expect(length == str(len(data)), f"{prefix}{name}: Content-Length {length}")
             kind = reply.headers.get("content-type", "").split(";")[0]
             _expect(kind == static.content_type(name), f"{prefix}{name}: Content-Type {kind}")
-        escape = client.get(prefix + "..%2f..%2fetc%2fpasswd")
-        _expect(escape.status_code == 404, f"a traversal answered {escape.status_code}")
-        missing = client.get(prefix + "img-99999.jpg")
-        _expect(missing.status_code == 404, f"a missing file answered {missing.status_code}")
-    return f"{len(names)} files byte-exact, traversal and missing 404"
+    return f"{len(names)} files byte-exact with their type and length"
+
+
+def check_escapes(base_url: str, fileset: FileSet, prefix: str) -> str:
+    """Traversals, encoded slashes, absolute paths, hidden and missing names: all 404, none
+    leaks the file planted outside the directory, and the server keeps serving."""
+    absolute = str(fileset.directory.parent / ESCAPE_BAIT_NAME)
+    targets = [prefix + name for name in ESCAPES]
+    targets += [prefix + absolute, prefix + absolute.replace("/", "%2f"), prefix.rstrip("/")]
+    for target in targets:
+        status = _get_status(base_url, target)
+        _expect(status == 404, f"{target} answered {status}")
+    _expect_still_serving(base_url, "the escapes")
+    return f"{len(targets)} escapes and missing names 404"
 
 
 def check_memcached_route(base_url: str) -> str:
     with httpx.Client(base_url=base_url, timeout=10) as client:
         hit = client.get(contract.ROUTE_MEMCACHED_PREFIX + MC_KEY)
         _expect(hit.status_code == 200 and hit.content == MC_VALUE, f"hit: {hit.status_code}")
+        length = hit.headers.get("content-length")
+        _expect(length == str(contract.MC_VALUE_BYTES), f"hit: Content-Length {length}")
         miss = client.get(contract.ROUTE_MEMCACHED_PREFIX + "verify-missing-key")
         _expect(miss.status_code == 404, f"a miss answered {miss.status_code}")
-    return "hit returns the 100-byte value, miss 404"
+        too_long = client.get(
+            contract.ROUTE_MEMCACHED_PREFIX + "k" * (contract.MC_MAX_KEY_BYTES + 1)
+        )
+        _expect(too_long.status_code == 404, f"a key too long answered {too_long.status_code}")
+    return "hit returns the 100-byte value; a miss and a key too long 404"
 
 
-def check_memcached_socket(mc_port: int) -> str:
-    import socket
+def _read_until(sock: socket.socket, ending: bytes, count: int = 1) -> bytes:
+    data = b""
+    while data.count(ending) < count:
+        chunk = sock.recv(65536)
+        _expect(bool(chunk), f"closed after {data[:60]!r}")
+        data += chunk
+    return data
 
-    from servers.core import memcache
 
+def check_memcached_socket(base_url: str, mc_port: int) -> str:
+    """The socket service: a hit, a miss, three gets in one write answered in order, an
+    unknown command, and `quit`."""
     _expect(mc_port > 0, "no mc_port in the telemetry line")
-    with socket.create_connection(("127.0.0.1", mc_port), 5) as sock:
-        sock.sendall(memcache.get_request(MC_KEY.encode()))
-        buffer = b""
-        reply = None
-        while reply is None:
-            chunk = sock.recv(65536)
-            _expect(bool(chunk), "the socket service closed the connection")
-            buffer += chunk
-            reply = memcache.parse_get_reply(buffer)
-    _expect(reply[0] == MC_VALUE, f"get answered {buffer[:60]!r}")
-    return f"get {MC_KEY} on port {mc_port}"
+    key = MC_KEY.encode()
+    hit = b"VALUE %s 0 %d\r\n%s\r\nEND\r\n" % (key, len(MC_VALUE), MC_VALUE)
+    with socket.create_connection((_address(base_url)[0], mc_port), 5) as sock:
+        sock.sendall(b"get " + key + b"\r\n")
+        _expect((got := _read_until(sock, b"END\r\n")) == hit, f"a hit answered {got[:60]!r}")
+        sock.sendall(b"get nothing-here\r\n")
+        _expect((got := _read_until(sock, b"END\r\n")) == b"END\r\n", f"a miss: {got[:60]!r}")
+        sock.sendall(b"get " + key + b"\r\nget nothing-here\r\nget " + key + b"\r\n")
+        got = _read_until(sock, b"END\r\n", 3)
+        _expect(got == hit + b"END\r\n" + hit, f"three gets in one write: {got[:60]!r}")
+        sock.sendall(b"set x 0 0 1\r\n")
+        _expect((got := _read_until(sock, b"\r\n")) == b"ERROR\r\n", f"set answered {got!r}")
+        sock.sendall(b"quit\r\n")
+        _expect(sock.recv(100) == b"", "quit left the connection open")
+    return f"get hit, miss, three in one write, ERROR, quit on port {mc_port}"
 
 
 def verify_framework(
@@ -374,7 +661,6 @@ def verify_framework(
         store = SinkStore(sink, mongo_url=mongo_url)
     except UserError as error:
         return Verification(framework, sink, error=str(error))
-    served = FRAMEWORKS[framework]
     with store:
         args = store.server_args()
         if backends is not None:
@@ -386,19 +672,17 @@ def verify_framework(
         except Exception as error:  # a server that cannot start is a failed verification
             return Verification(framework, sink, error=str(error))
         try:
-            checks = run_checks(server.url, checks_for(framework)) + not_supported(framework)
+            checks = run_checks(server.url, checks_for(framework))
             if sink != "empty":
                 checks += run_checks(
                     server.url, {"sink-record": lambda url: check_sink_record(url, store)}
                 )
             if backends is not None:
                 mc_port = int(server.telemetry_lines()[0].get("mc_port") or 0)
-                for name, check in backend_checks(backends, mc_port).items():
-                    if served.serves(BACKEND_CHECK_ROUTES[name]):
-                        checks += run_checks(server.url, {name: check})
-                    else:
-                        route = BACKEND_CHECK_ROUTES[name]
-                        checks += (Check(name, True, f"not supported ({route})", False),)
+                checks += run_checks(
+                    server.url, served_backend_checks(framework, backends.fileset, mc_port)
+                )
+            checks += not_supported(framework, backends=backends is not None)
         finally:
             status = server.stop()
     stopped = Check("sigterm", status == 0, f"exit status {status}")

@@ -1,55 +1,24 @@
-"""Fixtures: real server processes on OS-chosen loopback ports, one per framework."""
+"""Fixtures: real server processes on OS-chosen loopback ports, and the backends they read.
+
+Helpers that are not fixtures live in tests/helpers.py.
+"""
 
 from __future__ import annotations
 
-import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from harness.fileset import FileSet, ensure_fileset, load_gridfs
-from harness.server_process import ServerProcess, start_server
-from harness.services import FerretDB, Memcached, ferretdb_binary
-from harness.tools import tool_path
-from model.scenarios import MC_KEY, MC_VALUE
-from servers import FRAMEWORKS, full_contract_servers
+from harness.backends import KINDS, Backends
+from harness.fileset import FileSet, ensure_fileset
+from harness.services import FerretDB, Memcached
+from harness.verify import plant_escape_bait
+from tests.helpers import require_tool
 
 TEST_FILE_COUNT = 40
-
-
-def require_framework(name: str) -> None:
-    """Skip a framework that is not installed, except in CI where every one must be."""
-    missing = FRAMEWORKS[name].missing()
-    if missing:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{name} is not installed in CI: missing {', '.join(missing)}")
-        pytest.skip(f"{name} not installed: missing {', '.join(missing)}")
-
-
-def require_tool(name: str, how: str = "harness doctor --install") -> None:
-    """Skip without a system tool, except in CI where `.ci/run` installs every one."""
-    found = ferretdb_binary().is_file() if name == "ferretdb" else tool_path(name) is not None
-    if not found:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{name} is not installed in CI: {how}")
-        pytest.skip(f"{name} not installed: {how}")
-
-
-@pytest.fixture(params=full_contract_servers(), scope="module")
-def framework(request: pytest.FixtureRequest) -> str:
-    require_framework(request.param)
-    return request.param
-
-
-@pytest.fixture(scope="module")
-def server(framework: str) -> Iterator[ServerProcess]:
-    """One running server per framework, shared by a module's read-only tests."""
-    process = start_server(framework)
-    yield process
-    status = process.stop()
-    assert status == 0, f"{framework} exited {status}: {process.stderr_tail()}"
+TEST_FILE_SEED = 4
 
 
 # -- services shared by the whole session: started here, always stopped ------------------
@@ -57,7 +26,7 @@ def server(framework: str) -> Iterator[ServerProcess]:
 def fileset() -> Iterator[FileSet]:
     """A small deterministic file set (the generator's own, seed 4) in a temporary dir."""
     with tempfile.TemporaryDirectory(prefix="harness-files-") as directory:
-        yield ensure_fileset(TEST_FILE_COUNT, 4, Path(directory) / "files")
+        yield ensure_fileset(TEST_FILE_COUNT, TEST_FILE_SEED, Path(directory) / "files")
 
 
 @pytest.fixture(scope="session")
@@ -71,15 +40,31 @@ def ferretdb() -> Iterator[FerretDB]:
 
 
 @pytest.fixture(scope="session")
-def gridfs_url(ferretdb: FerretDB, fileset: FileSet) -> str:
-    """FerretDB's URL with the test file set loaded into GridFS."""
-    load_gridfs(ferretdb.url, fileset)
-    return ferretdb.url
+def backends(ferretdb: FerretDB, fileset: FileSet) -> Iterator[Backends]:
+    """Every backend a server reads, as `harness verify` starts them: the test file set on
+    disk (with the escape bait beside it) and in FerretDB's GridFS, and memcached holding
+    the memcached-proxy study's value."""
+    require_tool("memcached")
+    plant_escape_bait(fileset.directory)
+    with Backends(
+        KINDS,
+        mongo_url=ferretdb.url,
+        file_count=TEST_FILE_COUNT,
+        seed=TEST_FILE_SEED,
+        files_dir=fileset.directory,
+    ) as started:
+        yield started
 
 
 @pytest.fixture(scope="session")
-def memcached() -> Iterator[Memcached]:
-    require_tool("memcached")
-    with Memcached() as service:
-        service.set(MC_KEY, MC_VALUE)
-        yield service
+def gridfs_url(backends: Backends) -> str:
+    """FerretDB's URL with the test file set loaded into GridFS."""
+    assert backends.mongo_url is not None
+    return backends.mongo_url
+
+
+@pytest.fixture(scope="session")
+def memcached(backends: Backends) -> Memcached:
+    """memcached holding MC_KEY → MC_VALUE."""
+    assert backends.memcached is not None
+    return backends.memcached

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from drivers.ab import parse_ab
@@ -11,8 +9,9 @@ from drivers.base import DriverOutputError, DriverResult, merge_results, no_late
 from drivers.httperf import parse_httperf, processes_needed
 from drivers.siege import parse_siege
 from drivers.wrk import parse_wrk
+from tests.helpers import DATA_DIR
 
-DATA = Path(__file__).parent / "data"
+DATA = DATA_DIR
 
 
 def captured(name: str) -> str:

@@ -20,18 +20,9 @@ from harness.run import Runner, combine_repeats, summarize
 from harness.tools import tool_path
 from model.results import Case, Step, read_run
 from servers import FRAMEWORKS, Framework
-from tests.conftest import require_framework
-from tests.test_cli import harness
+from tests.helpers import harness, require_ferretdb, require_framework, require_tools
 
 TWO_CPUS = len(os.sched_getaffinity(0)) >= 2
-
-
-def require_tools(*names: str) -> None:
-    missing = [name for name in names if tool_path(name) is None]
-    if missing:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"missing in CI: {missing}")
-        pytest.skip(f"missing tools {missing}: harness doctor --install")
 
 
 def smoke_frameworks() -> str:
@@ -336,8 +327,6 @@ def test_log_scenario_reconciles_what_the_sink_holds(tmp_path: Path, sink: str) 
     require_framework("aiohttp")
     require_tools("wrk")
     if sink == "mongo":
-        from tests.test_sinks import require_ferretdb
-
         require_ferretdb()
     plan = build_plan(
         frameworks="aiohttp",

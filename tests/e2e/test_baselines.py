@@ -1,7 +1,9 @@
-"""The baselines as real processes: nginx, EventMachine, and the nginx load balancer (lb:N).
+"""What is the baselines' own: nginx's wrapper and telemetry, EventMachine's HTTP parsing,
+and the nginx load balancer (lb:N) in front of two real aiohttp instances.
 
-nginx serves `/` and `/files/`; EventMachine serves `/` and `/counter`; the load balancer
-is checked in front of two real aiohttp instances. Loopback only, OS-chosen ports.
+The routes they serve (nginx `/` and `/files/`, EventMachine `/` and `/counter`) are
+checked with every other server's by tests/e2e/test_conformance.py; SIGTERM, telemetry
+fields and --workers by tests/e2e/test_processes.py. Loopback only, OS-chosen ports.
 """
 
 from __future__ import annotations
@@ -9,8 +11,6 @@ from __future__ import annotations
 import email.utils
 import os
 import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,10 +24,14 @@ from harness.loadbalancer import LoadBalancer
 from harness.server_process import ServerProcess, start_server
 from servers import contract
 from servers.baselines import nginx as nginx_config
-from servers.core import static
-from tests.conftest import require_framework, require_tool
-from tests.test_contract import MALFORMED, assert_still_serving, raw_exchange
-from tests.test_files_gridfs_memcached import SECRET, TRAVERSALS, one_of_each_kind, status_of
+from tests.helpers import (
+    assert_still_serving,
+    raw_exchange,
+    require_framework,
+    require_tool,
+    status_code,
+    stop_in_time,
+)
 
 
 def assert_text_reply(response: httpx.Response) -> None:
@@ -74,10 +78,6 @@ def read_replies(sock: socket.socket, count: int, timeout_s: float = 5.0) -> lis
     return replies
 
 
-def status_code(reply: bytes) -> int:
-    return int(reply.split(b" ", 2)[1])
-
-
 def body_of(reply: bytes) -> bytes:
     return reply.split(b"\r\n\r\n", 1)[1]
 
@@ -90,88 +90,15 @@ def closed_by_peer(sock: socket.socket, timeout_s: float = 5.0) -> bool:
         return True
 
 
-def run_refusing(framework: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "servers", framework, "--port", "0", *args],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-
-
-def stop_in_time(server: ServerProcess) -> None:
-    """SIGTERM with a connection open: exit 0 within the contract's grace."""
-    with httpx.Client(base_url=server.url, timeout=5) as client:
-        assert client.get(contract.ROUTE_TEXT).status_code == 200
-        started = time.monotonic()
-        status = server.stop()
-    assert status == 0, server.stderr_tail()
-    assert time.monotonic() - started < contract.SHUTDOWN_GRACE_S
-
-
 # -- the nginx baseline ------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def nginx_server(fileset: FileSet) -> Iterator[ServerProcess]:
-    """nginx with --files-dir, a secret beside the directory and a symlink to it inside."""
+    """nginx with --files-dir (its routes are checked by tests/e2e/test_conformance.py)."""
     require_framework("nginx")
-    secret = fileset.directory.parent / "secret.txt"
-    secret.write_bytes(SECRET)
-    link = fileset.directory / "link.txt"
-    if not link.is_symlink():
-        link.symlink_to(secret)
     process = start_server("nginx", extra_args=["--files-dir", str(fileset.directory)])
     yield process
     status = process.stop()
     assert status == 0, f"nginx exited {status}: {process.stderr_tail()}"
-
-
-def test_nginx_text_route(nginx_server: ServerProcess) -> None:
-    with httpx.Client(base_url=nginx_server.url, timeout=5) as client:
-        for _ in range(3):  # kept alive
-            assert_text_reply(client.get(contract.ROUTE_TEXT))
-
-
-def test_nginx_files_exact_bytes_and_type(nginx_server: ServerProcess, fileset: FileSet) -> None:
-    names = one_of_each_kind(fileset)
-    assert len(names) == 3
-    with httpx.Client(base_url=nginx_server.url, timeout=5) as client:
-        for name in names + fileset.names[:10]:
-            reply = client.get(contract.ROUTE_FILES_PREFIX + name)
-            assert reply.status_code == 200, name
-            assert reply.content == (fileset.directory / name).read_bytes()
-            assert int(reply.headers["content-length"]) == len(reply.content)
-            assert reply.headers["content-type"] == static.content_type(name)
-        assert client.get(contract.ROUTE_FILES_PREFIX + "img-99999.jpg").status_code == 404
-
-
-@pytest.mark.parametrize("target", TRAVERSALS)
-def test_nginx_files_never_escape_the_directory(nginx_server: ServerProcess, target: str) -> None:
-    assert status_of(nginx_server.port, target) == 404
-
-
-def test_nginx_files_absolute_paths_are_404(nginx_server: ServerProcess, fileset: FileSet) -> None:
-    absolute = str(fileset.directory.parent / "secret.txt")
-    assert status_of(nginx_server.port, "/files/" + absolute) == 404
-    assert status_of(nginx_server.port, "/files/" + absolute.replace("/", "%2f")) == 404
-    assert status_of(nginx_server.port, "/files/.hidden") == 404
-    # Climbing above the root: nginx refuses it while parsing (400), answered 404 here.
-    assert status_of(nginx_server.port, "/files/..%2f..%2f..%2fetc%2fpasswd") == 404
-    assert status_of(nginx_server.port, "/files/../../etc/passwd") == 404
-    assert_still_serving(nginx_server)
-
-
-@pytest.mark.parametrize("request_bytes", [*MALFORMED[:2], b"GET /x/../../y HTTP/1.1\r\n\r\n"])
-def test_nginx_malformed_request_is_400(nginx_server: ServerProcess, request_bytes: bytes) -> None:
-    reply = raw_exchange(nginx_server.port, request_bytes)
-    assert status_code(reply) == 400, reply[:200]
-    assert_still_serving(nginx_server)
-
-
-@pytest.mark.parametrize(
-    "target", ["/counter", "/log", "/ws", "/gridfs/img-00000.jpg", "/mc/seed001", "/files", "/x"]
-)
-def test_nginx_other_routes_are_404(nginx_server: ServerProcess, target: str) -> None:
-    assert status_of(nginx_server.port, target) == 404
 
 
 def test_nginx_telemetry_counts_connections_and_requests(nginx_server: ServerProcess) -> None:
@@ -198,7 +125,7 @@ def test_nginx_without_files_dir_and_two_workers() -> None:
     require_framework("nginx")
     with start_server("nginx", workers=2) as server:
         assert_text_reply(httpx.get(server.url + "/", timeout=5))
-        assert status_of(server.port, "/files/img-00000.jpg") == 404
+        assert httpx.get(server.url + "/files/img-00000.jpg", timeout=5).status_code == 404
         lines = server.latest_telemetry()
         assert sorted(line["worker"] for line in lines.values()) == [0, 1]
         nginx_pids = {p.pid for p in psutil.Process(server.pid).children(recursive=True)}
@@ -219,13 +146,6 @@ def test_nginx_sigterm_exits_0_and_leaves_nothing_behind() -> None:
     stop_in_time(server)
     assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in nginx_processes)
     assert not any(run_dir.exists() for run_dir in run_dirs)
-
-
-def test_nginx_refuses_other_sinks() -> None:
-    require_framework("nginx")
-    done = run_refusing("nginx", "--sink", "file")
-    assert done.returncode == 2
-    assert done.stderr.strip() == "nginx serves only the empty sink"
 
 
 def test_nginx_config_helpers() -> None:
@@ -254,11 +174,8 @@ def counter_of(server: ServerProcess) -> dict[str, int]:
     return httpx.get(server.url + contract.ROUTE_COUNTER, timeout=5).json()
 
 
-def test_em_text_route(em_server: ServerProcess) -> None:
-    with httpx.Client(base_url=em_server.url, timeout=5) as client:
-        for _ in range(3):
-            assert_text_reply(client.get(contract.ROUTE_TEXT))
-        head = client.head(contract.ROUTE_TEXT)
+def test_em_head_has_no_body(em_server: ServerProcess) -> None:
+    head = httpx.head(em_server.url + contract.ROUTE_TEXT, timeout=5)
     assert head.status_code == 200 and head.content == b""
 
 
@@ -313,24 +230,6 @@ def test_em_http10_closes_unless_kept_alive(em_server: ServerProcess) -> None:
         assert closed_by_peer(sock)
 
 
-@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE"])
-def test_em_wrong_method_is_405(em_server: ServerProcess, method: str) -> None:
-    for route in (contract.ROUTE_TEXT, contract.ROUTE_COUNTER):
-        assert httpx.request(method, em_server.url + route, timeout=5).status_code == 405
-
-
-@pytest.mark.parametrize("target", ["/log", "/files/img-00000.jpg", "/ws", "/x", "/counter/"])
-def test_em_other_routes_are_404(em_server: ServerProcess, target: str) -> None:
-    assert httpx.get(em_server.url + target, timeout=5).status_code == 404
-
-
-@pytest.mark.parametrize("request_bytes", MALFORMED)
-def test_em_malformed_request_is_400(em_server: ServerProcess, request_bytes: bytes) -> None:
-    reply = raw_exchange(em_server.port, request_bytes)
-    assert status_code(reply) == 400, reply[:200]
-    assert_still_serving(em_server)
-
-
 def test_em_oversized_head_is_refused(em_server: ServerProcess) -> None:
     reply = raw_exchange(em_server.port, b"GET / HTTP/1.1\r\nX-Big: " + b"a" * 20_000)
     assert status_code(reply) == 431, reply[:200]
@@ -354,37 +253,6 @@ def test_em_telemetry(em_server: ServerProcess) -> None:
         busy = em_server.wait_telemetry(lambda r: r["requests"] >= before + 20 and r["open"] >= 1)
     assert busy is not None, em_server.telemetry_lines()[-3:]
     assert 0 <= busy["tick_avg_ms"] <= busy["tick_max_ms"] < 1000
-
-
-def test_em_two_workers_share_the_port() -> None:
-    require_framework("eventmachine")
-    with start_server("eventmachine", workers=2) as server:
-        first = server.latest_telemetry()
-        assert sorted(line["worker"] for line in first.values()) == [0, 1]
-        assert {line["port"] for line in first.values()} == {server.port}
-        for _ in range(40):  # new connections: SO_REUSEPORT spreads them by hash
-            assert httpx.get(server.url + "/", timeout=5).status_code == 200
-
-        def spread(_line: dict) -> bool:
-            latest = server.latest_telemetry().values()
-            return sum(line["requests"] for line in latest) >= 40
-
-        assert server.wait_telemetry(spread) is not None
-        latest = server.latest_telemetry()
-        assert set(latest) == set(first) and all(line["requests"] > 0 for line in latest.values())
-        stop_in_time(server)
-
-
-def test_em_sigterm_exits_0() -> None:
-    require_framework("eventmachine")
-    stop_in_time(start_server("eventmachine"))
-
-
-def test_em_refuses_other_sinks() -> None:
-    require_framework("eventmachine")
-    done = run_refusing("eventmachine", "--sink", "mongo")
-    assert done.returncode == 2
-    assert done.stderr.strip() == "eventmachine serves only the empty sink"
 
 
 # -- the load balancer -------------------------------------------------------------------

@@ -1,63 +1,33 @@
 """The harness side of files, GridFS, memcached, baselines and process models.
 
-Pure parts (the file set, process-model names, the mcload report) are checked directly;
-everything else through `harness compare` against real servers, FerretDB and memcached.
+Through `harness compare` against real servers, FerretDB and memcached (the pure parts:
+tests/unit/test_backends_model.py).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
 
 import pytest
 
-from drivers.base import DriverOutputError, Target, run_step
-from drivers.mcload import McLoadDriver, parse_mcload
-from drivers.wrk import WrkDriver, lua_string
+from drivers.base import Target, run_step
+from drivers.mcload import McLoadDriver
+from drivers.wrk import WrkDriver
 from harness.backends import MC_KEY, MC_VALUE
-from harness.fileset import MAX_FILE_BYTES, MIN_FILE_BYTES, ensure_fileset, load_gridfs
+from harness.fileset import load_gridfs
 from harness.frameworks import select_frameworks
 from harness.server_process import start_server
 from harness.services import Memcached
-from harness.topology import parse_process_model, parse_process_models
-from model.errors import UserError
 from model.ramps import RampStep
 from model.results import read_run
 from model.scenarios import SCENARIOS
 from servers import FRAMEWORKS, baselines
-from tests.conftest import require_framework
-from tests.test_cli import harness
-from tests.test_runner import require_tools
-
-DATA = Path(__file__).parent / "data"
+from tests.helpers import harness, require_framework, require_tools
 
 
 # -- the file set ------------------------------------------------------------------------
-def test_fileset_is_deterministic_mixed_and_reused(tmp_path: Path) -> None:
-    first = ensure_fileset(60, 4, tmp_path / "a")
-    second = ensure_fileset(60, 4, tmp_path / "b")
-    other = ensure_fileset(60, 5, tmp_path / "c")
-    assert first.files == second.files  # same seed: same names, sizes and bytes
-    assert first.files != other.files
-    assert {Path(n).suffix for n in first.names} == {".jpg", ".png", ".gif"}
-    for name, size, digest in first.files:
-        data = (first.directory / name).read_bytes()
-        assert len(data) == size and hashlib.sha256(data).hexdigest() == digest
-        assert MIN_FILE_BYTES <= size <= MAX_FILE_BYTES
-    assert (first.directory / first.names[0]).read_bytes()[:2] in (b"\xff\xd8", b"\x89P", b"GI")
-    stamp = (first.directory / first.names[0]).stat().st_mtime_ns
-    again = ensure_fileset(60, 4, tmp_path / "a")
-    assert again.files == first.files
-    assert (first.directory / first.names[0]).stat().st_mtime_ns == stamp  # not rewritten
-
-
-def test_fileset_refuses_an_empty_set(tmp_path: Path) -> None:
-    with pytest.raises(UserError):
-        ensure_fileset(0, 4, tmp_path / "none")
-
-
 def test_gridfs_load_is_standard_gridfs_and_loaded_once(ferretdb, fileset) -> None:
     import gridfs
     from pymongo import MongoClient
@@ -78,27 +48,6 @@ def test_gridfs_load_is_standard_gridfs_and_loaded_once(ferretdb, fileset) -> No
 
 
 # -- process models ----------------------------------------------------------------------
-@pytest.mark.parametrize(
-    ("text", "instances", "workers", "balanced"),
-    [
-        ("single", 1, 1, False),
-        ("workers:4", 1, 4, False),
-        ("lb:2", 2, 1, True),
-        ("lb:2/workers:2", 2, 2, True),
-    ],
-)
-def test_process_models_parse(text: str, instances: int, workers: int, balanced: bool) -> None:
-    model = parse_process_model(text)
-    assert (model.instances, model.workers, model.balanced) == (instances, workers, balanced)
-    assert model.processes == instances * workers
-
-
-@pytest.mark.parametrize("text", ["", "lb", "lb:0", "workers:x", "cluster", "lb:2/workers:0"])
-def test_bad_process_models_are_refused_by_name(text: str) -> None:
-    with pytest.raises(ValueError, match="process model"):
-        parse_process_models(text) if text else parse_process_model(text)
-
-
 def test_bad_process_model_is_one_line_on_the_command_line() -> None:
     result = harness("compare", "--profile", "smoke", "--process-model", "lb:zero")
     assert result.returncode == 1
@@ -106,23 +55,6 @@ def test_bad_process_model_is_one_line_on_the_command_line() -> None:
 
 
 # -- drivers -----------------------------------------------------------------------------
-def test_mcload_report_parses() -> None:
-    result = parse_mcload((DATA / "mcload.txt").read_text())
-    assert result.replies == 103616 and result.errors == {"wrong": 2, "reset": 1}
-    assert result.errors_total == 3
-    assert result.latency_ms["p99"] == pytest.approx(5.271)
-
-
-def test_mcload_without_report_is_an_output_error() -> None:
-    with pytest.raises(DriverOutputError, match="no report"):
-        parse_mcload("Traceback (most recent call last):\nOSError: boom\n")
-
-
-def test_lua_string_escapes_every_byte() -> None:
-    assert lua_string(b'a"\n\x00') == '"\\97\\34\\10\\0"'
-
-
-# -- selection ---------------------------------------------------------------------------
 def test_baselines_select_the_baselines_and_all_includes_them() -> None:
     available = [n for n in baselines() if FRAMEWORKS[n].available()]
     if not available:

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from harness.verify import HTTP_CHECKS, check_sequential_latency, run_checks, verify_framework
+from harness.verify import HTTP_CHECKS, run_checks, verify_framework
 from servers import FRAMEWORKS, Framework
-from tests.conftest import require_framework
+from tests.helpers import require_framework
 
 
 class StallingHandler(http.server.BaseHTTPRequestHandler):
@@ -43,18 +43,10 @@ def stalling_server() -> Iterator[str]:
 def test_checks_fail_on_a_server_that_breaks_the_contract(stalling_server: str) -> None:
     checks = {c.name: c for c in run_checks(stalling_server, HTTP_CHECKS)}
     assert not checks["text"].ok and "body" in checks["text"].detail
-    assert not checks["errors"].ok
+    assert not checks["not-found"].ok
     latency = checks["sequential-latency"]
     assert not latency.ok, latency.detail
     assert "TCP_NODELAY" in latency.detail
-
-
-def test_sequential_latency_passes_on_our_server() -> None:
-    require_framework("aiohttp")
-    from harness.server_process import start_server
-
-    with start_server("aiohttp") as server:
-        assert "median" in check_sequential_latency(server.url)
 
 
 def test_verify_framework_passes_every_check() -> None:
@@ -62,7 +54,7 @@ def test_verify_framework_passes_every_check() -> None:
     result = verify_framework("aiohttp")
     assert result.ok, [c for c in result.checks if not c.ok]
     names = {c.name for c in result.checks}
-    assert {"text", "ws-origin", "ws-1007", "ws-1009", "sequential-latency", "sigterm"} <= names
+    assert {"text", "malformed", "ws-origin", "ws-1007", "sequential-latency", "sigterm"} <= names
 
 
 def test_verify_reports_a_server_that_cannot_start(monkeypatch: pytest.MonkeyPatch) -> None:

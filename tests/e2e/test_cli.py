@@ -3,24 +3,11 @@
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 
 import pytest
 
 from servers import FRAMEWORKS
-
-
-def harness(*args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
-    executable = shutil.which("harness")
-    assert executable, "the harness console script is not installed"
-    return subprocess.run(
-        [executable, *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        stdin=subprocess.DEVNULL,
-    )
+from tests.helpers import harness
 
 
 def test_list_names_every_framework_with_versions() -> None:

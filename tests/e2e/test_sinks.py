@@ -13,19 +13,11 @@ import pytest
 from websockets.sync.client import connect
 
 from harness.server_process import start_server
-from harness.services import ferretdb_binary
 from harness.sink_store import SinkStore
 from servers import FRAMEWORKS, contract
-from tests.conftest import require_framework
+from tests.helpers import require_ferretdb, require_framework
 
 PAIRS = [(name, sink) for name, f in FRAMEWORKS.items() for sink in f.sinks if sink != "empty"]
-
-
-def require_ferretdb() -> None:
-    if not ferretdb_binary().is_file():
-        if os.environ.get("CI") == "true":
-            pytest.fail("FerretDB is not built in CI: harness doctor --install")
-        pytest.skip("FerretDB not built: harness doctor --install")
 
 
 @pytest.fixture(params=PAIRS, ids=[f"{n}-{s}" for n, s in PAIRS])

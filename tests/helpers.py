@@ -1,0 +1,120 @@
+"""What several test modules share: skips for what is not installed, the CLI, raw sockets.
+
+Test modules import from here (and get fixtures from conftest.py), never from each other.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from harness.tools import tool_path
+from harness.server_process import ServerProcess
+from harness.services import ferretdb_binary
+from servers import FRAMEWORKS, contract
+
+# Output captured from the real tools, read by the parser tests.
+DATA_DIR = Path(__file__).parent / "data"
+
+
+def require_framework(name: str) -> None:
+    """Skip a framework that is not installed, except in CI where every one must be."""
+    missing = FRAMEWORKS[name].missing()
+    if missing:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{name} is not installed in CI: missing {', '.join(missing)}")
+        pytest.skip(f"{name} not installed: missing {', '.join(missing)}")
+
+
+def require_tool(name: str, how: str = "harness doctor --install") -> None:
+    """Skip without a system tool, except in CI where `.ci/run` installs every one."""
+    found = ferretdb_binary().is_file() if name == "ferretdb" else tool_path(name) is not None
+    if not found:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{name} is not installed in CI: {how}")
+        pytest.skip(f"{name} not installed: {how}")
+
+
+def require_tools(*names: str) -> None:
+    """Skip without any of `names` (one skip naming every missing tool)."""
+    missing = [name for name in names if tool_path(name) is None]
+    if missing:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"missing in CI: {missing}")
+        pytest.skip(f"missing tools {missing}: harness doctor --install")
+
+
+def require_ferretdb() -> None:
+    require_tool("ferretdb")
+
+
+def harness(*args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run the `harness` console script as a user would."""
+    executable = shutil.which("harness")
+    assert executable, "the harness console script is not installed"
+    return subprocess.run(
+        [executable, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def raw_exchange(port: int, request: bytes, timeout_s: float = 5.0) -> bytes:
+    """Send raw bytes, read what comes back until the server closes or goes quiet."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as sock:
+        sock.sendall(request)
+        chunks = []
+        try:
+            while chunk := sock.recv(65536):
+                chunks.append(chunk)
+                if b"\r\n\r\n" in b"".join(chunks):
+                    break
+        except (TimeoutError, ConnectionResetError):
+            pass
+    return b"".join(chunks)
+
+
+def status_code(reply: bytes) -> int:
+    return int(reply.split(b" ", 2)[1])
+
+
+def assert_still_serving(server: ServerProcess) -> None:
+    response = httpx.get(server.url + contract.ROUTE_TEXT, timeout=5)
+    assert response.status_code == 200
+    assert response.content == contract.TEXT_BODY
+
+
+def stop_in_time(server: ServerProcess) -> None:
+    """SIGTERM with a connection open: exit 0 within the contract's grace."""
+    with httpx.Client(base_url=server.url, timeout=5) as client:
+        assert client.get(contract.ROUTE_TEXT).status_code == 200
+        started = time.monotonic()
+        status = server.stop()
+    assert status == 0, server.stderr_tail()
+    assert time.monotonic() - started < contract.SHUTDOWN_GRACE_S
+
+
+def servers_serving(*routes: str) -> list[str]:
+    """Every registered server (baselines included) that serves all of `routes`."""
+    return [name for name, f in FRAMEWORKS.items() if all(f.serves(r) for r in routes)]
+
+
+def mc_port(server: ServerProcess) -> int:
+    """Where the server's memcached socket service listens (its first telemetry line)."""
+    return int(server.telemetry_lines()[0].get("mc_port") or 0)
