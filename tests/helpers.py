@@ -15,9 +15,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from harness.tools import tool_path
 from harness.server_process import ServerProcess
 from harness.services import ferretdb_binary
+from harness.tools import tool_path
 from servers import FRAMEWORKS, contract
 
 # Output captured from the real tools, read by the parser tests.
