@@ -137,6 +137,9 @@ def test_websocket_messages_are_reconciled_with_the_file_sink(tmp_path: Path) ->
     }
 
 
+# A stress ramp run to its breaking point (~25 s): the breaking-point rules are covered
+# without a process by tests/unit/test_agent_plan.py; this names the open-file limit.
+@pytest.mark.slow
 def test_a_limit_not_the_server_is_named_when_it_caps_a_stress_ramp(tmp_path: Path) -> None:
     """Under a real open-file limit of 400 the server stops accepting near 400 connections."""
     import shutil
