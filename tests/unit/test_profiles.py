@@ -1,4 +1,4 @@
-"""Shipped profiles load, replay the seeds' parameters, and take overrides."""
+"""Shipped profiles load, replay the studies' parameters, and take overrides."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def test_every_shipped_profile_loads() -> None:
         assert list(profile.ramp)
 
 
-def test_seed_replicas_keep_their_parameters() -> None:
+def test_study_replicas_keep_their_parameters() -> None:
     vps = load_profile("autobench-vps")
     assert vps.driver == "httperf"
     assert vps.ramp == RateRamp(

@@ -1,4 +1,4 @@
-"""Ramps yield the seeds' steps; results validate, round-trip and refuse unknown schemas."""
+"""Ramps yield the studies' steps; results validate, round-trip and refuse unknown schemas."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from model.ramps import ConcurrencyRamp, ConnectionRamp, RateRamp, ramp_from_dic
 from model.results import SCHEMA, Case, Run, Step, read_run, write_run
 
 
-def test_autobench_vps_ramp_matches_the_seed() -> None:
+def test_autobench_vps_ramp_matches_the_study() -> None:
     steps = list(RateRamp(50, 600, 10, calls_per_connection=10, connections_per_step=6000))
     assert len(steps) == 56
     assert steps[0].offered == 500 and steps[-1].offered == 6000
