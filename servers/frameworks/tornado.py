@@ -75,8 +75,10 @@ class LogHandler(_ContractHandler):
     def prepare(self) -> None:
         self.chunks: list[bytes] = []
         self.body_bytes = 0
-        declared = self.request.headers.get("Content-Length")  # digits: tornado checked
-        if declared is not None and int(declared) > contract.LOG_MAX_BODY_BYTES:
+        # Tornado judges the Content-Length only once this returns (two unequal ones are
+        # joined here as "0,27": its 400 then); a single length is digits by now.
+        declared = self.request.headers.get("Content-Length", "")
+        if declared.isdigit() and int(declared) > contract.LOG_MAX_BODY_BYTES:
             self.too_large()
             # Tornado would go on to read the body (or answer a second time, 400, past its
             # own 100 MiB limit): take the stream and close it once the 413 is out.

@@ -10,6 +10,7 @@ const { validKey } = require('./memcache');
 const { handshakeStatus } = require('./websocket');
 
 const TOO_LARGE_BODY = Buffer.from('413: Request Entity Too Large');
+const BAD_FRAMING_BODY = Buffer.from('400: Bad Request');
 
 /** The record's headers as sent (names in their own case); repeated ones joined by ", ". */
 function headersAsSent(rawHeaders) {
@@ -50,6 +51,17 @@ function makeHandlers({ state, sink, files, gridfs, pool, serverHeader }) {
   return {
     reply,
     notFound,
+
+    /** 400, then close: nothing more on this connection can be trusted. */
+    badFraming(req, res) {
+      res.writeHead(400, {
+        'Content-Type': contract.TEXT_CONTENT_TYPE,
+        'Content-Length': BAD_FRAMING_BODY.length,
+        Connection: 'close',
+        Server: serverHeader,
+      });
+      res.end(BAD_FRAMING_BODY, () => req.socket.destroy());
+    },
 
     methodNotAllowed(req, res) {
       plain(res, 405, 'method not allowed');
