@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import email.utils
 import json
+import re
 import socket
 import statistics
 import time
@@ -224,7 +225,11 @@ def check_wrong_method(base_url: str) -> str:
     return f"405 for {', '.join(WRONG_METHODS)} on / and /counter"
 
 
+# A request hidden in the body of another: a server that frames the first one wrongly
+# answers it too (a second response on the connection), which is request smuggling.
+SMUGGLED = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"
 # Requests every server must refuse, and survive: name, raw bytes, the statuses accepted.
+# Each gets exactly one response, and nothing after it (the smuggled request unanswered).
 MALFORMED_REQUESTS: tuple[tuple[str, bytes, tuple[int, ...]], ...] = (
     ("garbage", b"GARBAGE\r\n\r\n", (400,)),
     ("extra-words", b"GET / HTTP/1.1 extra words\r\n\r\n", (400,)),
@@ -238,16 +243,80 @@ MALFORMED_REQUESTS: tuple[tuple[str, bytes, tuple[int, ...]], ...] = (
         b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 200_000 + b"\r\n\r\n",
         (400, 413, 431),
     ),
+    # Ambiguous framing (RFC 9112 §6.3, docs/contract.md "Hostile input"): 400 and close.
+    # 501 is the RFC's answer to a transfer coding the server does not know (nginx's).
+    (
+        "transfer-encoding-xchunked",
+        b"GET / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: xchunked\r\n\r\n" + SMUGGLED,
+        (400, 501),
+    ),
+    (
+        "content-length-twice",
+        b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nContent-Length: %d\r\n\r\n"
+        % len(SMUGGLED)
+        + SMUGGLED,
+        (400,),
+    ),
+    ("content-length-plus", b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: +3\r\n\r\nabc", (400,)),
+    (
+        "content-length-and-chunked",
+        b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"0\r\n\r\n" + SMUGGLED,
+        (400,),
+    ),
+    ("nul-in-header", b"GET / HTTP/1.1\r\nHost: x\r\nX-A: a\x00b\r\n\r\n", (400,)),
 )
+# (server, case) -> why that server answers otherwise and why it is not ours to fix. The
+# check reports these in its detail instead of failing; an entry that no longer deviates
+# fails the check, so the list cannot go stale.
+MALFORMED_DEVIATIONS: dict[tuple[str, str], str] = {}
+# How long a connection may stay quiet after its one response before the check stops
+# waiting for a second one: on loopback a smuggled request's answer follows within
+# microseconds, and the servers close after most of these refusals at once.
+MALFORMED_QUIET_S = 0.5
+_STATUS_LINE = re.compile(rb"HTTP/1\.[01] [1-5][0-9][0-9] ")
 
 
-def check_malformed_requests(base_url: str) -> str:
+def _exchange_until_close(base_url: str, request: bytes, quiet_s: float) -> bytes:
+    """Send raw bytes; read everything until the server closes or stays quiet `quiet_s`."""
+    with socket.create_connection(_address(base_url), timeout=5.0) as sock:
+        sock.sendall(request)
+        sock.settimeout(quiet_s)
+        data = b""
+        try:
+            while chunk := sock.recv(65536):
+                data += chunk
+        except (TimeoutError, ConnectionResetError):
+            pass
+    return data
+
+
+def _responses(reply: bytes) -> int:
+    """How many responses a reply holds: its status lines, wherever a body ended."""
+    return len(_STATUS_LINE.findall(reply))
+
+
+def check_malformed_requests(base_url: str, framework: str = "") -> str:
+    """Every malformed request: one refusal (a status of its list) and nothing more on the
+    connection, then the server still serves. `framework`'s known deviations are named."""
+    deviated = []
     for name, request, accepted in MALFORMED_REQUESTS:
-        reply = raw_exchange(base_url, request)
+        reply = _exchange_until_close(base_url, request, MALFORMED_QUIET_S)
         status = _status_of(reply)
-        _expect(status in accepted, f"{name} answered {reply[:60]!r}")
+        responses = _responses(reply)
+        ok = status in accepted and responses <= 1
+        reason = MALFORMED_DEVIATIONS.get((framework, name))
+        if reason is None:
+            _expect(status in accepted, f"{name} answered {reply[:60]!r}")
+            _expect(responses <= 1, f"{name}: {responses} responses on one connection")
+        else:
+            _expect(not ok, f"{name} is refused now: drop its known deviation")
+            deviated.append(f"{name} (known deviation: {reason})")
         _expect_still_serving(base_url, name)
-    return f"{len(MALFORMED_REQUESTS)} malformed requests refused, still serving"
+    refused = len(MALFORMED_REQUESTS) - len(deviated)
+    return f"{refused} malformed requests refused, still serving" + "".join(
+        f"; {d}" for d in deviated
+    )
 
 
 def _ws_url(base_url: str) -> str:
@@ -410,6 +479,8 @@ def checks_for(framework: str) -> dict[str, Callable[[str], str]]:
         for name, check in (HTTP_CHECKS | WEBSOCKET_CHECKS).items()
         if served.serves(CHECK_ROUTES[name])
     }
+    if "malformed" in checks:
+        checks["malformed"] = lambda url: check_malformed_requests(url, framework)
     if "not-found" in checks:
         unserved = tuple(_unserved_targets(framework))
         checks["not-found"] = lambda url: check_not_found(url, unserved)

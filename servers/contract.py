@@ -31,6 +31,10 @@ TEXT_BODY = b"I am a stupid HTTP server!"
 TEXT_CONTENT_TYPE = "text/plain"
 JSON_CONTENT_TYPE = "application/json"
 LOG_REPLY_BODY = b"success"
+# The largest `/log` body (aiohttp's `client_max_size` default): a bigger one is answered
+# 413 and the connection closed, judged by the declared Content-Length before any of the
+# body is read, and by the bytes received for a chunked body (docs/contract.md).
+LOG_MAX_BODY_BYTES = 1024 * 1024
 COUNTER_FIELDS = ("open", "max_open", "requests")
 RECORD_FIELDS = ("seq", "time", "method", "path", "headers", "body")
 # /ws messages are stored with the same record shape as /log requests.

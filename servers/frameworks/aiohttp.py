@@ -38,6 +38,15 @@ def _unavailable(error: BackendUnavailable) -> web.Response:
     )
 
 
+def _too_large() -> web.Response:
+    """413, then close: the rest of the body is not read (aiohttp would linger on it)."""
+    response = web.Response(
+        status=413, text="413: Request Entity Too Large", content_type="text/plain"
+    )
+    response.force_close()
+    return response
+
+
 def make_app(state: ServerState, sink: AsyncSink, backends: AsyncBackends) -> web.Application:
     """The contract's routes; aiohttp answers unknown paths 404 and wrong methods 405."""
     websockets: weakref.WeakSet[web.WebSocketResponse] = weakref.WeakSet()
@@ -53,7 +62,15 @@ def make_app(state: ServerState, sink: AsyncSink, backends: AsyncBackends) -> we
 
     async def log(request: web.Request) -> web.Response:
         state.requests += 1
-        body = (await request.read()).decode("utf-8", "replace")
+        declared = request.content_length
+        if declared is not None and declared > contract.LOG_MAX_BODY_BYTES:
+            # Before reading any of it: a declared 2 GiB that never comes is refused at
+            # once (aiohttp's own check, in read(), waits for the bytes).
+            return _too_large()
+        try:
+            body = (await request.read()).decode("utf-8", "replace")
+        except web.HTTPRequestEntityTooLarge:  # a chunked body past client_max_size
+            return _too_large()
         record = state.make_record(request.method, request.path, dict(request.headers), body)
         try:
             await sink.store_and_wait(record)
@@ -145,7 +162,7 @@ def make_app(state: ServerState, sink: AsyncSink, backends: AsyncBackends) -> we
         for ws in list(websockets):
             await ws.close(code=contract.WS_CLOSE_GOING_AWAY, message=b"server shutdown")
 
-    app = web.Application()
+    app = web.Application(client_max_size=contract.LOG_MAX_BODY_BYTES)
     app.router.add_get(contract.ROUTE_TEXT, text)
     app.router.add_get(contract.ROUTE_COUNTER, counter)
     app.router.add_route("*", contract.ROUTE_LOG, log)

@@ -35,6 +35,8 @@ from servers.runtimes.green.backends import GreenBackends, MemcachedSocketServic
 from servers.runtimes.green.sinks import GreenRuntime, open_green_sink
 
 SERVER_SOFTWARE = server_software("eventlet", eventlet.__version__)
+# Where a request's environ points back at its connection's protocol (to close it).
+_PROTOCOL_KEY = "servers.eventlet.protocol"
 # How often the main green thread looks for a delivered SIGTERM/SIGINT.
 _SIGNAL_POLL_S = 0.05
 # After an accept error such as EMFILE, wait this long before accepting again.
@@ -65,6 +67,11 @@ class Protocol(wsgi.HttpProtocol):
         if self.request_version == "HTTP/0.9":
             self.request_version = "HTTP/1.0"
         super().send_error(code, message, explain)
+
+    def get_environ(self) -> Environ:
+        environ = super().get_environ()
+        environ[_PROTOCOL_KEY] = self
+        return environ
 
     def log_message(self, format: str, *args) -> None:
         """No per-request stderr lines from the stdlib handler (eventlet logs are off too)."""
@@ -107,6 +114,15 @@ class EventletConnection:
 
     def request_headers(self, environ: Environ) -> dict[str, str]:
         return dict(environ["headers_raw"])
+
+    def raw_headers(self, environ: Environ) -> tuple[tuple[str, str], ...]:
+        return environ["headers_raw"]
+
+    def close_after_response(self, environ: Environ) -> list[tuple[str, str]]:
+        # Read when the response goes out: eventlet then adds Connection: close itself,
+        # and neither discards the rest of the body nor reads another request.
+        environ[_PROTOCOL_KEY].close_connection = 1
+        return []
 
     def take_over(self, environ: Environ):
         request_input = environ["eventlet.input"]

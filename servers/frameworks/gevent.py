@@ -14,6 +14,7 @@ monkey.patch_all()
 import contextlib
 import signal
 import socket
+from collections.abc import Sequence
 
 import gevent
 import gevent.socket
@@ -51,6 +52,16 @@ class Handler(WSGIHandler):
 
     server: Server
     idle = False
+    # The header fields as parsed, before pywsgi drops Content-Length from a chunked
+    # request: the green runtime judges the framing on these (servers.core.framing).
+    raw_headers: Sequence[tuple[str, str]] = ()
+
+    def MessageClass(self, *args):
+        headers = super().MessageClass(*args)
+        # http.client's parsed fields; pywsgi's `del headers["content-length"]` replaces
+        # this list rather than editing it, so it stays as received. No copy: it is free.
+        self.raw_headers = headers._headers
+        return headers
 
     def read_requestline(self) -> str:
         if self.server.stopping:
@@ -80,6 +91,19 @@ class GeventConnection:
 
     def request_headers(self, environ: Environ) -> dict[str, str]:
         return dict(environ[_HANDLER_KEY].headers.items())
+
+    def raw_headers(self, environ: Environ) -> Sequence[tuple[str, str]]:
+        return environ[_HANDLER_KEY].raw_headers
+
+    def close_after_response(self, environ: Environ) -> list[tuple[str, str]]:
+        handler: Handler = environ[_HANDLER_KEY]
+        handler.close_connection = True
+        # pywsgi reads (discards) what is left of the body even when it closes: with a
+        # declared 2 GiB that never comes, it would wait. Nothing is left to read.
+        request_input = handler.wsgi_input
+        request_input.chunked_input = False
+        request_input.content_length = request_input.position
+        return [("Connection", "close")]  # pywsgi says it only for HTTP/1.0
 
     def take_over(self, environ: Environ):
         handler: Handler = environ[_HANDLER_KEY]

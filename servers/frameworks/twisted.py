@@ -60,6 +60,10 @@ _JSON_CONTENT_TYPE = contract.JSON_CONTENT_TYPE.encode()
 _HEADER_TOO_LONG_REPLY = (
     b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
 )
+_TOO_LARGE_REPLY = (
+    b"HTTP/1.1 413 Request Entity Too Large\r\nConnection: close\r\n"
+    b"Content-Type: text/plain\r\nContent-Length: 29\r\n\r\n413: Request Entity Too Large"
+)
 _DRAIN_POLL_S = 0.010
 _LOG_REPLY_LENGTH = b"%d" % len(contract.LOG_REPLY_BODY)
 _SINK_UNAVAILABLE_LENGTH = b"%d" % len(contract.SINK_UNAVAILABLE_BODY)
@@ -70,12 +74,45 @@ _MC_CONTENT_TYPE = contract.MC_CONTENT_TYPE.encode()
 
 # -- HTTP: site, channel, request ---------------------------------------------------------
 class ContractRequest(Request):
-    """A twisted.web request whose body always stays in memory."""
+    """A twisted.web request whose body stays in memory, and within the contract's limit.
+
+    twisted.web takes a body of any size (150 MiB measured: 200, 656 MiB RSS). A declared
+    Content-Length over `contract.LOG_MAX_BODY_BYTES` is answered 413 before any of the
+    body is read, a chunked body once it grows past it; the connection is then closed
+    and the request never reaches a route (the limit holds on every route: only `/log`
+    takes a body).
+    """
+
+    _refused = False
+    _body_bytes = 0
 
     def gotLength(self, length: int | None) -> None:
         # twisted.web spools bodies over 100 kB (and every chunked body) to a temporary
         # file: blocking disk I/O on the reactor.
         self.content = BytesIO()
+        if length is not None and length > contract.LOG_MAX_BODY_BYTES:
+            self._refuse_too_large()
+
+    def handleContentChunk(self, data: bytes) -> None:
+        if self._refused:
+            return
+        self._body_bytes += len(data)
+        if self._body_bytes > contract.LOG_MAX_BODY_BYTES:
+            self._refuse_too_large()
+            return
+        self.content.write(data)
+
+    def requestReceived(self, command: bytes, path: bytes, version: bytes) -> None:
+        if not self._refused:  # a refused request was answered already
+            super().requestReceived(command, path, version)
+
+    def _refuse_too_large(self) -> None:
+        self._refused = True
+        self.content = BytesIO()
+        channel = self.channel
+        if channel.transport is not None and not channel.transport.disconnecting:
+            channel.transport.write(_TOO_LARGE_REPLY)
+            channel.loseConnection()
 
 
 class ContractChannel(HTTPChannel):

@@ -156,7 +156,8 @@ end
 # and the two routes. Every complete request in a read is answered in one send_data.
 class HttpConnection < EventMachine::Connection
   REQUEST_LINE = %r{\A([!#$%&'*+\-.^_`|~0-9A-Za-z]+) (\S+) HTTP/(\d)\.(\d)\z}
-  HEADER_LINE = /\A([!#$%&'*+\-.^_`|~0-9A-Za-z]+):[ \t]*(.*?)[ \t]*\z/
+  # A value holds no control character but HTAB (RFC 9110 §5.5): a NUL is refused.
+  HEADER_LINE = /\A([!#$%&'*+\-.^_`|~0-9A-Za-z]+):[ \t]*([^\x00-\x08\x0a-\x1f\x7f]*?)[ \t]*\z/
   REASONS = {
     200 => 'OK', 400 => 'Bad Request', 404 => 'Not Found', 405 => 'Method Not Allowed',
     413 => 'Content Too Large',
@@ -220,6 +221,9 @@ class HttpConnection < EventMachine::Connection
     return refuse(413) if body_bytes > MAX_BODY_BYTES
 
     chunked = headers.key?('transfer-encoding')
+    # Ambiguous framing is refused (RFC 9112 §6.3): a coding other than chunked, or
+    # chunked together with a Content-Length.
+    return refuse(400) if chunked && (headers['transfer-encoding'].downcase != 'chunked' || headers.key?('content-length'))
     body_bytes = 0 if chunked
     # Wait for the whole body of a request with Content-Length (it is read and dropped).
     return nil if @buffer.bytesize < head_end + 4 + body_bytes

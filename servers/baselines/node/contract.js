@@ -21,6 +21,7 @@ module.exports = Object.freeze({
   TEXT_CONTENT_TYPE: 'text/plain',
   JSON_CONTENT_TYPE: 'application/json',
   LOG_REPLY_BODY: Buffer.from('success'),
+  LOG_MAX_BODY_BYTES: 1024 * 1024,
   WEBSOCKET_RECORD_METHOD: 'WS',
 
   // -- static files, GridFS and memcached -------------------------------------------------

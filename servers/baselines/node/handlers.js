@@ -9,6 +9,9 @@ const contract = require('./contract');
 const { validKey } = require('./memcache');
 const { handshakeStatus } = require('./websocket');
 
+const TOO_LARGE_BODY = Buffer.from('413: Request Entity Too Large');
+const BAD_FRAMING_BODY = Buffer.from('400: Bad Request');
+
 /** The record's headers as sent (names in their own case); repeated ones joined by ", ". */
 function headersAsSent(rawHeaders) {
   const headers = {};
@@ -49,6 +52,17 @@ function makeHandlers({ state, sink, files, gridfs, pool, serverHeader }) {
     reply,
     notFound,
 
+    /** 400, then close: nothing more on this connection can be trusted. */
+    badFraming(req, res) {
+      res.writeHead(400, {
+        'Content-Type': contract.TEXT_CONTENT_TYPE,
+        'Content-Length': BAD_FRAMING_BODY.length,
+        Connection: 'close',
+        Server: serverHeader,
+      });
+      res.end(BAD_FRAMING_BODY, () => req.socket.destroy());
+    },
+
     methodNotAllowed(req, res) {
       plain(res, 405, 'method not allowed');
     },
@@ -66,9 +80,37 @@ function makeHandlers({ state, sink, files, gridfs, pool, serverHeader }) {
     /** Any method: the record is stored first (file: handed to the OS; mongo: acknowledged). */
     log(req, res, path) {
       state.requests += 1;
+      // The contract's limit, before reading any of the body when it is declared, else as
+      // a chunked body arrives: 413, and the connection closes after it.
+      const tooLarge = () => {
+        res.writeHead(413, {
+          'Content-Type': contract.TEXT_CONTENT_TYPE,
+          'Content-Length': TOO_LARGE_BODY.length,
+          Connection: 'close',
+          Server: serverHeader,
+        });
+        res.end(TOO_LARGE_BODY);
+      };
+      if (Number(req.headers['content-length'] || 0) > contract.LOG_MAX_BODY_BYTES) {
+        tooLarge();
+        return;
+      }
       const chunks = [];
-      req.on('data', (chunk) => chunks.push(chunk));
+      let bodyBytes = 0;
+      let refused = false;
+      req.on('data', (chunk) => {
+        if (refused) return;
+        bodyBytes += chunk.length;
+        if (bodyBytes > contract.LOG_MAX_BODY_BYTES) {
+          refused = true;
+          chunks.length = 0;
+          tooLarge();
+          return;
+        }
+        chunks.push(chunk);
+      });
       req.on('end', () => {
+        if (refused) return;
         const body = (chunks.length === 1 ? chunks[0] : Buffer.concat(chunks)).toString('utf8');
         const record = state.makeRecord(req.method, path, headersAsSent(req.rawHeaders), body);
         sink.storeAndWait(record).then(

@@ -64,10 +64,21 @@ async function runWorker(options, worker) {
     serverHeader: serverHeader(options.variant),
   };
   const handlers = makeHandlers(backends);
-  const listener =
+  const routes =
     options.variant === 'node-express'
       ? require('./routes_express').makeApp(handlers)
       : require('./routes_http').makeRequestListener(handlers);
+  // llhttp refuses most ambiguous framing itself, but Node 20 serves a GET with
+  // `Transfer-Encoding: xchunked` and then what follows as a second request: refuse it
+  // (docs/contract.md, "Hostile input").
+  const listener = (req, res) => {
+    const transferEncoding = req.headers['transfer-encoding'];
+    if (transferEncoding !== undefined && transferEncoding.toLowerCase() !== 'chunked') {
+      handlers.badFraming(req, res);
+      return;
+    }
+    routes(req, res);
+  };
 
   const server = http.createServer(
     { noDelay: true, requireHostHeader: false }, // HTTP/1.1 without Host is served, as in Python

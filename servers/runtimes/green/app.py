@@ -34,6 +34,7 @@ from wsproto.events import BytesMessage, CloseConnection, Event, Ping, TextMessa
 from servers import contract
 from servers.core import memcache, static
 from servers.core.backends import BackendUnavailable
+from servers.core.framing import framing_error
 from servers.core.sinks import SinkUnavailable
 from servers.core.state import ServerState
 from servers.core.websocket import websocket_close_code, websocket_handshake_status
@@ -44,8 +45,6 @@ StartResponse = Callable[..., Callable[[bytes], Any]]
 Environ = dict[str, Any]
 Headers = list[tuple[str, str]]
 
-# aiohttp's `client_max_size` default: a bigger `/log` body is answered 413, unread.
-LOG_MAX_BODY_BYTES = 1024 * 1024
 # How long a closing WebSocket waits for the client's close frame (aiohttp waits 10 s too).
 WS_CLOSE_TIMEOUT_S = 10.0
 WS_READ_BYTES = 64 * 1024
@@ -72,6 +71,15 @@ class GreenConnection(Protocol):
 
     def request_headers(self, environ: Environ) -> dict[str, str]:
         """The request's headers as the client sent them (names in their own case)."""
+        ...
+
+    def raw_headers(self, environ: Environ) -> Iterable[tuple[str, str]]:
+        """The request's header fields as received: every repeat, nothing dropped yet."""
+        ...
+
+    def close_after_response(self, environ: Environ) -> Headers:
+        """Close the connection once this response is out, reading nothing more from it;
+        the headers the response must carry to say so (none if the server adds them)."""
         ...
 
     def take_over(self, environ: Environ) -> tuple[socket.socket, BinaryIO]:
@@ -148,6 +156,11 @@ class GreenApp:
         log_headers = self._headers(contract.TEXT_CONTENT_TYPE, contract.LOG_REPLY_BODY)
         log_result = (contract.LOG_REPLY_BODY,)
         ok = _status_line(200)
+        max_body_bytes = contract.LOG_MAX_BODY_BYTES
+
+        def refuse(environ: Environ, start_response: StartResponse, code: int) -> Iterable[bytes]:
+            """Answer `code` and close: what is left on the connection cannot be trusted."""
+            return plain(start_response, code, extra=connection.close_after_response(environ))
 
         def text(environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
             state.requests += 1
@@ -167,9 +180,20 @@ class GreenApp:
 
         def log(environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
             state.requests += 1
-            body = environ["wsgi.input"].read(LOG_MAX_BODY_BYTES + 1)
-            if len(body) > LOG_MAX_BODY_BYTES:
-                return plain(start_response, 413)
+            declared = environ.get("CONTENT_LENGTH")
+            length = int(declared) if declared else None  # digits: framing_error checked
+            if length is not None and length > max_body_bytes:
+                return refuse(environ, start_response, 413)  # at once, nothing read
+            try:
+                body = environ["wsgi.input"].read(max_body_bytes + 1)
+            except (OSError, ValueError):  # the body ended early, or bad chunked framing
+                return refuse(environ, start_response, 400)
+            if len(body) > max_body_bytes:  # a chunked body
+                return refuse(environ, start_response, 413)
+            if length is not None and len(body) < length:
+                # eventlet returns what came before the client's EOF: a truncated body
+                # is no record (gevent raises instead, caught above).
+                return refuse(environ, start_response, 400)
             method = environ["REQUEST_METHOD"]
             record = state.make_record(
                 method,
@@ -292,6 +316,10 @@ class GreenApp:
         }
 
         def wsgi(environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
+            # pywsgi and eventlet.wsgi frame bodies by rules a smuggler can exploit
+            # ("xchunked", two Content-Lengths, "+3"): refuse before any body is read.
+            if framing_error(connection.raw_headers(environ)) is not None:
+                return refuse(environ, start_response, 400)
             path = environ["PATH_INFO"]
             methods = routes.get(path)
             if methods is None:
