@@ -213,7 +213,7 @@ def test_ctrl_c_stops_everything_within_5_s_and_keeps_finished_cases(tmp_path: P
     assert not alive, alive
     [run_json] = list(tmp_path.glob("*/run.json"))
     data = json.loads(run_json.read_text())
-    assert data["config"]["interrupted"] is True
+    assert (data["status"], data["status_reason"]) == ("interrupted", "stopped by Ctrl-C (SIGINT)")
     assert [c["status"] for c in data["cases"]] == ["ok"]
 
 
