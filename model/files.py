@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
@@ -16,11 +16,11 @@ def atomic_writer(path: Path, newline: str | None = None) -> Iterator[TextIO]:
     """A text handle on a temporary file beside `path`, renamed over `path` when the block
     ends without an exception (and removed when it raises)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, partial = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
+    # a name no other writer uses ("x": never an existing file), with the umask's mode
+    partial = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.partial")
     try:
-        with os.fdopen(fd, "w", newline=newline) as handle:
+        with partial.open("x", newline=newline) as handle:
             yield handle
-        os.chmod(partial, 0o644)  # mkstemp's 0600 would hide results from other users
         os.replace(partial, path)
     except BaseException:
         with contextlib.suppress(OSError):
