@@ -99,3 +99,9 @@ def signal_name(returncode: int | None) -> str | None:
         return signal.Signals(-returncode).name
     except ValueError:
         return f"signal {-returncode}"
+
+
+def how_it_ended(returncode: int) -> str:
+    """`killed by SIGKILL` or `exited (status 1)`: a finished child's end, in words."""
+    killed = signal_name(returncode)
+    return f"killed by {killed}" if killed else f"exited (status {returncode})"
