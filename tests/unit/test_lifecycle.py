@@ -34,7 +34,9 @@ from model.scenarios import get_scenario
 
 
 # -- stop signals ------------------------------------------------------------------------
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+@pytest.mark.parametrize(
+    "signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT], ids=["SIGTERM", "SIGHUP", "SIGINT"]
+)
 def test_a_stop_signal_is_a_ctrl_c_and_a_second_one_does_not_cut_the_cleanup(
     signum: int,
 ) -> None:
