@@ -101,6 +101,18 @@ def _image(path: Path) -> str:
     return f'<img alt="{escape(path.stem)}" src="data:image/png;base64,{encoded}">'
 
 
+def _status(run: Run) -> str:
+    """How the run ended, in bold unless complete: a partial run must not look finished."""
+    if run.status == "complete":
+        return "status: complete"
+    what = {
+        "running": "running — or its harness was killed before it could write an end",
+        "unknown": "unknown",
+    }.get(run.status, run.status)
+    reason = f" ({escape(run.status_reason)})" if run.status_reason else ""
+    return f"status: <b class='failed'>{escape(what)}</b>{reason}: the figures cover part of it"
+
+
 def render_html(runs: Sequence[Run], images: dict[str, Path]) -> str:
     title = "Server comparison — " + ", ".join(run.run_id for run in runs)
     parts = [
@@ -115,9 +127,7 @@ def render_html(runs: Sequence[Run], images: dict[str, Path]) -> str:
             f"{escape(str(profile.get('description', '')))}<br>started {escape(run.started)}, "
             f"finished {escape(str(run.finished))}; server CPUs "
             f"{escape(str(run.config.get('server_cpus')))}, load CPUs "
-            f"{escape(str(run.config.get('agent_cpus')))}"
-            + ("; <b>interrupted</b>" if run.config.get("interrupted") else "")
-            + "</p>"
+            f"{escape(str(run.config.get('agent_cpus')))}<br>{_status(run)}</p>"
         )
         parts.append("<h3>Summary</h3>")
         parts.append(

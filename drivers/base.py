@@ -18,9 +18,6 @@ Error kinds are common to every driver so that charts and tables compare like wi
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -28,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, Self, TypedDict
 
+from drivers.processes import kill_group, signal_name, spawn
 from model.errors import UserError
 from model.ramps import Ramp, RampStep
 from model.scenarios import Scenario
@@ -167,11 +165,15 @@ def pinned(command: list[str], cpus: str | None) -> list[str]:
     return ["taskset", "-c", cpus, *command] if cpus is not None else command
 
 
+POLL_S = 0.1  # how often a step's processes (and its abort condition) are looked at
+
+
 class DriverProcesses:
     """A step's driver processes, started together, each writing its raw output to a file."""
 
     def __init__(self, commands: list[list[str]], cpus: str | None, raw_paths: list[Path]) -> None:
         self.raw_paths = raw_paths
+        self.commands = commands
         self.processes: list[subprocess.Popen[bytes]] = []
         try:
             for command, raw_path in zip(commands, raw_paths, strict=True):
@@ -179,13 +181,7 @@ class DriverProcesses:
                     raw.write(("$ " + " ".join(command) + "\n").encode())
                     raw.flush()
                     self.processes.append(
-                        subprocess.Popen(
-                            pinned(command, cpus),
-                            stdin=subprocess.DEVNULL,
-                            stdout=raw,
-                            stderr=subprocess.STDOUT,
-                            start_new_session=True,
-                        )
+                        spawn(pinned(command, cpus), stdout=raw, stderr=subprocess.STDOUT)
                     )
         except BaseException as error:  # Ctrl-C between two starts included
             self.kill()
@@ -200,22 +196,33 @@ class DriverProcesses:
     def running(self) -> bool:
         return any(p.poll() is None for p in self.processes)
 
-    def wait(self, timeout_s: float) -> bool:
-        """Wait for every process; False (and all killed) when the time ran out."""
+    def wait(self, timeout_s: float, abort: Callable[[], str | None] | None = None) -> str | None:
+        """Wait for every process; None when all ended, else why they were all killed: the
+        time ran out, or `abort` (asked every POLL_S) gave a reason to stop now."""
         deadline = time.monotonic() + timeout_s
-        for process in self.processes:
-            try:
-                process.wait(max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
+        while self.running():
+            reason = abort() if abort is not None else None
+            if reason is None and time.monotonic() > deadline:
+                reason = f"did not finish within {timeout_s:.0f} s"
+            if reason is not None:
                 self.kill()
-                return False
-        return True
+                return reason
+            time.sleep(POLL_S)
+        return None
+
+    def killed(self) -> str | None:
+        """`wrk (pid 12) was killed by SIGKILL` for the first process a signal ended."""
+        for command, process in zip(self.commands, self.processes, strict=False):
+            name = signal_name(process.returncode)
+            if name is not None:
+                tool = Path(command[0]).name
+                return f"{tool} (pid {process.pid}) was killed by {name}"
+        return None
 
     def kill(self) -> None:
         for process in self.processes:
             if process.poll() is None:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(process.pid, signal.SIGKILL)
+                kill_group(process)
                 process.wait()
 
     def outputs(self) -> list[str]:
@@ -235,11 +242,14 @@ def run_step(
     raw_dir: Path,
     label: str,
     on_start: Callable[[list[int]], None] | None = None,
+    abort: Callable[[], str | None] | None = None,
 ) -> DriverResult:
     """Run one step's driver processes to the end and parse them (one merged result).
 
-    Raw output goes to `raw_dir/<label>-<i>.txt`; a process that outlives the step by more
-    than the timeout and a margin is killed, and its step fails with DriverOutputError.
+    Raw output goes to `raw_dir/<label>-<i>.txt`. The step fails with DriverOutputError,
+    saying why, when a process outlives the step by more than the timeout and a margin,
+    when `abort` gives a reason (the server died: no need to wait for the step's end), or
+    when a driver process was killed by a signal.
     """
     raw_dir.mkdir(parents=True, exist_ok=True)
     commands = driver.commands(step, target, raw_dir)
@@ -249,9 +259,12 @@ def run_step(
     try:  # whatever happens from here (Ctrl-C included), no driver outlives the step
         if on_start is not None:
             on_start(processes.pids)
-        finished = processes.wait(expected_s)
+        stopped = processes.wait(expected_s, abort)
     finally:
         processes.kill()
-    if not finished:
-        raise DriverOutputError(f"{driver.name} did not finish within {expected_s:.0f} s")
+    if stopped is not None:
+        raise DriverOutputError(f"{driver.name} stopped: {stopped}")
+    killed = processes.killed()
+    if killed is not None:
+        raise DriverOutputError(killed)
     return merge_results([driver.parse(text, target) for text in processes.outputs()])

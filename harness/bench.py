@@ -6,6 +6,7 @@ apps so that drift on a noisy machine hits both alike; medians are reported.
 
 from __future__ import annotations
 
+import signal
 import socket
 import statistics
 import subprocess
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from drivers.base import Target, run_step
+from drivers.processes import kill_group, spawn
 from drivers.wrk import WrkDriver
 from harness.server_process import start_server
 from model.errors import UserError
@@ -67,7 +69,7 @@ def bench_framework(
 ) -> BenchResult:
     """Alternate wrk runs against our server and the minimal app; medians of req/s."""
     port = free_port()
-    minimal = subprocess.Popen(
+    minimal = spawn(
         [
             "taskset",
             "-c",
@@ -79,10 +81,7 @@ def bench_framework(
             "--port",
             str(port),
         ],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
+        death_signal=signal.SIGTERM,
     )
     try:
         _wait_listening(port, minimal)
@@ -113,7 +112,10 @@ def bench_framework(
         try:
             minimal.wait(5)
         except subprocess.TimeoutExpired:
-            minimal.kill()
+            pass
+        finally:  # whatever interrupts the wait, the app and what it forked end here
+            kill_group(minimal)
+            minimal.wait()
     return BenchResult(
         framework,
         loop,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from drivers import DRIVER_RAMPS
 from harness.affinity import parse_cpu_list
 from harness.frameworks import select_frameworks
 from harness.profile import load_profile
-from harness.run import Plan, Runner, default_cpus, new_run_id
+from harness.run import Plan, Runner, claim_run_dir, default_cpus
 from model.errors import UserError
 from model.results import Case, Run, Step
 from model.scenarios import get_scenario
@@ -107,13 +108,13 @@ def build_plan(
     agent_cpus = agent_cpus or default_agent
     parse_cpu_list(server_cpus)
     parse_cpu_list(agent_cpus)
-    run_id = new_run_id(profile.name)
+    run_id, run_dir = claim_run_dir(out or DEFAULT_RESULTS_DIR, profile.name)
     return Plan(
         profile,
         tuple(names),
         server_cpus,
         agent_cpus,
-        (out or DEFAULT_RESULTS_DIR) / run_id,
+        run_dir,
         run_id,
         verify,
         mongo_url,
@@ -130,13 +131,28 @@ def run_plan(plan: Plan, console: Console) -> tuple[Run, float]:
         * len(plan.frameworks)
     )
     started = time.monotonic()
+    try:
+        runner = Runner(plan)
+    except BaseException:  # nothing ran: leave no empty run directory behind
+        with contextlib.suppress(OSError):
+            plan.out_dir.rmdir()
+        raise
     with RichReporter(console, cases_total) as reporter:
-        run = Runner(plan, reporter).run()
+        runner.reporter = reporter
+        run = runner.run()
     return run, time.monotonic() - started
 
 
 def _fmt(value: float | None, pattern: str = "{:,.0f}") -> str:
     return pattern.format(value) if value is not None else "–"
+
+
+def run_status_line(run: Run) -> str:
+    """`complete`, `interrupted: stopped by SIGTERM`, `failed: <why>`; a run.json still
+    `running` after its harness is gone was killed before it could say so."""
+    if run.status == "running":
+        return "running (or its harness was killed before it could write an end)"
+    return f"{run.status}: {run.status_reason}" if run.status_reason else run.status
 
 
 def summary_table(run: Run) -> Table:
@@ -153,7 +169,7 @@ def summary_table(run: Run) -> Table:
     columns += ["vs nginx"] if ratios else []
     columns += ["MB/s"] if megabytes else []
     columns += ["at", "p99 at peak ms", "server CPU %", "RSS MB", "errors", "flags"]
-    table = Table(title=f"run {run.run_id}")
+    table = Table(title=f"run {run.run_id}: {run_status_line(run)}")
     if any(c.summary.role == "baseline" for c in cases):
         table.caption = "* baseline"
     for column in columns:

@@ -153,7 +153,6 @@ def run_connection_ramp(
         }
     )
     processes = DriverProcesses(commands, agent_cpus, paths)
-    monitor.set_agent_pids(processes.pids)
     offsets = [0] * len(paths)
     latest: dict[int, dict[str, Any]] = {}
     seconds: list[_Second] = []
@@ -167,7 +166,8 @@ def run_connection_ramp(
         )
         on_step_done(result.steps[-1])
 
-    try:
+    try:  # whatever happens from here (Ctrl-C included), no agent outlives the ramp
+        monitor.set_agent_pids(processes.pids)
         while processes.running():
             time.sleep(POLL_INTERVAL_S)
             if server.process.poll() is not None:  # a dead server ends the ramp at once

@@ -9,8 +9,10 @@ process group so that a stop never leaves a worker behind.
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Sequence
 
+from drivers.processes import parent_death_signal
 from model.errors import UserError
 from servers.baselines import nginx
 from servers.contract import SHUTDOWN_GRACE_S
@@ -62,7 +64,12 @@ class LoadBalancer:
 
         try:
             self._nginx, site = nginx.start_nginx(
-                render, workers=self.workers, cpus=self.cpus, new_session=True
+                render,
+                workers=self.workers,
+                cpus=self.cpus,
+                new_session=True,
+                # if the harness dies, nginx's master stops its workers (SIGTERM)
+                preexec_fn=parent_death_signal(signal.SIGTERM),
             )
         except nginx.NginxError as error:
             raise UserError(f"load balancer: {error}") from error

@@ -19,6 +19,8 @@ from typing import Any
 
 import psutil
 
+from model.files import atomic_writer
+
 SAMPLE_INTERVAL_S = 1.0
 TELEMETRY_SUMS = (
     "open",
@@ -188,8 +190,7 @@ class Monitor:
         columns: list[str] = []
         for row in rows:
             columns.extend(key for key in row if key not in columns)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("w", newline="") as handle:
+        with atomic_writer(path, newline="") as handle:  # whole or not at all
             writer = csv.DictWriter(handle, fieldnames=columns or ["t"])
             writer.writeheader()
             writer.writerows(rows)

@@ -19,6 +19,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from drivers.processes import kill_group, spawn
 from model.errors import UserError
 from servers.contract import SHUTDOWN_GRACE_S
 
@@ -42,15 +43,17 @@ class ServerProcess:
         self._ready = threading.Event()
         self._stderr_file = tempfile.TemporaryFile(mode="w+b")  # noqa: SIM115 (lives with the process)
         self.port = 0
-        self.process = subprocess.Popen(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=self._stderr_file,
-            start_new_session=True,  # one group to kill; Ctrl-C reaches only the harness
+        # its own session (one group to kill; Ctrl-C reaches only the harness); SIGTERM if
+        # the harness dies, which a server obeys by stopping its workers within the grace
+        self.process = spawn(
+            command, stdout=subprocess.PIPE, stderr=self._stderr_file, death_signal=signal.SIGTERM
         )
-        self._reader = threading.Thread(target=self._read_stdout, daemon=True)
-        self._reader.start()
+        try:
+            self._reader = threading.Thread(target=self._read_stdout, daemon=True)
+            self._reader.start()
+        except BaseException:  # Ctrl-C right after the start: the caller never gets `self`
+            self.kill()
+            raise
 
     # -- lifecycle -------------------------------------------------------------------
     @property
@@ -75,25 +78,25 @@ class ServerProcess:
                 raise UserError(f"{self.framework} server did not listen within {timeout_s:.0f} s")
 
     def stop(self, timeout_s: float = SHUTDOWN_GRACE_S + 1.0) -> int:
-        """SIGTERM, wait up to `timeout_s`, then SIGKILL the group; returns the exit status."""
-        if self.process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        self._kill_group()
+        """SIGTERM, wait up to `timeout_s`, then SIGKILL the group; returns the exit status.
+
+        The group is killed whatever interrupts the wait (a second Ctrl-C included).
+        """
+        try:
+            if self.process.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.process.pid, signal.SIGTERM)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.process.wait(timeout_s)
+        finally:
+            self.kill()
         self._reader.join(2.0)
         return self.process.returncode
 
     def kill(self) -> None:
-        self._kill_group()
+        """SIGKILL the whole group (workers included) and reap the server."""
+        kill_group(self.process)
         self.process.wait()
-
-    def _kill_group(self) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.process.pid, signal.SIGKILL)
 
     def __enter__(self) -> ServerProcess:
         return self

@@ -21,6 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from drivers.processes import spawn
 from harness.tools import tool_path
 from model.errors import UserError
 
@@ -105,14 +106,7 @@ class Service:
         self.port = port
         self.workdir = workdir
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 (lives with the process)
-        self.process = subprocess.Popen(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            cwd=workdir,
-        )
+        self.process = spawn(command, stdout=self._log, stderr=subprocess.STDOUT, cwd=workdir)
         try:
             wait_for_port(port, self.process, self.name)
         except BaseException:

@@ -167,14 +167,22 @@ class Topology:
         return described
 
     def stop(self, timeout_s: float | None = None) -> int:
-        """Stop the balancer first, then every instance; the worst exit status."""
-        if self.balancer is not None:
-            with contextlib.suppress(Exception):
-                self.balancer.stop()
-        statuses = [
-            server.stop() if timeout_s is None else server.stop(timeout_s)
-            for server in self.servers
-        ]
+        """Stop the balancer first, then every instance; the worst exit status.
+
+        Whatever interrupts it, every instance not yet stopped is killed on the way out.
+        """
+        try:
+            if self.balancer is not None:
+                with contextlib.suppress(Exception):
+                    self.balancer.stop()
+            statuses = [
+                server.stop() if timeout_s is None else server.stop(timeout_s)
+                for server in self.servers
+            ]
+        finally:
+            for server in self.servers:
+                if server.process.returncode is None:
+                    server.kill()
         return max(statuses, key=lambda code: code != 0)
 
     def __enter__(self) -> Topology:
@@ -232,7 +240,12 @@ def start_topology(
         balancer = LoadBalancer([server.port for server in servers], server_cpus)
         balancer.__enter__()
     except BaseException:
-        for server in servers:
-            server.stop()
+        try:
+            for server in servers:
+                server.stop()
+        finally:
+            for server in servers:
+                if server.process.returncode is None:
+                    server.kill()
         raise
     return Topology(model, servers, balancer, cpu_sets, server_cpus)

@@ -1,4 +1,4 @@
-"""The result model, schema `harness.run/2`: Run → Case → Step and Summary, frozen and validated.
+"""The result model, schema `harness.run/3`: Run → Case → Step and Summary, frozen and validated.
 
 The format is described field by field in docs/results.md.
 
@@ -11,6 +11,11 @@ by name):
   written, `null` where it does not apply; `repeats` is 1 for a single run;
   `failed_repeats` and `flags` are lists. Read from /1 by filling the absent fields with
   their defaults (`upgrade_run_1`); a /1 summary key /2 does not know is refused by name.
+- harness.run/3 — the run says how it ended: `status` (`running` while under way, then
+  `complete`, `interrupted` or `failed`) and `status_reason` (required when interrupted or
+  failed); `config.interrupted` is gone. Read from /2 by `upgrade_run_2`: interrupted
+  when `config.interrupted` was true, complete when `finished` is set, else `unknown`
+  (/2 wrote no end for a run that died on a SIGTERM, an OOM kill or an exception).
 """
 
 from __future__ import annotations
@@ -21,10 +26,17 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
-SCHEMA = "harness.run/2"
+from model.files import write_text_atomically
+
+SCHEMA = "harness.run/3"
 SCHEMA_1 = "harness.run/1"
-READABLE_SCHEMAS = (SCHEMA_1, SCHEMA)
+SCHEMA_2 = "harness.run/2"
+READABLE_SCHEMAS = (SCHEMA_1, SCHEMA_2, SCHEMA)
 CaseStatus = Literal["ok", "failed", "skipped"]
+# running: under way (or the harness was killed outright before it could say otherwise);
+# unknown: read from a /2 file that recorded no end
+RunStatus = Literal["running", "complete", "interrupted", "failed", "unknown"]
+RUN_STATUSES = ("running", "complete", "interrupted", "failed", "unknown")
 STEP_UNITS = ("req/s", "conns", "concurrency")
 PEAK_UNITS = ("req/s", "conns")
 ROLES = ("framework", "baseline")
@@ -220,16 +232,24 @@ class Run:
     config: dict[str, Any]
     cases: tuple[Case, ...] = ()
     schema: str = SCHEMA
+    status: RunStatus = "complete"
+    status_reason: str | None = None  # why a run was interrupted or failed
 
     def __post_init__(self) -> None:
         if self.schema != SCHEMA:
             raise ValueError(f"schema {self.schema!r}: this harness writes {SCHEMA}")
         if not self.run_id:
             raise ValueError("run_id must not be empty")
+        if self.status not in RUN_STATUSES:
+            raise ValueError(f"run status {self.status!r} is not one of {', '.join(RUN_STATUSES)}")
+        if self.status in ("interrupted", "failed") and not self.status_reason:
+            raise ValueError(f"an {self.status} run needs a status_reason saying why")
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        return {"schema": data.pop("schema"), **data}
+        first = {key: data.pop(key) for key in ("schema", "run_id", "started", "finished")}
+        ending = {key: data.pop(key) for key in ("status", "status_reason")}
+        return {**first, **ending, **data}
 
 
 def step_from_dict(data: dict[str, Any]) -> Step:
@@ -262,11 +282,28 @@ def upgrade_run_1(data: dict[str, Any]) -> dict[str, Any]:
         for name in ("flags", "failed_repeats"):
             filled[name] = list(filled[name] or ())
         cases.append({**case, "summary": filled})
-    return {**data, "schema": SCHEMA, "cases": cases}
+    return {**data, "schema": SCHEMA_2, "cases": cases}
+
+
+def upgrade_run_2(data: dict[str, Any]) -> dict[str, Any]:
+    """A harness.run/2 dict as harness.run/3: a status from what /2 recorded.
+
+    /2 marked only a Ctrl-C (`config.interrupted`); a run it left without `finished` may
+    have died in any way, or still be running: `unknown`.
+    """
+    config = dict(data.get("config") or {})
+    interrupted = bool(config.pop("interrupted", False))
+    if interrupted:
+        status, reason = "interrupted", "stopped by Ctrl-C (SIGINT)"
+    elif data.get("finished") is None:
+        status, reason = "unknown", f"{SCHEMA_2} recorded no end: killed, failed or running"
+    else:
+        status, reason = "complete", None
+    return {**data, "schema": SCHEMA, "config": config, "status": status, "status_reason": reason}
 
 
 # each readable older schema and the function that brings it one version forward
-UPGRADES = {SCHEMA_1: upgrade_run_1}
+UPGRADES = {SCHEMA_1: upgrade_run_1, SCHEMA_2: upgrade_run_2}
 
 
 def run_from_dict(data: dict[str, Any]) -> Run:
@@ -285,16 +322,13 @@ def run_from_dict(data: dict[str, Any]) -> Run:
 
 def write_run(run: Run, directory: Path) -> Path:
     """Write `run.json` atomically (a reader never sees half a file)."""
-    directory.mkdir(parents=True, exist_ok=True)
     path = directory / "run.json"
-    partial = path.with_suffix(".json.partial")
-    partial.write_text(json.dumps(run.to_dict(), indent=2, sort_keys=False) + "\n")
-    partial.replace(path)
+    write_text_atomically(path, json.dumps(run.to_dict(), indent=2, sort_keys=False) + "\n")
     return path
 
 
 def read_run(path: Path) -> Run:
-    """Read `run.json` (or the directory holding it), upgrading a harness.run/1 file."""
+    """Read `run.json` (or the directory holding it), upgrading an older schema's file."""
     if path.is_dir():
         path = path / "run.json"
     return run_from_dict(json.loads(path.read_text()))

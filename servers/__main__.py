@@ -4,7 +4,10 @@ This process opens the listening socket(s) itself, so every framework gets the s
 socket options (TCP_NODELAY, which accepted sockets inherit on Linux; SO_REUSEPORT for
 workers; the same backlog), and `--port 0` works for any worker count. With `--workers N`
 it forks N workers, each with its own SO_REUSEPORT socket on the same port and its own
-telemetry line, and it forwards SIGTERM/SIGINT to them.
+telemetry line, and it forwards SIGTERM/SIGINT to them. A worker that dies unasked stops
+the server: the supervisor names it on stderr, stops the others and exits 1 (a server
+quietly answering with fewer workers would measure something else). Workers die with
+the supervisor (a parent-death signal), so no worker outlives it.
 """
 
 from __future__ import annotations
@@ -102,16 +105,32 @@ def run_worker(
     module.serve(Worker(options, listener, state, mc_listener))
 
 
+def _die_with_parent(parent: int, signum: int = signal.SIGTERM) -> None:
+    """Have the kernel send `signum` to this process when `parent` dies (Linux prctl)."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):  # not Linux: no such signal
+        ctypes.CDLL(None).prctl(1, int(signum), 0, 0, 0)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # it died before the prctl
+        os.kill(os.getpid(), signum)
+
+
 def supervise(
     options: ServerOptions,
     listeners: list[socket.socket],
     mc_listeners: list[socket.socket | None],
 ) -> int:
-    """Fork one worker per listener; forward SIGTERM/SIGINT; exit 0 when all exit 0."""
-    children: list[int] = []
+    """Fork one worker per listener; forward SIGTERM/SIGINT; exit 0 when all exit 0.
+
+    A worker that ends before a stop was asked for (killed, crashed, or exited) ends the
+    server at once: the others are stopped and the exit status is 1.
+    """
+    supervisor = os.getpid()
+    running: dict[int, int] = {}  # pid → worker index
     for worker, listener in enumerate(listeners):
         pid = os.fork()
         if pid == 0:
+            _die_with_parent(supervisor)
             mine = {listener, mc_listeners[worker]}
             for other in [*listeners, *mc_listeners]:
                 if other is not None and other not in mine:
@@ -131,22 +150,48 @@ def supervise(
             finally:
                 sys.stdout.flush()
                 os._exit(code)
-        children.append(pid)
+        running[pid] = worker
     for listener in [*listeners, *mc_listeners]:
         if listener is not None:
             listener.close()
+    stopping = False
 
-    def forward(signum: int, _frame: object) -> None:
-        for child in children:
+    def stop_workers(signum: int) -> None:
+        for child in list(running):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(child, signum)
+
+    def forward(signum: int, _frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+        stop_workers(signum)
 
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
     worst = 0
-    for child in children:
-        _, status = os.waitpid(child, 0)
-        worst = max(worst, os.waitstatus_to_exitcode(status) != 0)
+    while running:
+        try:
+            pid, status = os.wait()  # whichever worker ends first, at once
+        except ChildProcessError:
+            break
+        worker = running.pop(pid, None)
+        if worker is None:
+            continue
+        code = os.waitstatus_to_exitcode(status)
+        worst = max(worst, int(code != 0))
+        if not stopping:
+            stopping, worst = True, 1
+            how = (
+                f"was killed by {signal.Signals(-code).name}"
+                if code < 0
+                else f"exited with status {code}"
+            )
+            print(
+                f"servers: worker {worker} (pid {pid}) {how}: stopping the other workers",
+                file=sys.stderr,
+                flush=True,
+            )
+            stop_workers(signal.SIGTERM)
     return worst
 
 

@@ -81,6 +81,7 @@ def test_importing_one_driver_loads_no_other_driver_and_nothing_of_the_harness()
     assert set(result.stdout.split()) == {
         "drivers",
         "drivers.base",
+        "drivers.processes",  # how every child is started: shared, like drivers.base
         "drivers.wrk",
         "model",
         "model.errors",

@@ -1,5 +1,6 @@
-"""Runs written in harness.run/1 (captured from the code before the runner split) still open:
-`read_run` upgrades them to harness.run/2, and `harness report` draws them."""
+"""Runs written in older schemas still open: harness.run/1 (captured from the code before the
+runner split) and harness.run/2 (run_v1 as /2 wrote it) are upgraded by `read_run` to the
+current schema, with a status, and `harness report` draws them."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 from model.results import (
     SCHEMA,
     SCHEMA_1,
+    SCHEMA_2,
     Case,
     Run,
     Summary,
@@ -62,8 +64,8 @@ def test_a_run_1_file_rewritten_is_run_2_and_reads_back_equal(tmp_path: Path) ->
     assert read_run(tmp_path) == run
 
 
-@pytest.mark.parametrize("name", RUNS_1)
-def test_harness_report_draws_a_run_1_directory(tmp_path: Path, name: str) -> None:
+@pytest.mark.parametrize("name", [*RUNS_1, "run_v2"])
+def test_harness_report_draws_an_older_run_directory(tmp_path: Path, name: str) -> None:
     run_dir = tmp_path / name
     shutil.copytree(DATA / name, run_dir)
     done = subprocess.run(
@@ -76,7 +78,9 @@ def test_harness_report_draws_a_run_1_directory(tmp_path: Path, name: str) -> No
     assert done.returncode == 0, done.stdout + done.stderr
     assert (run_dir / "report.html").stat().st_size > 1000
     assert list((run_dir / "charts").glob("*.png"))
-    assert json.loads((run_dir / "run.json").read_text())["schema"] == SCHEMA_1  # not rewritten
+    written = json.loads((run_dir / "run.json").read_text())["schema"]
+    assert written == (SCHEMA_2 if name == "run_v2" else SCHEMA_1)  # not rewritten
+    assert "status: complete" in (run_dir / "report.html").read_text()
 
 
 def test_an_unknown_summary_key_in_a_run_1_file_is_refused_by_name() -> None:
@@ -128,3 +132,48 @@ def test_a_run_1_and_a_run_2_overlay_in_one_report(tmp_path: Path) -> None:
     report = render([old, tmp_path / "new"], tmp_path / "overlay")
     assert report.stat().st_size > 1000
     assert "20261130-170900-smoke" in report.read_text()
+
+
+# -- harness.run/2 → /3: how the run ended --------------------------------------------------
+def test_a_run_1_file_reads_as_complete() -> None:
+    run = read_run(DATA / "run_v1")
+    assert (run.status, run.status_reason) == ("complete", None)
+    assert "interrupted" not in run.config
+
+
+def run_2(**changes: object) -> dict[str, object]:
+    data = json.loads((DATA / "run_v2" / "run.json").read_text())
+    assert data["schema"] == SCHEMA_2 and data["config"]["interrupted"] is False
+    config = {**data["config"], **changes.pop("config", {})}  # type: ignore[dict-item]
+    return {**data, **changes, "config": config}
+
+
+@pytest.mark.parametrize(
+    ("changes", "status", "reason"),
+    [
+        ({}, "complete", None),
+        ({"config": {"interrupted": True}}, "interrupted", "stopped by Ctrl-C (SIGINT)"),
+        ({"finished": None}, "unknown", "harness.run/2 recorded no end: killed, failed or running"),
+    ],
+)
+def test_a_run_2_file_gets_the_status_it_recorded(
+    changes: dict[str, object], status: str, reason: str | None
+) -> None:
+    run = run_from_dict(run_2(**changes))
+    assert run.schema == SCHEMA
+    assert (run.status, run.status_reason) == (status, reason)
+    assert "interrupted" not in run.config
+    assert [c.framework for c in run.cases] == ["aiohttp", "nginx"]
+
+
+def test_the_status_is_written_beside_the_times_and_reads_back(tmp_path: Path) -> None:
+    run = dataclasses.replace(
+        read_run(DATA / "run_v2"), status="interrupted", status_reason="stopped by SIGTERM"
+    )
+    write_run(run, tmp_path)
+    written = json.loads((tmp_path / "run.json").read_text())
+    assert list(written)[:6] == [
+        "schema", "run_id", "started", "finished", "status", "status_reason",
+    ]  # fmt: skip
+    assert written["schema"] == SCHEMA == "harness.run/3"
+    assert read_run(tmp_path) == run

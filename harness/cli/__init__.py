@@ -17,6 +17,7 @@ from harness.cli.list import list_command
 from harness.cli.report import report_command
 from harness.cli.run import run_command
 from harness.cli.verify import verify_command
+from harness.lifecycle import kill_leftover_children, signals_as_interrupts
 from model.errors import UserError
 
 app = typer.Typer(
@@ -35,9 +36,22 @@ app.command("report")(report_command)
 
 
 def main() -> None:
-    """Console-script entry: run the app; a UserError becomes one line and exit status 1."""
-    try:
-        app()  # usage errors: typer's own message and exit status 2
-    except UserError as error:
-        print(f"harness: error: {error}", file=sys.stderr)
-        sys.exit(1)
+    """Console-script entry: run the app; a UserError becomes one line and exit status 1.
+
+    Ctrl-C, SIGTERM and SIGHUP stop any command alike (harness.lifecycle): everything it
+    started is stopped, and the exit status is 128 + the signal's number.
+    """
+    with signals_as_interrupts() as stopping:
+        try:
+            app()  # usage errors: typer's own message and exit status 2
+        except UserError as error:
+            print(f"harness: error: {error}", file=sys.stderr)
+            sys.exit(1)
+        except SystemExit:
+            if stopping.signum is not None:  # click turns an interrupt into status 1
+                sys.exit(128 + stopping.signum)
+            raise
+        finally:
+            left = kill_leftover_children()
+            if left:
+                print(f"harness: killed processes left running: {left}", file=sys.stderr)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 
@@ -57,7 +58,9 @@ def run_comparison(
 ) -> None:
     """Plan (every choice checked up front), run, print the tables, draw the report."""
     from harness.compare import build_plan, run_plan, summary_table, topology_table
+    from harness.lifecycle import interrupt_exit_status, interrupt_reason
     from harness.profile import parse_settings
+    from model.results import read_run
 
     overrides = {
         **parse_settings(settings),
@@ -90,9 +93,16 @@ def run_comparison(
     )
     try:
         run, wall_s = run_plan(plan, console)
-    except KeyboardInterrupt:
-        print(f"harness: interrupted; finished cases kept in {plan.out_dir}", file=sys.stderr)
-        raise SystemExit(130) from None
+    except KeyboardInterrupt as error:  # Ctrl-C, SIGTERM or SIGHUP: everything is stopped
+        with contextlib.suppress(Exception):  # after a hang-up there may be no terminal
+            console.print(summary_table(read_run(plan.out_dir)))
+        with contextlib.suppress(OSError):
+            print(
+                f"harness: interrupted ({interrupt_reason(error)}); finished cases kept in "
+                f"{plan.out_dir}",
+                file=sys.stderr,
+            )
+        raise SystemExit(interrupt_exit_status(error)) from None
     console.print(summary_table(run))
     for note in dict.fromkeys(c.summary.limit_note for c in run.cases if c.summary.limit_note):
         console.print(f"[yellow]note:[/] {note}")

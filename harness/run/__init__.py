@@ -15,7 +15,14 @@
 from harness.run.analysis import combine_repeats, summarize, with_baseline_ratios
 from harness.run.case import CASE_KINDS
 from harness.run.loop import Runner
-from harness.run.plan import Plan, Reporter, SilentReporter, default_cpus, new_run_id
+from harness.run.plan import (
+    Plan,
+    Reporter,
+    SilentReporter,
+    claim_run_dir,
+    default_cpus,
+    new_run_id,
+)
 
 __all__ = [
     "CASE_KINDS",
@@ -23,6 +30,7 @@ __all__ = [
     "Reporter",
     "Runner",
     "SilentReporter",
+    "claim_run_dir",
     "combine_repeats",
     "default_cpus",
     "new_run_id",

@@ -121,8 +121,11 @@ def _run_with_sink(ctx: CaseContext) -> Case:
     except UserError as error:
         return new_case(run, framework, ctx.process_model, "failed", affinity, error=str(error))
     interrupted = False
-    monitor = Monitor(server.latest_telemetry, on_sample=lambda row: run.reporter.sample(row=row))
-    try:
+    monitor: Monitor | None = None
+    try:  # from the moment the server runs: whatever happens, it is stopped below
+        monitor = Monitor(
+            server.latest_telemetry, on_sample=lambda row: run.reporter.sample(row=row)
+        )
         affinity["server"] = cpu_affinity.cpus_allowed(server.pid)
         verify: dict[str, Any] = {}
         if run.plan.verify:
@@ -146,12 +149,15 @@ def _run_with_sink(ctx: CaseContext) -> Case:
         interrupted = True
         raise
     finally:
-        monitor.stop()
-        monitor.write_csv(ctx.case_dir / "monitor.csv")
-        if interrupted:
-            server.stop(INTERRUPTED_STOP_S)
-        else:
-            server.stop()
+        try:
+            if monitor is not None:
+                monitor.stop()
+                monitor.write_csv(ctx.case_dir / "monitor.csv")
+        finally:  # a failed monitor.csv must not leave the server running
+            if interrupted:
+                server.stop(INTERRUPTED_STOP_S)
+            else:
+                server.stop()
     affinity["agent"] = measured.agent_cpus
     case = new_case(
         run,

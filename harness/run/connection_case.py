@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
+from drivers.processes import how_it_ended
 from harness.connections import ConnectionRampResult, memory_per_connection, run_connection_ramp
 from harness.monitor import Monitor
 from harness.run.analysis import summarize
@@ -49,9 +50,10 @@ def run_connection_case(ctx: CaseContext, server: Topology, monitor: Monitor) ->
     summary = connection_summary(ramp, result, server.workers, baseline_rss)
     error = None
     if result.server_exit is not None:
+        exited = f"server {how_it_ended(result.server_exit)}"
         error = (
-            f"server exited (status {result.server_exit}) at "
-            f"{steps[-1].extra['open'] if steps else 0} connections: {server.stderr_tail()}"
+            f"{exited} at {steps[-1].extra['open'] if steps else 0} connections: "
+            f"{server.stderr_tail()}"
         )
     elif not steps:
         error = "the agents held no step: see raw/agent-*.txt"

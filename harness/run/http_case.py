@@ -15,6 +15,7 @@ from typing import Any
 
 from drivers import build_driver
 from drivers.base import Driver, DriverOutputError, DriverResult, Target, run_step
+from drivers.processes import how_it_ended
 from harness import affinity as cpu_affinity
 from harness.monitor import Monitor, step_stats
 from harness.probe import Probe
@@ -34,6 +35,12 @@ def calls_per_connection(ramp: Ramp) -> int:
 def request_timeout_s(ramp: Ramp, profile_timeout_s: float) -> float:
     """A rate ramp carries its own timeout (autobench's); the others use the profile's."""
     return ramp.timeout_s if ramp.kind == "rate" else profile_timeout_s  # type: ignore[union-attr]
+
+
+def server_exit(server: Topology) -> str | None:
+    """Why the server (any of its instances) is gone; None while it runs."""
+    code = server.process.poll()
+    return None if code is None else f"server {how_it_ended(code)}"
 
 
 def run_http_case(ctx: CaseContext, server: Topology, monitor: Monitor) -> Measured:
@@ -73,13 +80,13 @@ def run_http_case(ctx: CaseContext, server: Topology, monitor: Monitor) -> Measu
     for ramp_step in steps:
         recorded.append(_run_one_step(ctx, driver, ramp_step, target, server, monitor, note_agent))
         ctx.run.reporter.step_finished(step=recorded[-1])
-        if server.process.poll() is not None:
+        exited = server_exit(server)
+        if exited is not None:
             return Measured(
                 tuple(recorded),
                 summarize(recorded),
                 seen["agent"],
-                error=f"server exited (status {server.process.returncode}) during step "
-                f"{ramp_step.index}: {server.stderr_tail()}",
+                error=f"{exited} during step {ramp_step.index}: {server.stderr_tail()}",
                 stored_before=stored_before,
             )
         if profile.cooldown_s:
@@ -106,8 +113,8 @@ def _run_one_step(
     )
     probe = Probe(server.url, ctx.profile.probe_interval_s)
     monitor.begin_step(ramp_step.index)
-    probe.start()
     try:
+        probe.start()
         result: DriverResult | None = run_step(
             driver,
             ramp_step,
@@ -116,6 +123,7 @@ def _run_one_step(
             ctx.raw_dir,
             f"step{ramp_step.index:03d}",
             on_start=note_agent,
+            abort=lambda: server_exit(server),  # a dead server ends the step at once
         )
         reason = ""
     except DriverOutputError as error:

@@ -1,9 +1,10 @@
 """The loop over cases: the same ramp against every framework, `run.json` after each case.
 
 A failing framework never stops the others; `run.json` and `steps.csv` are rewritten after
-every case so an interrupted run keeps what it finished. `repeat` interleaves frameworks
-(A B C A B C …) and keeps the median of each step, flagging steps whose repeats spread by
-more than 10 % as `noisy`.
+every case so an interrupted run keeps what it finished, and the run ends with a status:
+complete, interrupted (Ctrl-C, SIGTERM, SIGHUP) or failed (any exception, with its
+reason). `repeat` interleaves frameworks (A B C A B C …) and keeps the median of each
+step, flagging steps whose repeats spread by more than 10 % as `noisy`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from harness.backends import Backends
 from harness.doctor import host_facts
+from harness.lifecycle import interrupt_reason
 from harness.run.analysis import combine_repeats, with_baseline_ratios
 from harness.run.case import run_case
 from harness.run.context import RunContext
@@ -22,7 +24,7 @@ from harness.run.outputs import write_steps_csv
 from harness.run.plan import Plan, Reporter, SilentReporter, now_iso
 from harness.tools import TOOLS, tool_status
 from model.errors import UserError
-from model.results import FLAG_MEANINGS, SCHEMA, Case, Run, write_run
+from model.results import FLAG_MEANINGS, SCHEMA, Case, Run, RunStatus, write_run
 from model.scenarios import get_scenario
 from servers import FRAMEWORKS
 
@@ -72,6 +74,7 @@ class Runner:
         roles = {name: info.role for name, info in FRAMEWORKS.items()}
         by_key: dict[tuple[str, str, str], list[Case]] = {}
         cases: list[Case] = []
+        self.write(cases, finished=None, status="running")  # a run.json from the start
         try:
             with self._backends() as run_context:
                 for repeat in range(profile.repeat):
@@ -83,12 +86,15 @@ class Runner:
                                 cases = with_baseline_ratios(
                                     [combine_repeats(c) for c in by_key.values()], roles
                                 )
-                                self.write(cases, finished=None)
+                                self.write(cases, finished=None, status="running")
                                 self.reporter.case_finished(case=case)
-        except KeyboardInterrupt:
-            self.write(cases, finished=now_iso(), interrupted=True)
+        except KeyboardInterrupt as error:  # Ctrl-C, SIGTERM, SIGHUP (harness.lifecycle)
+            self.write(cases, now_iso(), "interrupted", interrupt_reason(error))
             raise
-        return self.write(cases, finished=now_iso())
+        except BaseException as error:
+            self.write(cases, now_iso(), "failed", failure_reason(error))
+            raise
+        return self.write(cases, now_iso(), "complete")
 
     @contextlib.contextmanager
     def _backends(self) -> Iterator[RunContext]:
@@ -110,15 +116,20 @@ class Runner:
         ) as backends:
             yield RunContext(self.plan, scenario, self.reporter, backends)
 
-    def write(self, cases: Sequence[Case], finished: str | None, interrupted: bool = False) -> Run:
-        """run.json (atomically) and steps.csv as they stand."""
+    def write(
+        self,
+        cases: Sequence[Case],
+        finished: str | None,
+        status: RunStatus,
+        reason: str | None = None,
+    ) -> Run:
+        """run.json and steps.csv as they stand (each atomically)."""
         config = {
             "profile": self.plan.profile.to_dict(),
             "frameworks": list(self.plan.frameworks),
             "server_cpus": self.plan.server_cpus,
             "agent_cpus": self.plan.agent_cpus,
             "flags": FLAG_MEANINGS,
-            "interrupted": interrupted,
         }
         run = Run(
             self.plan.run_id,
@@ -129,10 +140,19 @@ class Runner:
             config,
             tuple(cases),
             SCHEMA,
+            status,
+            reason,
         )
         write_run(run, self.plan.out_dir)
         write_steps_csv(run, self.plan.out_dir / "steps.csv")
         return run
+
+
+def failure_reason(error: BaseException) -> str:
+    """What run.json says about an exception that ended the run."""
+    if isinstance(error, UserError):
+        return str(error)
+    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
 
 
 def _harness_version() -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+from model.files import atomic_writer
 from model.results import Run
 
 STEPS_CSV_COLUMNS = (
@@ -38,8 +39,9 @@ STEPS_CSV_COLUMNS = (
 
 
 def write_steps_csv(run: Run, path: Path) -> None:
-    """One row per case and step (a case without steps: one row, its step cells empty)."""
-    with path.open("w", newline="") as handle:
+    """One row per case and step (a case without steps: one row, its step cells empty);
+    written atomically, as run.json is."""
+    with atomic_writer(path, newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(STEPS_CSV_COLUMNS)
         for case in run.cases:

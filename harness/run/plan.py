@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import os
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -10,6 +12,7 @@ from typing import Any, Protocol
 
 from harness import affinity as cpu_affinity
 from harness.profile import Profile
+from model.errors import UserError
 from model.results import Case, Step
 
 
@@ -55,8 +58,31 @@ def default_cpus() -> tuple[str, str]:
     return cpu_affinity.format_cpu_list(server), cpu_affinity.format_cpu_list(agent)
 
 
-def new_run_id(profile_name: str) -> str:
-    return datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + profile_name
+def new_run_id(profile_name: str, now: datetime | None = None) -> str:
+    """The UTC start to the millisecond, then the profile: `20261130-170804.123-smoke`."""
+    now = now or datetime.now(UTC)
+    return now.strftime("%Y%m%d-%H%M%S.") + f"{now.microsecond // 1000:03d}-{profile_name}"
+
+
+def claim_run_dir(results_dir: Path, profile_name: str) -> tuple[str, Path]:
+    """A new run id and its directory, created here and by no one else (an exclusive
+    mkdir): two runs started in the same millisecond get `…123.2-smoke` and so on, never
+    one folder. UserError when the results directory is not writable."""
+    stamp = new_run_id(profile_name)
+    time_part = stamp[: -len(profile_name) - 1]
+    try:
+        results_dir.mkdir(parents=True, exist_ok=True)
+        for attempt in itertools.count(1):
+            run_id = stamp if attempt == 1 else f"{time_part}.{attempt}-{profile_name}"
+            with contextlib.suppress(FileExistsError):
+                (results_dir / run_id).mkdir()
+                return run_id, results_dir / run_id
+    except OSError as error:
+        raise UserError(
+            f"results directory {results_dir} is not writable ({error.strerror}): "
+            "choose another with --out"
+        ) from None
+    raise AssertionError("unreachable")
 
 
 def now_iso() -> str:

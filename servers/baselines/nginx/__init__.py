@@ -279,6 +279,7 @@ class Nginx:
         workers: int = 1,
         cpus: str | None = None,
         new_session: bool = False,
+        preexec_fn: Callable[[], None] | None = None,
     ) -> None:
         prefix: list[str] = []
         if cpus is not None:
@@ -305,6 +306,7 @@ class Nginx:
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,  # nginx writes to error.log; error_tail() shows it
                 start_new_session=new_session,
+                preexec_fn=preexec_fn,  # the harness's parent-death signal, when it asks
             )
         except BaseException:
             shutil.rmtree(self.run_dir, ignore_errors=True)
@@ -385,6 +387,7 @@ def start_nginx(
     new_session: bool = False,
     attempts: int = PORT_ATTEMPTS,
     ready_timeout_s: float = READY_TIMEOUT_S,
+    preexec_fn: Callable[[], None] | None = None,
 ) -> tuple[Nginx, Site]:
     """Render, start, and wait until nginx answers; a lost port race renders again.
 
@@ -393,7 +396,9 @@ def start_nginx(
     """
     for attempt in range(attempts):
         site = render()
-        nginx = Nginx(site.blocks, workers=workers, cpus=cpus, new_session=new_session)
+        nginx = Nginx(
+            site.blocks, workers=workers, cpus=cpus, new_session=new_session, preexec_fn=preexec_fn
+        )
         try:
             nginx.wait_answering(site, ready_timeout_s)
             return nginx, site

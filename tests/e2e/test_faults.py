@@ -1,0 +1,375 @@
+"""Faults injected into real runs, each bounded in time and judged by the process table, not
+by what the harness says: a server killed mid-step, one of its workers killed, a load
+generator killed, the harness stopped by SIGTERM/SIGHUP during compare and verify, the
+harness killed outright, a second Ctrl-C during a stop.
+
+Every harness started here gets its own TMPDIR (under the test's tmp_path): each process it
+starts inherits it, so `leftovers()` finds every descendant, reparented or not, by its
+environment; and every temporary directory the harness makes lands there, so "temp dirs
+gone" is "that directory is empty".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from harness.compare import build_plan
+from harness.run import Runner, SilentReporter
+from harness.server_process import ServerProcess, start_server
+from harness.services import ferretdb_binary
+from harness.tools import tool_path
+from model.results import Case, read_run
+from servers import FRAMEWORKS, contract
+from tests.helpers import require_framework, require_tools
+
+HARNESS = [sys.executable, "-c", "from harness.cli import main; main()"]
+# one 20 s step: a fault that is not noticed at once shows as a case that takes the full step
+LONG_STEP = {"ramp.duration_s": 20, "ramp.stop": 10, "warmup_s": 0, "cooldown_s": 0}
+LONG_STEP_ARGS = [arg for key, value in LONG_STEP.items() for arg in ("--set", f"{key}={value}")]
+PYTHON_SERVERS = [name for name, f in FRAMEWORKS.items() if f.kind not in ("node", "ruby", "nginx")]
+
+
+# -- finding processes by the test's own marker --------------------------------------------
+def marked(process: psutil.Process, marker: str) -> bool:
+    with contextlib.suppress(psutil.Error):
+        if process.pid == os.getpid() or process.status() == psutil.STATUS_ZOMBIE:
+            return False
+        return process.environ().get("TMPDIR") == marker or marker in " ".join(process.cmdline())
+    return False
+
+
+def leftovers(marker: str) -> list[str]:
+    """Every live process carrying `marker` in its environment or command line."""
+    found = []
+    for process in psutil.process_iter():
+        if marked(process, marker):
+            with contextlib.suppress(psutil.Error):
+                found.append(f"{process.pid} {' '.join(process.cmdline())}")
+    return found
+
+
+def wait_until(predicate: Callable[[], Any], timeout_s: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    pytest.fail(f"timed out after {timeout_s:.0f} s waiting for {what}")
+
+
+def find_command(marker: str, *words: str) -> psutil.Process | None:
+    """A live marked process whose command line holds every one of `words`."""
+    for process in psutil.process_iter():
+        if marked(process, marker):
+            with contextlib.suppress(psutil.Error):
+                line = " ".join(process.cmdline())
+                if all(word in line for word in words):
+                    return process
+    return None
+
+
+def find_wrk(marker: str) -> psutil.Process | None:
+    for process in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            if process.name() == "wrk" and marked(process, marker):
+                return process
+    return None
+
+
+def alive(process: psutil.Process) -> bool:
+    with contextlib.suppress(psutil.Error):
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    return False
+
+
+@pytest.fixture
+def private_tmp(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
+    """A TMPDIR for one harness, and the environment that gives it to the harness."""
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    yield tmpdir, {**os.environ, "TMPDIR": str(tmpdir)}
+    for process in psutil.process_iter():  # never leave a failed test's processes behind
+        if marked(process, str(tmpdir)):
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+
+
+def start_harness(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [*HARNESS, *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+# -- the harness stopped by a signal ---------------------------------------------------------
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_a_stop_signal_during_compare_stops_everything_and_marks_the_run_interrupted(
+    private_tmp: tuple[Path, dict[str, str]], tmp_path: Path, signum: int
+) -> None:
+    require_framework("aiohttp")
+    require_tools("wrk")
+    tmpdir, env = private_tmp
+    out = tmp_path / "results"
+    harness = start_harness(
+        env, "compare", "--frameworks", "aiohttp", "--profile", "smoke", "--sink", "file",
+        "--out", str(out), *LONG_STEP_ARGS,
+    )  # fmt: skip
+    try:
+        wait_until(lambda: find_wrk(str(tmpdir)), 60, "wrk to run")
+        assert find_command(str(tmpdir), "-m servers aiohttp", "--sink-path")
+        harness.send_signal(signum)
+        started = time.monotonic()
+        _, stderr = harness.communicate(timeout=15)
+        stopped_s = time.monotonic() - started
+    finally:
+        harness.kill()
+    assert harness.returncode == 128 + signum, stderr
+    assert stopped_s < contract.SHUTDOWN_GRACE_S
+    assert leftovers(str(tmpdir)) == []
+    assert os.listdir(tmpdir) == []  # the sink's temporary directory is gone
+    assert "killed processes left running" not in stderr  # each cleanup path did its work
+    [run_dir] = list(out.iterdir())
+    run = read_run(run_dir)
+    name = signal.Signals(signum).name
+    assert (run.status, run.status_reason) == ("interrupted", f"stopped by {name}")
+    assert f"harness: interrupted (stopped by {name})" in stderr
+
+
+def test_sigterm_during_verify_leaves_no_server_no_service_and_no_temp_dir(
+    private_tmp: tuple[Path, dict[str, str]],
+) -> None:
+    """The issue's case: SIGTERM to `harness verify` while twisted listened with its sink."""
+    require_framework("twisted")
+    tmpdir, env = private_tmp
+    # with FerretDB and memcached too when they are here: services must stop as well
+    services = ferretdb_binary().is_file() and tool_path("memcached") is not None
+    backends = ["--backends"] if services else ["--no-backends"]
+    harness = start_harness(env, "verify", "--frameworks", "twisted", "--sinks", "file", *backends)
+    try:
+        wait_until(
+            lambda: find_command(str(tmpdir), "-m servers twisted", "--sink-path"),
+            60,
+            "the twisted server to listen",
+        )
+        harness.send_signal(signal.SIGTERM)
+        started = time.monotonic()
+        _, stderr = harness.communicate(timeout=15)
+        stopped_s = time.monotonic() - started
+    finally:
+        harness.kill()
+    assert harness.returncode == 128 + signal.SIGTERM, stderr
+    assert stopped_s < contract.SHUTDOWN_GRACE_S + 3
+    assert leftovers(str(tmpdir)) == []
+    assert os.listdir(tmpdir) == []
+    assert "killed processes left running" not in stderr
+
+
+@pytest.mark.parametrize("process_model", ["single", "workers:2", "lb:2"])
+def test_children_die_with_a_harness_killed_outright(
+    private_tmp: tuple[Path, dict[str, str]], tmp_path: Path, process_model: str
+) -> None:
+    """SIGKILL: no handler runs; the parent-death signal is all that stops the children."""
+    require_framework("aiohttp")
+    require_tools("wrk", *(["nginx"] if process_model.startswith("lb") else []))
+    tmpdir, env = private_tmp
+    harness = start_harness(
+        env, "compare", "--frameworks", "aiohttp", "--profile", "smoke",
+        "--process-model", process_model, "--out", str(tmp_path / "results"), *LONG_STEP_ARGS,
+    )  # fmt: skip
+    try:
+        wait_until(lambda: find_wrk(str(tmpdir)), 60, "wrk to run")
+        time.sleep(0.5)
+        tree = psutil.Process(harness.pid).children(recursive=True)
+        assert len(tree) >= (2 if process_model == "single" else 4)  # server(s), wrk, ...
+        harness.kill()
+        harness.wait(5)
+        wait_until(
+            lambda: not leftovers(str(tmpdir)) and not any(alive(p) for p in tree),
+            contract.SHUTDOWN_GRACE_S + 2,
+            "the children to die",
+        )
+    finally:
+        harness.kill()
+    [run_dir] = list((tmp_path / "results").iterdir())
+    assert read_run(run_dir).status == "running"  # killed before it could say otherwise
+
+
+# -- faults inside a run: the case or step fails with the reason, the run goes on ------------
+class KillDuringFirstStep(SilentReporter):
+    """Kills a process of the first case 1 s into its first step; times the cases."""
+
+    def __init__(self, pick: Callable[[], psutil.Process | None]) -> None:
+        self.pick = pick
+        self.cases_started: list[float] = []
+        self.cases_finished: list[float] = []
+        self.killed: list[tuple[int, float]] = []
+
+    def case_started(self, *, label: str, steps: int) -> None:
+        self.cases_started.append(time.monotonic())
+
+    def step_started(self, *, index: int, offered: float, unit: str) -> None:
+        if len(self.cases_started) == 1 and not self.killed:
+            threading.Timer(1.0, self._kill).start()
+
+    def _kill(self) -> None:
+        victim = self.pick()
+        assert victim is not None, "nothing to kill"
+        victim.kill()
+        self.killed.append((victim.pid, time.monotonic()))
+
+    def case_finished(self, *, case: Case) -> None:
+        self.cases_finished.append(time.monotonic())
+
+
+def the_server() -> psutil.Process | None:
+    """The aiohttp server this test started (the supervisor when it has workers)."""
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if "-m servers aiohttp" in " ".join(child.cmdline()) and child.name() != "taskset":
+                found.append(child)
+    pids = {p.pid for p in found}
+    return next((p for p in found if p.ppid() not in pids), None)
+
+
+def a_worker() -> psutil.Process | None:
+    """Worker 1 of the aiohttp server (a child of its supervisor)."""
+    supervisor = the_server()
+    workers = sorted(supervisor.children(), key=lambda p: p.pid) if supervisor else []
+    return workers[-1] if len(workers) == 2 else None
+
+
+def the_wrk() -> psutil.Process | None:
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if child.name() == "wrk":
+                return child
+    return None
+
+
+@pytest.mark.parametrize(
+    ("process_model", "pick", "reason"),
+    [
+        ("single", the_server, "server killed by SIGKILL"),
+        ("workers:2", a_worker, "was killed by SIGKILL: stopping the other workers"),
+    ],
+    ids=["server", "one-worker"],
+)
+def test_a_killed_server_fails_its_case_at_once_and_the_run_goes_on(
+    tmp_path: Path, process_model: str, pick: Callable[[], psutil.Process | None], reason: str
+) -> None:
+    require_framework("aiohttp")
+    require_framework("tornado")
+    require_tools("wrk")
+    plan = build_plan(
+        frameworks="aiohttp,tornado",
+        profile_name="smoke",
+        overrides={**LONG_STEP, "ramp.duration_s": 10, "process_model": process_model},
+        server_cpus=None,
+        agent_cpus=None,
+        out=tmp_path,
+    )
+    reporter = KillDuringFirstStep(pick)
+    run = Runner(plan, reporter).run()
+    first, second = run.cases
+    assert first.status == "failed", first
+    assert reason in (first.error or ""), first.error
+    assert "during step 0" in (first.error or "")
+    [step] = first.steps
+    assert "server" in step.extra["driver_error"]  # the step stopped for the server's sake
+    _, killed_at = reporter.killed[0]
+    # noticed at once, not when the 10 s step ends (a worker's peer stops within the grace)
+    assert reporter.cases_finished[0] - killed_at < contract.SHUTDOWN_GRACE_S + 2
+    assert second.status == "ok", second.error
+    assert run.status == "complete"
+
+
+def test_a_killed_load_generator_fails_its_step_with_the_reason_and_nothing_hangs(
+    tmp_path: Path,
+) -> None:
+    require_framework("aiohttp")
+    require_tools("wrk")
+    plan = build_plan(
+        frameworks="aiohttp",
+        profile_name="smoke",
+        overrides=LONG_STEP,
+        server_cpus=None,
+        agent_cpus=None,
+        out=tmp_path,
+    )
+    reporter = KillDuringFirstStep(the_wrk)
+    run = Runner(plan, reporter).run()
+    [case] = run.cases
+    [step] = case.steps
+    wrk_pid, killed_at = reporter.killed[0]
+    assert step.extra["driver_error"] == f"wrk (pid {wrk_pid}) was killed by SIGKILL"
+    assert step.errors == {"total": 1, "aborted": 1}
+    assert reporter.cases_finished[0] - killed_at < contract.SHUTDOWN_GRACE_S  # no hang
+    assert run.status == "complete"
+
+
+# -- the supervisor of --workers N ------------------------------------------------------------
+@pytest.mark.parametrize("framework", PYTHON_SERVERS)
+def test_a_dead_worker_stops_the_server_at_once_with_its_reason(framework: str) -> None:
+    require_framework(framework)
+    server = start_server(framework, workers=2)
+    try:
+        workers = sorted(psutil.Process(server.pid).children(), key=lambda p: p.pid)
+        assert len(workers) == 2
+        workers[1].kill()
+        started = time.monotonic()
+        status = server.process.wait(contract.SHUTDOWN_GRACE_S + 1)
+        assert time.monotonic() - started < contract.SHUTDOWN_GRACE_S
+        assert status == 1
+        assert "worker 1" in server.stderr_tail()
+        assert "was killed by SIGKILL: stopping the other workers" in server.stderr_tail()
+        assert not workers[0].is_running() or workers[0].status() == psutil.STATUS_ZOMBIE
+    finally:
+        server.stop()
+
+
+# -- a second Ctrl-C while a server is being stopped -----------------------------------------
+def test_a_second_ctrl_c_during_a_stop_still_kills_the_group() -> None:
+    # a "server" that ignores SIGTERM, with a child in its group: only the group kill ends it
+    server = ServerProcess(["sh", "-c", "trap '' TERM; sleep 30 & wait"], "stubborn", 1)
+
+    def stub_group() -> list[psutil.Process] | None:
+        stub = psutil.Process(server.pid)
+        children = stub.children()
+        return [stub, *children] if children else None
+
+    group = wait_until(stub_group, 5, "the stub's child")
+
+    def second_ctrl_c(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, second_ctrl_c)
+    signal.setitimer(signal.ITIMER_REAL, 0.3)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            server.stop(timeout_s=3)
+        psutil.wait_procs(group, timeout=1)
+        still_running = [p for p in group if alive(p)]  # a zombie is dead, awaiting its reaper
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.pid, signal.SIGKILL)  # the test's own cleanup, after the check
+    assert not still_running
