@@ -5,7 +5,10 @@
   build/version/version.txt is not in the module, so the module is copied, that file is
   written, and cmd/ferretdb is built from the copy.
 - memcached from Debian, on its own loopback port.
-Each runs in its own process group, on an OS-free port, and is always reaped.
+Each runs in its own process group and is always reaped. Each binds a port the OS chooses
+(port 0; memcached's `-p -1`) and the harness reads it back from the process's own
+listening socket (servers.listeners): never a port picked free and reused, never "a
+connect succeeded", which another process's listener would pass.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from pathlib import Path
 
 from harness.tools import tool_path
 from model.errors import UserError
+from servers import listeners
 
 FERRETDB_MODULE = "github.com/FerretDB/FerretDB"
 FERRETDB_VERSION = "v1.24.2"
@@ -79,21 +83,24 @@ def build_ferretdb(log: Path | None = None) -> Path:
     return binary
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as probe:
-        probe.bind((host, 0))
-        return probe.getsockname()[1]
-
-
-def wait_for_port(port: int, process: subprocess.Popen, name: str) -> None:
+def wait_listening(process: subprocess.Popen, name: str, host: str = "127.0.0.1") -> int:
+    """The port `process` (or a child) listens on at `host`, once it does; UserError if it
+    exits first, never listens, or shares the port with another process."""
     deadline = time.monotonic() + READY_TIMEOUT_S
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise UserError(f"{name} exited with status {process.returncode} before listening")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
-            return
-        time.sleep(0.1)
-    raise UserError(f"{name} did not listen on port {port} within {READY_TIMEOUT_S:.0f} s")
+        pids = listeners.tree_pids(process.pid)
+        ports = listeners.listening_ports(pids, host)
+        if len(ports) > 1:
+            raise UserError(f"{name} listens on several ports ({sorted(ports)}), not one")
+        if ports:
+            others = listeners.other_listeners(ports, pids)
+            if others:
+                raise UserError(f"{name}: another process listens on its port too: {others}")
+            return ports.pop()
+        time.sleep(0.05)
+    raise UserError(f"{name} did not listen within {READY_TIMEOUT_S:.0f} s")
 
 
 class Service:
@@ -101,8 +108,8 @@ class Service:
 
     name = "service"
 
-    def __init__(self, command: list[str], port: int, workdir: Path | None = None) -> None:
-        self.port = port
+    def __init__(self, command: list[str], workdir: Path | None = None) -> None:
+        self.port = 0
         self.workdir = workdir
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 (lives with the process)
         self.process = subprocess.Popen(
@@ -114,7 +121,7 @@ class Service:
             cwd=workdir,
         )
         try:
-            wait_for_port(port, self.process, self.name)
+            self.port = wait_listening(self.process, self.name)
         except BaseException:
             self.stop()
             raise
@@ -151,19 +158,17 @@ class FerretDB(Service):
         if not binary.is_file():
             raise UserError("FerretDB is not built: run `harness doctor --install`")
         data_dir.mkdir(parents=True, exist_ok=True)
-        port = free_port()
         super().__init__(
             [
                 str(binary),
                 "--handler=sqlite",
                 f"--sqlite-url=file:{data_dir}/",
                 f"--state-dir={data_dir}",
-                f"--listen-addr=127.0.0.1:{port}",
+                "--listen-addr=127.0.0.1:0",
                 "--debug-addr=-",
                 "--telemetry=disable",
                 "--log-level=WARN",
             ],
-            port,
             data_dir,
         )
 
@@ -181,14 +186,13 @@ class Memcached(Service):
         path = tool_path("memcached")
         if path is None:
             raise UserError("memcached not found: run `harness doctor --install`")
-        port = free_port()
         super().__init__(
             [
                 path,
                 "-l",
                 "127.0.0.1",
                 "-p",
-                str(port),
+                "-1",  # an ephemeral port (what memcached's own tests use); 0 turns TCP off
                 "-U",
                 "0",
                 "-m",
@@ -197,8 +201,7 @@ class Memcached(Service):
                 "4096",
                 "-u",
                 "root" if os.geteuid() == 0 else os.environ.get("USER", ""),
-            ],
-            port,
+            ]
         )
 
     @property
