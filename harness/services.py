@@ -16,13 +16,16 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from harness.tools import tool_path
 from model.errors import UserError
@@ -259,3 +262,34 @@ def known_w0_probe() -> dict[str, int | str] | None:
         return json.loads(w0_probe_path().read_text())
     except (OSError, ValueError):
         return None
+
+
+def new_database_name() -> str:
+    """A MongoDB database of one run's own (`--mongo-db`): harness_<UTC time>_<random>."""
+    return f"harness_{time.strftime('%Y%m%d_%H%M%S', time.gmtime())}_{secrets.token_hex(4)}"
+
+
+@contextlib.contextmanager
+def own_database(mongo_url: str, name: str) -> Iterator[None]:
+    """Claim database `name` on a user's MongoDB for a run, and drop it afterwards.
+
+    The harness writes its records and GridFS bucket only there and drops only what it
+    created: a database of that name that exists already is refused, never reused.
+    """
+    from pymongo import MongoClient
+
+    client: Any = MongoClient(mongo_url, serverSelectionTimeoutMS=5000)
+    try:
+        try:
+            existing = client.list_database_names()
+        except Exception as error:
+            raise UserError(f"MongoDB at {mongo_url} is not reachable: {error}") from None
+        if name in existing:
+            raise UserError(f"MongoDB at {mongo_url} has a database {name} already: not ours")
+        try:
+            yield
+        finally:  # interrupted or failed too: it is ours
+            with contextlib.suppress(Exception):
+                client.drop_database(name)
+    finally:
+        client.close()
