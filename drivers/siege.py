@@ -7,7 +7,7 @@ transactions that were not successful: those are `status` errors here.
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
 import json
 import re
 import tempfile
@@ -59,14 +59,16 @@ def parse_siege(text: str) -> DriverResult:
     )
 
 
-def short_urls_file(text: str) -> Path:
-    """The URL list at a short path: siege 4.0.7 overruns its buffer on a long `--file`
-    path (a 150-character pytest path became `urls.txtT\ufffd-V: No such file`). Named by
-    content, so a step's list is written once and identical lists are shared."""
-    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-    path = Path(tempfile.gettempdir()) / f"siege-urls-{digest}.txt"
-    if not path.exists():
-        path.write_text(text)
+def write_urls_file(directory: Path, text: str) -> Path:
+    """The URL list in `directory`, a private one at a short path: siege 4.0.7 overruns its
+    buffer on a long `--file` path (a 150-character pytest path became
+    `urls.txtT\ufffd-V: No such file`), so the list cannot sit beside the raw output.
+    Created, never reused: a name that exists already is an error, not an input."""
+    path = directory / "urls.txt"
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()  # the previous step's list
+    with path.open("x") as urls:  # O_EXCL: never through a symlink
+        urls.write(text)
     return path
 
 
@@ -79,6 +81,11 @@ class SiegeDriver:
     tool_version_args = ("--version",)
     ramp_kinds = ("concurrency",)
     busy_polls = False
+
+    def __init__(self) -> None:
+        # This driver's own directory (mode 0700, under the short system temp dir), for
+        # the URL lists; removed with the driver (one per case) or at exit.
+        self._private: tempfile.TemporaryDirectory[str] | None = None
 
     @classmethod
     def from_profile(cls, ramp: Ramp, load_cpu_count: int, options: DriverOptions) -> Self:
@@ -94,7 +101,9 @@ class SiegeDriver:
         if target.paths:  # the autobench study: random URLs from the list (internet mode, -i)
             text = "\n".join(target.urls()) + "\n"
             (workdir / "urls.txt").write_text(text)  # the record, beside the raw output
-            url_file = ["-i", f"--file={short_urls_file(text)}"]
+            if self._private is None:
+                self._private = tempfile.TemporaryDirectory(prefix="siege-")
+            url_file = ["-i", f"--file={write_urls_file(Path(self._private.name), text)}"]
         if scenario.method == "POST":
             url = f"{url} POST {(scenario.body or b'').decode()}"
         command = [

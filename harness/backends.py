@@ -37,14 +37,14 @@ if TYPE_CHECKING:
 SLOW_GRIDFS_READ_MS = 20.0  # above this, one GridFS read costs more than serving it
 
 
-def time_gridfs_read(mongo_url: str, name: str) -> float:
+def time_gridfs_read(mongo_url: str, name: str, database_name: str) -> float:
     """Milliseconds to read one file the way the servers do (fs.files, then its chunks, by
     `_id`), with one client: tells when the database bounds the gridfs scenario."""
     from pymongo import MongoClient
 
     client: Any = MongoClient(mongo_url, serverSelectionTimeoutMS=5000)
     try:
-        database = client[contract.GRIDFS_DATABASE]
+        database = client[database_name]
         started = time.perf_counter()
         document = database[gridfs_layout.FILES_COLLECTION].find_one({"_id": name})
         if document is not None:
@@ -62,6 +62,8 @@ class Backends:
     """Running backends (`kinds` of KINDS); a context manager that stops what it started.
 
     `gridfs` implies the file set on disk too (the URL list and the bytes to compare).
+    `mongo_db` is the database the bucket goes into and the servers read (`--mongo-db`):
+    one of the run's own (services.own_database) when `mongo_url` is a user's MongoDB.
     """
 
     def __init__(
@@ -69,6 +71,7 @@ class Backends:
         kinds: Iterable[str],
         *,
         mongo_url: str | None = None,
+        mongo_db: str = contract.GRIDFS_DATABASE,
         file_count: int = DEFAULT_FILE_COUNT,
         seed: int = DEFAULT_SEED,
         files_dir: Path | None = None,
@@ -80,6 +83,7 @@ class Backends:
             raise UserError(f"unknown backend {', '.join(sorted(unknown))}")
         self.fileset: FileSet | None = None
         self.mongo_url: str | None = None
+        self.mongo_db = mongo_db
         self.memcached: Memcached | None = None
         self._ferretdb: FerretDB | None = None
         self._tempdir: tempfile.TemporaryDirectory[str] | None = None
@@ -95,8 +99,10 @@ class Backends:
                     self._ferretdb = FerretDB(Path(self._tempdir.name))
                     mongo_url = self._ferretdb.url
                 self.mongo_url = mongo_url
-                self.loaded_files = load_gridfs(mongo_url, self.fileset, progress=progress)
-                self.gridfs_read_ms = time_gridfs_read(mongo_url, self.fileset.names[-1])
+                self.loaded_files = load_gridfs(
+                    mongo_url, self.fileset, progress=progress, database=mongo_db
+                )
+                self.gridfs_read_ms = time_gridfs_read(mongo_url, self.fileset.names[-1], mongo_db)
             if "memcached" in self.kinds:
                 self.memcached = Memcached()
                 self.memcached.set(MC_KEY, MC_VALUE)
@@ -109,10 +115,10 @@ class Backends:
         """What `scenario` needs (nothing for most)."""
         return cls([scenario.backend] if scenario.backend else [], **options)
 
-    def load_gridfs_into(self, mongo_url: str) -> None:
+    def load_gridfs_into(self, mongo_url: str, database: str) -> None:
         """Also load the file set into another database (a mongo sink's own)."""
         if self.fileset is not None:
-            load_gridfs(mongo_url, self.fileset)
+            load_gridfs(mongo_url, self.fileset, database=database)
 
     def server_args(self, sink_args: list[str]) -> list[str]:
         """Arguments a server needs for these backends (beside the sink's `sink_args`)."""
@@ -120,7 +126,7 @@ class Backends:
         if self.fileset is not None:
             args += ["--files-dir", str(self.fileset.directory)]
         if self.mongo_url is not None and "--mongo-url" not in sink_args:
-            args += ["--mongo-url", self.mongo_url]
+            args += ["--mongo-url", self.mongo_url, "--mongo-db", self.mongo_db]
         if self.memcached is not None:
             args += ["--memcached", self.memcached.address, "--mc-socket-port", "0"]
         return args
@@ -143,6 +149,7 @@ class Backends:
         if self.mongo_url is not None:
             described["gridfs"] = {
                 "url": self.mongo_url,
+                "database": self.mongo_db,
                 "server": "FerretDB (started by the harness)" if self._ferretdb else "given",
                 "layout": "servers.core.gridfs_layout (read by _id)",
                 "one_file_read_ms": self.gridfs_read_ms,

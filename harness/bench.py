@@ -7,12 +7,10 @@ apps so that drift on a noisy machine hits both alike; medians are reported.
 from __future__ import annotations
 
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +18,7 @@ from drivers.base import Target, run_step
 from drivers.processes import kill_group, spawn
 from drivers.wrk import WrkDriver
 from harness.server_process import start_server
+from harness.services import wait_listening
 from model.errors import UserError
 from model.ramps import RampStep
 from model.scenarios import SCENARIOS
@@ -38,25 +37,6 @@ class BenchResult:
         return self.ours_requests_per_s / self.minimal_requests_per_s
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def _wait_listening(port: int, process: subprocess.Popen, timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise UserError(f"the minimal app exited with status {process.returncode}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise UserError(f"the minimal app did not listen on {port} within {timeout_s:.0f} s")
-
-
 def bench_framework(
     framework: str,
     *,
@@ -68,7 +48,6 @@ def bench_framework(
     rounds: int = 3,
 ) -> BenchResult:
     """Alternate wrk runs against our server and the minimal app; medians of req/s."""
-    port = free_port()
     minimal = spawn(
         [
             "taskset",
@@ -79,12 +58,12 @@ def bench_framework(
             "servers.minimal",
             framework,
             "--port",
-            str(port),
+            "0",  # the OS chooses; read back from the app's own listening socket
         ],
         death_signal=signal.SIGTERM,
     )
     try:
-        _wait_listening(port, minimal)
+        port = wait_listening(minimal, f"the minimal {framework} app")
         with (
             start_server(framework, loop=loop, cpus=server_cpus) as ours,
             tempfile.TemporaryDirectory(prefix="harness-bench-") as raw_dir,

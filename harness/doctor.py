@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import resource
 import shutil
 import subprocess
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 
@@ -71,8 +73,9 @@ def doctor_report() -> dict[str, object]:
 
 
 def install_missing(names: list[str] | None = None) -> list[str]:
-    """Install what is missing: Debian packages of the tools, then FerretDB (built from the
-    Go module proxy) with its w: 0 probe; returns what was installed."""
+    """Install what is missing: Debian packages of the tools (their services neither started
+    nor enabled), then FerretDB (built from the Go module proxy) with its w: 0 probe;
+    returns what was installed."""
     installed = _install_packages(names)
     if install_node_modules():
         installed.append("servers/baselines/node/node_modules")
@@ -121,15 +124,71 @@ def _install_packages(names: list[str] | None) -> list[str]:
         raise UserError(f"installing needs root: sudo apt-get install {' '.join(packages)}")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     subprocess.run(["apt-get", "update", "-qq"], check=True, env=env, stdin=subprocess.DEVNULL)
+    enabled_before = enabled_units()
+    with services_kept_stopped():
+        result = subprocess.run(
+            ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+        )
+    _disable(sorted(enabled_units() - enabled_before))
+    if result.returncode != 0:
+        raise UserError(
+            f"apt-get install {' '.join(packages)} failed: {result.stderr.strip()[-300:]}"
+        )
+    return packages
+
+
+# Debian's policy layer: invoke-rc.d and deb-systemd-invoke (what a package's maintainer
+# scripts call to start its service) ask /usr/sbin/policy-rc.d first, and exit status 101
+# means "action forbidden by policy" (init-system-helpers, README.policy-rc.d).
+POLICY_RC_D = Path("/usr/sbin/policy-rc.d")
+NO_START_POLICY = """#!/bin/sh
+# Written by `harness doctor --install` for its apt-get install, removed after it: the
+# tools it installs (nginx, memcached) are run by the harness, never as system services.
+exit 101
+"""
+SYSTEMD_UNIT_DIR = Path("/etc/systemd/system")
+
+
+@contextlib.contextmanager
+def services_kept_stopped() -> Iterator[None]:
+    """No package installed meanwhile starts its service (on a systemd host: nginx on
+    0.0.0.0:80, memcached): a policy-rc.d forbidding it, unless one is in place already
+    (the administrator's, or a container's own `exit 101`), which is left as it is."""
+    try:
+        fd = os.open(POLICY_RC_D, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o755)
+    except FileExistsError:
+        yield
+        return
+    try:
+        with os.fdopen(fd, "w") as policy:
+            policy.write(NO_START_POLICY)
+        yield
+    finally:
+        POLICY_RC_D.unlink(missing_ok=True)
+
+
+def enabled_units() -> set[str]:
+    """systemd units enabled on this host (a link in a `*.wants` or `*.requires` directory)."""
+    links = [*SYSTEMD_UNIT_DIR.glob("*.wants/*"), *SYSTEMD_UNIT_DIR.glob("*.requires/*")]
+    return {link.name for link in links if link.is_symlink()}
+
+
+def _disable(units: list[str]) -> None:
+    """Undo what the packages' postinst enabled (policy-rc.d stops a start, not an enable)."""
+    systemctl = shutil.which("systemctl")
+    if not units or systemctl is None:
+        return
     result = subprocess.run(
-        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages],
-        env=env,
+        [systemctl, "disable", "--quiet", *units],
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
     )
     if result.returncode != 0:
         raise UserError(
-            f"apt-get install {' '.join(packages)} failed: {result.stderr.strip()[-300:]}"
+            f"systemctl disable {' '.join(units)} failed: {result.stderr.strip()[-300:]}"
         )
-    return packages

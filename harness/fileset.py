@@ -133,8 +133,15 @@ GRIDFS_MARKER = "harness_fileset"  # a document naming the loaded set, beside th
 GRIDFS_BATCH_FILES = 200
 
 
-def load_gridfs(mongo_url: str, fileset: FileSet, progress: Progress | None = None) -> int:
-    """Put the file set into GridFS under the same names; skipped when already loaded.
+def load_gridfs(
+    mongo_url: str,
+    fileset: FileSet,
+    progress: Progress | None = None,
+    *,
+    database: str = contract.GRIDFS_DATABASE,
+) -> int:
+    """Put the file set into GridFS (in `database`, the servers' `--mongo-db`) under the
+    same names; skipped when already loaded.
 
     The layout (ids chosen so FerretDB reads by `_id`) is `servers.core.gridfs_layout`'s.
     Returns how many files were uploaded (0 when the set was there already).
@@ -146,19 +153,19 @@ def load_gridfs(mongo_url: str, fileset: FileSet, progress: Progress | None = No
 
     client: Any = MongoClient(mongo_url, serverSelectionTimeoutMS=5000)
     try:
-        database = client[contract.GRIDFS_DATABASE]
+        bucket_db = client[database]
         marker = {"seed": fileset.seed, "count": len(fileset.files), "version": FORMAT_VERSION}
         try:
-            loaded = database[GRIDFS_MARKER].find_one({"_id": "fileset"}, {"_id": 0})
+            loaded = bucket_db[GRIDFS_MARKER].find_one({"_id": "fileset"}, {"_id": 0})
         except Exception as error:
             raise UserError(f"MongoDB at {mongo_url} is not reachable: {error}") from None
         if loaded == marker:
             return 0
         for name in (GRIDFS_MARKER, gridfs_layout.FILES_COLLECTION,
                      gridfs_layout.CHUNKS_COLLECTION):  # fmt: skip
-            database[name].drop()
-        files = database[gridfs_layout.FILES_COLLECTION]
-        chunks = database[gridfs_layout.CHUNKS_COLLECTION]
+            bucket_db[name].drop()
+        files = bucket_db[gridfs_layout.FILES_COLLECTION]
+        chunks = bucket_db[gridfs_layout.CHUNKS_COLLECTION]
         files.create_index([("filename", ASCENDING), ("uploadDate", ASCENDING)])
         chunks.create_index([("files_id", ASCENDING), ("n", ASCENDING)], unique=True)
         now = datetime.datetime.now(datetime.UTC)
@@ -179,7 +186,7 @@ def load_gridfs(mongo_url: str, fileset: FileSet, progress: Progress | None = No
             files.insert_many(file_docs, ordered=False)
             if progress:
                 progress(min(start + GRIDFS_BATCH_FILES, len(names)), len(names))
-        database[GRIDFS_MARKER].insert_one({"_id": "fileset", **marker})
+        bucket_db[GRIDFS_MARKER].insert_one({"_id": "fileset", **marker})
         return len(names)
     finally:
         client.close()

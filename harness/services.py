@@ -5,7 +5,10 @@
   build/version/version.txt is not in the module, so the module is copied, that file is
   written, and cmd/ferretdb is built from the copy.
 - memcached from Debian, on its own loopback port.
-Each runs in its own process group, on an OS-free port, and is always reaped.
+Each runs in its own process group and is always reaped. Each binds a port the OS chooses
+(port 0; memcached's `-p -1`) and the harness reads it back from the process's own
+listening socket (servers.listeners): never a port picked free and reused, never "a
+connect succeeded", which another process's listener would pass.
 """
 
 from __future__ import annotations
@@ -13,17 +16,21 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from drivers.processes import spawn
 from harness.tools import tool_path
 from model.errors import UserError
+from servers import listeners
 
 FERRETDB_MODULE = "github.com/FerretDB/FerretDB"
 FERRETDB_VERSION = "v1.24.2"
@@ -80,21 +87,24 @@ def build_ferretdb(log: Path | None = None) -> Path:
     return binary
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as probe:
-        probe.bind((host, 0))
-        return probe.getsockname()[1]
-
-
-def wait_for_port(port: int, process: subprocess.Popen, name: str) -> None:
+def wait_listening(process: subprocess.Popen, name: str, host: str = "127.0.0.1") -> int:
+    """The port `process` (or a child) listens on at `host`, once it does; UserError if it
+    exits first, never listens, or shares the port with another process."""
     deadline = time.monotonic() + READY_TIMEOUT_S
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise UserError(f"{name} exited with status {process.returncode} before listening")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
-            return
-        time.sleep(0.1)
-    raise UserError(f"{name} did not listen on port {port} within {READY_TIMEOUT_S:.0f} s")
+        pids = listeners.tree_pids(process.pid)
+        ports = listeners.listening_ports(pids, host)
+        if len(ports) > 1:
+            raise UserError(f"{name} listens on several ports ({sorted(ports)}), not one")
+        if ports:
+            others = listeners.other_listeners(ports, pids)
+            if others:
+                raise UserError(f"{name}: another process listens on its port too: {others}")
+            return ports.pop()
+        time.sleep(0.05)
+    raise UserError(f"{name} did not listen within {READY_TIMEOUT_S:.0f} s")
 
 
 class Service:
@@ -102,13 +112,13 @@ class Service:
 
     name = "service"
 
-    def __init__(self, command: list[str], port: int, workdir: Path | None = None) -> None:
-        self.port = port
+    def __init__(self, command: list[str], workdir: Path | None = None) -> None:
+        self.port = 0
         self.workdir = workdir
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 (lives with the process)
         self.process = spawn(command, stdout=self._log, stderr=subprocess.STDOUT, cwd=workdir)
         try:
-            wait_for_port(port, self.process, self.name)
+            self.port = wait_listening(self.process, self.name)
         except BaseException:
             self.stop()
             raise
@@ -145,19 +155,17 @@ class FerretDB(Service):
         if not binary.is_file():
             raise UserError("FerretDB is not built: run `harness doctor --install`")
         data_dir.mkdir(parents=True, exist_ok=True)
-        port = free_port()
         super().__init__(
             [
                 str(binary),
                 "--handler=sqlite",
                 f"--sqlite-url=file:{data_dir}/",
                 f"--state-dir={data_dir}",
-                f"--listen-addr=127.0.0.1:{port}",
+                "--listen-addr=127.0.0.1:0",
                 "--debug-addr=-",
                 "--telemetry=disable",
                 "--log-level=WARN",
             ],
-            port,
             data_dir,
         )
 
@@ -175,14 +183,13 @@ class Memcached(Service):
         path = tool_path("memcached")
         if path is None:
             raise UserError("memcached not found: run `harness doctor --install`")
-        port = free_port()
         super().__init__(
             [
                 path,
                 "-l",
                 "127.0.0.1",
                 "-p",
-                str(port),
+                "-1",  # an ephemeral port (what memcached's own tests use); 0 turns TCP off
                 "-U",
                 "0",
                 "-m",
@@ -191,8 +198,7 @@ class Memcached(Service):
                 "4096",
                 "-u",
                 "root" if os.geteuid() == 0 else os.environ.get("USER", ""),
-            ],
-            port,
+            ]
         )
 
     @property
@@ -250,3 +256,34 @@ def known_w0_probe() -> dict[str, int | str] | None:
         return json.loads(w0_probe_path().read_text())
     except (OSError, ValueError):
         return None
+
+
+def new_database_name() -> str:
+    """A MongoDB database of one run's own (`--mongo-db`): harness_<UTC time>_<random>."""
+    return f"harness_{time.strftime('%Y%m%d_%H%M%S', time.gmtime())}_{secrets.token_hex(4)}"
+
+
+@contextlib.contextmanager
+def own_database(mongo_url: str, name: str) -> Iterator[None]:
+    """Claim database `name` on a user's MongoDB for a run, and drop it afterwards.
+
+    The harness writes its records and GridFS bucket only there and drops only what it
+    created: a database of that name that exists already is refused, never reused.
+    """
+    from pymongo import MongoClient
+
+    client: Any = MongoClient(mongo_url, serverSelectionTimeoutMS=5000)
+    try:
+        try:
+            existing = client.list_database_names()
+        except Exception as error:
+            raise UserError(f"MongoDB at {mongo_url} is not reachable: {error}") from None
+        if name in existing:
+            raise UserError(f"MongoDB at {mongo_url} has a database {name} already: not ours")
+        try:
+            yield
+        finally:  # interrupted or failed too: it is ours
+            with contextlib.suppress(Exception):
+                client.drop_database(name)
+    finally:
+        client.close()

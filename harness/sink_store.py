@@ -20,9 +20,10 @@ class SinkStore:
     """One sink's backing store for one server run; a context manager that cleans up."""
 
     def __init__(self, sink: str, *, mongo_url: str | None = None, mongo_w: int = 1,
-                 workdir: Path | None = None) -> None:  # fmt: skip
+                 mongo_db: str = MONGO_DATABASE, workdir: Path | None = None) -> None:  # fmt: skip
         self.sink = sink
         self.mongo_w = mongo_w
+        self.mongo_db = mongo_db  # the run's own on a user's MongoDB (services.own_database)
         self._tempdir = tempfile.TemporaryDirectory(prefix=f"harness-{sink}-", dir=workdir)
         self.path = Path(self._tempdir.name) / "records.jsonl"
         self._ferretdb: FerretDB | None = None
@@ -36,7 +37,7 @@ class SinkStore:
 
             self._client = MongoClient(self.mongo_url, serverSelectionTimeoutMS=5000)
             try:
-                self._client[MONGO_DATABASE][MONGO_COLLECTION].drop()
+                self._client[mongo_db][MONGO_COLLECTION].drop()
             except Exception as error:
                 self.close()
                 raise UserError(f"MongoDB at {self.mongo_url} is not reachable: {error}") from None
@@ -45,7 +46,10 @@ class SinkStore:
         if self.sink == "file":
             return ["--sink-path", str(self.path)]
         if self.sink == "mongo":
-            return ["--mongo-url", str(self.mongo_url), "--mongo-w", str(self.mongo_w)]
+            return [
+                *("--mongo-url", str(self.mongo_url), "--mongo-w", str(self.mongo_w)),
+                *("--mongo-db", self.mongo_db),
+            ]
         return []
 
     def count(self) -> int | None:
@@ -56,7 +60,7 @@ class SinkStore:
             with self.path.open("rb") as records:
                 return sum(1 for _ in records)
         if self.sink == "mongo":
-            return int(self._client[MONGO_DATABASE][MONGO_COLLECTION].count_documents({}))
+            return int(self._client[self.mongo_db][MONGO_COLLECTION].count_documents({}))
         return None
 
     def records(self, limit: int = 10) -> list[dict[str, Any]]:
@@ -67,7 +71,7 @@ class SinkStore:
             with self.path.open() as lines:
                 return [json.loads(line) for _, line in zip(range(limit), lines, strict=False)]
         if self.sink == "mongo":
-            found = self._client[MONGO_DATABASE][MONGO_COLLECTION].find({}, {"_id": 0})
+            found = self._client[self.mongo_db][MONGO_COLLECTION].find({}, {"_id": 0})
             return list(found.sort("seq", 1).limit(limit))
         return []
 
@@ -79,6 +83,7 @@ class SinkStore:
             info = self._client.admin.command("buildInfo")
             described: dict[str, Any] = {
                 "sink": "mongo", "url": self.mongo_url, "w": self.mongo_w,
+                "database": self.mongo_db,
                 "server": "FerretDB" if "ferretdbVersion" in info else "MongoDB",
                 "version": info.get("ferretdbVersion") or info.get("version"),
                 "mongodb_compatible_version": info.get("version"),

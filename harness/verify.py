@@ -567,12 +567,18 @@ def plant_escape_bait(files_dir: Path) -> None:
         link.symlink_to(secret)
 
 
-def verify_backends(workdir: Path, mongo_url: str | None = None) -> Backends:
-    """A small file set on disk and in GridFS, and memcached with the memcached-proxy
-    study's value: what the `/files`, `/gridfs` and `/mc` checks need, started once for
-    every server verified."""
+def verify_backends(
+    workdir: Path, mongo_url: str | None = None, mongo_db: str = contract.GRIDFS_DATABASE
+) -> Backends:
+    """A small file set on disk and in GridFS (database `mongo_db`), and memcached with the
+    memcached-proxy study's value: what the `/files`, `/gridfs` and `/mc` checks need,
+    started once for every server verified."""
     backends = Backends(
-        KINDS, mongo_url=mongo_url, file_count=VERIFY_FILE_COUNT, files_dir=workdir / "files"
+        KINDS,
+        mongo_url=mongo_url,
+        mongo_db=mongo_db,
+        file_count=VERIFY_FILE_COUNT,
+        files_dir=workdir / "files",
     )
     if backends.fileset is not None:
         plant_escape_bait(backends.fileset.directory)
@@ -723,20 +729,21 @@ def verify_framework(
     cpus: str | None = None,
     mongo_url: str | None = None,
     backends: Backends | None = None,
+    mongo_db: str = contract.GRIDFS_DATABASE,
 ) -> Verification:
     """Start `framework` with `sink`, run every check of the routes it serves (with
     `backends`: files, GridFS, memcached too), stop it (exit status checked too)."""
     if sink not in FRAMEWORKS[framework].sinks:
         return Verification(framework, sink, skipped=f"{framework} has no {sink} sink")
     try:
-        store = SinkStore(sink, mongo_url=mongo_url)
+        store = SinkStore(sink, mongo_url=mongo_url, mongo_db=mongo_db)
     except UserError as error:
         return Verification(framework, sink, error=str(error))
     with store:
         args = store.server_args()
         if backends is not None:
             if sink == "mongo":  # one --mongo-url: GridFS goes into the sink's database too
-                backends.load_gridfs_into(str(store.mongo_url))
+                backends.load_gridfs_into(str(store.mongo_url), mongo_db)
             args += backends.server_args(args)
         try:
             server = start_server(framework, sink=sink, cpus=cpus, extra_args=args)

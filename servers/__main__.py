@@ -37,6 +37,7 @@ def parse_options(argv: list[str]) -> ServerOptions:
     parser.add_argument("--sink-path")
     parser.add_argument("--mongo-url")
     parser.add_argument("--mongo-w", type=int, choices=(0, 1), default=1)
+    parser.add_argument("--mongo-db", default=ServerOptions.mongo_db, help="the database")
     parser.add_argument("--files-dir")
     parser.add_argument("--memcached", metavar="HOST:PORT")
     parser.add_argument("--mc-socket-port", type=int)
@@ -58,6 +59,7 @@ def parse_options(argv: list[str]) -> ServerOptions:
             sink_path=args.sink_path,
             mongo_url=args.mongo_url,
             mongo_w=args.mongo_w,
+            mongo_db=args.mongo_db,
             files_dir=args.files_dir,
             memcached=args.memcached,
             mc_socket_port=args.mc_socket_port,

@@ -6,6 +6,7 @@ or a telemetry field is written exactly once (docs/contract.md describes it for 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 # -- routes -----------------------------------------------------------------------------
@@ -51,7 +52,10 @@ FILE_CONTENT_TYPES = {
     ".txt": "text/plain",
 }
 DEFAULT_CONTENT_TYPE = "application/octet-stream"
-GRIDFS_DATABASE = "harness"  # the same database as the mongo sink, bucket "fs"
+GRIDFS_DATABASE = "harness"  # the default --mongo-db (the mongo sink's too), bucket "fs"
+# A `--mongo-db` name: the harness gives every run a database of its own (harness_<run>),
+# so that a user's MongoDB keeps what it held; MongoDB's own rule is looser.
+MONGO_DB_PATTERN = r"[A-Za-z0-9_-]{1,63}"
 GRIDFS_BUCKET = "fs"
 MC_POOL_SIZE = 50  # persistent connections from each server process to memcached
 MC_VALUE_BYTES = 100  # the memcached-proxy study's value
@@ -130,6 +134,7 @@ class ServerOptions:
     sink_path: str | None = None
     mongo_url: str | None = None
     mongo_w: int = 1
+    mongo_db: str = GRIDFS_DATABASE  # the mongo sink's records and GridFS's bucket
     files_dir: str | None = None
     memcached: str | None = None
     mc_socket_port: int | None = None  # the memcached socket service's port
@@ -145,3 +150,5 @@ class ServerOptions:
             raise ValueError(f"workers must be at least 1, not {self.workers}")
         if self.mongo_w not in (0, 1):
             raise ValueError(f"mongo_w must be 0 or 1, not {self.mongo_w}")
+        if not re.fullmatch(MONGO_DB_PATTERN, self.mongo_db):
+            raise ValueError(f"mongo_db {self.mongo_db!r} does not match {MONGO_DB_PATTERN}")

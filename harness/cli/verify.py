@@ -27,24 +27,33 @@ def verify_command(
     the sinks asked for; routes a baseline does not serve are `not supported`. Exit 1 on
     a failure."""
     from harness.frameworks import select_frameworks
+    from harness.services import new_database_name, own_database
     from harness.verify import verify_backends, verify_framework
 
     names = select_frameworks(frameworks)
     sink_names = parse_sinks(sinks)
     cpus = check_cpus(server_cpus) if server_cpus else None
     results = []
+    mongo_db = new_database_name()  # on a user's MongoDB: created here, dropped at the end
     with contextlib.ExitStack() as stack:
+        if mongo_url is not None and (backends or "mongo" in sink_names):
+            stack.enter_context(own_database(mongo_url, mongo_db))
         services = None
         if backends:
             with console.status("starting FerretDB and memcached for the backend checks…"):
                 workdir = Path(stack.enter_context(tempfile.TemporaryDirectory()))
-                services = stack.enter_context(verify_backends(workdir, mongo_url))
+                services = stack.enter_context(verify_backends(workdir, mongo_url, mongo_db))
         for name in names:
             for sink in sink_names:
                 with console.status(f"verifying {name} ({sink} sink)…", spinner="dots"):
                     results.append(
                         verify_framework(
-                            name, sink, cpus=cpus, mongo_url=mongo_url, backends=services
+                            name,
+                            sink,
+                            cpus=cpus,
+                            mongo_url=mongo_url,
+                            backends=services,
+                            mongo_db=mongo_db,
                         )
                     )
     if as_json:

@@ -84,7 +84,9 @@ def run_case(run: RunContext, framework: str, mode: str, repeat: int, model: Pro
     # GridFS and the mongo sink share one database when both are asked for
     mongo_url = run.plan.mongo_url or (run.backends.mongo_url if run.backends else None)
     try:
-        store = SinkStore(profile.sink, mongo_url=mongo_url, mongo_w=profile.mongo_w)
+        store = SinkStore(
+            profile.sink, mongo_url=mongo_url, mongo_w=profile.mongo_w, mongo_db=run.plan.mongo_db
+        )
     except UserError as error:
         return new_case(run, framework, model, "failed", unpinned, error=str(error))
     with store:

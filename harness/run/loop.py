@@ -22,6 +22,7 @@ from harness.run.case import run_case
 from harness.run.context import RunContext
 from harness.run.outputs import write_steps_csv
 from harness.run.plan import Plan, Reporter, SilentReporter, now_iso
+from harness.services import own_database
 from harness.tools import TOOLS, tool_status
 from model.errors import UserError
 from model.results import FLAG_MEANINGS, SCHEMA, Case, Run, RunStatus, write_run
@@ -101,19 +102,26 @@ class Runner:
         """The run's context, with the scenario's backends (file set, GridFS, memcached)
         prepared once for the whole run."""
         scenario = get_scenario(self.plan.profile.scenario)
-        if scenario.backend is None:
-            yield RunContext(self.plan, scenario, self.reporter)
-            return
+        uses_mongo = self.plan.profile.sink == "mongo" or scenario.backend == "gridfs"
+        with contextlib.ExitStack() as stack:
+            if self.plan.mongo_url is not None and uses_mongo:  # a user's MongoDB
+                stack.enter_context(own_database(self.plan.mongo_url, self.plan.mongo_db))
+            if scenario.backend is None:
+                yield RunContext(self.plan, scenario, self.reporter)
+                return
 
-        def progress(done: int, total: int) -> None:
-            self.reporter.preparing(what=scenario.backend or "", done=done, total=total)
+            def progress(done: int, total: int) -> None:
+                self.reporter.preparing(what=scenario.backend or "", done=done, total=total)
 
-        with Backends.for_scenario(
-            scenario,
-            mongo_url=self.plan.mongo_url,
-            file_count=self.plan.profile.file_count,
-            progress=progress,
-        ) as backends:
+            backends = stack.enter_context(
+                Backends.for_scenario(
+                    scenario,
+                    mongo_url=self.plan.mongo_url,
+                    mongo_db=self.plan.mongo_db,
+                    file_count=self.plan.profile.file_count,
+                    progress=progress,
+                )
+            )
             yield RunContext(self.plan, scenario, self.reporter, backends)
 
     def write(

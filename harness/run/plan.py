@@ -5,13 +5,14 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
 from harness import affinity as cpu_affinity
 from harness.profile import Profile
+from harness.services import new_database_name
 from model.errors import UserError
 from model.results import Case, Step
 
@@ -48,6 +49,8 @@ class Plan:
     run_id: str
     verify: bool = True
     mongo_url: str | None = None  # a real MongoDB instead of the FerretDB the harness starts
+    # the run's own database there (records, GridFS): created by the run, dropped after it
+    mongo_db: str = field(default_factory=new_database_name)
 
 
 def default_cpus() -> tuple[str, str]:

@@ -8,7 +8,8 @@ collection names, and which errors make `/log` answer 503.
 - `empty`: counts and drops.
 - `file`: one JSON line per record appended to `--sink-path`, batched, written at least
   every 100 ms and on shutdown; `/log` answers once its record was handed to the OS.
-- `mongo`: one document per record in `harness.records`, write concern `--mongo-w`.
+- `mongo`: one document per record in `<--mongo-db>.records` (default `harness.records`),
+  write concern `--mongo-w`.
 """
 
 from __future__ import annotations
@@ -80,15 +81,13 @@ class FileBatch:
         os.close(self.fd)
 
 
-def records_collection(client_class: Any, url: str, w: int) -> tuple[Any, Any]:
+def records_collection(client_class: Any, url: str, w: int, database: str) -> tuple[Any, Any]:
     """A pymongo client of `client_class` (sync or async) for the mongo sink, and its
-    `harness.records` collection with write concern `w`: no I/O until the first insert."""
+    `<database>.records` collection with write concern `w`: no I/O until the first insert."""
     from pymongo.write_concern import WriteConcern
 
     client = client_class(url, serverSelectionTimeoutMS=MONGO_SERVER_SELECTION_TIMEOUT_MS, w=w)
-    collection = client[MONGO_DATABASE].get_collection(
-        MONGO_COLLECTION, write_concern=WriteConcern(w=w)
-    )
+    collection = client[database].get_collection(MONGO_COLLECTION, write_concern=WriteConcern(w=w))
     return client, collection
 
 
@@ -100,14 +99,14 @@ def open_sink(
     *,
     empty: Callable[[], SinkT],
     file: Callable[[str], SinkT],
-    mongo: Callable[[str, int], SinkT],
+    mongo: Callable[[str, int, str], SinkT],
 ) -> SinkT:
     """The sink `options.sink` names, made by the runtime's own constructor for that kind:
-    `file(path)`, `mongo(url, w)` or `empty()`."""
+    `file(path)`, `mongo(url, w, database)` or `empty()`."""
     if options.sink == "file":
         return file(sink_path(options))
     if options.sink == "mongo":
-        return mongo(mongo_url(options), options.mongo_w)
+        return mongo(mongo_url(options), options.mongo_w, options.mongo_db)
     return empty()
 
 

@@ -549,7 +549,7 @@ def serve(worker: Worker) -> None:
 
     _log_warnings_to_stderr()
     sink = open_twisted_sink(options, state, reactor)
-    gridfs = GridFSReader(mongo_url(options), state, reactor)
+    gridfs = GridFSReader(mongo_url(options), options.mongo_db, state, reactor)
     pool = MemcachedPool(memcache.memcached_address(options.memcached), state, reactor)
     site, websockets = make_site(options, state, sink, gridfs, pool, reactor)
     ports = [_adopt(reactor, listener, site)]

@@ -40,7 +40,7 @@ from typing import Any
 
 import psutil
 
-from servers import PROGRAM_PATH, contract
+from servers import PROGRAM_PATH, contract, listeners
 from servers.contract import ServerOptions
 
 TEMPLATE_PATH = Path(__file__).resolve().parent / "nginx.conf.template"
@@ -50,6 +50,7 @@ STATUS_PATH = "/status"
 BAD_REQUEST_PATH = "/.bad-request"
 READY_TIMEOUT_S = 10.0
 PORT_ATTEMPTS = 3  # a port picked free can be taken before nginx binds it: pick again
+PORT_TAKEN = "Address already in use"
 UPSTREAM_KEEPALIVE = 512  # idle connections each LB worker keeps to the instances
 MAX_WORKER_CONNECTIONS = 65536
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
@@ -235,7 +236,8 @@ def nginx_binary() -> str:
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port the OS considers free on `host` right now (nginx binds it a moment later)."""
+    """A port the OS considers free on `host` right now (nginx binds it a moment later:
+    nginx cannot listen on port 0, so readiness checks that nginx holds it, alone)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
@@ -257,12 +259,18 @@ def http_answers(host: str, port: int, path: str = "/", timeout_s: float = 1.0) 
 
 @dataclass(frozen=True)
 class Site:
-    """What one start attempt renders: the blocks inside `http {}` and where to probe."""
+    """What one start attempt renders: the blocks inside `http {}`, where to probe, and
+    every port the blocks listen on (default: the probe's)."""
 
     blocks: str
     probe_host: str
     probe_port: int
     probe_path: str = "/"
+    ports: tuple[int, ...] = ()
+
+    @property
+    def listen_ports(self) -> set[int]:
+        return set(self.ports or (self.probe_port,))
 
 
 class Nginx:
@@ -334,9 +342,13 @@ class Nginx:
         return text[-limit_chars:] if text else "(empty error log)"
 
     def wait_answering(self, site: Site, timeout_s: float = READY_TIMEOUT_S) -> None:
-        """Wait until `site`'s probe gets an HTTP answer (nginx counts that one request).
+        """Wait until nginx itself holds a listening socket on every port of `site`, no
+        other process listens on one of them, and the probe gets an HTTP answer (nginx
+        counts that one request): an answer from another process's listener on a port
+        picked free is never taken for nginx's.
 
-        Raises NginxError (with the error log's tail) if nginx exits or stays silent.
+        Raises NginxError (with the error log's tail) if nginx exits, stays silent, or
+        shares a port with another process (PORT_TAKEN: start_nginx picks new ports).
         """
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
@@ -344,8 +356,14 @@ class Nginx:
                 raise NginxError(
                     f"nginx exited with status {self.process.returncode}: {self.error_tail()}"
                 )
-            if http_answers(site.probe_host, site.probe_port, site.probe_path):
-                return
+            pids = listeners.tree_pids(self.process.pid)
+            if site.listen_ports <= listeners.listening_ports(pids):
+                others = listeners.other_listeners(site.listen_ports, pids)
+                if others:
+                    taken = ", ".join(f"{port} (pid {pid})" for port, pid in others.items())
+                    raise NginxError(f"{PORT_TAKEN}: another process listens on {taken}")
+                if http_answers(site.probe_host, site.probe_port, site.probe_path):
+                    return
             time.sleep(0.05)
         raise NginxError(f"nginx did not answer within {timeout_s:.0f} s: {self.error_tail()}")
 
@@ -402,10 +420,10 @@ def start_nginx(
         try:
             nginx.wait_answering(site, ready_timeout_s)
             return nginx, site
-        except NginxError:
+        except NginxError as error:
             log = nginx.error_tail()
             nginx.stop(grace_s=1.0)
-            if "Address already in use" not in log or attempt == attempts - 1:
+            if PORT_TAKEN not in f"{error} {log}" or attempt == attempts - 1:
                 raise
     raise AssertionError("unreachable")
 
@@ -542,7 +560,9 @@ def main(options: ServerOptions) -> int:
         blocks = baseline_server_block(
             options.host, ports["main"], options.files_dir
         ) + status_server_block(ports["status"])
-        return Site(blocks, "127.0.0.1", ports["status"], STATUS_PATH)
+        return Site(
+            blocks, "127.0.0.1", ports["status"], STATUS_PATH, (ports["main"], ports["status"])
+        )
 
     try:
         nginx, _site = start_nginx(render, workers=options.workers)

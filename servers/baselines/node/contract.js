@@ -33,7 +33,8 @@ module.exports = Object.freeze({
     '.txt': 'text/plain',
   }),
   DEFAULT_CONTENT_TYPE: 'application/octet-stream',
-  GRIDFS_DATABASE: 'harness',
+  GRIDFS_DATABASE: 'harness', // the default --mongo-db
+  MONGO_DB_PATTERN: /^[A-Za-z0-9_-]{1,63}$/, // contract.MONGO_DB_PATTERN, anchored
   GRIDFS_BUCKET: 'fs',
   GRIDFS_FILES_COLLECTION: 'fs.files', // gridfs_layout.FILES_COLLECTION
   GRIDFS_CHUNKS_COLLECTION: 'fs.chunks', // gridfs_layout.CHUNKS_COLLECTION

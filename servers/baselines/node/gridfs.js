@@ -37,7 +37,7 @@ class GridFS {
   async read(name) {
     if (!validName(name)) return null;
     if (this._files === null) {
-      const database = this._mongo.client().db(contract.GRIDFS_DATABASE);
+      const database = this._mongo.db();
       this._files = database.collection(contract.GRIDFS_FILES_COLLECTION);
       this._chunks = database.collection(contract.GRIDFS_CHUNKS_COLLECTION);
     }

@@ -8,10 +8,19 @@
 const contract = require('./contract');
 
 class LazyMongo {
-  /** @param {?string} url `--mongo-url`; the sinks' default when not given */
-  constructor(url) {
+  /**
+   * @param {?string} url `--mongo-url`; the sinks' default when not given
+   * @param {string} database `--mongo-db`: the sink's records and GridFS's bucket
+   */
+  constructor(url, database) {
     this.url = url || contract.DEFAULT_MONGO_URL;
+    this.database = database;
     this._client = null;
+  }
+
+  /** The `--mongo-db` database, on the client made on first use. */
+  db() {
+    return this.client().db(this.database);
   }
 
   /** The client, created (without I/O) the first time it is asked for. */

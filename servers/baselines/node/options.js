@@ -16,6 +16,7 @@ const FLAGS = Object.freeze({
   '--sink-path': 'sinkPath',
   '--mongo-url': 'mongoUrl',
   '--mongo-w': 'mongoW',
+  '--mongo-db': 'mongoDb',
   '--files-dir': 'filesDir',
   '--memcached': 'memcached',
   '--mc-socket-port': 'mcSocketPort',
@@ -29,7 +30,7 @@ class UsageError extends Error {}
 /**
  * The options in `argv` (process.argv without node and the script).
  * @returns {{variant: string, host: string, port: number, sink: string, sinkPath: ?string,
- *   mongoUrl: ?string, mongoW: number, filesDir: ?string, memcached: ?string,
+ *   mongoUrl: ?string, mongoW: number, mongoDb: string, filesDir: ?string, memcached: ?string,
  *   mcSocketPort: ?number, workers: number, loop: string}}
  */
 function parseOptions(argv) {
@@ -45,6 +46,7 @@ function parseOptions(argv) {
     sinkPath: null,
     mongoUrl: null,
     mongoW: 1,
+    mongoDb: contract.GRIDFS_DATABASE,
     filesDir: null,
     memcached: null,
     mcSocketPort: null,
@@ -80,6 +82,9 @@ function parseOptions(argv) {
   if (options.port > 65535) throw new UsageError(`port ${options.port} is outside 0..65535`);
   if (options.workers < 1) throw new UsageError(`workers must be at least 1, not ${options.workers}`);
   if (options.mongoW > 1) throw new UsageError(`mongo-w must be 0 or 1, not ${options.mongoW}`);
+  if (!contract.MONGO_DB_PATTERN.test(options.mongoDb)) {
+    throw new UsageError(`mongo-db ${options.mongoDb} does not match ${contract.MONGO_DB_PATTERN}`);
+  }
   if (options.loop !== 'libuv') throw new UsageError(`${variant} runs on libuv, not ${options.loop}`);
   return options;
 }

@@ -53,7 +53,7 @@ function listen(server, host, port) {
 /** Serve until SIGTERM/SIGINT (or the primary going away); then close, drain and exit 0. */
 async function runWorker(options, worker) {
   const state = new ServerState(options.variant, worker);
-  const mongo = new LazyMongo(options.mongoUrl);
+  const mongo = new LazyMongo(options.mongoUrl, options.mongoDb);
   const pool = new MemcachedPool(options.memcached, state);
   const backends = {
     state,

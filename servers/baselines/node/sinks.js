@@ -7,7 +7,7 @@
 //   request waits (every request parsed in this turn shares the write), at most
 //   FLUSH_INTERVAL_MS after a WebSocket message. `/log` answers in the write's callback,
 //   when its line was handed to the OS (the writes run on libuv's thread pool).
-// - mongo: one document per record through the official driver, database harness,
+// - mongo: one document per record through the official driver, database `--mongo-db`,
 //   collection records, write concern `--mongo-w`; an error answers `/log` 503.
 //
 // Every sink offers store(record) (WebSocket messages: no one waits), storeAndWait(record)
@@ -125,8 +125,7 @@ class MongoSink {
     const state = this._state;
     if (this._collection === null) {
       this._collection = this._mongo
-        .client()
-        .db(contract.MONGO_DATABASE)
+        .db()
         .collection(contract.MONGO_COLLECTION, { writeConcern: { w: this._w } });
     }
     state.backlog += 1;

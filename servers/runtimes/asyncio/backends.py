@@ -250,8 +250,9 @@ class MemcachedPool:
 class GridFSReader:
     """Reads `/gridfs/{name}` by `_id` only, as `gridfs_layout.read_steps` says."""
 
-    def __init__(self, url: str, state: ServerState) -> None:
+    def __init__(self, url: str, database: str, state: ServerState) -> None:
         self._url = url
+        self._database = database
         self._state = state
         self._client: Any = None
         self._collections: dict[str, Any] = {}
@@ -270,7 +271,7 @@ class GridFSReader:
         client: Any = AsyncMongoClient(
             self._url, serverSelectionTimeoutMS=MONGO_SERVER_SELECTION_TIMEOUT_MS
         )
-        database = client[contract.GRIDFS_DATABASE]
+        database = client[self._database]
         self._collections = {name: database[name] for name in gridfs_layout.FIELDS}
         self._client = client
 
@@ -433,7 +434,7 @@ class AsyncBackends:
         self.memcached = MemcachedPool(
             memcache.memcached_address(options.memcached), state, contract.MC_POOL_SIZE
         )
-        self.gridfs = GridFSReader(mongo_url(options), state)
+        self.gridfs = GridFSReader(mongo_url(options), options.mongo_db, state)
         self._service: MemcachedSocketService | None = None
         self._state = state
 

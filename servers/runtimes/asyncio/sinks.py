@@ -108,11 +108,11 @@ class AsyncFileSink:
 class AsyncMongoSink:
     """One document per record through pymongo's asyncio client."""
 
-    def __init__(self, state: ServerState, url: str, w: int) -> None:
+    def __init__(self, state: ServerState, url: str, w: int, database: str) -> None:
         from pymongo import AsyncMongoClient
 
         self._state = state
-        self._client, self._collection = records_collection(AsyncMongoClient, url, w)
+        self._client, self._collection = records_collection(AsyncMongoClient, url, w, database)
         self._pending: set[asyncio.Task[None]] = set()
 
     async def _insert(self, record: dict[str, Any]) -> None:
@@ -157,5 +157,5 @@ def open_async_sink(options: ServerOptions, state: ServerState) -> AsyncSink:
         options,
         empty=lambda: AsyncEmptySink(state),
         file=lambda path: AsyncFileSink(state, path),
-        mongo=lambda url, w: AsyncMongoSink(state, url, w),
+        mongo=lambda url, w, database: AsyncMongoSink(state, url, w, database),
     )

@@ -125,7 +125,7 @@ class GreenMemcachedPool:
 class GreenGridFS:
     """Files from GridFS through pymongo's sync client on green sockets, read by `_id`."""
 
-    def __init__(self, url: str, state: ServerState, runtime: GreenRuntime) -> None:
+    def __init__(self, url: str, database: str, state: ServerState, runtime: GreenRuntime) -> None:
         from pymongo import MongoClient
         from pymongo.errors import PyMongoError
 
@@ -137,8 +137,7 @@ class GreenGridFS:
         self._client: Any = MongoClient(
             url, serverSelectionTimeoutMS=MONGO_SERVER_SELECTION_TIMEOUT_MS, connect=False
         )
-        database = self._client[contract.GRIDFS_DATABASE]
-        self._collections = {name: database[name] for name in gridfs_layout.FIELDS}
+        self._collections = {name: self._client[database][name] for name in gridfs_layout.FIELDS}
 
     def read(self, name: str) -> StoredFile | None:
         """The file `name` (a `static.valid_name`), None when GridFS has none.
@@ -183,7 +182,7 @@ class GreenBackends:
         self.memcached = GreenMemcachedPool(
             memcache.memcached_address(options.memcached), state, runtime.queue()
         )
-        self.gridfs = GreenGridFS(mongo_url(options), state, runtime)
+        self.gridfs = GreenGridFS(mongo_url(options), options.mongo_db, state, runtime)
 
     def close(self) -> None:
         """Shutdown: close the pool's idle connections and the GridFS client."""

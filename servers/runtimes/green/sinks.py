@@ -206,7 +206,9 @@ class GreenMongoSink:
     at once (no thread pool to queue behind).
     """
 
-    def __init__(self, state: ServerState, url: str, w: int, runtime: GreenRuntime) -> None:
+    def __init__(
+        self, state: ServerState, url: str, w: int, database: str, runtime: GreenRuntime
+    ) -> None:
         from pymongo import MongoClient
         from pymongo.errors import PyMongoError
 
@@ -214,7 +216,7 @@ class GreenMongoSink:
         self._runtime = runtime
         self._errors = PyMongoError
         # The constructor does no I/O: it starts pymongo's monitor (green) threads.
-        self._client, self._collection = records_collection(MongoClient, url, w)
+        self._client, self._collection = records_collection(MongoClient, url, w, database)
         self._in_flight = 0
         self._idle = runtime.event()  # set while no insert is in flight
         self._idle.set()
@@ -289,5 +291,5 @@ def open_green_sink(options: ServerOptions, state: ServerState, runtime: GreenRu
         options,
         empty=lambda: GreenEmptySink(state),
         file=lambda path: GreenFileSink(state, path, runtime),
-        mongo=lambda url, w: GreenMongoSink(state, url, w, runtime),
+        mongo=lambda url, w, database: GreenMongoSink(state, url, w, database, runtime),
     )

@@ -261,7 +261,7 @@ class GridFSReader:
     rather than waiting for a thread and a timeout of its own.
     """
 
-    def __init__(self, url: str, state: ServerState, reactor: Any) -> None:
+    def __init__(self, url: str, database: str, state: ServerState, reactor: Any) -> None:
         from pymongo import MongoClient
 
         self._state = state
@@ -269,8 +269,7 @@ class GridFSReader:
         self._client: Any = MongoClient(
             url, serverSelectionTimeoutMS=MONGO_SERVER_SELECTION_TIMEOUT_MS, connect=False
         )
-        database = self._client[contract.GRIDFS_DATABASE]
-        self._collections = {name: database[name] for name in gridfs_layout.FIELDS}
+        self._collections = {name: self._client[database][name] for name in gridfs_layout.FIELDS}
         self._pool: Any = None  # started by the first read
         self._unreachable = False  # the last read could not reach the database
 

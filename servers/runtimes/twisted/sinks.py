@@ -212,13 +212,13 @@ class TwistedMongoSink:
     fails at once (`ServerSelectionTimeoutError`, counted like any insert error).
     """
 
-    def __init__(self, state: ServerState, url: str, w: int, reactor: Any) -> None:
+    def __init__(self, state: ServerState, url: str, w: int, database: str, reactor: Any) -> None:
         from pymongo import MongoClient
 
         self._state = state
         self._reactor = reactor
         # The constructor does no I/O: it starts pymongo's (daemon) monitor threads.
-        self._client, self._collection = records_collection(MongoClient, url, w)
+        self._client, self._collection = records_collection(MongoClient, url, w, database)
         self._pool = start_pool(MONGO_THREADS, "mongo-sink")
         self._unreachable = False  # the last insert could not reach the database
         self._in_flight = 0
@@ -331,5 +331,5 @@ def open_twisted_sink(options: ServerOptions, state: ServerState, reactor: Any) 
         options,
         empty=lambda: TwistedEmptySink(state),
         file=lambda path: TwistedFileSink(state, path, reactor),
-        mongo=lambda url, w: TwistedMongoSink(state, url, w, reactor),
+        mongo=lambda url, w, database: TwistedMongoSink(state, url, w, database, reactor),
     )

@@ -1,0 +1,55 @@
+"""Which TCP ports a process listens on, as the kernel says, not as a connect suggests.
+
+"Something answered on port P" cannot tell our process from another one that holds the
+port (picked free, closed, taken meanwhile; or shared through SO_REUSEPORT). psutil matches
+a process's own descriptors against the kernel's socket table (/proc/PID/fd against
+/proc/net/tcp), so readiness asks whether *our* process holds the listening socket, and
+whether anyone else listens on the same port. Plain Python (psutil): the harness uses it
+for the services it starts, the nginx wrapper for nginx.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+
+import psutil
+
+
+def tree_pids(pid: int) -> list[int]:
+    """`pid` and its descendants (nginx's workers, a taskset'ed child); [] once it is gone."""
+    try:
+        process = psutil.Process(pid)
+        return [pid, *(child.pid for child in process.children(recursive=True))]
+    except psutil.Error:
+        return []
+
+
+def listening_ports(pids: Iterable[int], host: str | None = None) -> set[int]:
+    """The TCP ports on which one of `pids` holds a listening socket (on `host` if given)."""
+    ports: set[int] = set()
+    for pid in pids:
+        try:
+            connections = psutil.Process(pid).net_connections(kind="tcp")
+        except psutil.Error:
+            continue
+        ports.update(
+            connection.laddr.port
+            for connection in connections
+            if connection.status == psutil.CONN_LISTEN
+            and (host is None or connection.laddr.ip == host)
+        )
+    return ports
+
+
+def other_listeners(ports: Collection[int], pids: Collection[int]) -> dict[int, int | None]:
+    """Listeners on `ports` held by a process not in `pids`: port -> its pid (None when
+    this user may not see whose it is, which counts as someone else's)."""
+    others: dict[int, int | None] = {}
+    for connection in psutil.net_connections(kind="tcp"):
+        if (
+            connection.status == psutil.CONN_LISTEN
+            and connection.laddr.port in ports
+            and connection.pid not in pids
+        ):
+            others[connection.laddr.port] = connection.pid
+    return others
