@@ -32,7 +32,9 @@ TEXT_CONTENT_TYPE = "text/plain"
 JSON_CONTENT_TYPE = "application/json"
 LOG_REPLY_BODY = b"success"
 COUNTER_FIELDS = ("open", "max_open", "requests")
-RECORD_FIELDS = ("seq", "time", "method", "path", "headers", "body")
+# `id` is unique across every server process of a run ("<worker>-<pid>-<seq>"): the
+# harness reconciles acknowledged records with stored ones by it (`seq` is per process).
+RECORD_FIELDS = ("id", "seq", "time", "method", "path", "headers", "body")
 # /ws messages are stored with the same record shape as /log requests.
 WEBSOCKET_RECORD_METHOD = "WS"
 
@@ -126,6 +128,10 @@ class ServerOptions:
     sink_path: str | None = None
     mongo_url: str | None = None
     mongo_w: int = 1
+    # --durable: a record is acknowledged once it is on disk (file: fsync per batch;
+    # mongo: journaled, j: true) instead of once write(2) returned / the insert was
+    # acknowledged (w: 1, no journal)
+    durable: bool = False
     files_dir: str | None = None
     memcached: str | None = None
     mc_socket_port: int | None = None  # the memcached socket service's port
@@ -141,3 +147,5 @@ class ServerOptions:
             raise ValueError(f"workers must be at least 1, not {self.workers}")
         if self.mongo_w not in (0, 1):
             raise ValueError(f"mongo_w must be 0 or 1, not {self.mongo_w}")
+        if self.durable and self.sink == "mongo" and self.mongo_w == 0:
+            raise ValueError("durable needs an acknowledged write: mongo_w 1, not 0")

@@ -40,9 +40,9 @@ class AsyncEmptySink:
 class AsyncFileSink:
     """Batched JSON lines: `/log` waits for its batch's write; messages wait ≤ 100 ms."""
 
-    def __init__(self, state: ServerState, path: str) -> None:
+    def __init__(self, state: ServerState, path: str, durable: bool = False) -> None:
         self._state = state
-        self._batch = FileBatch(path)
+        self._batch = FileBatch(path, durable)
         self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="file-sink")
         self._waiters: list[asyncio.Future[None]] = []
         self._flush_handle: asyncio.Handle | None = None
@@ -108,11 +108,11 @@ class AsyncFileSink:
 class AsyncMongoSink:
     """One document per record through pymongo's asyncio client."""
 
-    def __init__(self, state: ServerState, url: str, w: int) -> None:
+    def __init__(self, state: ServerState, url: str, w: int, durable: bool = False) -> None:
         from pymongo import AsyncMongoClient
 
         self._state = state
-        self._client, self._collection = records_collection(AsyncMongoClient, url, w)
+        self._client, self._collection = records_collection(AsyncMongoClient, url, w, durable)
         self._pending: set[asyncio.Task[None]] = set()
 
     async def _insert(self, record: dict[str, Any]) -> None:
@@ -156,6 +156,6 @@ def open_async_sink(options: ServerOptions, state: ServerState) -> AsyncSink:
     return open_sink(
         options,
         empty=lambda: AsyncEmptySink(state),
-        file=lambda path: AsyncFileSink(state, path),
-        mongo=lambda url, w: AsyncMongoSink(state, url, w),
+        file=lambda path: AsyncFileSink(state, path, durable=options.durable),
+        mongo=lambda url, w: AsyncMongoSink(state, url, w, durable=options.durable),
     )

@@ -112,10 +112,12 @@ class _BatchOutcome:
 class GreenFileSink:
     """Batched JSON lines: `/log` waits for its batch's write; messages wait ≤ 100 ms."""
 
-    def __init__(self, state: ServerState, path: str, runtime: GreenRuntime) -> None:
+    def __init__(
+        self, state: ServerState, path: str, runtime: GreenRuntime, durable: bool = False
+    ) -> None:
         self._state = state
         self._runtime = runtime
-        self._batch = FileBatch(path)
+        self._batch = FileBatch(path, durable)
         self._pending = runtime.event()  # records wait in the batch
         self._urgent = runtime.event()  # a /log request waits: write now, not in 100 ms
         self._outcome: _BatchOutcome | None = None  # for the /log requests of the batch
@@ -206,7 +208,9 @@ class GreenMongoSink:
     at once (no thread pool to queue behind).
     """
 
-    def __init__(self, state: ServerState, url: str, w: int, runtime: GreenRuntime) -> None:
+    def __init__(
+        self, state: ServerState, url: str, w: int, runtime: GreenRuntime, durable: bool = False
+    ) -> None:
         from pymongo import MongoClient
         from pymongo.errors import PyMongoError
 
@@ -214,7 +218,7 @@ class GreenMongoSink:
         self._runtime = runtime
         self._errors = PyMongoError
         # The constructor does no I/O: it starts pymongo's monitor (green) threads.
-        self._client, self._collection = records_collection(MongoClient, url, w)
+        self._client, self._collection = records_collection(MongoClient, url, w, durable)
         self._in_flight = 0
         self._idle = runtime.event()  # set while no insert is in flight
         self._idle.set()
@@ -288,6 +292,6 @@ def open_green_sink(options: ServerOptions, state: ServerState, runtime: GreenRu
     return open_sink(
         options,
         empty=lambda: GreenEmptySink(state),
-        file=lambda path: GreenFileSink(state, path, runtime),
-        mongo=lambda url, w: GreenMongoSink(state, url, w, runtime),
+        file=lambda path: GreenFileSink(state, path, runtime, durable=options.durable),
+        mongo=lambda url, w: GreenMongoSink(state, url, w, runtime, durable=options.durable),
     )

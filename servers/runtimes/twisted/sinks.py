@@ -88,10 +88,10 @@ class TwistedEmptySink:
 class TwistedFileSink:
     """Batched JSON lines: `/log` waits for its batch's write; messages wait ≤ 100 ms."""
 
-    def __init__(self, state: ServerState, path: str, reactor: Any) -> None:
+    def __init__(self, state: ServerState, path: str, reactor: Any, durable: bool = False) -> None:
         self._state = state
         self._reactor = reactor
-        self._batch = FileBatch(path)
+        self._batch = FileBatch(path, durable)
         self._pool = start_pool(1, "file-sink")
         self._waiters: list[Deferred[None]] = []
         self._flush_call: Any = None  # IDelayedCall of the next flush
@@ -212,13 +212,15 @@ class TwistedMongoSink:
     fails at once (`ServerSelectionTimeoutError`, counted like any insert error).
     """
 
-    def __init__(self, state: ServerState, url: str, w: int, reactor: Any) -> None:
+    def __init__(
+        self, state: ServerState, url: str, w: int, reactor: Any, durable: bool = False
+    ) -> None:
         from pymongo import MongoClient
 
         self._state = state
         self._reactor = reactor
         # The constructor does no I/O: it starts pymongo's (daemon) monitor threads.
-        self._client, self._collection = records_collection(MongoClient, url, w)
+        self._client, self._collection = records_collection(MongoClient, url, w, durable)
         self._pool = start_pool(MONGO_THREADS, "mongo-sink")
         self._unreachable = False  # the last insert could not reach the database
         self._in_flight = 0
@@ -330,6 +332,6 @@ def open_twisted_sink(options: ServerOptions, state: ServerState, reactor: Any) 
     return open_sink(
         options,
         empty=lambda: TwistedEmptySink(state),
-        file=lambda path: TwistedFileSink(state, path, reactor),
-        mongo=lambda url, w: TwistedMongoSink(state, url, w, reactor),
+        file=lambda path: TwistedFileSink(state, path, reactor, durable=options.durable),
+        mongo=lambda url, w: TwistedMongoSink(state, url, w, reactor, durable=options.durable),
     )
