@@ -79,6 +79,11 @@ WS_CLOSE_GOING_AWAY = 1001  # server shutting down
 WS_CLOSE_UNSUPPORTED_DATA = 1003  # a binary message
 WS_CLOSE_INVALID_PAYLOAD = 1007  # text that is not a JSON object
 WS_CLOSE_TOO_BIG = 1009  # a message over WS_MAX_MESSAGE_BYTES
+WS_CLOSE_TRY_AGAIN_LATER = 1013  # the sink's queue is full (WS_SINK_MAX_PENDING)
+# WebSocket messages waiting for the mongo sink's inserts, per server process: a message
+# finding this many closes its connection with WS_CLOSE_TRY_AGAIN_LATER and counts in
+# `sink_errors`, so a slow or stopped database costs bounded memory on every runtime.
+WS_SINK_MAX_PENDING = 1024
 
 # -- process model and timing -----------------------------------------------------------
 TICK_INTERVAL_S = 0.010  # the studies' event-loop probe: a 10 ms timer

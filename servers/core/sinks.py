@@ -41,7 +41,10 @@ class SinkUnavailable(Exception):
 class Sink(Protocol):
     """What a framework's sink offers (its `store_and_wait` is async, green or a Deferred)."""
 
-    def store(self, record: dict[str, Any]) -> None: ...
+    def store(self, record: dict[str, Any]) -> bool:
+        """Take a WebSocket message's record without waiting; False when the sink's queue
+        is full (contract.WS_SINK_MAX_PENDING): the connection then closes with 1013."""
+        ...
 
     def close(self) -> None: ...
 

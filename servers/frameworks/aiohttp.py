@@ -122,7 +122,7 @@ def make_app(state: ServerState, sink: AsyncSink, backends: AsyncBackends) -> we
                 close_code = websocket_close_code(message.data)
                 if close_code is None:
                     state.messages += 1
-                    sink.store(
+                    taken = sink.store(
                         state.make_record(
                             contract.WEBSOCKET_RECORD_METHOD,
                             contract.ROUTE_WEBSOCKET,
@@ -130,7 +130,11 @@ def make_app(state: ServerState, sink: AsyncSink, backends: AsyncBackends) -> we
                             message.data,
                         )
                     )
-                    continue
+                    if taken:
+                        continue
+                    # the sink's queue is full: counted in sink_errors, not in bad
+                    await ws.close(code=contract.WS_CLOSE_TRY_AGAIN_LATER)
+                    break
             elif message.type == WSMsgType.BINARY:
                 close_code = contract.WS_CLOSE_UNSUPPORTED_DATA
             else:  # ERROR: aiohttp already closed it (1009 for an oversized message)

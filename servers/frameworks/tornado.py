@@ -237,11 +237,13 @@ class WebSocket(tornado.websocket.WebSocketHandler):
         close_code = websocket_close_code(message)
         if close_code is None:
             self.state.messages += 1
-            self.sink.store(
+            taken = self.sink.store(
                 self.state.make_record(
                     contract.WEBSOCKET_RECORD_METHOD, contract.ROUTE_WEBSOCKET, {}, message
                 )
             )
+            if not taken:  # the sink's queue is full: counted in sink_errors
+                self.close(contract.WS_CLOSE_TRY_AGAIN_LATER)
             return
         self.state.bad += 1
         self.close(close_code)

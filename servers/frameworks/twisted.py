@@ -416,11 +416,13 @@ class MessageProtocol(WebSocketServerProtocol):
         close_code = websocket_close_code(message)
         if close_code is None:
             state.messages += 1
-            self.factory.sink.store(
+            taken = self.factory.sink.store(
                 state.make_record(
                     contract.WEBSOCKET_RECORD_METHOD, contract.ROUTE_WEBSOCKET, {}, message
                 )
             )
+            if not taken:  # the sink's queue is full: counted in sink_errors
+                self.sendCloseFrame(code=contract.WS_CLOSE_TRY_AGAIN_LATER, isReply=False)
             return
         state.bad += 1
         # sendClose() accepts only 1000 and 3000-4999; the contract's codes are 100x.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import resource
@@ -11,6 +12,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 from harness.server_process import start_server
@@ -162,3 +164,22 @@ def test_durable_file_sink_fsyncs_and_stores(framework: str) -> None:
             reply = httpx.post(server.url + contract.ROUTE_LOG, content=str(i))
             assert reply.status_code == 200
         assert store.count() == 5
+
+
+@pytest.mark.parametrize("framework", [n for n, f in FRAMEWORKS.items() if "mongo" in f.sinks])
+def test_a_full_sink_queue_closes_the_websocket_with_1013(framework: str) -> None:
+    """The database stopped: messages wait for inserts that take the selection timeout to
+    fail. One more than contract.WS_SINK_MAX_PENDING closes the connection with 1013."""
+    require_framework(framework)
+    args = ["--mongo-url", f"mongodb://127.0.0.1:{closed_port()}/"]
+    with start_server(framework, sink="mongo", extra_args=args) as server:
+        url = f"ws://127.0.0.1:{server.port}{contract.ROUTE_WEBSOCKET}"
+        with connect(url, origin="agent", subprotocols=["myprotocol"], proxy=None) as ws:  # type: ignore[arg-type]
+            with contextlib.suppress(ConnectionClosed):
+                for i in range(contract.WS_SINK_MAX_PENDING + 100):
+                    ws.send(json.dumps({"i": i}))
+            with pytest.raises(ConnectionClosed):
+                ws.recv(timeout=10)
+        assert ws.close_code == contract.WS_CLOSE_TRY_AGAIN_LATER
+        assert server.wait_telemetry(lambda t: t["sink_errors"] >= 1 and t["bad"] == 0)
+        assert httpx.get(server.url + contract.ROUTE_TEXT, timeout=5).status_code == 200

@@ -32,6 +32,7 @@ class EmptySink {
 
   store() {
     this._state.stored += 1;
+    return true;
   }
 
   storeAndWait() {
@@ -68,6 +69,7 @@ class FileSink {
     if (this._flushTimer === null && this._flushImmediate === null) {
       this._flushTimer = setTimeout(() => this._flush(), contract.FLUSH_INTERVAL_MS);
     }
+    return true;
   }
 
   storeAndWait(record) {
@@ -199,10 +201,17 @@ class MongoSink {
     state.stored += 1;
   }
 
+  /** False, the record refused and counted in sink_errors, when WS_SINK_MAX_PENDING
+   * messages already wait for their inserts. */
   store(record) {
+    if (this._pending.size >= contract.WS_SINK_MAX_PENDING) {
+      this._state.sinkErrors += 1;
+      return false;
+    }
     const insert = this.storeAndWait(record).catch(() => {}); // counted in sink_errors
     this._pending.add(insert);
     insert.then(() => this._pending.delete(insert));
+    return true;
   }
 
   /** Wait for the inserts under way (at most `timeoutMs`); the client is closed by its owner. */

@@ -435,7 +435,7 @@ class WebSocketSession:
                     close_code = websocket_close_code(text)
                     if close_code is None:
                         state.messages += 1
-                        self._sink.store(
+                        taken = self._sink.store(
                             state.make_record(
                                 contract.WEBSOCKET_RECORD_METHOD,
                                 contract.ROUTE_WEBSOCKET,
@@ -443,6 +443,8 @@ class WebSocketSession:
                                 text,
                             )
                         )
+                        if not taken:  # the sink's queue is full: counted in sink_errors
+                            self._close(contract.WS_CLOSE_TRY_AGAIN_LATER, "sink busy")
                     else:
                         state.bad += 1
                         self._close(close_code)
