@@ -76,6 +76,7 @@ WS_NO_SUBPROTOCOL_STATUS = 400  # a handshake that does not offer WS_SUBPROTOCOL
 WS_MAX_MESSAGE_BYTES = 1024 * 1024
 WS_CLOSE_NORMAL = 1000
 WS_CLOSE_GOING_AWAY = 1001  # server shutting down
+WS_CLOSE_PROTOCOL_ERROR = 1002  # RFC 6455: an unmasked client frame, an invalid close code
 WS_CLOSE_UNSUPPORTED_DATA = 1003  # a binary message
 WS_CLOSE_INVALID_PAYLOAD = 1007  # text that is not a JSON object
 WS_CLOSE_TOO_BIG = 1009  # a message over WS_MAX_MESSAGE_BYTES
