@@ -11,6 +11,8 @@ from typing import Any
 
 from model.results import FLAG_MEANINGS, Case, Run
 
+# the reconcile fields the report shows (docs/results.md); old runs lack the last two
+REPORTED_RECONCILE = ("sent", "stored", "lost", "duplicates", "unparseable")
 FIGURE_CAPTIONS = {
     "throughput": "Achieved replies/s against the offered load (rate ramps: the ideal y = x).",
     "errors": "Errors per step and error rate: timeouts, refused and reset connections, non-2xx.",
@@ -172,19 +174,16 @@ def render_html(runs: Sequence[Run], images: dict[str, Path]) -> str:
             parts.append(f"<h2>Nothing lost — {escape(run.run_id)}</h2>")
             parts.append(
                 _table(
-                    ["framework", "sink", "sent", "stored", "lost"],
+                    ["framework", "sink", "sent", "stored", "lost", "duplicates", "unparseable"],
                     [
                         [
                             escape(c.framework),
                             escape(c.sink),
-                            *(
-                                _number((c.reconcile or {}).get(k))
-                                for k in ("sent", "stored", "lost")
-                            ),
+                            *(_number((c.reconcile or {}).get(k)) for k in REPORTED_RECONCILE),
                         ]
                         for c in reconciled
                     ],
-                    numeric={2, 3, 4},
+                    numeric={2, 3, 4, 5, 6},
                 )
             )
         parts.append(f"<h2>Host and versions — {escape(run.run_id)}</h2>")

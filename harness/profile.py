@@ -47,6 +47,9 @@ class Profile:
     )
     loop: str | None = None
     mongo_w: int = 1  # write concern of the mongo sink (the WebSocket study used w: 0)
+    # acknowledge a record once it is on disk: the file sink fsyncs each batch, the mongo
+    # sink inserts with j: true (docs/contract.md, durability); off, as the studies ran
+    durable: bool = False
     # The ramp WebSocket scenarios use (with the agent) when the profile's own is HTTP.
     connection_ramp: ConnectionRamp | None = None
 
@@ -66,6 +69,10 @@ class Profile:
             raise ValueError(f"file_count must be at least 1, not {self.file_count}")
         if self.mongo_w not in (0, 1):
             raise ValueError(f"mongo_w must be 0 or 1, not {self.mongo_w}")
+        if not isinstance(self.durable, bool):
+            raise ValueError(f"durable must be true or false, not {self.durable!r}")
+        if self.durable and self.sink == "mongo" and self.mongo_w == 0:
+            raise ValueError("durable needs acknowledged inserts: mongo_w 1, not 0")
 
     @property
     def affinity_modes(self) -> tuple[str, ...]:
@@ -89,6 +96,8 @@ def profile_names() -> list[str]:
 
 
 def _convert(value: str) -> Any:
+    if value.lower() in ("true", "false"):
+        return value.lower() == "true"
     for kind in (int, float):
         try:
             return kind(value)

@@ -1,13 +1,18 @@
 """The harness's side of a sink: what a server needs to write to it, and what it holds.
 
 `SinkStore` gives a server its sink arguments (a fresh file, or a MongoDB URL — FerretDB
-started here unless `--mongo-url` names a real MongoDB) and counts the records stored, so
-verify can see a record arrive and the runner can reconcile: nothing lost.
+started here unless `--mongo-url` names a real MongoDB), counts the records stored, so
+verify can see a record arrive, and audits them (`audit`: each record parsed, ids
+distinct) so the runner can reconcile: nothing lost.
 """
 
 from __future__ import annotations
 
+import json
+import shutil
 import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,19 +21,58 @@ from model.errors import UserError
 from servers.core.sinks import MONGO_COLLECTION, MONGO_DATABASE
 
 
+@dataclass(frozen=True)
+class SinkAudit:
+    """What a sink holds, record by record: every record parsed and its `id` read."""
+
+    records: int  # lines of the file / documents of the collection
+    ids: frozenset[str]  # the distinct ids of the records that parse
+    duplicates: int  # records whose id an earlier record already had
+    unparseable: int  # lines that are not a JSON object with a string `id` (a torn write)
+
+    @staticmethod
+    def of(ids: Iterable[str | None]) -> SinkAudit:
+        """The audit of records whose ids are `ids` (None: a record that did not parse)."""
+        seen: set[str] = set()
+        records = duplicates = unparseable = 0
+        for record_id in ids:
+            records += 1
+            if record_id is None:
+                unparseable += 1
+            elif record_id in seen:
+                duplicates += 1
+            else:
+                seen.add(record_id)
+        return SinkAudit(records, frozenset(seen), duplicates, unparseable)
+
+
+def record_id(line: bytes) -> str | None:
+    """The `id` of one file-sink line, or None when the line is not a whole record."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(record, dict) or not isinstance(record.get("id"), str):
+        return None
+    return record["id"]
+
+
 class SinkStore:
     """One sink's backing store for one server run; a context manager that cleans up."""
 
     def __init__(self, sink: str, *, mongo_url: str | None = None, mongo_w: int = 1,
-                 mongo_db: str = MONGO_DATABASE, workdir: Path | None = None) -> None:  # fmt: skip
+                 mongo_db: str = MONGO_DATABASE, workdir: Path | None = None,
+                 durable: bool = False) -> None:  # fmt: skip
         self.sink = sink
         self.mongo_w = mongo_w
         self.mongo_db = mongo_db  # the run's own on a user's MongoDB (services.own_database)
+        self.durable = durable  # the server acknowledges records once they are on disk
         self._tempdir = tempfile.TemporaryDirectory(prefix=f"harness-{sink}-", dir=workdir)
         self.path = Path(self._tempdir.name) / "records.jsonl"
         self._ferretdb: FerretDB | None = None
         self._client: Any = None
         self.mongo_url = mongo_url
+        self.baseline: SinkAudit | None = None  # what it held before the counted load
         if sink == "mongo":
             if mongo_url is None:
                 self._ferretdb = FerretDB(Path(self._tempdir.name) / "ferretdb")
@@ -43,12 +87,14 @@ class SinkStore:
                 raise UserError(f"MongoDB at {self.mongo_url} is not reachable: {error}") from None
 
     def server_args(self) -> list[str]:
+        durable = ["--durable"] if self.durable else []
         if self.sink == "file":
-            return ["--sink-path", str(self.path)]
+            return ["--sink-path", str(self.path), *durable]
         if self.sink == "mongo":
             return [
                 *("--mongo-url", str(self.mongo_url), "--mongo-w", str(self.mongo_w)),
                 *("--mongo-db", self.mongo_db),
+                *durable,
             ]
         return []
 
@@ -63,11 +109,46 @@ class SinkStore:
             return int(self._client[self.mongo_db][MONGO_COLLECTION].count_documents({}))
         return None
 
+    def audit(self) -> SinkAudit | None:
+        """Every record parsed and its id read (None for the empty sink)."""
+        if self.sink == "file":
+            if not self.path.exists():
+                return SinkAudit.of(())
+            with self.path.open("rb") as lines:
+                return SinkAudit.of(record_id(line) for line in lines)
+        if self.sink == "mongo":
+            found = self._client[self.mongo_db][MONGO_COLLECTION].find({}, {"_id": 0, "id": 1})
+            return SinkAudit.of(
+                doc["id"] if isinstance(doc.get("id"), str) else None for doc in found
+            )
+        return None
+
+    def mark_baseline(self) -> int | None:
+        """Remember what the sink holds now (the warm-up's and verify's records, not to be
+        reconciled); returns how many records that is (None for the empty sink)."""
+        self.baseline = self.audit()
+        return None if self.baseline is None else self.baseline.records
+
+    def keep(self, path: Path) -> Path | None:
+        """A copy of everything the sink holds, as JSON lines at `path` (for inspection
+        after a loss); None for the empty sink."""
+        if self.sink == "file":
+            if self.path.exists():
+                shutil.copyfile(self.path, path)
+            else:
+                path.write_bytes(b"")
+            return path
+        if self.sink == "mongo":
+            found = self._client[self.mongo_db][MONGO_COLLECTION].find({}, {"_id": 0})
+            with path.open("w") as out:
+                for doc in found:
+                    out.write(json.dumps(doc, default=str, ensure_ascii=False) + "\n")
+            return path
+        return None
+
     def records(self, limit: int = 10) -> list[dict[str, Any]]:
         """The first records (for checks on their shape)."""
         if self.sink == "file":
-            import json
-
             with self.path.open() as lines:
                 return [json.loads(line) for _, line in zip(range(limit), lines, strict=False)]
         if self.sink == "mongo":
@@ -78,12 +159,12 @@ class SinkStore:
     def describe(self) -> dict[str, Any]:
         """What stored the records: recorded in results (buildInfo for MongoDB)."""
         if self.sink == "file":
-            return {"sink": "file", "path": str(self.path)}
+            return {"sink": "file", "path": str(self.path), "durable": self.durable}
         if self.sink == "mongo":
             info = self._client.admin.command("buildInfo")
             described: dict[str, Any] = {
                 "sink": "mongo", "url": self.mongo_url, "w": self.mongo_w,
-                "database": self.mongo_db,
+                "database": self.mongo_db, "durable": self.durable,
                 "server": "FerretDB" if "ferretdbVersion" in info else "MongoDB",
                 "version": info.get("ferretdbVersion") or info.get("version"),
                 "mongodb_compatible_version": info.get("version"),

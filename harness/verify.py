@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import email.utils
 import json
+import os
 import re
 import socket
 import statistics
@@ -420,6 +421,118 @@ def check_websocket_too_big(base_url: str) -> str:
     )
 
 
+# -- raw WebSocket frames (RFC 6455 §5.2): what no well-behaved client library sends --------
+_WS_KEY = "dGhlIHNhbXBsZSBub25jZQ=="
+
+
+def ws_frame(
+    opcode: int,
+    payload: bytes = b"",
+    *,
+    fin: bool = True,
+    mask: bool = True,
+    declared_length: int | None = None,
+) -> bytes:
+    """One frame as a client sends it: masked unless `mask=False`; `declared_length` puts
+    another length than the payload's in the header (a 2 GiB frame, sent as a header)."""
+    length = len(payload) if declared_length is None else declared_length
+    head = bytes([(0x80 if fin else 0) | opcode])
+    mask_bit = 0x80 if mask else 0
+    if length < 126:
+        head += bytes([mask_bit | length])
+    elif length < 1 << 16:
+        head += bytes([mask_bit | 126]) + length.to_bytes(2)
+    else:
+        head += bytes([mask_bit | 127]) + length.to_bytes(8)
+    if not mask:
+        return head + payload
+    key = os.urandom(4)
+    return head + key + bytes(b ^ key[i % 4] for i, b in enumerate(payload))
+
+
+def raw_ws_connect(port: int, timeout_s: float = 5.0) -> socket.socket:
+    """A raw socket to `/ws` past a valid handshake (the contract's Origin and protocol)."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=timeout_s)
+    sock.sendall(
+        (
+            f"GET {contract.ROUTE_WEBSOCKET} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+            "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"Sec-WebSocket-Key: {_WS_KEY}\r\nSec-WebSocket-Version: 13\r\n"
+            f"Origin: {contract.WS_ORIGIN}\r\nSec-WebSocket-Protocol: {contract.WS_SUBPROTOCOL}\r\n"
+            "\r\n"
+        ).encode()
+    )
+    reply = b""
+    while b"\r\n\r\n" not in reply:
+        chunk = sock.recv(4096)
+        assert chunk, f"closed during the handshake: {reply!r}"
+        reply += chunk
+    assert reply.startswith(b"HTTP/1.1 101"), reply
+    rest = reply.partition(b"\r\n\r\n")[2]
+    assert not rest, rest  # the server sends nothing before the client does
+    return sock
+
+
+def raw_ws_close_code(sock: socket.socket, timeout_s: float = 5.0) -> int | None:
+    """Read frames until the server's close frame: its code (None when the server dropped
+    the connection without one, or sent none within `timeout_s`)."""
+    sock.settimeout(timeout_s)
+    buffer = b""
+    try:
+        while True:
+            while len(buffer) >= 2:
+                length = buffer[1] & 0x7F
+                start = 2 + (2 if length == 126 else 8 if length == 127 else 0)
+                if length >= 126:
+                    if len(buffer) < start:
+                        break
+                    length = int.from_bytes(buffer[2:start])
+                if len(buffer) < start + length:
+                    break
+                opcode, payload = buffer[0] & 0x0F, buffer[start : start + length]
+                buffer = buffer[start + length :]
+                if opcode == 0x8:
+                    return int.from_bytes(payload[:2]) if len(payload) >= 2 else None
+            chunk = sock.recv(65536)
+            if not chunk:
+                return None
+            buffer += chunk
+    except (TimeoutError, ConnectionResetError):
+        return None
+
+
+def _port_of(base_url: str) -> int:
+    return int(base_url.rsplit(":", 1)[1].split("/", 1)[0])
+
+
+# RFC 6455 rules beyond the contract's codes, sent as raw frames (servers/core/websocket.py):
+# what each earns as the server's close code.
+RAW_FRAME_CASES: dict[str, tuple[bytes, int]] = {
+    "an unmasked frame": (
+        ws_frame(0x1, b'{"a": 1}', mask=False),
+        contract.WS_CLOSE_PROTOCOL_ERROR,
+    ),
+    "invalid UTF-8": (ws_frame(0x1, b'{"a": "\xff\xfe"}'), contract.WS_CLOSE_INVALID_PAYLOAD),
+    "close code 999": (ws_frame(0x8, (999).to_bytes(2)), contract.WS_CLOSE_PROTOCOL_ERROR),
+    "a header declaring 2 GiB": (
+        ws_frame(0x1, b"", declared_length=2**31),
+        contract.WS_CLOSE_TOO_BIG,
+    ),
+}
+
+
+def check_websocket_raw_frames(base_url: str) -> str:
+    """Raw frames no client library sends: each closes with RFC 6455's code, at once."""
+    port = _port_of(base_url)
+    for what, (frame, code) in RAW_FRAME_CASES.items():
+        with raw_ws_connect(port) as sock:
+            sock.sendall(frame)
+            closed = raw_ws_close_code(sock, timeout_s=3.0)
+        _expect(closed == code, f"{what} closed with {closed}, not {code}")
+    _expect_still_serving(base_url, "raw frames")
+    return ", ".join(f"{what} {code}" for what, (_, code) in RAW_FRAME_CASES.items())
+
+
 def check_sequential_latency(base_url: str) -> str:
     """The median of back-to-back requests on one keep-alive connection: catches 40 ms stalls."""
     with httpx.Client(base_url=base_url, timeout=5) as client:
@@ -455,6 +568,7 @@ WEBSOCKET_CHECKS: dict[str, Callable[[str], str]] = {
     "ws-1003": check_websocket_binary,
     "ws-1007": check_websocket_invalid_json,
     "ws-1009": check_websocket_too_big,
+    "ws-raw-frames": check_websocket_raw_frames,
 }
 
 

@@ -37,7 +37,9 @@ LOG_REPLY_BODY = b"success"
 # body is read, and by the bytes received for a chunked body (docs/contract.md).
 LOG_MAX_BODY_BYTES = 1024 * 1024
 COUNTER_FIELDS = ("open", "max_open", "requests")
-RECORD_FIELDS = ("seq", "time", "method", "path", "headers", "body")
+# `id` is unique across every server process of a run ("<worker>-<pid>-<seq>"): the
+# harness reconciles acknowledged records with stored ones by it (`seq` is per process).
+RECORD_FIELDS = ("id", "seq", "time", "method", "path", "headers", "body")
 # /ws messages are stored with the same record shape as /log requests.
 WEBSOCKET_RECORD_METHOD = "WS"
 
@@ -82,9 +84,15 @@ WS_NO_SUBPROTOCOL_STATUS = 400  # a handshake that does not offer WS_SUBPROTOCOL
 WS_MAX_MESSAGE_BYTES = 1024 * 1024
 WS_CLOSE_NORMAL = 1000
 WS_CLOSE_GOING_AWAY = 1001  # server shutting down
+WS_CLOSE_PROTOCOL_ERROR = 1002  # RFC 6455: an unmasked client frame, an invalid close code
 WS_CLOSE_UNSUPPORTED_DATA = 1003  # a binary message
 WS_CLOSE_INVALID_PAYLOAD = 1007  # text that is not a JSON object
 WS_CLOSE_TOO_BIG = 1009  # a message over WS_MAX_MESSAGE_BYTES
+WS_CLOSE_TRY_AGAIN_LATER = 1013  # the sink's queue is full (WS_SINK_MAX_PENDING)
+# WebSocket messages waiting for the mongo sink's inserts, per server process: a message
+# finding this many closes its connection with WS_CLOSE_TRY_AGAIN_LATER and counts in
+# `sink_errors`, so a slow or stopped database costs bounded memory on every runtime.
+WS_SINK_MAX_PENDING = 1024
 
 # -- process model and timing -----------------------------------------------------------
 TICK_INTERVAL_S = 0.010  # the studies' event-loop probe: a 10 ms timer
@@ -135,6 +143,10 @@ class ServerOptions:
     mongo_url: str | None = None
     mongo_w: int = 1
     mongo_db: str = GRIDFS_DATABASE  # the mongo sink's records and GridFS's bucket
+    # --durable: a record is acknowledged once it is on disk (file: fsync per batch;
+    # mongo: journaled, j: true) instead of once write(2) returned / the insert was
+    # acknowledged (w: 1, no journal)
+    durable: bool = False
     files_dir: str | None = None
     memcached: str | None = None
     mc_socket_port: int | None = None  # the memcached socket service's port
@@ -152,3 +164,5 @@ class ServerOptions:
             raise ValueError(f"mongo_w must be 0 or 1, not {self.mongo_w}")
         if not re.fullmatch(MONGO_DB_PATTERN, self.mongo_db):
             raise ValueError(f"mongo_db {self.mongo_db!r} does not match {MONGO_DB_PATTERN}")
+        if self.durable and self.sink == "mongo" and self.mongo_w == 0:
+            raise ValueError("durable needs an acknowledged write: mongo_w 1, not 0")

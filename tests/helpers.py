@@ -1,5 +1,8 @@
 """What several test modules share: skips for what is not installed, the CLI, raw sockets.
 
+The raw WebSocket frame builder (`ws_frame`, `raw_ws_connect`, `raw_ws_close_code`) lives
+in harness/verify.py, whose checks use it too; it is re-exported here for the tests.
+
 Test modules import from here (and get fixtures from conftest.py), never from each other.
 """
 
@@ -18,6 +21,7 @@ import pytest
 from harness.server_process import ServerProcess
 from harness.services import ferretdb_binary
 from harness.tools import tool_path
+from harness.verify import raw_ws_close_code, raw_ws_connect, ws_frame
 from servers import FRAMEWORKS, contract
 
 # Output captured from the real tools, read by the parser tests.
@@ -118,3 +122,6 @@ def servers_serving(*routes: str) -> list[str]:
 def mc_port(server: ServerProcess) -> int:
     """Where the server's memcached socket service listens (its first telemetry line)."""
     return int(server.telemetry_lines()[0].get("mc_port") or 0)
+
+
+__all__ = ["raw_ws_close_code", "raw_ws_connect", "ws_frame"]  # re-exported from verify

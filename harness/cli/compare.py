@@ -13,6 +13,7 @@ from harness.cli.options import (
     AGENT_CPUS_OPTION,
     CONNECTIONS_OPTION,
     DRIVER_OPTION,
+    DURABLE_OPTION,
     DURATION_OPTION,
     FRAMEWORKS_OPTION,
     LOAD_CPUS_OPTION,
@@ -53,6 +54,7 @@ def run_comparison(
     no_verify: bool,
     mongo_url: str | None,
     mongo_w: int | None,
+    durable: bool,
     connections: int | None,
     mode: str | None,
 ) -> None:
@@ -73,6 +75,7 @@ def run_comparison(
         "process_model": process_model,
         "loop": loop,
         "mongo_w": mongo_w,
+        "durable": durable or None,  # unset: the profile's own
         "connections": connections,
         "mode": mode,
     }
@@ -138,6 +141,7 @@ def compare_command(
     no_verify: bool = NO_VERIFY_OPTION,
     mongo_url: str = MONGO_URL_OPTION,
     mongo_w: int = MONGO_W_OPTION,
+    durable: bool = DURABLE_OPTION,
     connections: int = CONNECTIONS_OPTION,
     mode: str = MODE_OPTION,
 ) -> None:

@@ -62,6 +62,11 @@ OUT_OPTION = typer.Option(None, help="Results directory (default: results/).")
 NO_VERIFY_OPTION = typer.Option(False, "--no-verify", help="Skip the verify pass.")
 MONGO_URL_OPTION = typer.Option(None, help="A real MongoDB (default: FerretDB started here).")
 MONGO_W_OPTION = typer.Option(None, help="Write concern of the mongo sink: 0 or 1.")
+DURABLE_OPTION = typer.Option(
+    False,
+    "--durable",
+    help="Acknowledge a record once on disk: fsync per file batch, mongo j: true.",
+)
 CONNECTIONS_OPTION = typer.Option(None, help="Connection ramp target (WebSocket scenarios).")
 MODE_OPTION = typer.Option(
     None, help="Connection ramps: load (hold each step) or stress (stop at the breaking point)."

@@ -12,6 +12,7 @@ from harness.cli.options import (
     AGENT_CPUS_OPTION,
     CONNECTIONS_OPTION,
     DRIVER_OPTION,
+    DURABLE_OPTION,
     DURATION_OPTION,
     LOAD_CPUS_OPTION,
     LOOP_OPTION,
@@ -50,6 +51,7 @@ def run_command(
     no_verify: bool = NO_VERIFY_OPTION,
     mongo_url: str = MONGO_URL_OPTION,
     mongo_w: int = MONGO_W_OPTION,
+    durable: bool = DURABLE_OPTION,
     connections: int = CONNECTIONS_OPTION,
     mode: str = MODE_OPTION,
 ) -> None:

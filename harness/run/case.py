@@ -85,7 +85,11 @@ def run_case(run: RunContext, framework: str, mode: str, repeat: int, model: Pro
     mongo_url = run.plan.mongo_url or (run.backends.mongo_url if run.backends else None)
     try:
         store = SinkStore(
-            profile.sink, mongo_url=mongo_url, mongo_w=profile.mongo_w, mongo_db=run.plan.mongo_db
+            profile.sink,
+            mongo_url=mongo_url,
+            mongo_w=profile.mongo_w,
+            mongo_db=run.plan.mongo_db,
+            durable=profile.durable,
         )
     except UserError as error:
         return new_case(run, framework, model, "failed", unpinned, error=str(error))
@@ -178,4 +182,5 @@ def _run_with_sink(ctx: CaseContext) -> Case:
         ctx.store,
         stored_before=measured.stored_before,
         messages_sent=measured.messages_sent,
+        keep_dir=ctx.case_dir,
     )

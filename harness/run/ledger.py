@@ -1,28 +1,37 @@
 """Nothing lost: what the sink held before the counted load, reconciled after it.
 
-The case kinds count the sink once the warm-up is over (`count_before_load`); after the
-server stopped (and flushed) `reconcile` compares what was acknowledged with what the
-sink holds, and fails the case when an acknowledged record is missing.
+The case kinds mark the sink once the warm-up is over (`count_before_load`); after the
+server stopped (and flushed) `reconcile` audits the sink record by record — each one
+parsed, its `id` read — and compares the distinct new ids with what was acknowledged.
+
+The load generators do not know the ids, so "acknowledged" is a count: the 2xx replies
+of `/log` (an HTTP case's steps) or the WebSocket messages sent. The case fails when
+fewer distinct new records than acknowledged ones are stored (`lost`), when a record id
+is stored twice (`duplicates`), or when a record does not parse (`unparseable`, a torn
+write); on such a failure the sink's contents are kept beside the case's results.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
+from pathlib import Path
 
-from harness.sink_store import SinkStore
+from harness.sink_store import SinkAudit, SinkStore
 from model.results import Case
 from model.scenarios import Scenario
 
 FLUSH_WAIT_S = 0.3  # the file sink writes at least every 100 ms
+KEPT_RECORDS_FILE = "sink-records.jsonl"  # the sink's contents, kept after a loss
 
 
 def count_before_load(store: SinkStore) -> int | None:
-    """The sink's records before the counted load (None for the empty sink)."""
+    """Mark what the sink holds before the counted load; its record count (None for the
+    empty sink)."""
     if store.sink == "empty":
         return None
     time.sleep(FLUSH_WAIT_S)
-    return store.count()
+    return store.mark_baseline()
 
 
 def reconcile(
@@ -32,24 +41,43 @@ def reconcile(
     *,
     stored_before: int | None,
     messages_sent: int | None = None,
+    keep_dir: Path | None = None,
 ) -> Case:
-    """Sent vs stored; the difference is lost. `messages_sent` counts WebSocket messages
-    (HTTP scenarios count the replies of the case's steps)."""
+    """Acknowledged vs the distinct ids stored since the mark; the difference is lost.
+    `messages_sent` counts WebSocket messages (HTTP scenarios count the replies of the
+    case's steps). With `keep_dir`, a failed reconciliation keeps the sink's contents
+    there (`KEPT_RECORDS_FILE`)."""
     if stored_before is None or case.status != "ok" or not scenario.stores_records:
         return case
-    stored = (store.count() or 0) - stored_before
+    after = store.audit() or SinkAudit.of(())
+    before = store.baseline or SinkAudit.of(())
+    stored = len(after.ids - before.ids)
     replies = sum(step.replies for step in case.steps)
     sent = (messages_sent or 0) if scenario.websocket else replies
-    outcome = {"sent": sent, "stored": stored, "lost": max(0, sent - stored)}
+    outcome = {
+        "sent": sent,
+        "stored": stored,
+        "lost": max(0, sent - stored),
+        "duplicates": after.duplicates - before.duplicates,
+        "unparseable": after.unparseable - before.unparseable,
+    }
     if stored > sent:  # stored, but the client saw no reply (it timed out first)
         outcome["stored_unacknowledged"] = stored - sent
     summary = dataclasses.replace(case.summary, sink_store=store.describe())
     case = dataclasses.replace(case, reconcile=outcome, summary=summary)
     acknowledged = store.sink == "file" or store.mongo_w == 1
+    problems = []
     if outcome["lost"] and acknowledged:  # w: 0 may lose writes by design; 1 may not
-        return dataclasses.replace(
-            case,
-            status="failed",
-            error=f"lost {outcome['lost']} of {sent} acknowledged records in the {store.sink} sink",
-        )
-    return case
+        problems.append(f"lost {outcome['lost']} of {sent} acknowledged records")
+    if outcome["duplicates"]:
+        problems.append(f"{outcome['duplicates']} records stored twice")
+    if outcome["unparseable"]:
+        problems.append(f"{outcome['unparseable']} records unparseable")
+    if not problems:
+        return case
+    error = f"{', '.join(problems)} in the {store.sink} sink"
+    if keep_dir is not None:
+        kept = store.keep(keep_dir / KEPT_RECORDS_FILE)
+        if kept is not None:
+            error += f" (its records kept in {kept.name})"
+    return dataclasses.replace(case, status="failed", error=error)

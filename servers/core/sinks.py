@@ -7,13 +7,16 @@ collection names, and which errors make `/log` answer 503.
 
 - `empty`: counts and drops.
 - `file`: one JSON line per record appended to `--sink-path`, batched, written at least
-  every 100 ms and on shutdown; `/log` answers once its record was handed to the OS.
+  every 100 ms and on shutdown; `/log` answers once its record was handed to the OS
+  (with `--durable`, once it was also fsync'ed). A write that fails part-way (a full
+  disk) is cut back to the last whole record, so the file only ever holds whole lines.
 - `mongo`: one document per record in `<--mongo-db>.records` (default `harness.records`),
-  write concern `--mongo-w`.
+  write concern `--mongo-w` (with `--durable`, journaled: `j: true`).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 from collections.abc import Callable
@@ -38,7 +41,10 @@ class SinkUnavailable(Exception):
 class Sink(Protocol):
     """What a framework's sink offers (its `store_and_wait` is async, green or a Deferred)."""
 
-    def store(self, record: dict[str, Any]) -> None: ...
+    def store(self, record: dict[str, Any]) -> bool:
+        """Take a WebSocket message's record without waiting; False when the sink's queue
+        is full (contract.WS_SINK_MAX_PENDING): the connection then closes with 1013."""
+        ...
 
     def close(self) -> None: ...
 
@@ -55,9 +61,11 @@ class FileBatch:
     `write`: the loop never blocks on the disk.
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, durable: bool = False) -> None:
         self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self.durable = durable
         self._lines: list[bytes] = []
+        self._broken: str | None = None  # a torn write could not be cut back: refuse more
 
     def add(self, record: dict[str, Any]) -> None:
         self._lines.append(encode_record(record))
@@ -71,23 +79,54 @@ class FileBatch:
         return b"".join(lines), len(lines)
 
     def write(self, data: bytes) -> None:
-        """Hand every byte to the OS (runs on a worker thread)."""
-        view = memoryview(data)
-        while view:
-            written = os.write(self.fd, view)
-            view = view[written:]
+        """Hand every byte to the OS (runs on a worker thread), or none of them.
+
+        A write that fails part-way (ENOSPC, EFBIG) would leave a torn line the next
+        batch is glued to: the file is cut back to where this batch began, so a failed
+        batch (answered 503) leaves nothing and the next one starts a line. The workers of
+        `--workers N` append to one file: an exclusive `flock` around the write makes
+        "where this batch began" exact. With `durable`, the batch is fsync'ed before it
+        counts as written.
+        """
+        if self._broken is not None:
+            raise OSError(f"file sink unusable after a torn write: {self._broken}")
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        try:
+            start = os.fstat(self.fd).st_size
+            try:
+                view = memoryview(data)
+                while view:
+                    written = os.write(self.fd, view)
+                    view = view[written:]
+                if self.durable:
+                    os.fsync(self.fd)
+            except OSError:
+                self._cut_back(start)
+                raise
+        finally:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+
+    def _cut_back(self, start: int) -> None:
+        try:
+            os.ftruncate(self.fd, start)
+        except OSError as error:  # the torn line stays: every later batch must fail
+            self._broken = str(error)
 
     def close(self) -> None:
         os.close(self.fd)
 
 
-def records_collection(client_class: Any, url: str, w: int, database: str) -> tuple[Any, Any]:
+def records_collection(
+    client_class: Any, url: str, w: int, database: str, durable: bool = False
+) -> tuple[Any, Any]:
     """A pymongo client of `client_class` (sync or async) for the mongo sink, and its
-    `<database>.records` collection with write concern `w`: no I/O until the first insert."""
+    `<database>.records` collection with write concern `w` (journaled when `durable`): no
+    I/O until the first insert."""
     from pymongo.write_concern import WriteConcern
 
+    concern = WriteConcern(w=w, j=True) if durable else WriteConcern(w=w)
     client = client_class(url, serverSelectionTimeoutMS=MONGO_SERVER_SELECTION_TIMEOUT_MS, w=w)
-    collection = client[database].get_collection(MONGO_COLLECTION, write_concern=WriteConcern(w=w))
+    collection = client[database].get_collection(MONGO_COLLECTION, write_concern=concern)
     return client, collection
 
 

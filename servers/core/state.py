@@ -52,6 +52,8 @@ class ServerState:
         self.backlog = 0
         self.backend_errors = 0  # memcached or GridFS reads that failed (answered 503)
         self.seq = 0
+        # records' ids: unique across the workers of one server and the instances of lb:N
+        self._id_prefix = f"{worker}-{os.getpid()}-"
         self._tick_last: float | None = None
         self._tick_lag_sum_s = 0.0
         self._tick_lag_max_s = 0.0
@@ -83,6 +85,7 @@ class ServerState:
         """One sink record (`/log` request or `/ws` message), numbered in arrival order."""
         self.seq += 1
         return {
+            "id": f"{self._id_prefix}{self.seq}",
             "seq": self.seq,
             "time": time.time(),
             "method": method,

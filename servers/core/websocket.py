@@ -1,4 +1,11 @@
-"""The `/ws` rules every server judges alike: which handshakes are refused, which messages close."""
+"""The `/ws` rules every server judges alike: which handshakes are refused, which messages close.
+
+Beyond the contract's own codes, RFC 6455 rules every server applies (most through its
+framework's parser; where a framework does not, its module enforces them with these):
+a client's frames are masked (§5.1, else 1002), text is valid UTF-8 (§8.1, else 1007),
+a close frame's code is one a peer may send (§7.4, else 1002), and a frame whose declared
+length takes its message over the limit is refused (1009) before its payload arrives.
+"""
 
 from __future__ import annotations
 
@@ -34,3 +41,52 @@ def websocket_handshake_status(origin: str | None, offered_protocols: str | None
     if contract.WS_SUBPROTOCOL not in offered:
         return contract.WS_NO_SUBPROTOCOL_STATUS
     return None
+
+
+def peer_close_code_valid(code: int) -> bool:
+    """Whether a close frame from the peer may carry `code` (RFC 6455 §7.4.1/§7.4.2):
+    the defined codes a peer may send (1000-1003, 1007-1014) and 3000-4999. 1004-1006
+    and 1015 must never be sent; the rest of 0-2999 is unassigned (999, 2000 ...)."""
+    return 1000 <= code <= 1003 or 1007 <= code <= 1014 or 3000 <= code <= 4999
+
+
+class ClientFrameWatch:
+    """Walks a client's byte stream frame by frame — headers read, payloads skipped — to
+    find a frame without the mask bit (RFC 6455 §5.1: the server must close with 1002).
+
+    For a framework whose own parser accepts unmasked client frames (aiohttp): it sees
+    each chunk before the parser does. Frames may split across chunks anywhere.
+    """
+
+    __slots__ = ("_head", "_skip")
+
+    def __init__(self) -> None:
+        self._head = b""  # the start of a frame header split across chunks
+        self._skip = 0  # payload bytes of the current frame still to come
+
+    def feed(self, data: bytes) -> bool:
+        """False when a frame beginning in `data` is unmasked (the stream is then bad)."""
+        pos, end = 0, len(data)
+        while True:
+            if self._skip:
+                step = min(self._skip, end - pos)
+                self._skip -= step
+                pos += step
+            if pos >= end:
+                return True
+            kept = len(self._head)
+            head = self._head + data[pos : pos + 14 - kept]  # 14: the longest header
+            if len(head) >= 2 and not head[1] & 0x80:
+                return False
+            if len(head) < 2:
+                self._head = head
+                return True
+            short_length = head[1] & 0x7F
+            extended = 2 if short_length == 126 else 8 if short_length == 127 else 0
+            header_bytes = 2 + extended + 4  # + the masking key
+            if len(head) < header_bytes:  # the rest of the header is in a later chunk
+                self._head = head
+                return True
+            self._skip = int.from_bytes(head[2 : 2 + extended]) if extended else short_length
+            pos += header_bytes - kept
+            self._head = b""

@@ -9,19 +9,58 @@ from __future__ import annotations
 
 import asyncio
 import weakref
+from typing import Any
 
 from aiohttp import WSMsgType, web
+from aiohttp.http_websocket import WebSocketError
 
 from servers import contract
 from servers.core import memcache, static
 from servers.core.backends import BackendUnavailable
 from servers.core.sinks import SinkUnavailable
 from servers.core.state import ServerState, TelemetryTimers
-from servers.core.websocket import websocket_close_code, websocket_handshake_status
+from servers.core.websocket import (
+    ClientFrameWatch,
+    websocket_close_code,
+    websocket_handshake_status,
+)
 from servers.frameworks import Worker
 from servers.runtimes.asyncio.backends import AsyncBackends
 from servers.runtimes.asyncio.loop import run_on_asyncio, until_stopped
 from servers.runtimes.asyncio.sinks import AsyncSink, open_async_sink
+
+
+class _MaskedFramesOnly:
+    """aiohttp's WebSocket parser takes unmasked client frames; RFC 6455 §5.1 says close
+    with 1002. This stands in front of the parser: it walks the frame headers
+    (`ClientFrameWatch`) and, at an unmasked one, fails the stream the way the parser fails
+    it for its own protocol errors (the handler then sees an ERROR message, aiohttp closes
+    with the error's code). The walk costs a few Python operations per frame."""
+
+    def __init__(self, parser: Any, queue: Any) -> None:
+        self._parser = parser
+        self._queue = queue
+        self._watch = ClientFrameWatch()
+        self._failed = False
+
+    def feed_data(self, data: bytes) -> tuple[bool, bytes]:
+        if self._failed:
+            return True, b""
+        if not self._watch.feed(bytes(data)):
+            self._failed = True
+            self._queue.set_exception(
+                WebSocketError(contract.WS_CLOSE_PROTOCOL_ERROR, "unmasked client frame")
+            )
+            return True, b""
+        return self._parser.feed_data(data)
+
+    def feed_eof(self) -> None:
+        self._parser.feed_eof()
+
+
+def _masked_frames_only(request: web.Request, ws: web.WebSocketResponse) -> None:
+    protocol: Any = request.protocol
+    protocol._payload_parser = _MaskedFramesOnly(protocol._payload_parser, ws._reader)
 
 
 def _not_found() -> web.Response:
@@ -133,13 +172,14 @@ def make_app(state: ServerState, sink: AsyncSink, backends: AsyncBackends) -> we
             compress=False,
         )
         await ws.prepare(request)
+        _masked_frames_only(request, ws)
         websockets.add(ws)
         async for message in ws:
             if message.type == WSMsgType.TEXT:
                 close_code = websocket_close_code(message.data)
                 if close_code is None:
                     state.messages += 1
-                    sink.store(
+                    taken = sink.store(
                         state.make_record(
                             contract.WEBSOCKET_RECORD_METHOD,
                             contract.ROUTE_WEBSOCKET,
@@ -147,7 +187,11 @@ def make_app(state: ServerState, sink: AsyncSink, backends: AsyncBackends) -> we
                             message.data,
                         )
                     )
-                    continue
+                    if taken:
+                        continue
+                    # the sink's queue is full: counted in sink_errors, not in bad
+                    await ws.close(code=contract.WS_CLOSE_TRY_AGAIN_LATER)
+                    break
             elif message.type == WSMsgType.BINARY:
                 close_code = contract.WS_CLOSE_UNSUPPORTED_DATA
             else:  # ERROR: aiohttp already closed it (1009 for an oversized message)

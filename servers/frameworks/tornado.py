@@ -21,7 +21,11 @@ from servers.core import memcache, static
 from servers.core.backends import BackendUnavailable
 from servers.core.sinks import SinkUnavailable
 from servers.core.state import ServerState, TelemetryTimers
-from servers.core.websocket import websocket_close_code, websocket_handshake_status
+from servers.core.websocket import (
+    peer_close_code_valid,
+    websocket_close_code,
+    websocket_handshake_status,
+)
 from servers.frameworks import Worker
 from servers.runtimes.asyncio.backends import AsyncBackends
 from servers.runtimes.asyncio.loop import run_on_asyncio, until_stopped
@@ -218,14 +222,65 @@ class MemcachedHandler(_BackendHandler):
 
 class _CountingProtocol(tornado.websocket.WebSocketProtocol13):
     """Tornado refuses a message over `websocket_max_message_size` itself, closing with
-    1009 and tearing the connection down without telling the handler why; count it here."""
+    1009 and tearing the connection down without telling the handler why; count it here.
+
+    Where tornado does not apply RFC 6455's rules (servers.core.websocket) this applies
+    them: an unmasked client frame closes with 1002 (tornado takes it), invalid UTF-8 with
+    1007 (tornado drops the connection without a close frame), and a close frame with an
+    invalid code is answered 1002 (tornado echoes the code, 999 included). Each counts in
+    `bad`, as on the other servers.
+    """
+
+    _frame_start = False  # the next _read_bytes reads a frame's first two bytes
 
     def close(self, code: int | None = None, reason: str | None = None) -> None:
         if code == contract.WS_CLOSE_TOO_BIG and not self.server_terminated:
-            handler = self.handler
-            assert isinstance(handler, WebSocket)
-            handler.state.bad += 1
+            self._count_bad()
         super().close(code, reason)
+
+    def _count_bad(self) -> None:
+        handler = self.handler
+        assert isinstance(handler, WebSocket)
+        handler.state.bad += 1
+
+    async def _receive_frame(self) -> None:
+        self._frame_start = True
+        await super()._receive_frame()
+
+    async def _read_bytes(self, n: int) -> bytes:
+        data = await super()._read_bytes(n)
+        if self._frame_start:
+            self._frame_start = False
+            if not data[1] & 0x80:  # RFC 6455 §5.1: every client frame is masked
+                self._refuse(contract.WS_CLOSE_PROTOCOL_ERROR, "unmasked frame")
+                raise tornado.iostream.StreamClosedError()  # the frame loop ends here
+        return data
+
+    def _refuse(self, code: int, reason: str) -> None:
+        """Close with `code` and stop reading (tornado's own way for 1009)."""
+        self._count_bad()
+        if not self.server_terminated:
+            super().close(code, reason)
+        self._abort()
+
+    def _handle_message(self, opcode: int, data: bytes) -> asyncio.Future[None] | None:
+        if self.client_terminated:
+            return None
+        if opcode == 0x1 and not self._frame_compressed:  # compression is never negotiated
+            try:
+                decoded = data.decode("utf-8")
+            except UnicodeDecodeError:
+                self._refuse(contract.WS_CLOSE_INVALID_PAYLOAD, "invalid UTF-8")
+                return None
+            # tornado's own text branch, without decoding twice
+            self._message_bytes_in += len(data)
+            return self._run_callback(self.handler.on_message, decoded)
+        if opcode == 0x8 and data:
+            code = int.from_bytes(data[:2]) if len(data) >= 2 else None
+            if code is None or not peer_close_code_valid(code):
+                self._refuse(contract.WS_CLOSE_PROTOCOL_ERROR, "invalid close code")
+                return None
+        return super()._handle_message(opcode, data)
 
 
 class WebSocket(tornado.websocket.WebSocketHandler):
@@ -274,11 +329,13 @@ class WebSocket(tornado.websocket.WebSocketHandler):
         close_code = websocket_close_code(message)
         if close_code is None:
             self.state.messages += 1
-            self.sink.store(
+            taken = self.sink.store(
                 self.state.make_record(
                     contract.WEBSOCKET_RECORD_METHOD, contract.ROUTE_WEBSOCKET, {}, message
                 )
             )
+            if not taken:  # the sink's queue is full: counted in sink_errors
+                self.close(contract.WS_CLOSE_TRY_AGAIN_LATER)
             return
         self.state.bad += 1
         self.close(close_code)

@@ -24,6 +24,7 @@ from autobahn.twisted.resource import WebSocketResource
 from autobahn.twisted.websocket import WebSocketServerFactory, WebSocketServerProtocol
 from twisted.internet.defer import Deferred, gatherResults, maybeDeferred
 from twisted.internet.error import ReactorNotRunning
+from twisted.internet.interfaces import IPushProducer
 from twisted.logger import (
     FilteringLogObserver,
     LogLevel,
@@ -37,6 +38,7 @@ from twisted.web.http import HTTPChannel
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET, Request, Site
 from twisted.web.static import NoRangeStaticProducer
+from zope.interface import implementer
 
 from servers import contract
 from servers.contract import ServerOptions
@@ -44,7 +46,11 @@ from servers.core import memcache, static
 from servers.core.backends import BackendUnavailable, StoredFile
 from servers.core.sinks import SinkUnavailable, mongo_url
 from servers.core.state import ServerState, TelemetryTimers
-from servers.core.websocket import websocket_close_code, websocket_handshake_status
+from servers.core.websocket import (
+    peer_close_code_valid,
+    websocket_close_code,
+    websocket_handshake_status,
+)
 from servers.frameworks import Worker
 from servers.runtimes.twisted.backends import (
     GridFSReader,
@@ -434,10 +440,38 @@ def _joined_header(headers: Any, name: bytes) -> str | None:
 
 
 # -- WebSocket --------------------------------------------------------------------------------
+@implementer(IPushProducer)
+class _ReadWhileDraining:
+    """Backpressure for one WebSocket: the transport stops reading from a peer while what
+    we owe it (pongs to its pings, close frames) waits unsent past the transport's buffer
+    size, and reads again once it drained. Without it a client that pings and never reads
+    grew the server's memory without bound (85 to 178 MiB, never returned)."""
+
+    def __init__(self, transport: Any) -> None:
+        self._transport = transport
+
+    def pauseProducing(self) -> None:
+        self._transport.pauseProducing()  # stopReading
+
+    def resumeProducing(self) -> None:
+        self._transport.resumeProducing()  # startReading, unless disconnecting
+
+    def stopProducing(self) -> None:
+        return None
+
+
 class MessageProtocol(WebSocketServerProtocol):
     """One agent connection: each text message is a JSON object for the sink."""
 
     factory: MessageFactory
+
+    def connectionMade(self) -> None:
+        super().connectionMade()
+        transport = self.transport
+        if transport is not None and hasattr(transport, "pauseProducing"):
+            # The HTTP channel that handed the transport over is still its producer.
+            transport.unregisterProducer()
+            transport.registerProducer(_ReadWhileDraining(transport), True)
 
     def onConnect(self, request: Any) -> str:
         return contract.WS_SUBPROTOCOL  # offered: WebSocketRoute checked it
@@ -453,15 +487,30 @@ class MessageProtocol(WebSocketServerProtocol):
         close_code = websocket_close_code(message)
         if close_code is None:
             state.messages += 1
-            self.factory.sink.store(
+            taken = self.factory.sink.store(
                 state.make_record(
                     contract.WEBSOCKET_RECORD_METHOD, contract.ROUTE_WEBSOCKET, {}, message
                 )
             )
+            if not taken:  # the sink's queue is full: counted in sink_errors
+                self.sendCloseFrame(code=contract.WS_CLOSE_TRY_AGAIN_LATER, isReply=False)
             return
         state.bad += 1
         # sendClose() accepts only 1000 and 3000-4999; the contract's codes are 100x.
         self.sendCloseFrame(code=close_code, isReply=False)
+
+    def onCloseFrame(self, code: int | None, reasonRaw: bytes | None) -> bool | None:
+        if code is not None and not peer_close_code_valid(code) and self.state == self.STATE_OPEN:
+            # autobahn sends its 1002 and then takes this frame for the answer to it,
+            # resetting the connection before the 1002 leaves: send it, then close.
+            self.failedByMe = True  # counted in bad by onClose
+            self.sendCloseFrame(
+                code=contract.WS_CLOSE_PROTOCOL_ERROR, reasonUtf8=b"invalid close code",
+                isReply=False,
+            )  # fmt: skip
+            self.dropConnection(abort=False)
+            return True
+        return super().onCloseFrame(code, reasonRaw)
 
     def onClose(self, wasClean: bool, code: int | None, reason: str | None) -> None:
         if self.failedByMe:  # autobahn refused a frame: too big (1009), bad UTF-8, ...

@@ -134,6 +134,8 @@ def test_websocket_messages_are_reconciled_with_the_file_sink(tmp_path: Path) ->
         "sent": case.reconcile["sent"],
         "stored": case.reconcile["sent"],
         "lost": 0,
+        "duplicates": 0,
+        "unparseable": 0,
     }
 
 

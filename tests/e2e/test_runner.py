@@ -375,30 +375,6 @@ def test_a_framework_without_the_sink_is_skipped_with_the_reason(
     assert case.error == "not supported: aiohttp has no file sink"
 
 
-def test_records_missing_from_the_sink_fail_the_case() -> None:
-    from harness.run.ledger import count_before_load, reconcile
-    from harness.sink_store import SinkStore
-    from model.scenarios import SCENARIOS
-
-    with SinkStore("file") as store:
-        stored_before = count_before_load(store)  # an empty file
-        store.path.write_text('{"seq": 1}\n' * 7)  # the server stored 7 of 10 acknowledged
-        case = Case(
-            "aiohttp",
-            "log",
-            "file",
-            "wrk",
-            "single",
-            {"mode": "both"},
-            "ok",
-            steps=(step(10, 10, unit="concurrency"),),
-        )
-        reconciled = reconcile(case, SCENARIOS["log"], store, stored_before=stored_before)
-    assert reconciled.reconcile == {"sent": 10, "stored": 7, "lost": 3}
-    assert reconciled.status == "failed"
-    assert reconciled.error == "lost 3 of 10 acknowledged records in the file sink"
-
-
 def test_a_server_that_dies_during_a_connection_ramp_fails_the_case(tmp_path: Path) -> None:
     import threading
 

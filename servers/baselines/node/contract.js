@@ -56,9 +56,12 @@ module.exports = Object.freeze({
   WS_MAX_MESSAGE_BYTES: 1024 * 1024,
   WS_CLOSE_NORMAL: 1000,
   WS_CLOSE_GOING_AWAY: 1001,
+  WS_CLOSE_PROTOCOL_ERROR: 1002,
   WS_CLOSE_UNSUPPORTED_DATA: 1003,
   WS_CLOSE_INVALID_PAYLOAD: 1007,
   WS_CLOSE_TOO_BIG: 1009,
+  WS_CLOSE_TRY_AGAIN_LATER: 1013,
+  WS_SINK_MAX_PENDING: 1024,
 
   // -- process model and timing -------------------------------------------------------------
   TICK_INTERVAL_MS: 10, // contract.TICK_INTERVAL_S

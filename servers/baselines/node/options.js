@@ -31,7 +31,7 @@ class UsageError extends Error {}
  * The options in `argv` (process.argv without node and the script).
  * @returns {{variant: string, host: string, port: number, sink: string, sinkPath: ?string,
  *   mongoUrl: ?string, mongoW: number, mongoDb: string, filesDir: ?string, memcached: ?string,
- *   mcSocketPort: ?number, workers: number, loop: string}}
+ *   mcSocketPort: ?number, workers: number, loop: string, durable: boolean}}
  */
 function parseOptions(argv) {
   const [variant, ...rest] = argv;
@@ -52,9 +52,14 @@ function parseOptions(argv) {
     mcSocketPort: null,
     workers: 1,
     loop: 'libuv',
+    durable: false,
   };
   for (let i = 0; i < rest.length; i += 1) {
     let flag = rest[i];
+    if (flag === '--durable') {
+      options.durable = true; // a switch: no value
+      continue;
+    }
     let value;
     const equals = flag.indexOf('=');
     if (equals > 0) {

@@ -2,11 +2,12 @@
 // Sinks: where `/log` records and `/ws` messages go (servers/core/sinks.py describes them).
 //
 // - empty: counts and drops.
-// - file: one JSON line per record appended through an fs.WriteStream. The stream is corked
-//   while records gather and uncorked as one writev: at the next loop turn when a `/log`
-//   request waits (every request parsed in this turn shares the write), at most
-//   FLUSH_INTERVAL_MS after a WebSocket message. `/log` answers in the write's callback,
-//   when its line was handed to the OS (the writes run on libuv's thread pool).
+// - file: one JSON line per record appended to the file. Records gather and leave as one
+//   write: at the next loop turn when a `/log` request waits (every request parsed in this
+//   turn shares the write), at most FLUSH_INTERVAL_MS after a WebSocket message. `/log`
+//   answers in the write's callback, when its line was handed to the OS (and fsync'ed with
+//   --durable; the writes run on libuv's thread pool). A write failing part-way is cut
+//   back to the last whole record.
 // - mongo: one document per record through the official driver, database `--mongo-db`,
 //   collection records, write concern `--mongo-w`; an error answers `/log` 503.
 //
@@ -31,6 +32,7 @@ class EmptySink {
 
   store() {
     this._state.stored += 1;
+    return true;
   }
 
   storeAndWait() {
@@ -42,31 +44,24 @@ class EmptySink {
 }
 
 class FileSink {
-  constructor(state, path) {
+  constructor(state, path, durable) {
     this._state = state;
-    this._stream = fs.createWriteStream(path, { flags: 'a' });
-    this._stream.on('error', (error) => {
-      // The stream is destroyed; each pending and later write's callback gets an error.
-      process.stderr.write(`servers: file sink ${path}: ${error.message}\n`);
-    });
-    this._corked = false;
+    this._durable = durable;
+    this._fd = fs.openSync(path, 'a'); // O_APPEND: the workers of --workers N share the file
+    this._lines = [];
+    this._callbacks = []; // one per line: null for a WebSocket message
+    this._writing = false;
+    this._again = false; // a flush was asked for while a write was under way
+    this._idle = []; // close() waiting for the last write
+    this._broken = null; // a torn write could not be cut back: every later write fails
     this._flushTimer = null;
     this._flushImmediate = null;
   }
 
   _append(record, done) {
-    const state = this._state;
-    state.backlog += 1;
-    if (!this._corked) {
-      this._stream.cork();
-      this._corked = true;
-    }
-    this._stream.write(encodeRecord(record), (error) => {
-      state.backlog -= 1;
-      if (error) state.sinkErrors += 1;
-      else state.stored += 1;
-      if (done !== null) done(error);
-    });
+    this._state.backlog += 1;
+    this._lines.push(encodeRecord(record));
+    this._callbacks.push(done);
   }
 
   store(record) {
@@ -74,6 +69,7 @@ class FileSink {
     if (this._flushTimer === null && this._flushImmediate === null) {
       this._flushTimer = setTimeout(() => this._flush(), contract.FLUSH_INTERVAL_MS);
     }
+    return true;
   }
 
   storeAndWait(record) {
@@ -90,33 +86,95 @@ class FileSink {
     if (this._flushImmediate !== null) clearImmediate(this._flushImmediate);
     this._flushTimer = null;
     this._flushImmediate = null;
-    if (this._corked) {
-      this._corked = false;
-      this._stream.uncork();
+    if (this._writing) {
+      this._again = true;
+      return;
     }
+    if (this._lines.length === 0) {
+      const idle = this._idle;
+      this._idle = [];
+      for (const resolve of idle) resolve();
+      return;
+    }
+    const data = Buffer.from(this._lines.join(''));
+    const callbacks = this._callbacks;
+    this._lines = [];
+    this._callbacks = [];
+    this._writing = true;
+    this._writeBatch(data, (error) => {
+      const state = this._state;
+      state.backlog -= callbacks.length;
+      if (error) state.sinkErrors += callbacks.length;
+      else state.stored += callbacks.length;
+      for (const done of callbacks) if (done !== null) done(error);
+      this._writing = false;
+      if (this._again || this._idle.length > 0) {
+        this._again = false;
+        this._flush();
+      }
+    });
+  }
+
+  /** Every byte of `data` to the OS (and the disk when durable), or none of them: a write
+   * failing part-way (a full disk) is cut back, so the next batch starts a whole line. */
+  _writeBatch(data, done) {
+    if (this._broken !== null) {
+      done(new Error(`file sink unusable after a torn write: ${this._broken}`));
+      return;
+    }
+    let offset = 0;
+    const fail = (error) => {
+      if (offset === 0) {
+        done(error);
+        return;
+      }
+      // Our bytes are the file's tail: a full disk fails the other workers' appends too.
+      fs.fstat(this._fd, (statError, stats) => {
+        if (statError) {
+          this._broken = statError.message;
+          done(error);
+          return;
+        }
+        fs.ftruncate(this._fd, Math.max(0, stats.size - offset), (truncateError) => {
+          if (truncateError) this._broken = truncateError.message;
+          done(error);
+        });
+      });
+    };
+    const step = () => {
+      if (offset === data.length) {
+        if (this._durable) fs.fsync(this._fd, (error) => (error ? fail(error) : done(null)));
+        else done(null);
+        return;
+      }
+      fs.write(this._fd, data, offset, data.length - offset, null, (error, written) => {
+        if (error) {
+          fail(error);
+          return;
+        }
+        offset += written;
+        step();
+      });
+    };
+    step();
   }
 
   /** Write what is pending, then close the file (shutdown). */
   close() {
-    this._flush();
-    const stream = this._stream;
     return new Promise((resolve) => {
-      if (stream.closed) {
-        resolve();
-        return;
-      }
-      stream.once('close', resolve);
-      stream.end();
-    });
+      this._idle.push(resolve);
+      this._flush();
+    }).then(() => new Promise((resolve) => fs.close(this._fd, () => resolve())));
   }
 }
 
 class MongoSink {
   /** @param {import('./mongo').LazyMongo} mongo the process's shared client */
-  constructor(state, mongo, w) {
+  constructor(state, mongo, w, durable) {
     this._state = state;
     this._mongo = mongo;
     this._w = w;
+    this._durable = durable; // journaled inserts (j: true)
     this._collection = null;
     this._pending = new Set();
   }
@@ -126,7 +184,9 @@ class MongoSink {
     if (this._collection === null) {
       this._collection = this._mongo
         .db()
-        .collection(contract.MONGO_COLLECTION, { writeConcern: { w: this._w } });
+        .collection(contract.MONGO_COLLECTION, {
+          writeConcern: this._durable ? { w: this._w, journal: true } : { w: this._w },
+        });
     }
     state.backlog += 1;
     try {
@@ -140,10 +200,17 @@ class MongoSink {
     state.stored += 1;
   }
 
+  /** False, the record refused and counted in sink_errors, when WS_SINK_MAX_PENDING
+   * messages already wait for their inserts. */
   store(record) {
+    if (this._pending.size >= contract.WS_SINK_MAX_PENDING) {
+      this._state.sinkErrors += 1;
+      return false;
+    }
     const insert = this.storeAndWait(record).catch(() => {}); // counted in sink_errors
     this._pending.add(insert);
     insert.then(() => this._pending.delete(insert));
+    return true;
   }
 
   /** Wait for the inserts under way (at most `timeoutMs`); the client is closed by its owner. */
@@ -160,8 +227,8 @@ class MongoSink {
 
 /** The sink `options` ask for. */
 function openSink(options, state, mongo) {
-  if (options.sink === 'file') return new FileSink(state, options.sinkPath);
-  if (options.sink === 'mongo') return new MongoSink(state, mongo, options.mongoW);
+  if (options.sink === 'file') return new FileSink(state, options.sinkPath, options.durable);
+  if (options.sink === 'mongo') return new MongoSink(state, mongo, options.mongoW, options.durable);
   return new EmptySink(state);
 }
 

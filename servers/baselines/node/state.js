@@ -37,6 +37,8 @@ class ServerState {
     this.backlog = 0;
     this.backendErrors = 0; // memcached or GridFS reads that failed (answered 503)
     this.seq = 0;
+    // records' ids: unique across the workers of one server and the instances of lb:N
+    this._idPrefix = `${worker}-${process.pid}-`;
     this._tickLast = null;
     this._tickLagSumMs = 0;
     this._tickLagMaxMs = 0;
@@ -67,7 +69,8 @@ class ServerState {
   /** One sink record (`/log` request or `/ws` message), numbered in arrival order. */
   makeRecord(method, path, headers, body) {
     this.seq += 1;
-    return { seq: this.seq, time: epochSeconds(), method, path, headers, body };
+    const id = `${this._idPrefix}${this.seq}`;
+    return { id, seq: this.seq, time: epochSeconds(), method, path, headers, body };
   }
 
   // -- event-loop lag and GC ------------------------------------------------------------------

@@ -98,9 +98,10 @@ class WebSockets {
         return;
       }
       state.messages += 1;
-      sink.store(
+      const taken = sink.store(
         state.makeRecord(contract.WEBSOCKET_RECORD_METHOD, contract.ROUTE_WEBSOCKET, {}, text),
       );
+      if (!taken) ws.close(contract.WS_CLOSE_TRY_AGAIN_LATER); // queue full: in sink_errors
     });
     // ws closed it already with the right code (1009 over maxPayload, 1007 bad UTF-8, 1002)
     ws.on('error', () => {

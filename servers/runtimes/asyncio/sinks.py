@@ -10,7 +10,7 @@ import asyncio
 import concurrent.futures
 from typing import Any
 
-from servers.contract import ServerOptions
+from servers.contract import WS_SINK_MAX_PENDING, ServerOptions
 from servers.core.sinks import (
     FLUSH_INTERVAL_S,
     FileBatch,
@@ -27,8 +27,9 @@ class AsyncEmptySink:
     def __init__(self, state: ServerState) -> None:
         self._state = state
 
-    def store(self, record: dict[str, Any]) -> None:
+    def store(self, record: dict[str, Any]) -> bool:
         self._state.stored += 1
+        return True
 
     async def store_and_wait(self, record: dict[str, Any]) -> None:
         self._state.stored += 1
@@ -40,20 +41,21 @@ class AsyncEmptySink:
 class AsyncFileSink:
     """Batched JSON lines: `/log` waits for its batch's write; messages wait ≤ 100 ms."""
 
-    def __init__(self, state: ServerState, path: str) -> None:
+    def __init__(self, state: ServerState, path: str, durable: bool = False) -> None:
         self._state = state
-        self._batch = FileBatch(path)
+        self._batch = FileBatch(path, durable)
         self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="file-sink")
         self._waiters: list[asyncio.Future[None]] = []
         self._flush_handle: asyncio.Handle | None = None
         self._flushing: asyncio.Task[None] | None = None
 
-    def store(self, record: dict[str, Any]) -> None:
+    def store(self, record: dict[str, Any]) -> bool:
         self._batch.add(record)
         self._state.backlog += 1
         if self._flush_handle is None:
             loop = asyncio.get_running_loop()
             self._flush_handle = loop.call_later(FLUSH_INTERVAL_S, self._start_flush)
+        return True
 
     async def store_and_wait(self, record: dict[str, Any]) -> None:
         loop = asyncio.get_running_loop()
@@ -108,11 +110,15 @@ class AsyncFileSink:
 class AsyncMongoSink:
     """One document per record through pymongo's asyncio client."""
 
-    def __init__(self, state: ServerState, url: str, w: int, database: str) -> None:
+    def __init__(
+        self, state: ServerState, url: str, w: int, database: str, durable: bool = False
+    ) -> None:
         from pymongo import AsyncMongoClient
 
         self._state = state
-        self._client, self._collection = records_collection(AsyncMongoClient, url, w, database)
+        self._client, self._collection = records_collection(
+            AsyncMongoClient, url, w, database, durable
+        )
         self._pending: set[asyncio.Task[None]] = set()
 
     async def _insert(self, record: dict[str, Any]) -> None:
@@ -129,10 +135,16 @@ class AsyncMongoSink:
             self._state.backlog -= 1
         self._state.stored += 1
 
-    def store(self, record: dict[str, Any]) -> None:
+    def store(self, record: dict[str, Any]) -> bool:
+        """False, the record refused and counted in sink_errors, when WS_SINK_MAX_PENDING
+        messages already wait for their inserts."""
+        if len(self._pending) >= WS_SINK_MAX_PENDING:
+            self._state.sink_errors += 1
+            return False
         task = asyncio.get_running_loop().create_task(self._insert(record))
         self._pending.add(task)
         task.add_done_callback(self._done)
+        return True
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._pending.discard(task)
@@ -156,6 +168,8 @@ def open_async_sink(options: ServerOptions, state: ServerState) -> AsyncSink:
     return open_sink(
         options,
         empty=lambda: AsyncEmptySink(state),
-        file=lambda path: AsyncFileSink(state, path),
-        mongo=lambda url, w, database: AsyncMongoSink(state, url, w, database),
+        file=lambda path: AsyncFileSink(state, path, durable=options.durable),
+        mongo=lambda url, w, database: AsyncMongoSink(
+            state, url, w, database, durable=options.durable
+        ),
     )

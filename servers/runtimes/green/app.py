@@ -30,6 +30,8 @@ from typing import Any, BinaryIO, Protocol
 
 from wsproto.connection import Connection, ConnectionState, ConnectionType
 from wsproto.events import BytesMessage, CloseConnection, Event, Ping, TextMessage
+from wsproto.extensions import Extension
+from wsproto.frame_protocol import CloseReason, Opcode, RsvBits
 
 from servers import contract
 from servers.core import memcache, static
@@ -64,6 +66,38 @@ class Sink(Protocol):
     def store_and_wait(self, record: dict[str, Any]) -> None:
         """Return once the record is stored; raise `SinkUnavailable` when it cannot be."""
         ...
+
+
+class DeclaredSizeLimit(Extension):
+    """A wsproto hook on every frame header: a frame whose declared length takes its message
+    over contract.WS_MAX_MESSAGE_BYTES is refused with 1009 at once, before its payload
+    arrives (a header declaring 2 GiB is not answered only once 1 MiB came in).
+
+    Never negotiated (no Sec-WebSocket-Extensions): wsproto runs an extension's hooks when
+    it is handed to the `Connection`, which is all this needs; it claims no RSV bit.
+    """
+
+    name = "declared-size-limit"
+
+    def __init__(self) -> None:
+        self._message_bytes = 0
+
+    def enabled(self) -> bool:
+        return True
+
+    def offer(self) -> bool:
+        return False
+
+    def frame_inbound_header(
+        self, proto: Any, opcode: Opcode, rsv: RsvBits, payload_length: int
+    ) -> CloseReason | RsvBits:
+        if not opcode.iscontrol():
+            if opcode is not Opcode.CONTINUATION:
+                self._message_bytes = 0
+            self._message_bytes += payload_length
+            if self._message_bytes > contract.WS_MAX_MESSAGE_BYTES:
+                return CloseReason.MESSAGE_TOO_BIG
+        return RsvBits(False, False, False)
 
 
 class GreenConnection(Protocol):
@@ -395,7 +429,7 @@ class WebSocketSession:
         self._reader = reader
         self._state = state
         self._sink = sink
-        self._ws = Connection(ConnectionType.SERVER)
+        self._ws = Connection(ConnectionType.SERVER, extensions=[DeclaredSizeLimit()])
         self._send_lock = threading.Lock()
         self._going_away = False
 
@@ -463,7 +497,7 @@ class WebSocketSession:
                     close_code = websocket_close_code(text)
                     if close_code is None:
                         state.messages += 1
-                        self._sink.store(
+                        taken = self._sink.store(
                             state.make_record(
                                 contract.WEBSOCKET_RECORD_METHOD,
                                 contract.ROUTE_WEBSOCKET,
@@ -471,6 +505,8 @@ class WebSocketSession:
                                 text,
                             )
                         )
+                        if not taken:  # the sink's queue is full: counted in sink_errors
+                            self._close(contract.WS_CLOSE_TRY_AGAIN_LATER, "sink busy")
                     else:
                         state.bad += 1
                         self._close(close_code)

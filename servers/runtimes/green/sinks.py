@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from servers.contract import ServerOptions
+from servers.contract import WS_SINK_MAX_PENDING, ServerOptions
 from servers.core.sinks import (
     CLOSE_TIMEOUT_S,
     FLUSH_INTERVAL_S,
@@ -76,8 +76,9 @@ class GreenEmptySink:
     def __init__(self, state: ServerState) -> None:
         self._state = state
 
-    def store(self, record: dict[str, Any]) -> None:
+    def store(self, record: dict[str, Any]) -> bool:
         self._state.stored += 1
+        return True
 
     def store_and_wait(self, record: dict[str, Any]) -> None:
         self._state.stored += 1
@@ -112,10 +113,12 @@ class _BatchOutcome:
 class GreenFileSink:
     """Batched JSON lines: `/log` waits for its batch's write; messages wait ≤ 100 ms."""
 
-    def __init__(self, state: ServerState, path: str, runtime: GreenRuntime) -> None:
+    def __init__(
+        self, state: ServerState, path: str, runtime: GreenRuntime, durable: bool = False
+    ) -> None:
         self._state = state
         self._runtime = runtime
-        self._batch = FileBatch(path)
+        self._batch = FileBatch(path, durable)
         self._pending = runtime.event()  # records wait in the batch
         self._urgent = runtime.event()  # a /log request waits: write now, not in 100 ms
         self._outcome: _BatchOutcome | None = None  # for the /log requests of the batch
@@ -124,13 +127,14 @@ class GreenFileSink:
         self._writer_done = runtime.event()
         runtime.spawn(self._writer)
 
-    def store(self, record: dict[str, Any]) -> None:
+    def store(self, record: dict[str, Any]) -> bool:
         if self._closed:  # after shutdown's flush: it cannot be written any more
             self._state.sink_errors += 1
-            return
+            return True  # counted; the connection is being closed with 1001 anyway
         self._batch.add(record)
         self._state.backlog += 1
         self._pending.set()
+        return True
 
     def store_and_wait(self, record: dict[str, Any]) -> None:
         if self._closed:
@@ -207,7 +211,13 @@ class GreenMongoSink:
     """
 
     def __init__(
-        self, state: ServerState, url: str, w: int, database: str, runtime: GreenRuntime
+        self,
+        state: ServerState,
+        url: str,
+        w: int,
+        database: str,
+        runtime: GreenRuntime,
+        durable: bool = False,
     ) -> None:
         from pymongo import MongoClient
         from pymongo.errors import PyMongoError
@@ -216,8 +226,9 @@ class GreenMongoSink:
         self._runtime = runtime
         self._errors = PyMongoError
         # The constructor does no I/O: it starts pymongo's monitor (green) threads.
-        self._client, self._collection = records_collection(MongoClient, url, w, database)
+        self._client, self._collection = records_collection(MongoClient, url, w, database, durable)
         self._in_flight = 0
+        self._queued = 0  # WebSocket messages' inserts in flight (bounded)
         self._idle = runtime.event()  # set while no insert is in flight
         self._idle.set()
         self._closed = False
@@ -245,16 +256,26 @@ class GreenMongoSink:
         self._state.stored += 1
 
     def _insert_quietly(self, document: dict[str, Any]) -> None:
-        with contextlib.suppress(SinkUnavailable):  # counted in sink_errors already
-            self._insert(document)
+        try:
+            with contextlib.suppress(SinkUnavailable):  # counted in sink_errors already
+                self._insert(document)
+        finally:
+            self._queued -= 1
 
-    def store(self, record: dict[str, Any]) -> None:
+    def store(self, record: dict[str, Any]) -> bool:
+        """False, the record refused and counted in sink_errors, when WS_SINK_MAX_PENDING
+        messages already wait for their inserts."""
+        if self._queued >= WS_SINK_MAX_PENDING:
+            self._state.sink_errors += 1
+            return False
         try:
             self._begin()
         except SinkUnavailable:
-            return  # counted in sink_errors already
+            return True  # after shutdown: counted in sink_errors already
+        self._queued += 1
         # insert_one adds _id to the dict it is given: hand it a copy
         self._runtime.spawn(self._insert_quietly, dict(record))
+        return True
 
     def store_and_wait(self, record: dict[str, Any]) -> None:
         self._begin()
@@ -290,6 +311,8 @@ def open_green_sink(options: ServerOptions, state: ServerState, runtime: GreenRu
     return open_sink(
         options,
         empty=lambda: GreenEmptySink(state),
-        file=lambda path: GreenFileSink(state, path, runtime),
-        mongo=lambda url, w, database: GreenMongoSink(state, url, w, database, runtime),
+        file=lambda path: GreenFileSink(state, path, runtime, durable=options.durable),
+        mongo=lambda url, w, database: GreenMongoSink(
+            state, url, w, database, runtime, durable=options.durable
+        ),
     )

@@ -35,7 +35,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.python.threadpool import ThreadPool
 
-from servers.contract import ServerOptions
+from servers.contract import WS_SINK_MAX_PENDING, ServerOptions
 from servers.core.sinks import (
     CLOSE_TIMEOUT_S,
     FLUSH_INTERVAL_S,
@@ -74,8 +74,9 @@ class TwistedEmptySink:
     def __init__(self, state: ServerState) -> None:
         self._state = state
 
-    def store(self, record: dict[str, Any]) -> None:
+    def store(self, record: dict[str, Any]) -> bool:
         self._state.stored += 1
+        return True
 
     def store_and_wait(self, record: dict[str, Any]) -> Deferred[None] | None:
         self._state.stored += 1
@@ -88,10 +89,10 @@ class TwistedEmptySink:
 class TwistedFileSink:
     """Batched JSON lines: `/log` waits for its batch's write; messages wait ≤ 100 ms."""
 
-    def __init__(self, state: ServerState, path: str, reactor: Any) -> None:
+    def __init__(self, state: ServerState, path: str, reactor: Any, durable: bool = False) -> None:
         self._state = state
         self._reactor = reactor
-        self._batch = FileBatch(path)
+        self._batch = FileBatch(path, durable)
         self._pool = start_pool(1, "file-sink")
         self._waiters: list[Deferred[None]] = []
         self._flush_call: Any = None  # IDelayedCall of the next flush
@@ -99,14 +100,15 @@ class TwistedFileSink:
         self._again = False  # a flush was asked for while a write was in flight
         self._closed = False
 
-    def store(self, record: dict[str, Any]) -> None:
+    def store(self, record: dict[str, Any]) -> bool:
         if self._closed:  # after shutdown's flush: it cannot be written any more
             self._state.sink_errors += 1
-            return
+            return True  # counted; the connection is being closed with 1001 anyway
         self._batch.add(record)
         self._state.backlog += 1
         if self._flush_call is None:
             self._flush_call = self._reactor.callLater(FLUSH_INTERVAL_S, self._start_flush)
+        return True
 
     def store_and_wait(self, record: dict[str, Any]) -> Deferred[None]:
         if self._closed:
@@ -212,16 +214,25 @@ class TwistedMongoSink:
     fails at once (`ServerSelectionTimeoutError`, counted like any insert error).
     """
 
-    def __init__(self, state: ServerState, url: str, w: int, database: str, reactor: Any) -> None:
+    def __init__(
+        self,
+        state: ServerState,
+        url: str,
+        w: int,
+        database: str,
+        reactor: Any,
+        durable: bool = False,
+    ) -> None:
         from pymongo import MongoClient
 
         self._state = state
         self._reactor = reactor
         # The constructor does no I/O: it starts pymongo's (daemon) monitor threads.
-        self._client, self._collection = records_collection(MongoClient, url, w, database)
+        self._client, self._collection = records_collection(MongoClient, url, w, database, durable)
         self._pool = start_pool(MONGO_THREADS, "mongo-sink")
         self._unreachable = False  # the last insert could not reach the database
         self._in_flight = 0
+        self._queued = 0  # WebSocket messages' inserts in flight (bounded)
         self._on_idle: list[Deferred[None]] = []  # fired when no insert is in flight
         self._closed = False
 
@@ -270,8 +281,18 @@ class TwistedMongoSink:
             _fire(idle, None)
         return result
 
-    def store(self, record: dict[str, Any]) -> None:
-        self._insert(record).addErrback(self._dropped)
+    def store(self, record: dict[str, Any]) -> bool:
+        """False, the record refused and counted in sink_errors, when WS_SINK_MAX_PENDING
+        messages already wait for their inserts (queued for the pool's threads)."""
+        if self._queued >= WS_SINK_MAX_PENDING:
+            self._state.sink_errors += 1
+            return False
+        self._queued += 1
+        self._insert(record).addErrback(self._dropped).addBoth(self._dequeued)
+        return True
+
+    def _dequeued(self, _: object) -> None:
+        self._queued -= 1
 
     def _dropped(self, failure: Failure) -> None:
         # SinkUnavailable is counted in sink_errors already: consumed here, not logged
@@ -330,6 +351,8 @@ def open_twisted_sink(options: ServerOptions, state: ServerState, reactor: Any) 
     return open_sink(
         options,
         empty=lambda: TwistedEmptySink(state),
-        file=lambda path: TwistedFileSink(state, path, reactor),
-        mongo=lambda url, w, database: TwistedMongoSink(state, url, w, database, reactor),
+        file=lambda path: TwistedFileSink(state, path, reactor, durable=options.durable),
+        mongo=lambda url, w, database: TwistedMongoSink(
+            state, url, w, database, reactor, durable=options.durable
+        ),
     )

@@ -1,0 +1,78 @@
+"""RFC 6455 frames no client library sends, and a peer that does not read, on every server
+serving /ws, baselines included (issue 12, item 13). verify's `ws-raw-frames` check (run
+by test_conformance) sees the close codes; these see the counters and the memory."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from harness.server_process import ServerProcess, start_server
+from harness.verify import RAW_FRAME_CASES
+from servers import contract
+from tests.helpers import (
+    assert_still_serving,
+    raw_ws_close_code,
+    raw_ws_connect,
+    require_framework,
+    servers_serving,
+    ws_frame,
+)
+
+WS_SERVERS = servers_serving(contract.ROUTE_WEBSOCKET)
+FLOOD_BYTES = 48 * 1024 * 1024  # of pings, from a client that never reads a pong
+FLOOD_GROWTH_LIMIT_BYTES = 24 * 1024 * 1024  # what the server's RSS may grow by meanwhile
+
+
+@pytest.fixture(scope="module", params=WS_SERVERS)
+def ws_server(request: pytest.FixtureRequest) -> Iterator[ServerProcess]:
+    require_framework(request.param)
+    with start_server(request.param) as server:
+        yield server
+
+
+def latest(server: ServerProcess, field: str) -> int:
+    return int(server.telemetry_lines()[-1][field])
+
+
+@pytest.mark.parametrize("what", list(RAW_FRAME_CASES))
+def test_a_refused_frame_closes_with_its_code_and_counts_as_bad(
+    ws_server: ServerProcess, what: str
+) -> None:
+    frame, code = RAW_FRAME_CASES[what]
+    bad_before = latest(ws_server, "bad")
+    with raw_ws_connect(ws_server.port) as sock:
+        sock.sendall(frame)
+        assert raw_ws_close_code(sock) == code
+    assert ws_server.wait_telemetry(lambda t: t["bad"] > bad_before), f"{what}: not counted"
+    assert_still_serving(ws_server)
+
+
+def test_a_ping_flood_from_a_peer_that_never_reads_costs_bounded_memory(
+    ws_server: ServerProcess,
+) -> None:
+    rss_before = latest(ws_server, "rss_bytes")
+    pings = ws_frame(0x9, b"p" * 125) * 8192  # 1 MiB of pings a send
+    sent = 0
+    with raw_ws_connect(ws_server.port) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+        sock.settimeout(3.0)
+        try:
+            while sent < FLOOD_BYTES:
+                sock.sendall(pings)
+                sent += len(pings)
+        except TimeoutError:
+            pass  # the server stopped reading: backpressure
+        except (ConnectionResetError, BrokenPipeError):
+            pass  # the server dropped the flooding peer (node's ws: too many pongs pending)
+        flood_end = time.time()
+        line = ws_server.wait_telemetry(lambda t: t["t"] > flood_end + 0.5)
+        assert line is not None
+        growth = line["rss_bytes"] - rss_before
+    assert growth < FLOOD_GROWTH_LIMIT_BYTES, (
+        f"RSS grew {growth / 2**20:.0f} MiB after {sent / 2**20:.0f} MiB of pings"
+    )
+    assert_still_serving(ws_server)

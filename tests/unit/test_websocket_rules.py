@@ -1,0 +1,41 @@
+"""The RFC 6455 rules of servers/core/websocket.py, without a socket (issue 12, item 13)."""
+
+from __future__ import annotations
+
+import pytest
+
+from servers.core.websocket import ClientFrameWatch, peer_close_code_valid
+from tests.helpers import ws_frame
+
+
+@pytest.mark.parametrize(("code", "valid"), [(1000, True), (1001, True), (1007, True),
+    (1013, True), (3000, True), (4999, True), (999, False), (1004, False), (1005, False),
+    (1006, False), (1015, False), (2000, False), (5000, False), (0, False)])  # fmt: skip
+def test_close_codes_a_peer_may_send(code: int, valid: bool) -> None:
+    assert peer_close_code_valid(code) is valid
+
+
+def test_the_watch_finds_an_unmasked_frame_wherever_the_stream_splits() -> None:
+    masked = b"".join(
+        ws_frame(0x1, b"x" * size) for size in (0, 5, 125, 126, 300, 70_000)
+    ) + ws_frame(0x9, b"ping")
+    stream = masked + ws_frame(0x1, b"bare", mask=False)
+    for chunk_bytes in (1, 2, 3, 7, 13, 1000, len(stream)):
+        watch = ClientFrameWatch()
+        results = [
+            watch.feed(stream[i : i + chunk_bytes]) for i in range(0, len(stream), chunk_bytes)
+        ]
+        # found in the chunk holding the bare frame's second byte (mask bit and length)
+        assert results.index(False) == (len(masked) + 1) // chunk_bytes
+
+
+def test_a_header_declaring_more_than_the_limit_closes_1009_before_the_payload() -> None:
+    from wsproto.connection import Connection, ConnectionType
+    from wsproto.events import CloseConnection
+
+    from servers.runtimes.green.app import DeclaredSizeLimit
+
+    ws = Connection(ConnectionType.SERVER, extensions=[DeclaredSizeLimit()])
+    ws.receive_data(ws_frame(0x1, b"", declared_length=2**31))
+    [event] = ws.events()
+    assert isinstance(event, CloseConnection) and event.code == 1009
