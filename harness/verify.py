@@ -114,13 +114,7 @@ def _raw_get(base_url: str, target: str, timeout_s: float = 5.0) -> bytes:
     request = f"GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode()
     with socket.create_connection(_address(base_url), timeout=timeout_s) as sock:
         sock.sendall(request)
-        data = b""
-        try:
-            while chunk := sock.recv(65536):
-                data += chunk
-        except (TimeoutError, ConnectionResetError):
-            pass
-    return data
+        return read_until_close(sock)
 
 
 def _get_status(base_url: str, target: str) -> int | None:
@@ -283,12 +277,17 @@ def _exchange_until_close(base_url: str, request: bytes, quiet_s: float) -> byte
     with socket.create_connection(_address(base_url), timeout=5.0) as sock:
         sock.sendall(request)
         sock.settimeout(quiet_s)
-        data = b""
-        try:
-            while chunk := sock.recv(65536):
-                data += chunk
-        except (TimeoutError, ConnectionResetError):
-            pass
+        return read_until_close(sock)
+
+
+def read_until_close(sock: socket.socket) -> bytes:
+    """Everything `sock` receives until the peer closes, resets, or its timeout passes."""
+    data = b""
+    try:
+        while chunk := sock.recv(65536):
+            data += chunk
+    except (TimeoutError, ConnectionResetError):
+        pass
     return data
 
 

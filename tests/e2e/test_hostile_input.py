@@ -15,7 +15,7 @@ import pytest
 
 from harness.server_process import ServerProcess, start_server
 from harness.sink_store import SinkStore
-from harness.verify import _responses, _status_of
+from harness.verify import _responses, _status_of, read_until_close
 from servers import contract
 from tests.helpers import assert_still_serving, require_framework, servers_serving
 
@@ -54,13 +54,7 @@ def _connect(server: ServerProcess) -> socket.socket:
 
 def _read_until_close(sock: socket.socket, quiet_s: float = 2.0) -> bytes:
     sock.settimeout(quiet_s)
-    data = b""
-    try:
-        while chunk := sock.recv(65536):
-            data += chunk
-    except (TimeoutError, ConnectionResetError):
-        pass
-    return data
+    return read_until_close(sock)
 
 
 def _nothing_stored(store: SinkStore) -> None:
