@@ -90,6 +90,10 @@ def test_connection_ramp_end_to_end(tmp_path: Path) -> None:
         "smoke",
         "--scenario",
         "ws-short",
+        # messages leave every 3–6 s and the server's counter is read from its once-a-second
+        # telemetry: a 2 s hold can end before a new line shows the step's messages
+        "--set",
+        "connection_ramp.hold_s=4",
         "--out",
         str(tmp_path),
         timeout_s=120,

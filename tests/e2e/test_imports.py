@@ -13,7 +13,7 @@ import pytest
 
 grimp = pytest.importorskip("grimp")
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("model", "servers", "drivers", "harness", "charts")
 
 

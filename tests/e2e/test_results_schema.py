@@ -25,7 +25,7 @@ from model.results import (
     write_run,
 )
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 RUNS_1 = ("run_v1", "run_v1_ws")  # aiohttp and nginx on wrk; aiohttp under 200 WebSockets
 
 
