@@ -146,11 +146,15 @@ class Service:
 
 
 class FerretDB(Service):
-    """FerretDB on SQLite in its own data directory, telemetry off."""
+    """FerretDB on SQLite in its own data directory, telemetry off.
+
+    `port` 0 lets the OS choose; a given port restarts a database on the address its
+    clients already know (the fault tests stop one mid-step and bring it back).
+    """
 
     name = "ferretdb"
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, port: int = 0) -> None:
         binary = ferretdb_binary()
         if not binary.is_file():
             raise UserError("FerretDB is not built: run `harness doctor --install`")
@@ -161,7 +165,7 @@ class FerretDB(Service):
                 "--handler=sqlite",
                 f"--sqlite-url=file:{data_dir}/",
                 f"--state-dir={data_dir}",
-                "--listen-addr=127.0.0.1:0",
+                f"--listen-addr=127.0.0.1:{port}",
                 "--debug-addr=-",
                 "--telemetry=disable",
                 "--log-level=WARN",

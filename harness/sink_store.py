@@ -74,17 +74,23 @@ class SinkStore:
         self.mongo_url = mongo_url
         self.baseline: SinkAudit | None = None  # what it held before the counted load
         if sink == "mongo":
-            if mongo_url is None:
-                self._ferretdb = FerretDB(Path(self._tempdir.name) / "ferretdb")
-                self.mongo_url = self._ferretdb.url
-            from pymongo import MongoClient
-
-            self._client = MongoClient(self.mongo_url, serverSelectionTimeoutMS=5000)
             try:
-                self._client[mongo_db][MONGO_COLLECTION].drop()
-            except Exception as error:
+                self._open_mongo(mongo_db)
+            except BaseException:  # Ctrl-C too: no database or directory left behind
                 self.close()
-                raise UserError(f"MongoDB at {self.mongo_url} is not reachable: {error}") from None
+                raise
+
+    def _open_mongo(self, mongo_db: str) -> None:
+        if self.mongo_url is None:
+            self._ferretdb = FerretDB(Path(self._tempdir.name) / "ferretdb")
+            self.mongo_url = self._ferretdb.url
+        from pymongo import MongoClient
+
+        self._client = MongoClient(self.mongo_url, serverSelectionTimeoutMS=5000)
+        try:
+            self._client[mongo_db][MONGO_COLLECTION].drop()
+        except Exception as error:
+            raise UserError(f"MongoDB at {self.mongo_url} is not reachable: {error}") from None
 
     def server_args(self) -> list[str]:
         durable = ["--durable"] if self.durable else []

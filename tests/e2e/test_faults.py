@@ -1,6 +1,6 @@
 """Faults injected into real runs, each bounded in time and judged by the process table, not
 by what the harness says: a server killed mid-step, one of its workers killed, a load
-generator killed, the harness stopped by SIGTERM/SIGHUP during compare and verify, the
+generator killed, the database stopped and brought back, the harness stopped by SIGTERM/SIGHUP during compare and verify, the
 harness killed outright, a second Ctrl-C during a stop.
 
 Every harness started here gets its own TMPDIR (under the test's tmp_path): each process it
@@ -28,11 +28,11 @@ import pytest
 from harness.compare import build_plan
 from harness.run import Runner, SilentReporter
 from harness.server_process import ServerProcess, start_server
-from harness.services import ferretdb_binary
+from harness.services import FerretDB, ferretdb_binary
 from harness.tools import tool_path
-from model.results import Case, read_run
+from model.results import Case, Step, read_run
 from servers import FRAMEWORKS, contract
-from tests.helpers import require_framework, require_tools
+from tests.helpers import require_ferretdb, require_framework, require_tools
 
 HARNESS = [sys.executable, "-c", "from harness.cli import main; main()"]
 # one 20 s step: a fault that is not noticed at once shows as a case that takes the full step
@@ -322,6 +322,86 @@ def test_a_killed_load_generator_fails_its_step_with_the_reason_and_nothing_hang
     assert step.extra["driver_error"] == f"wrk (pid {wrk_pid}) was killed by SIGKILL"
     assert step.errors == {"total": 1, "aborted": 1}
     assert reporter.cases_finished[0] - killed_at < contract.SHUTDOWN_GRACE_S  # no hang
+    assert run.status == "complete"
+
+
+class StopDatabaseDuringFirstStep(SilentReporter):
+    """SIGKILLs the run's database 1 s into the first step and restarts it, on the same port
+    and data, `down_s` later: the server meets a database that is gone, then back.
+
+    The restart runs on a thread that lives until `close()`: a child dies with the thread
+    that started it (drivers/processes.py, the parent-death signal)."""
+
+    def __init__(self, database: FerretDB, down_s: float) -> None:
+        self.database = database
+        self.down_s = down_s
+        self.restarted: FerretDB | None = None
+        self.steps: list[Step] = []
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def step_started(self, *, index: int, offered: float, unit: str) -> None:
+        if index == 0 and self._thread is None:
+            self._thread = threading.Thread(target=self._stop_and_restart, daemon=True)
+            self._thread.start()
+
+    def _stop_and_restart(self) -> None:
+        port, data_dir = self.database.port, self.database.workdir
+        assert data_dir is not None
+        if self._done.wait(1.0):
+            return
+        os.killpg(self.database.process.pid, signal.SIGKILL)
+        self.database.process.wait()
+        if self._done.wait(self.down_s):
+            return
+        self.restarted = FerretDB(data_dir, port=port)
+        self._done.wait()
+        self.restarted.stop()
+
+    def step_finished(self, *, step: Step) -> None:
+        self.steps.append(step)
+
+    def close(self) -> None:
+        """Stop the restarted database (on its own thread) and the original if it lives."""
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join(10)
+        self.database.stop()
+
+
+def test_a_database_stopped_mid_step_costs_503s_and_loses_no_acknowledged_record(
+    tmp_path: Path,
+) -> None:
+    """The mongo sink's database dies for 2 s in step 0: its /log requests are answered 503
+    (counted as errors), nothing acknowledged is lost, and step 1 is served as before."""
+    require_framework("aiohttp")
+    require_tools("wrk")
+    require_ferretdb()
+    database = FerretDB(tmp_path / "db")
+    steps = {"ramp.duration_s": 6, "ramp.start": 10, "ramp.stop": 20, "ramp.step": 10}
+    plan = build_plan(
+        frameworks="aiohttp",
+        profile_name="smoke",
+        overrides={"scenario": "log", "sink": "mongo", "warmup_s": 0, "cooldown_s": 0, **steps},
+        server_cpus=None,
+        agent_cpus=None,
+        out=tmp_path / "results",
+        mongo_url=database.url,
+    )
+    reporter = StopDatabaseDuringFirstStep(database, down_s=2.0)
+    try:
+        run = Runner(plan, reporter).run()
+    finally:
+        reporter.close()
+    assert reporter.restarted is not None, "the database was not restarted"
+    [case] = run.cases
+    assert case.status == "ok", case.error
+    during, after = case.steps
+    assert during.errors.get("total", 0) > 0, during.errors  # the 503s, counted
+    assert after.errors.get("total", 0) == 0, after.errors  # serving as before
+    assert after.replies > 0
+    assert case.reconcile is not None
+    assert case.reconcile["lost"] == 0, case.reconcile
     assert run.status == "complete"
 
 
