@@ -1,7 +1,8 @@
 """Faults injected into real runs, each bounded in time and judged by the process table, not
 by what the harness says: a server killed mid-step, one of its workers killed, a load
-generator killed, the database stopped and brought back, the harness stopped by SIGTERM/SIGHUP during compare and verify, the
-harness killed outright, a second Ctrl-C during a stop.
+generator killed, the database killed and brought back, the harness stopped by
+SIGTERM/SIGHUP during compare and verify, the harness killed outright, a second Ctrl-C
+during a stop.
 
 Every harness started here gets its own TMPDIR (under the test's tmp_path): each process it
 starts inherits it, so `leftovers()` finds every descendant, reparented or not, by its
