@@ -342,26 +342,53 @@ def run_worker(listener, worker)
   state.emit_telemetry
 end
 
+# Fork one worker per listener and wait for them. A worker that dies unasked stops the
+# server, as the Python supervisor does (servers/__main__.py): it is named on stderr, the
+# others get SIGTERM and the supervisor exits 1.
 def supervise(listeners)
-  children = listeners.each_with_index.map do |listener, worker|
-    fork do
+  children = listeners.each_with_index.to_h do |listener, worker|
+    pid = fork do
       listeners.each { |other| other.close unless other.equal?(listener) }
       run_worker(listener, worker)
       exit!(0)
     end
+    [pid, worker]
   end
   listeners.each(&:close)
-  %w[TERM INT].each do |signal|
-    Signal.trap(signal) do
-      children.each do |pid|
-        Process.kill(signal, pid)
-      rescue Errno::ESRCH
-        nil
-      end
+  stopping = false
+  forward = lambda do |signal|
+    children.each_key do |pid|
+      Process.kill(signal, pid)
+    rescue Errno::ESRCH
+      nil
     end
   end
-  statuses = children.map { |pid| Process.wait2(pid)[1] }
-  statuses.all?(&:success?) ? 0 : 1
+  %w[TERM INT].each do |signal|
+    Signal.trap(signal) do
+      stopping = true
+      forward.call(signal)
+    end
+  end
+  worst = 0
+  until children.empty?
+    pid, status = Process.wait2
+    worker = children.delete(pid)
+    next if worker.nil?
+
+    worst = 1 unless status.success?
+    next if stopping
+
+    stopping = true
+    worst = 1
+    how = if status.signaled?
+            "was killed by SIG#{Signal.signame(status.termsig)}"
+          else
+            "exited with status #{status.exitstatus}"
+          end
+    warn "servers: worker #{worker} (pid #{pid}) #{how}: stopping the other workers"
+    forward.call('TERM')
+  end
+  worst
 end
 
 def main(argv)

@@ -155,25 +155,45 @@ async function runWorker(options, worker) {
   if (cluster.isWorker) process.on('disconnect', shutdown); // the primary is gone
 }
 
-/** The cluster primary: fork the workers, forward signals, exit 0 when all exit 0. */
+/**
+ * The cluster primary: fork the workers, forward signals, exit 0 when all exit 0. A worker
+ * that dies unasked stops the server, as the Python supervisor does (servers/__main__.py):
+ * it is named on stderr, the others are stopped and the primary exits 1.
+ */
 function runPrimary(options) {
   let worst = 0;
   let running = options.workers;
+  let stopping = false;
+  const indexOf = new Map(); // cluster worker id -> the contract's worker number
   for (let i = 0; i < options.workers; i += 1) {
-    cluster.fork({ SERVER_WORKER: String(i) });
+    indexOf.set(cluster.fork({ SERVER_WORKER: String(i) }).id, i);
   }
-  cluster.on('exit', (worker, code, signal) => {
-    if (code !== 0 || signal) worst = 1;
-    running -= 1;
-    if (running === 0) process.exit(worst);
-  });
   function forward(signal) {
     for (const worker of Object.values(cluster.workers)) {
       if (!worker.isDead()) worker.process.kill(signal);
     }
   }
-  process.on('SIGTERM', forward);
-  process.on('SIGINT', forward);
+  cluster.on('exit', (worker, code, signal) => {
+    if (code !== 0 || signal) worst = 1;
+    running -= 1;
+    if (!stopping) {
+      stopping = true;
+      worst = 1;
+      const how = signal ? `was killed by ${signal}` : `exited with status ${code}`;
+      process.stderr.write(
+        `servers: worker ${indexOf.get(worker.id)} (pid ${worker.process.pid}) ${how}: ` +
+          'stopping the other workers\n',
+      );
+      forward('SIGTERM');
+    }
+    if (running === 0) process.exit(worst);
+  });
+  for (const signal of ['SIGTERM', 'SIGINT']) {
+    process.on(signal, () => {
+      stopping = true;
+      forward(signal);
+    });
+  }
 }
 
 function main() {
