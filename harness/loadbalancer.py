@@ -52,6 +52,11 @@ class LoadBalancer:
         """The master's and the workers' pids (for the monitor's process tree)."""
         return [] if self._nginx is None else [p.pid for p in self._nginx.processes()]
 
+    def poll(self) -> int | None:
+        """nginx's exit status once its master has exited (None while it runs or before
+        `start`)."""
+        return None if self._nginx is None else self._nginx.process.poll()
+
     def start(self) -> LoadBalancer:
         """Start nginx and wait until it answers on `.port`; UserError if it cannot."""
         if self._nginx is not None:

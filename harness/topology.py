@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from drivers.processes import how_it_ended
 from harness import affinity as cpu_affinity
 from harness.server_process import ServerProcess, start_server
 from model.errors import UserError
@@ -65,17 +66,28 @@ def parse_process_models(text: str) -> list[ProcessModel]:
 
 
 class _AnyExited:
-    """`poll()`/`returncode` over several processes: the first one that has exited."""
+    """`poll()`/`returncode` over several processes and the balancer: the first one that
+    has exited (a balancer that died ends the case as a dead server does)."""
 
-    def __init__(self, servers: Sequence[ServerProcess]) -> None:
+    def __init__(self, servers: Sequence[ServerProcess], balancer: Any = None) -> None:
         self._servers = servers
+        self._balancer = balancer
+
+    def exit_reason(self) -> str | None:
+        """Which process is gone and how ("load balancer killed by SIGKILL"); None if none."""
+        for server in self._servers:
+            code = server.process.poll()
+            if code is not None:
+                return f"server {how_it_ended(code)}"
+        code = self._balancer.poll() if self._balancer is not None else None
+        return None if code is None else f"load balancer {how_it_ended(code)}"
 
     def poll(self) -> int | None:
         for server in self._servers:
             code = server.process.poll()
             if code is not None:
                 return code
-        return None
+        return self._balancer.poll() if self._balancer is not None else None
 
     @property
     def returncode(self) -> int | None:
@@ -98,7 +110,7 @@ class Topology:
         self.balancer = balancer
         self.instance_cpus = list(instance_cpus)
         self.balancer_cpus = balancer_cpus
-        self.process = _AnyExited(servers)
+        self.process = _AnyExited(servers, balancer)
 
     @property
     def pid(self) -> int:

@@ -15,7 +15,6 @@ from typing import Any
 
 from drivers import build_driver
 from drivers.base import Driver, DriverOutputError, DriverResult, Target, run_step
-from drivers.processes import how_it_ended
 from harness import affinity as cpu_affinity
 from harness.monitor import Monitor, step_stats
 from harness.probe import Probe
@@ -38,9 +37,8 @@ def request_timeout_s(ramp: Ramp, profile_timeout_s: float) -> float:
 
 
 def server_exit(server: Topology) -> str | None:
-    """Why the server (any of its instances) is gone; None while it runs."""
-    code = server.process.poll()
-    return None if code is None else f"server {how_it_ended(code)}"
+    """Why the server (any of its instances, or their balancer) is gone; None while it runs."""
+    return server.process.exit_reason()
 
 
 def run_http_case(ctx: CaseContext, server: Topology, monitor: Monitor) -> Measured:

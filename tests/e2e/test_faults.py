@@ -258,6 +258,15 @@ def a_worker() -> psutil.Process | None:
     return workers[-1] if len(workers) == 2 else None
 
 
+def the_balancer() -> psutil.Process | None:
+    """The nginx master balancing the aiohttp instances of `lb:2`."""
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if child.name() == "nginx" and "master" in " ".join(child.cmdline()):
+                return child
+    return None
+
+
 def the_wrk() -> psutil.Process | None:
     for child in psutil.Process().children(recursive=True):
         with contextlib.suppress(psutil.Error):
@@ -267,19 +276,24 @@ def the_wrk() -> psutil.Process | None:
 
 
 @pytest.mark.parametrize(
-    ("process_model", "pick", "reason"),
+    ("process_model", "pick", "reason", "who"),
     [
-        ("single", the_server, "server killed by SIGKILL"),
-        ("workers:2", a_worker, "was killed by SIGKILL: stopping the other workers"),
+        ("single", the_server, "server killed by SIGKILL", "server"),
+        ("workers:2", a_worker, "was killed by SIGKILL: stopping the other workers", "server"),
+        ("lb:2", the_balancer, "load balancer killed by SIGKILL", "load balancer"),
     ],
-    ids=["server", "one-worker"],
+    ids=["server", "one-worker", "balancer"],
 )
 def test_a_killed_server_fails_its_case_at_once_and_the_run_goes_on(
-    tmp_path: Path, process_model: str, pick: Callable[[], psutil.Process | None], reason: str
+    tmp_path: Path,
+    process_model: str,
+    pick: Callable[[], psutil.Process | None],
+    reason: str,
+    who: str,
 ) -> None:
     require_framework("aiohttp")
     require_framework("tornado")
-    require_tools("wrk")
+    require_tools("wrk", "nginx")
     plan = build_plan(
         frameworks="aiohttp,tornado",
         profile_name="smoke",
@@ -295,7 +309,8 @@ def test_a_killed_server_fails_its_case_at_once_and_the_run_goes_on(
     assert reason in (first.error or ""), first.error
     assert "during step 0" in (first.error or "")
     [step] = first.steps
-    assert "server" in step.extra["driver_error"]  # the step stopped for the server's sake
+    # the step stopped for the server's (or the balancer's) sake
+    assert who in step.extra["driver_error"]
     _, killed_at = reporter.killed[0]
     # noticed at once, not when the 10 s step ends (a worker's peer stops within the grace)
     assert reporter.cases_finished[0] - killed_at < contract.SHUTDOWN_GRACE_S + 2
