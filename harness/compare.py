@@ -16,6 +16,7 @@ from harness.affinity import parse_cpu_list
 from harness.frameworks import select_frameworks
 from harness.profile import load_profile
 from harness.run import Plan, Runner, claim_run_dir, default_cpus
+from harness.run.rounds import has_rounds
 from model.errors import UserError
 from model.results import Case, Run, Step
 from model.scenarios import get_scenario
@@ -124,12 +125,9 @@ def build_plan(
 def run_plan(plan: Plan, console: Console) -> tuple[Run, float]:
     """Run with progress bars; returns the run and its wall time in seconds."""
     profile = plan.profile
-    cases_total = (
-        profile.repeat
-        * len(profile.affinity_modes)
-        * len(profile.process_models)
-        * len(plan.frameworks)
-    )
+    cases = len(profile.affinity_modes) * len(profile.process_models) * len(plan.frameworks)
+    # each confirmation round runs every case once more (fewer if a case found no peak)
+    cases_total = cases * (profile.repeat + (profile.rounds if has_rounds(profile) else 0))
     started = time.monotonic()
     try:
         runner = Runner(plan)
@@ -155,11 +153,17 @@ def run_status_line(run: Run) -> str:
     return f"{run.status}: {run.status_reason}" if run.status_reason else run.status
 
 
+def _ci(pair: tuple[float, float] | None, spec: str = "{:,.0f}") -> str:
+    """ " [low, high]" for a 95 % interval; "" when there is none."""
+    return "" if pair is None else f" [{spec.format(pair[0])}, {spec.format(pair[1])}]"
+
+
 def summary_table(run: Run) -> Table:
     """framework, peak, ratio to nginx, p99 at peak, CPU, RSS, errors, flags — per case.
 
     A process-model column appears when the run compares several; MB/s when the scenario
-    moves files; `vs nginx` when nginx ran beside the others.
+    moves files; `vs nginx` when nginx ran beside the others. With confirmation rounds,
+    peak, ratio and p99 carry their 95 % intervals in brackets.
     """
     cases = run.cases
     models = len({c.process_model for c in cases}) > 1
@@ -193,11 +197,13 @@ def summary_table(run: Run) -> Table:
             at = summary.peak_offered
             ratio = summary.ratio_to_nginx
             cells |= {
-                "peak": _fmt(summary.peak) + f" {summary.peak_unit}",
-                "vs nginx": f"{ratio:.2f}×" if ratio is not None else "–",
+                "peak": _fmt(summary.peak) + f" {summary.peak_unit}" + _ci(summary.peak_ci),
+                "vs nginx": (f"{ratio:.2f}×" if ratio is not None else "–")
+                + _ci(summary.ratio_to_nginx_ci, "{:.2f}"),
                 "MB/s": _fmt(summary.megabytes_per_s_at_peak, "{:.1f}"),
                 "at": f"{at:g} {unit}" if at is not None else "–",
-                "p99 at peak ms": _fmt(summary.p99_at_peak_ms, "{:.2f}"),
+                "p99 at peak ms": _fmt(summary.p99_at_peak_ms, "{:.2f}")
+                + _ci(summary.p99_at_peak_ci_ms, "{:.2f}"),
                 "server CPU %": _fmt(summary.server_cpu_at_peak_pct),
                 "RSS MB": _fmt(rss / 1e6 if rss else None, "{:.1f}"),
                 "errors": str(summary.errors_total),

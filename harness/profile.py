@@ -52,6 +52,11 @@ class Profile:
     durable: bool = False
     # The ramp WebSocket scenarios use (with the agent) when the profile's own is HTTP.
     connection_ramp: ConnectionRamp | None = None
+    # confirmation rounds (harness.run.rounds): after the ramp, each framework's peak load
+    # is run this many times more, `round_duration_s` each, frameworks interleaved; every
+    # figure then carries a 95 % interval. 0: the ramp's figures alone, no intervals.
+    rounds: int = 0
+    round_duration_s: float = 3.0
 
     def __post_init__(self) -> None:
         if self.affinity not in AFFINITY_CHOICES:
@@ -60,6 +65,10 @@ class Profile:
             )
         if self.repeat < 1:
             raise ValueError(f"repeat must be at least 1, not {self.repeat}")
+        if not isinstance(self.rounds, int) or self.rounds < 0 or self.rounds == 1:
+            raise ValueError(f"rounds must be 0 or at least 2 (an interval), not {self.rounds!r}")
+        if self.round_duration_s <= 0:
+            raise ValueError(f"round_duration_s must be positive, not {self.round_duration_s}")
         if self.warmup_s < 0 or self.cooldown_s < 0:
             raise ValueError("warmup_s and cooldown_s must not be negative")
         if self.probe_interval_s <= 0 or self.timeout_s <= 0:

@@ -16,6 +16,12 @@ by name):
   failed); `config.interrupted` is gone. Read from /2 by `upgrade_run_2`: interrupted
   when `config.interrupted` was true, complete when `finished` is set, else `unknown`
   (/2 wrote no end for a run that died on a SIGTERM, an OOM kill or an exception).
+- harness.run/4 — confirmation rounds and intervals: a case's `rounds` (one Step per round,
+  measured at the ramp's peak, interleaved with the other frameworks); summary fields
+  `rounds`, `rounds_contended`, `ramp_peak` and the 95 % intervals `peak_ci`,
+  `ratio_to_nginx_ci`, `p99_at_peak_ci_ms`, `server_cpu_at_peak_ci_pct` ([low, high]);
+  the run's `verdict` (ranking in groups that admit ties, ratios with intervals, one
+  sentence). Read from /3 as is: a /3 case has no rounds and no intervals.
 """
 
 from __future__ import annotations
@@ -28,10 +34,11 @@ from typing import Any, Literal
 
 from model.files import write_text_atomically
 
-SCHEMA = "harness.run/3"
+SCHEMA = "harness.run/4"
 SCHEMA_1 = "harness.run/1"
 SCHEMA_2 = "harness.run/2"
-READABLE_SCHEMAS = (SCHEMA_1, SCHEMA_2, SCHEMA)
+SCHEMA_3 = "harness.run/3"
+READABLE_SCHEMAS = (SCHEMA_1, SCHEMA_2, SCHEMA_3, SCHEMA)
 CaseStatus = Literal["ok", "failed", "skipped"]
 # running: under way (or the harness was killed outright before it could say otherwise);
 # unknown: read from a /2 file that recorded no end
@@ -46,7 +53,10 @@ FLAG_MEANINGS = {
     "noisy": "repeats of this step spread by more than 10 %",
     "driver_capped": "the driver could not offer the load asked (e.g. httperf's 1,024 sockets)",
     "limit_capped": "an OS limit (open files, ephemeral ports), not the server, capped the step",
+    "contended": "other processes used > 10 % of a core on the server's or the load's CPUs",
 }
+# the summary's intervals: [low, high] at 95 % (harness.stats)
+INTERVAL_FIELDS = ("peak_ci", "ratio_to_nginx_ci", "p99_at_peak_ci_ms", "server_cpu_at_peak_ci_pct")
 
 
 def _finite(name: str, value: float | None) -> None:
@@ -140,6 +150,18 @@ class Summary:
     memory_per_connection_bytes: float | None = None  # RSS slope over the held steps
     baseline_rss_bytes: int | None = None  # the idle server before any connection
     limits: dict[str, Any] | None = None  # agent processes, sockets per process, sources
+    # confirmation rounds (harness.run.rounds): the ramp found the peak (`ramp_peak`, at
+    # `peak_offered`); `rounds` fixed-load runs there, interleaved with the other
+    # frameworks, measured it again. With rounds, `peak`, `p99_at_peak_ms`,
+    # `server_cpu_at_peak_pct` and `ratio_to_nginx` are the rounds' means, each with its
+    # 95 % interval [low, high]; rounds flagged `contended` are left out when two remain.
+    rounds: int = 0
+    rounds_contended: int = 0
+    ramp_peak: float | None = None
+    peak_ci: tuple[float, float] | None = None
+    ratio_to_nginx_ci: tuple[float, float] | None = None
+    p99_at_peak_ci_ms: tuple[float, float] | None = None
+    server_cpu_at_peak_ci_pct: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
         if self.peak_unit not in PEAK_UNITS:
@@ -159,7 +181,13 @@ class Summary:
         ):
             _non_negative(name, getattr(self, name))
         _finite("memory_per_connection_bytes", self.memory_per_connection_bytes)
-        for name in ("errors_total", "repeats"):
+        for name in INTERVAL_FIELDS:
+            pair = getattr(self, name)
+            if pair is not None and (
+                not isinstance(pair, tuple) or len(pair) != 2 or not pair[0] <= pair[1]
+            ):
+                raise ValueError(f"{name} must be a (low, high) pair, not {pair!r}")
+        for name in ("errors_total", "repeats", "rounds", "rounds_contended"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name} must be a whole number >= 0, not {value!r}")
@@ -182,7 +210,8 @@ def summary_from_dict(data: dict[str, Any]) -> Summary:
     unknown = sorted(set(data) - set(SUMMARY_FIELDS))
     if unknown:
         raise ValueError(f"unknown summary fields {unknown}")
-    tuples = {k: tuple(data[k]) for k in ("flags", "failed_repeats") if data.get(k) is not None}
+    names = ("flags", "failed_repeats", *INTERVAL_FIELDS)
+    tuples = {k: tuple(data[k]) for k in names if data.get(k) is not None}
     return Summary(**{**data, **tuples})
 
 
@@ -202,6 +231,7 @@ class Case:
     steps: tuple[Step, ...] = ()
     summary: Summary = field(default_factory=Summary)
     reconcile: dict[str, int] | None = None
+    rounds: tuple[Step, ...] = ()  # the confirmation rounds at the peak, in the order run
 
     def __post_init__(self) -> None:
         if self.status not in ("ok", "failed", "skipped"):
@@ -234,6 +264,10 @@ class Run:
     schema: str = SCHEMA
     status: RunStatus = "complete"
     status_reason: str | None = None  # why a run was interrupted or failed
+    # the comparison in words and numbers (harness.run.verdict): `ranking` (groups whose
+    # intervals do not separate them), `ratios` (each neighbour pair, with its interval),
+    # `text` (one sentence); None when nothing was measured in rounds
+    verdict: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.schema != SCHEMA:
@@ -261,6 +295,7 @@ def case_from_dict(data: dict[str, Any]) -> Case:
         **{
             **data,
             "steps": tuple(step_from_dict(s) for s in data.get("steps", ())),
+            "rounds": tuple(step_from_dict(s) for s in data.get("rounds", ())),
             "summary": summary_from_dict(data.get("summary") or {}),
         }
     )
@@ -299,11 +334,17 @@ def upgrade_run_2(data: dict[str, Any]) -> dict[str, Any]:
         status, reason = "unknown", f"{SCHEMA_2} recorded no end: killed, failed or running"
     else:
         status, reason = "complete", None
-    return {**data, "schema": SCHEMA, "config": config, "status": status, "status_reason": reason}
+    return {**data, "schema": SCHEMA_3, "config": config, "status": status, "status_reason": reason}
+
+
+def upgrade_run_3(data: dict[str, Any]) -> dict[str, Any]:
+    """A harness.run/3 dict as harness.run/4: nothing to fill (no rounds, no intervals, no
+    verdict: every new field's default says so)."""
+    return {**data, "schema": SCHEMA}
 
 
 # each readable older schema and the function that brings it one version forward
-UPGRADES = {SCHEMA_1: upgrade_run_1, SCHEMA_2: upgrade_run_2}
+UPGRADES = {SCHEMA_1: upgrade_run_1, SCHEMA_2: upgrade_run_2, SCHEMA_3: upgrade_run_3}
 
 
 def run_from_dict(data: dict[str, Any]) -> Run:

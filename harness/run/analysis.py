@@ -1,4 +1,5 @@
-"""From steps to figures: the peak, repeats combined, ratios to nginx, the driver-bound test.
+"""From steps to figures: the peak, repeats combined, confirmation rounds and their
+intervals, ratios to nginx, the driver-bound test.
 
 Pure functions of results (no server, no clock), unit-tested without a network.
 """
@@ -10,6 +11,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 
 from drivers.base import Driver, DriverResult
+from harness.stats import Interval, mean_interval, paired_ratio_interval
 from model.ramps import RampStep
 from model.results import Case, Step, Summary
 
@@ -98,17 +100,83 @@ def combine_repeats(cases: Sequence[Case]) -> Case:
     return dataclasses.replace(ok[0], steps=tuple(steps), summary=summary)
 
 
+def _pair(interval: Interval | None, digits: int) -> tuple[float, float] | None:
+    """(low, high) rounded, the low end clamped at 0: every figure given an interval here
+    (a rate, a latency, a CPU share, a ratio) is non-negative, though a t interval on few
+    noisy rounds can reach below it."""
+    if interval is None:
+        return None
+    rounded = interval.rounded(digits)
+    return (max(0.0, rounded.low), rounded.high)
+
+
+def usable_rounds(rounds: Sequence[Step]) -> list[Step]:
+    """The rounds that count: those not flagged `contended`, unless fewer than two are left
+    (then all of them, and the summary says how many were contended)."""
+    quiet = [s for s in rounds if "contended" not in s.flags]
+    return quiet if len(quiet) >= 2 else list(rounds)
+
+
+def with_rounds(case: Case, rounds: Sequence[tuple[int, Case]]) -> Case:
+    """The case's figures from its confirmation rounds (`(round index, round case)`): the
+    peak, p99 and server CPU become the rounds' means with 95 % intervals; the ramp's peak
+    stays as `ramp_peak`. A failed round is listed in `failed_repeats`."""
+    if case.status != "ok" or not rounds:
+        return case
+    steps = tuple(
+        dataclasses.replace(r.steps[0], extra={**r.steps[0].extra, "round": index})
+        for index, r in rounds
+        if r.status == "ok" and r.steps
+    )
+    failures = tuple(
+        f"round {index + 1}: {r.error}" for index, r in rounds if r.status != "ok" or not r.steps
+    )
+    summary = dataclasses.replace(
+        case.summary,
+        rounds=len(steps),
+        rounds_contended=sum("contended" in s.flags for s in steps),
+        failed_repeats=case.summary.failed_repeats + failures,
+    )
+    used = usable_rounds(steps)
+    peak = mean_interval([s.achieved for s in used])
+    if peak is not None:
+        p99 = mean_interval([v for s in used if (v := s.latency_ms.get("p99")) is not None])
+        cpu = mean_interval([v for s in used if (v := s.server_cpu_pct) is not None])
+        summary = dataclasses.replace(
+            summary,
+            ramp_peak=case.summary.peak,
+            peak=round(peak.value, 1),
+            peak_ci=_pair(peak, 1),
+            p99_at_peak_ms=round(p99.value, 3) if p99 else case.summary.p99_at_peak_ms,
+            p99_at_peak_ci_ms=_pair(p99, 3),
+            server_cpu_at_peak_pct=round(cpu.value, 1) if cpu else None,
+            server_cpu_at_peak_ci_pct=_pair(cpu, 1),
+            flags=tuple(sorted({*summary.flags, *(f for s in steps for f in s.flags)})),
+        )
+    return dataclasses.replace(case, rounds=steps, summary=summary)
+
+
+def round_ratio(case: Case, other: Case) -> Interval | None:
+    """`case` / `other` by paired rounds (round r against round r, which ran seconds
+    apart); None unless at least two rounds pair up."""
+    mine = {s.extra["round"]: s.achieved for s in usable_rounds(case.rounds)}
+    theirs = {s.extra["round"]: s.achieved for s in usable_rounds(other.rounds)}
+    both = sorted(set(mine) & set(theirs))
+    return paired_ratio_interval([mine[i] for i in both], [theirs[i] for i in both])
+
+
 def with_baseline_ratios(cases: Sequence[Case], roles: Mapping[str, str]) -> list[Case]:
     """Each case's role (from `roles`, framework by default), and its peak as a ratio to
     nginx's peak in the same run (the affinity study: on noisy machines the ratio to a
     baseline measured alongside is the figure that travels).
 
     nginx is matched on scenario, sink, driver, affinity mode and process model, falling back
-    to nginx's case with the same scenario and mode under any process model.
+    to nginx's case with the same scenario and mode under any process model. With rounds
+    on both sides the ratio is taken round by round, with its interval.
     """
     nginx = [c for c in cases if c.framework == "nginx" and c.status == "ok"]
 
-    def nginx_peak(case: Case) -> float | None:
+    def nginx_case(case: Case) -> Case | None:
         same = [
             c
             for c in nginx
@@ -116,16 +184,20 @@ def with_baseline_ratios(cases: Sequence[Case], roles: Mapping[str, str]) -> lis
             == (case.scenario, case.sink, case.driver, case.affinity.get("mode"))
         ]
         exact = [c for c in same if c.process_model == case.process_model]
-        chosen = (exact or same or [None])[0]
-        return chosen.summary.peak if chosen is not None else None
+        return (exact or same or [None])[0]
 
     result = []
     for case in cases:
         summary = dataclasses.replace(case.summary, role=roles.get(case.framework, "framework"))
-        peak, baseline = summary.peak, nginx_peak(case)
-        if peak is not None and baseline and summary.peak_unit == "req/s":
+        peak, baseline = summary.peak, nginx_case(case)
+        if peak is not None and baseline and baseline.summary.peak and summary.peak_unit == "req/s":
+            paired = round_ratio(case, baseline)
             summary = dataclasses.replace(
-                summary, ratio_to_nginx=round(float(peak) / float(baseline), 3)
+                summary,
+                ratio_to_nginx=round(
+                    paired.value if paired else float(peak) / float(baseline.summary.peak), 3
+                ),
+                ratio_to_nginx_ci=_pair(paired, 3),
             )
         result.append(dataclasses.replace(case, summary=summary))
     return result

@@ -53,12 +53,25 @@ def new_case(
     )
 
 
-def run_case(run: RunContext, framework: str, mode: str, repeat: int, model: ProcessModel) -> Case:
-    """One framework through the whole ramp under one affinity mode and process model."""
+def run_case(
+    run: RunContext,
+    framework: str,
+    mode: str,
+    repeat: int,
+    model: ProcessModel,
+    round_label: str | None = None,
+) -> Case:
+    """One framework through the whole ramp under one affinity mode and process model.
+
+    `round_label` ("round 2 of 5") marks a confirmation round (harness.run.rounds): its
+    files go to a directory of their own beside the ramp's.
+    """
     profile = run.profile
     label = f"{framework} [{mode}]" + (f" #{repeat + 1}" if profile.repeat > 1 else "")
     if len(profile.process_models) > 1:
         label += f" {model.name}"
+    if round_label is not None:
+        label += f" {round_label}"
     run.reporter.case_started(label=label, steps=len(list(profile.ramp)))
     unpinned: dict[str, str | None] = {"mode": mode, "server": None, "agent": None}
     info = FRAMEWORKS[framework]
@@ -81,6 +94,8 @@ def run_case(run: RunContext, framework: str, mode: str, repeat: int, model: Pro
     name = new_case(run, framework, model, "ok", unpinned).key + (
         f"_r{repeat + 1}" if profile.repeat > 1 else ""
     )
+    if round_label is not None:
+        name += "_" + round_label.replace(" ", "-")
     # GridFS and the mongo sink share one database when both are asked for
     mongo_url = run.plan.mongo_url or (run.backends.mongo_url if run.backends else None)
     try:

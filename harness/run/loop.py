@@ -17,11 +17,13 @@ from typing import Any
 from harness.backends import Backends
 from harness.doctor import host_facts
 from harness.lifecycle import interrupt_reason
-from harness.run.analysis import combine_repeats, with_baseline_ratios
+from harness.run.analysis import combine_repeats, with_baseline_ratios, with_rounds
 from harness.run.case import run_case
 from harness.run.context import RunContext
 from harness.run.outputs import write_steps_csv
 from harness.run.plan import Plan, Reporter, SilentReporter, now_iso
+from harness.run.rounds import has_rounds, rotated, run_round
+from harness.run.verdict import verdict
 from harness.services import own_database
 from harness.tools import TOOLS, tool_status
 from model.errors import UserError
@@ -70,11 +72,20 @@ class Runner:
         }
 
     def run(self) -> Run:
-        """Every case (frameworks interleaved across repeats); run.json after each."""
+        """Every case (frameworks interleaved across repeats), then the confirmation rounds
+        (interleaved, rotated); run.json after each."""
         profile = self.plan.profile
         roles = {name: info.role for name, info in FRAMEWORKS.items()}
         by_key: dict[tuple[str, str, str], list[Case]] = {}
+        rounds: dict[tuple[str, str, str], list[tuple[int, Case]]] = {}
         cases: list[Case] = []
+
+        def figures() -> list[Case]:
+            combined = {key: combine_repeats(runs) for key, runs in by_key.items()}
+            return with_baseline_ratios(
+                [with_rounds(case, rounds.get(key, [])) for key, case in combined.items()], roles
+            )
+
         self.write(cases, finished=None, status="running")  # a run.json from the start
         try:
             with self._backends() as run_context:
@@ -84,11 +95,22 @@ class Runner:
                             for framework in self.plan.frameworks:
                                 case = run_case(run_context, framework, mode, repeat, model)
                                 by_key.setdefault((framework, mode, model.name), []).append(case)
-                                cases = with_baseline_ratios(
-                                    [combine_repeats(c) for c in by_key.values()], roles
-                                )
+                                cases = figures()
                                 self.write(cases, finished=None, status="running")
                                 self.reporter.case_finished(case=case)
+                if has_rounds(profile):
+                    peaked = {
+                        key: combine_repeats(runs)
+                        for key, runs in by_key.items()
+                        if combine_repeats(runs).summary.peak_offered is not None
+                    }
+                    for index in range(profile.rounds):
+                        for key in rotated(list(peaked), index):
+                            measured = run_round(run_context, peaked[key], index)
+                            rounds.setdefault(key, []).append((index, measured))
+                            cases = figures()
+                            self.write(cases, finished=None, status="running")
+                            self.reporter.case_finished(case=measured)
         except KeyboardInterrupt as error:  # Ctrl-C, SIGTERM, SIGHUP (harness.lifecycle)
             self.write(cases, now_iso(), "interrupted", interrupt_reason(error))
             raise
@@ -150,6 +172,7 @@ class Runner:
             SCHEMA,
             status,
             reason,
+            verdict(cases),
         )
         write_run(run, self.plan.out_dir)
         write_steps_csv(run, self.plan.out_dir / "steps.csv")

@@ -1,5 +1,6 @@
 """Runs written in older schemas still open: harness.run/1 (captured from the code before the
-runner split) and harness.run/2 (run_v1 as /2 wrote it) are upgraded by `read_run` to the
+runner split), harness.run/2 (run_v1 as /2 wrote it) and harness.run/3 (run_v2 as /3 wrote
+it) are upgraded by `read_run` to the
 current schema, with a status, and `harness report` draws them."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from model.results import (
     SCHEMA,
     SCHEMA_1,
     SCHEMA_2,
+    SCHEMA_3,
     Case,
     Run,
     Summary,
@@ -175,5 +177,17 @@ def test_the_status_is_written_beside_the_times_and_reads_back(tmp_path: Path) -
     assert list(written)[:6] == [
         "schema", "run_id", "started", "finished", "status", "status_reason",
     ]  # fmt: skip
-    assert written["schema"] == SCHEMA == "harness.run/3"
+    assert written["schema"] == SCHEMA == "harness.run/4"
     assert read_run(tmp_path) == run
+
+
+def test_a_run_3_file_is_read_with_no_rounds_and_no_intervals() -> None:
+    on_disk = json.loads((DATA / "run_v3" / "run.json").read_text())
+    assert on_disk["schema"] == SCHEMA_3
+    run = read_run(DATA / "run_v3")
+    assert run.schema == SCHEMA
+    assert (run.status, run.verdict) == ("interrupted", None)
+    for case, written in zip(run.cases, on_disk["cases"], strict=True):
+        assert case.rounds == ()
+        assert (case.summary.rounds, case.summary.peak_ci) == (0, None)
+        assert case.summary.peak == written["summary"]["peak"]

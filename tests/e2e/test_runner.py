@@ -16,7 +16,7 @@ import psutil
 import pytest
 
 from harness.compare import build_plan
-from harness.run import Runner, combine_repeats, summarize
+from harness.run import Runner, SilentReporter, combine_repeats, summarize
 from harness.tools import tool_path
 from model.results import Case, Step, read_run
 from servers import FRAMEWORKS, Framework
@@ -132,6 +132,50 @@ def test_repeat_interleaves_and_keeps_the_median(tmp_path: Path) -> None:
     assert len(step.extra["achieved_runs"]) == 2
     assert case.summary.repeats == 2
     assert len([p for p in plan.out_dir.iterdir() if p.is_dir()]) == 2  # one directory a repeat
+
+
+class Order(SilentReporter):
+    """The label of every case started, in order."""
+
+    def __init__(self) -> None:
+        self.labels: list[str] = []
+
+    def case_started(self, *, label: str, steps: int) -> None:
+        self.labels.append(label)
+
+
+def test_rounds_run_interleaved_at_each_peak_and_give_intervals(tmp_path: Path) -> None:
+    require_framework("aiohttp")
+    require_tools("wrk", "nginx")
+    plan = build_plan(
+        frameworks="aiohttp,nginx",
+        profile_name="smoke",
+        overrides={"rounds": 3, "round_duration_s": 1, "warmup_s": 0},
+        server_cpus=None,
+        agent_cpus=None,
+        out=tmp_path,
+    )
+    order = Order()
+    run = Runner(plan, order).run()
+    assert order.labels == [
+        "aiohttp [both]", "nginx [both]",
+        "aiohttp [both] round 1 of 3", "nginx [both] round 1 of 3",
+        "nginx [both] round 2 of 3", "aiohttp [both] round 2 of 3",
+        "aiohttp [both] round 3 of 3", "nginx [both] round 3 of 3",
+    ]  # fmt: skip
+    aiohttp, nginx = run.cases
+    for case in run.cases:
+        assert case.status == "ok", case.error
+        assert [s.offered for s in case.rounds] == [case.summary.peak_offered] * 3
+        assert [s.extra["round"] for s in case.rounds] == [0, 1, 2]
+        low, high = case.summary.peak_ci or (None, None)
+        assert low is not None and high is not None and low <= case.summary.peak <= high
+        assert case.summary.ramp_peak == max(s.achieved for s in case.steps)
+    assert nginx.summary.ratio_to_nginx_ci == (1.0, 1.0)
+    assert aiohttp.summary.ratio_to_nginx_ci is not None
+    assert run.verdict is not None and "nginx" in run.verdict["text"]
+    assert read_run(plan.out_dir) == run
+    assert len([p for p in plan.out_dir.iterdir() if p.name.endswith("-of-3")]) == 6
 
 
 @pytest.mark.skipif(not TWO_CPUS, reason="the affinity matrix needs two CPUs")
