@@ -44,6 +44,11 @@ def parse_options(argv: list[str]) -> ServerOptions:
     parser.add_argument("--mc-socket-port", type=int)
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--loop", help="event loop for aiohttp and tornado: asyncio|uvloop")
+    parser.add_argument(
+        "--client-timeout-s",
+        type=float,
+        help="both slow-client deadlines (default: head 10 s, body 30 s; docs/contract.md)",
+    )
     args = parser.parse_args(argv)
     framework = FRAMEWORKS[args.framework]
     loop = args.loop or framework.loops[0]
@@ -67,6 +72,7 @@ def parse_options(argv: list[str]) -> ServerOptions:
             mc_socket_port=args.mc_socket_port,
             workers=args.workers,
             loop=loop,
+            client_timeout_s=args.client_timeout_s,
         )
     except ValueError as error:
         parser.error(str(error))

@@ -98,6 +98,16 @@ WS_SINK_MAX_PENDING = 1024
 TICK_INTERVAL_S = 0.010  # the studies' event-loop probe: a 10 ms timer
 TELEMETRY_INTERVAL_S = 1.0
 SHUTDOWN_GRACE_S = 5.0  # SIGTERM: exit 0 within this
+
+# -- slow clients (docs/contract.md, "Slow clients") --------------------------------------
+# A connection must deliver a whole request head within HEAD_TIMEOUT_S of opening or of
+# its previous response being sent (so an idle keep-alive connection is closed after it
+# too), and a request's whole body within BODY_TIMEOUT_S of its head; otherwise the server
+# closes the connection (a 408 may go first) and stores nothing. Deadlines, not idle
+# timers: a client trickling a byte a second does not keep a connection open. Upgraded
+# WebSocket connections and the memcached socket service are not subject to them.
+HEAD_TIMEOUT_S = 10.0
+BODY_TIMEOUT_S = 30.0
 LISTEN_BACKLOG = 65535  # the kernel caps it at net.core.somaxconn
 
 SINKS = ("empty", "file", "mongo")
@@ -152,6 +162,19 @@ class ServerOptions:
     mc_socket_port: int | None = None  # the memcached socket service's port
     workers: int = 1
     loop: str | None = None  # None: the framework's default loop (servers.FRAMEWORKS)
+    # --client-timeout-s: both slow-client deadlines at once (tests, short runs); None:
+    # HEAD_TIMEOUT_S and BODY_TIMEOUT_S
+    client_timeout_s: float | None = None
+
+    @property
+    def head_timeout_s(self) -> float:
+        """Seconds a connection has to deliver a whole request head (HEAD_TIMEOUT_S)."""
+        return HEAD_TIMEOUT_S if self.client_timeout_s is None else self.client_timeout_s
+
+    @property
+    def body_timeout_s(self) -> float:
+        """Seconds a request has to deliver its whole body after its head (BODY_TIMEOUT_S)."""
+        return BODY_TIMEOUT_S if self.client_timeout_s is None else self.client_timeout_s
 
     def __post_init__(self) -> None:
         if self.sink not in SINKS:
@@ -166,3 +189,5 @@ class ServerOptions:
             raise ValueError(f"mongo_db {self.mongo_db!r} does not match {MONGO_DB_PATTERN}")
         if self.durable and self.sink == "mongo" and self.mongo_w == 0:
             raise ValueError("durable needs an acknowledged write: mongo_w 1, not 0")
+        if self.client_timeout_s is not None and not 0 < self.client_timeout_s <= 3600:
+            raise ValueError(f"client_timeout_s must be in (0, 3600], not {self.client_timeout_s}")
