@@ -86,8 +86,24 @@ def _too_large() -> web.Response:
     return response
 
 
-def make_app(state: ServerState, sink: AsyncSink, backends: AsyncBackends) -> web.Application:
-    """The contract's routes; aiohttp answers unknown paths 404 and wrong methods 405."""
+def _closed(request: web.Request) -> web.Response:
+    """Close the connection at once; the response returned is never sent (aiohttp finds
+    the transport closing and stops), and the rest of the body is not lingered on."""
+    transport = request.transport
+    if transport is not None:
+        transport.close()
+    return web.Response(status=408)
+
+
+def make_app(
+    state: ServerState, sink: AsyncSink, backends: AsyncBackends, body_timeout_s: float
+) -> web.Application:
+    """The contract's routes; aiohttp answers unknown paths 404 and wrong methods 405.
+
+    `/log` reads its body within `body_timeout_s` of its handler starting (when the head
+    arrived, unless earlier requests on the connection were still being answered) or
+    closes the connection: the contract's body deadline.
+    """
     websockets: weakref.WeakSet[web.WebSocketResponse] = weakref.WeakSet()
     memcached = backends.memcached
 
@@ -107,9 +123,16 @@ def make_app(state: ServerState, sink: AsyncSink, backends: AsyncBackends) -> we
             # once (aiohttp's own check, in read(), waits for the bytes).
             return _too_large()
         try:
-            body = (await request.read()).decode("utf-8", "replace")
+            if request.content.is_eof():  # the whole body came with the head: no timer
+                raw_body = await request.read()
+            else:
+                async with asyncio.timeout(body_timeout_s):
+                    raw_body = await request.read()
         except web.HTTPRequestEntityTooLarge:  # a chunked body past client_max_size
             return _too_large()
+        except TimeoutError:  # the body missed its deadline: close, store nothing
+            return _closed(request)
+        body = raw_body.decode("utf-8", "replace")
         record = state.make_record(request.method, request.path, dict(request.headers), body)
         try:
             await sink.store_and_wait(record)
@@ -226,23 +249,47 @@ async def _serve(worker: Worker) -> None:
     loop = asyncio.get_running_loop()
     sink = open_async_sink(options, state)
     backends = AsyncBackends(options, state)
+    head_timeout_s = options.head_timeout_s
     runner = web.AppRunner(
-        make_app(state, sink, backends),
+        make_app(state, sink, backends, options.body_timeout_s),
         handle_signals=False,
         access_log=None,
         shutdown_timeout=contract.SHUTDOWN_GRACE_S / 2,
+        # The head deadline after a response: aiohttp closes a connection still waiting
+        # for a whole head this long after its last response; received bytes do not
+        # move it, so it is a deadline and not an idle timer.
+        keepalive_timeout=head_timeout_s,
+        # A body no handler reads (a GET's) is read and dropped after the response for
+        # at most this long, then the connection closed: the body deadline there.
+        lingering_time=options.body_timeout_s,
     )
     await runner.setup()
     server = runner.server
     assert server is not None
     made, lost = server.connection_made, server.connection_lost
+    # The head deadline of a new connection: aiohttp arms its keep-alive timer at
+    # connection open only from 3.14.4 on, so this timer stands in for it before that.
+    first_head_timers: dict[Any, asyncio.TimerHandle] = {}
+
+    def close_if_no_head(handler: Any, transport: asyncio.Transport) -> None:
+        del first_head_timers[handler]
+        # RequestHandler._request_count (private; aiohttp 3.9 to 3.14.5): the request
+        # heads it has parsed on this connection.
+        if handler._request_count == 0:
+            transport.close()
 
     def connection_made(handler, transport) -> None:
         state.connection_opened()
         made(handler, transport)
+        first_head_timers[handler] = loop.call_later(
+            head_timeout_s, close_if_no_head, handler, transport
+        )
 
     def connection_lost(handler, exc) -> None:
         state.connection_closed()
+        timer = first_head_timers.pop(handler, None)
+        if timer is not None:  # the handler is freed now, not when the timer is due
+            timer.cancel()
         lost(handler, exc)
 
     server.connection_made = connection_made  # type: ignore[method-assign]

@@ -122,14 +122,39 @@ class ContractRequest(Request):
 
 
 class ContractChannel(HTTPChannel):
-    """An HTTP/1.1 connection that is counted, and closed cleanly on shutdown."""
+    """An HTTP/1.1 connection that is counted, closed cleanly on shutdown, and held to
+    the contract's slow-client deadlines (docs/contract.md, "Slow clients").
+
+    The deadlines ride on HTTPChannel's own timer (TimeoutMixin), which the channel
+    already arms at `connectionMade` (with the site's timeout: the head deadline),
+    cancels while a request is handled (`allContentReceived`) and arms again with the
+    saved period when a response is done (`requestDone`). Two changes make it the
+    contract's: data no longer resets it (`resetTimeout`), so it is a deadline and not an
+    idle timer, and a request with a body gets the body deadline from the end of its head.
+    """
 
     site: ContractSite
 
     def connectionMade(self) -> None:
-        super().connectionMade()  # sets TCP_NODELAY on the transport
+        super().connectionMade()  # sets TCP_NODELAY, arms the timer with site.timeOut
         self.site.state.connection_opened()
         self.site.channels.add(self)
+
+    def resetTimeout(self) -> None:
+        """Not on every read: a client trickling a byte at a time must not keep its
+        connection (HTTPChannel.dataReceived calls this for each chunk received)."""
+
+    def allHeadersReceived(self) -> None:
+        super().allHeadersReceived()
+        if self.length != 0:  # a body follows (a length, or chunked: None)
+            self.setTimeout(self.site.body_timeout_s)
+
+    def allContentReceived(self) -> None:
+        # HTTPChannel cancels the timer here and saves the period it had, to arm it with
+        # when the response is done (requestDone, which may run within this call): that
+        # must be the head deadline, also when the period was the body's.
+        self.timeOut = self.site.timeOut
+        super().allContentReceived()
 
     def connectionLost(self, reason: Any) -> None:
         super().connectionLost(reason)
@@ -175,10 +200,14 @@ class ContractSite(Site):
     protocol = ContractChannel
     requestFactory = ContractRequest
 
-    def __init__(self, resource: Resource, state: ServerState) -> None:
+    def __init__(
+        self, resource: Resource, state: ServerState, head_timeout_s: float, body_timeout_s: float
+    ) -> None:
         # /log reads the raw body; parsing form uploads into request.args is wasted work.
-        super().__init__(resource, parsePOSTFormSubmission=False)
+        # `timeout` is each channel's first timer period: the head deadline.
+        super().__init__(resource, parsePOSTFormSubmission=False, timeout=head_timeout_s)
         self.state = state
+        self.body_timeout_s = body_timeout_s
         self.channels: set[ContractChannel] = set()
         self.draining = False
 
@@ -570,7 +599,8 @@ def make_site(
     root.putChild(_segment(contract.ROUTE_GRIDFS_PREFIX), GridFSRoute(state, gridfs))
     root.putChild(_segment(contract.ROUTE_MEMCACHED_PREFIX), MemcachedRoute(state, pool))
     root.putChild(_segment(contract.ROUTE_WEBSOCKET), WebSocketRoute(state, websockets))
-    return ContractSite(root, state), websockets
+    site = ContractSite(root, state, options.head_timeout_s, options.body_timeout_s)
+    return site, websockets
 
 
 def _segment(route: str) -> bytes:
