@@ -18,7 +18,6 @@ from tests.helpers import (
     assert_still_serving,
     raw_ws_connect,
     require_framework,
-    servers_serving,
     ws_frame,
 )
 
@@ -90,6 +89,30 @@ def test_an_idle_keep_alive_connection_is_closed(server) -> None:
         while contract.TEXT_BODY not in reply:
             reply += sock.recv(65536)
         _assert_closed_by_deadline(_seconds_until_closed(sock))
+
+
+def test_a_client_that_asks_within_the_deadline_keeps_its_connection(server) -> None:
+    """Requests 0.6 timeouts apart, for several timeouts: the deadline restarts after each
+    response, so a keep-alive client that keeps asking is never cut."""
+    with _connect(server[0]) as sock:
+        for _ in range(5):
+            sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            reply = b""
+            while contract.TEXT_BODY not in reply:
+                chunk = sock.recv(65536)
+                assert chunk, "closed while the client kept asking"
+                reply += chunk
+            time.sleep(0.6 * TIMEOUT_S)
+
+
+def test_a_head_trickled_after_a_response_is_closed_on_its_deadline(server) -> None:
+    with _connect(server[0]) as sock:
+        sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        reply = b""
+        while contract.TEXT_BODY not in reply:
+            reply += sock.recv(65536)
+        endless_head = b"GET / HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 200
+        _assert_closed_by_deadline(_seconds_until_closed(sock, endless_head))
 
 
 def test_a_trickled_head_is_closed_on_its_deadline(server) -> None:
