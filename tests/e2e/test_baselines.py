@@ -158,6 +158,19 @@ def test_nginx_config_helpers() -> None:
     for extension, mime in contract.FILE_CONTENT_TYPES.items():
         assert f"{mime} {extension.lstrip('.')}" in nginx_config.types_block()
     assert nginx_config.listen_address("::1", 80) == "[::1]:80"
+    # Slow-client deadlines in whole milliseconds: the defaults, the tests' 1 s, never 0
+    assert nginx_config.nginx_time(contract.HEAD_TIMEOUT_S) == "10000ms"
+    assert nginx_config.nginx_time(1.0) == "1000ms"
+    assert nginx_config.nginx_time(0.0001) == "1ms"
+    baseline = nginx_config.baseline_server_block("127.0.0.1", 80, None, 1.0, 2.5)
+    assert "client_header_timeout 1000ms;" in baseline
+    assert "keepalive_timeout 1000ms;" in baseline
+    assert "client_body_timeout 2500ms;" in baseline
+    # The balancer's clients get the contract's head deadline; idle upstream connections
+    # are dropped before an instance's head deadline would close them.
+    balancer = nginx_config.proxy_blocks("127.0.0.1", 80, [81])
+    assert f"client_header_timeout {nginx_config.nginx_time(contract.HEAD_TIMEOUT_S)};" in balancer
+    assert nginx_config.UPSTREAM_KEEPALIVE_TIMEOUT_S < contract.HEAD_TIMEOUT_S
 
 
 # -- the EventMachine baseline -----------------------------------------------------------

@@ -4,7 +4,8 @@
 #
 # Run by `python -m servers eventmachine ...`, which execs
 # `ruby servers/baselines/eventmachine/server.rb eventmachine <the same arguments>`. It takes the
-# contract's flags, uses --host, --port, --sink and --workers and ignores the others.
+# contract's flags, uses --host, --port, --sink, --workers and --client-timeout-s and ignores
+# the others.
 #
 # The contract's constants are mirrored from servers/contract.py (this is not Python);
 # tests/test_baselines.py checks the body, the headers and the telemetry fields against it.
@@ -27,6 +28,9 @@ NOT_FOUND_BODY = 'not found'
 LISTEN_BACKLOG = 65_535
 TICK_INTERVAL_S = 0.010
 TELEMETRY_INTERVAL_S = 1.0
+HEAD_TIMEOUT_S = 10.0 # the slow-client deadlines (docs/contract.md, "Slow clients")
+BODY_TIMEOUT_S = 30.0
+MAX_CLIENT_TIMEOUT_S = 3600.0 # --client-timeout-s is in (0, 3600]
 MAX_HEAD_BYTES = 16 * 1024 # request line + headers; more is answered 431 and closed
 MAX_BODY_BYTES = 1024 * 1024 # bodies are read and dropped; a bigger one is answered 413
 TELEMETRY_FIELDS = %w[
@@ -38,10 +42,18 @@ SERVER_HEADER = "EventMachine/#{EventMachine::VERSION}"
 PAGE_SIZE = Etc.sysconf(Etc::SC_PAGESIZE)
 
 # The contract's command line: `eventmachine --host H --port P --sink S --workers N ...`.
-Options = Struct.new(:host, :port, :sink, :workers)
+Options = Struct.new(:host, :port, :sink, :workers, :client_timeout_s) do
+  def head_timeout_s
+    client_timeout_s || HEAD_TIMEOUT_S
+  end
+
+  def body_timeout_s
+    client_timeout_s || BODY_TIMEOUT_S
+  end
+end
 
 def parse_options(argv)
-  options = Options.new('127.0.0.1', 0, 'empty', 1)
+  options = Options.new('127.0.0.1', 0, 'empty', 1, nil)
   args = argv.dup
   args.shift if args.first == 'eventmachine'
   until args.empty?
@@ -55,6 +67,8 @@ def parse_options(argv)
     when '--port' then options.port = Integer(value, exception: false) || abort("eventmachine: bad --port #{value}")
     when '--sink' then options.sink = value
     when '--workers' then options.workers = Integer(value, exception: false) || abort("eventmachine: bad --workers #{value}")
+    when '--client-timeout-s'
+      options.client_timeout_s = Float(value, exception: false) || abort("eventmachine: bad --client-timeout-s #{value}")
     end # every other contract flag takes a value this server does not use
   end
   if options.sink != 'empty'
@@ -62,6 +76,10 @@ def parse_options(argv)
     exit 2
   end
   abort('eventmachine: --workers must be at least 1') if options.workers < 1
+  timeout_s = options.client_timeout_s
+  if timeout_s && !(timeout_s.positive? && timeout_s <= MAX_CLIENT_TIMEOUT_S)
+    abort("eventmachine: --client-timeout-s must be in (0, #{MAX_CLIENT_TIMEOUT_S.to_i}], not #{timeout_s}")
+  end
   options
 end
 
@@ -152,6 +170,49 @@ class ServerState
   end
 end
 
+def monotonic_s
+  Process.clock_gettime(Process::CLOCK_MONOTONIC)
+end
+
+# The contract's slow-client deadlines (docs/contract.md, "Slow clients"). Each connection
+# keeps one deadline (`due_at_s`), moved when the contract says: opened, a head arrived
+# with a body still to come, a response sent. One periodic sweep closes the connections
+# past theirs. EventMachine's comm_inactivity_timeout is an idle timer, which a trickle
+# resets, and a timer per request would be armed and cancelled on the hot path.
+class ClientDeadlines
+  MAX_SWEEP_INTERVAL_S = 0.5
+
+  attr_reader :head_timeout_s, :body_timeout_s
+
+  def initialize(head_timeout_s, body_timeout_s)
+    @head_timeout_s = head_timeout_s
+    @body_timeout_s = body_timeout_s
+    @connections = {}.compare_by_identity # a set, in insertion order
+  end
+
+  # A deadline is noticed within a quarter of the shorter one, and at most 500 ms late.
+  def sweep_interval_s
+    [MAX_SWEEP_INTERVAL_S, @head_timeout_s / 4, @body_timeout_s / 4].min
+  end
+
+  def watch(connection)
+    @connections[connection] = true
+  end
+
+  def forget(connection)
+    @connections.delete(connection)
+  end
+
+  def sweep
+    now_s = monotonic_s
+    late = @connections.each_key.select { |connection| connection.due_at_s < now_s }
+    late.each do |connection|
+      forget(connection)
+      connection.close_connection # no 408: the close says it
+    end
+  end
+end
+
 # One HTTP/1.1 connection: a small parser (keep-alive, pipelining, Content-Length bodies)
 # and the two routes. Every complete request in a read is answered in one send_data.
 class HttpConnection < EventMachine::Connection
@@ -164,19 +225,27 @@ class HttpConnection < EventMachine::Connection
     431 => 'Request Header Fields Too Large', 505 => 'HTTP Version Not Supported'
   }.freeze
 
-  def initialize(state)
+  # When the head or body this connection waits for is due (ClientDeadlines).
+  attr_reader :due_at_s
+
+  def initialize(state, deadlines)
     super()
     @state = state
+    @deadlines = deadlines
     @buffer = String.new(encoding: Encoding::BINARY)
     @closing = false
+    @body_pending = false # a head arrived, its body has not
   end
 
   def post_init
     @state.opened
+    @due_at_s = monotonic_s + @deadlines.head_timeout_s
+    @deadlines.watch(self)
   end
 
   def unbind
     @state.closed
+    @deadlines.forget(self)
   end
 
   def receive_data(data)
@@ -184,14 +253,27 @@ class HttpConnection < EventMachine::Connection
 
     @buffer << data
     out = +''
+    body_pending = false
     while !@closing && complete_request?
       response = next_response
-      break if response.nil? # the rest of a body is still to come
+      if response.nil? # the rest of a body is still to come
+        body_pending = true
+        break
+      end
 
       out << response
+      @body_pending = false
     end
     send_data(out) unless out.empty?
-    close_connection_after_writing if @closing
+    if @closing
+      close_connection_after_writing
+    elsif body_pending
+      # The body is due from the end of its head, which arrived in this read or earlier.
+      @due_at_s = monotonic_s + @deadlines.body_timeout_s unless @body_pending
+      @body_pending = true
+    elsif !out.empty?
+      @due_at_s = monotonic_s + @deadlines.head_timeout_s # the next head, from this response
+    end
   end
 
   private
@@ -327,14 +409,16 @@ def open_listeners(options)
 end
 
 # Serve on `listener` until SIGTERM/SIGINT; the first telemetry line says it is listening.
-def run_worker(listener, worker)
+def run_worker(listener, worker, options)
   state = ServerState.new(worker, listener.local_address.ip_port)
+  deadlines = ClientDeadlines.new(options.head_timeout_s, options.body_timeout_s)
   EventMachine.epoll
   _, nofile_hard = Process.getrlimit(:NOFILE)
   EventMachine.set_descriptor_table_size([nofile_hard, 1_048_576].min)
   %w[TERM INT].each { |signal| Signal.trap(signal) { EventMachine.stop } }
   EventMachine.run do
-    EventMachine.attach_server(listener, HttpConnection, state)
+    EventMachine.attach_server(listener, HttpConnection, state, deadlines)
+    EventMachine.add_periodic_timer(deadlines.sweep_interval_s) { deadlines.sweep }
     EventMachine.add_periodic_timer(TICK_INTERVAL_S) { state.tick }
     EventMachine.add_periodic_timer(TELEMETRY_INTERVAL_S) { state.emit_telemetry }
     state.emit_telemetry
@@ -345,11 +429,11 @@ end
 # Fork one worker per listener and wait for them. A worker that dies unasked stops the
 # server, as the Python supervisor does (servers/__main__.py): it is named on stderr, the
 # others get SIGTERM and the supervisor exits 1.
-def supervise(listeners)
+def supervise(listeners, options)
   children = listeners.each_with_index.to_h do |listener, worker|
     pid = fork do
       listeners.each { |other| other.close unless other.equal?(listener) }
-      run_worker(listener, worker)
+      run_worker(listener, worker, options)
       exit!(0)
     end
     [pid, worker]
@@ -401,10 +485,10 @@ def main(argv)
     return 1
   end
   if options.workers == 1
-    run_worker(listeners.first, 0)
+    run_worker(listeners.first, 0, options)
     return 0
   end
-  supervise(listeners)
+  supervise(listeners, options)
 end
 
 exit(main(ARGV)) if $PROGRAM_NAME == __FILE__

@@ -52,6 +52,10 @@ READY_TIMEOUT_S = 10.0
 PORT_ATTEMPTS = 3  # a port picked free can be taken before nginx binds it: pick again
 PORT_TAKEN = "Address already in use"
 UPSTREAM_KEEPALIVE = 512  # idle connections each LB worker keeps to the instances
+# An instance closes a connection idle for its head deadline (docs/contract.md, "Slow
+# clients"): the balancer lets its idle upstream connections go well before that, so it
+# never sends a request down one the instance is closing.
+UPSTREAM_KEEPALIVE_TIMEOUT_S = contract.HEAD_TIMEOUT_S / 2
 MAX_WORKER_CONNECTIONS = 65536
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
 
@@ -129,7 +133,39 @@ def render_config(run_dir: Path, blocks: str, workers: int = 1) -> str:
     )
 
 
-def baseline_server_block(host: str, port: int, files_dir: str | None) -> str:
+def nginx_time(seconds: float) -> str:
+    """`seconds` as an nginx time value, in whole milliseconds (at least one: a zero
+    keepalive_timeout would turn keep-alive off)."""
+    return f"{max(1, round(seconds * 1000))}ms"
+
+
+def client_timeout_directives(head_timeout_s: float, body_timeout_s: float) -> str:
+    """The contract's slow-client deadlines as nginx has them (docs/contract.md, "Slow
+    clients"), for a server block.
+
+    client_header_timeout runs from the accept to the end of the first head: a deadline, not
+    reset by a trickle. keepalive_timeout closes an idle kept-alive connection; the next
+    request's head then has client_header_timeout from its first byte. client_body_timeout is
+    nginx's per-read limit (nginx has no whole-body deadline); a body nginx does not read
+    (the baseline answers `/` without one) is discarded for at most lingering_time.
+    """
+    head = nginx_time(head_timeout_s)
+    body = nginx_time(body_timeout_s)
+    return (
+        f"client_header_timeout {head};\n"
+        f"        keepalive_timeout {head};\n"
+        f"        client_body_timeout {body};\n"
+        f"        lingering_time {body};"
+    )
+
+
+def baseline_server_block(
+    host: str,
+    port: int,
+    files_dir: str | None,
+    head_timeout_s: float = contract.HEAD_TIMEOUT_S,
+    body_timeout_s: float = contract.BODY_TIMEOUT_S,
+) -> str:
     """The contract's `/` and, with `files_dir`, `/files/{name}`; everything else 404."""
     if any(c in contract.TEXT_BODY.decode() for c in '$"\\'):
         raise ValueError("the text body cannot be written as an nginx string")
@@ -151,6 +187,7 @@ def baseline_server_block(host: str, port: int, files_dir: str | None) -> str:
     return f"""
     server {{
         {listen_directive(host, port)}
+        {client_timeout_directives(head_timeout_s, body_timeout_s)}
         error_page 400 = {BAD_REQUEST_PATH};
         location = {contract.ROUTE_TEXT} {{
             default_type {contract.TEXT_CONTENT_TYPE};
@@ -193,11 +230,16 @@ def proxy_blocks(
     listen_port: int,
     upstream_ports: Sequence[int],
     keepalive: int = UPSTREAM_KEEPALIVE,
+    head_timeout_s: float = contract.HEAD_TIMEOUT_S,
+    body_timeout_s: float = contract.BODY_TIMEOUT_S,
 ) -> str:
     """A round-robin reverse proxy to the instances on 127.0.0.1, with kept-alive upstreams.
 
     HTTP/1.1 with an empty Connection header keeps upstream connections open across
     requests; a WebSocket upgrade is passed through (Connection: upgrade) when asked for.
+    Clients get the head deadline an instance would apply (client_timeout_directives); nginx
+    reads a whole body before it proxies the request (under its per-read limit), so an
+    instance never waits for a slow client's body.
     """
     if not upstream_ports:
         raise ValueError("a load balancer needs at least one upstream port")
@@ -210,10 +252,11 @@ def proxy_blocks(
     upstream instances {{{servers}
         keepalive {keepalive};
         keepalive_requests 100000;
-        keepalive_timeout 60s;
+        keepalive_timeout {nginx_time(UPSTREAM_KEEPALIVE_TIMEOUT_S)};
     }}
     server {{
         {listen_directive(listen_host, listen_port)}
+        {client_timeout_directives(head_timeout_s, body_timeout_s)}
         location / {{
             proxy_pass http://instances;
             proxy_http_version 1.1;
@@ -558,7 +601,11 @@ def main(options: ServerOptions) -> int:
         ports["main"] = options.port or free_port(options.host)
         ports["status"] = free_port("127.0.0.1")
         blocks = baseline_server_block(
-            options.host, ports["main"], options.files_dir
+            options.host,
+            ports["main"],
+            options.files_dir,
+            options.head_timeout_s,
+            options.body_timeout_s,
         ) + status_server_block(ports["status"])
         return Site(
             blocks, "127.0.0.1", ports["status"], STATUS_PATH, (ports["main"], ports["status"])

@@ -67,6 +67,8 @@ module.exports = Object.freeze({
   TICK_INTERVAL_MS: 10, // contract.TICK_INTERVAL_S
   TELEMETRY_INTERVAL_MS: 1000, // contract.TELEMETRY_INTERVAL_S
   SHUTDOWN_GRACE_MS: 5000, // contract.SHUTDOWN_GRACE_S
+  HEAD_TIMEOUT_MS: 10_000, // contract.HEAD_TIMEOUT_S
+  BODY_TIMEOUT_MS: 30_000, // contract.BODY_TIMEOUT_S
   LISTEN_BACKLOG: 65535,
   SINKS: Object.freeze(['empty', 'file', 'mongo']),
 

@@ -22,16 +22,22 @@ const FLAGS = Object.freeze({
   '--mc-socket-port': 'mcSocketPort',
   '--workers': 'workers',
   '--loop': 'loop',
+  '--client-timeout-s': 'clientTimeoutS',
 });
 const INTEGER_OPTIONS = new Set(['port', 'mongoW', 'mcSocketPort', 'workers']);
+const NUMBER_OPTIONS = new Set(['clientTimeoutS']);
+const MAX_CLIENT_TIMEOUT_S = 3600; // contract.ServerOptions' bound
 
 class UsageError extends Error {}
 
 /**
- * The options in `argv` (process.argv without node and the script).
+ * The options in `argv` (process.argv without node and the script). `headTimeoutMs` and
+ * `bodyTimeoutMs` are the slow-client deadlines: both `--client-timeout-s` when it is given,
+ * else contract.HEAD_TIMEOUT_MS and contract.BODY_TIMEOUT_MS.
  * @returns {{variant: string, host: string, port: number, sink: string, sinkPath: ?string,
  *   mongoUrl: ?string, mongoW: number, mongoDb: string, filesDir: ?string, memcached: ?string,
- *   mcSocketPort: ?number, workers: number, loop: string, durable: boolean}}
+ *   mcSocketPort: ?number, workers: number, loop: string, durable: boolean,
+ *   clientTimeoutS: ?number, headTimeoutMs: number, bodyTimeoutMs: number}}
  */
 function parseOptions(argv) {
   const [variant, ...rest] = argv;
@@ -53,6 +59,9 @@ function parseOptions(argv) {
     workers: 1,
     loop: 'libuv',
     durable: false,
+    clientTimeoutS: null,
+    headTimeoutMs: contract.HEAD_TIMEOUT_MS,
+    bodyTimeoutMs: contract.BODY_TIMEOUT_MS,
   };
   for (let i = 0; i < rest.length; i += 1) {
     let flag = rest[i];
@@ -74,6 +83,12 @@ function parseOptions(argv) {
     if (INTEGER_OPTIONS.has(name)) {
       if (!/^\d+$/.test(value)) throw new UsageError(`${flag} must be an integer, not ${value}`);
       options[name] = Number(value);
+    } else if (NUMBER_OPTIONS.has(name)) {
+      const number = Number(value);
+      if (value.trim() === '' || !Number.isFinite(number)) {
+        throw new UsageError(`${flag} must be a number, not ${value}`);
+      }
+      options[name] = number;
     } else {
       options[name] = value;
     }
@@ -89,6 +104,15 @@ function parseOptions(argv) {
   if (options.mongoW > 1) throw new UsageError(`mongo-w must be 0 or 1, not ${options.mongoW}`);
   if (!contract.MONGO_DB_PATTERN.test(options.mongoDb)) {
     throw new UsageError(`mongo-db ${options.mongoDb} does not match ${contract.MONGO_DB_PATTERN}`);
+  }
+  if (options.clientTimeoutS !== null) {
+    if (!(options.clientTimeoutS > 0 && options.clientTimeoutS <= MAX_CLIENT_TIMEOUT_S)) {
+      throw new UsageError(
+        `client-timeout-s must be in (0, ${MAX_CLIENT_TIMEOUT_S}], not ${options.clientTimeoutS}`,
+      );
+    }
+    options.headTimeoutMs = options.clientTimeoutS * 1000;
+    options.bodyTimeoutMs = options.clientTimeoutS * 1000;
   }
   if (options.loop !== 'libuv') throw new UsageError(`${variant} runs on libuv, not ${options.loop}`);
   return options;

@@ -13,6 +13,7 @@ const cluster = require('node:cluster');
 const http = require('node:http');
 
 const contract = require('./contract');
+const { ClientDeadlines } = require('./deadlines');
 const { makeHandlers } = require('./handlers');
 const { MemcachedSocketService } = require('./mc_socket_service');
 const { MemcachedPool } = require('./memcache');
@@ -30,9 +31,6 @@ const FORCE_CLOSE_AFTER_MS = 2000;
 const GIVE_UP_AFTER_MS = contract.SHUTDOWN_GRACE_MS - 500;
 const IDLE_SWEEP_MS = 50;
 const MONGO_CLOSE_TIMEOUT_MS = 1000;
-// Idle keep-alive connections stay open as long as aiohttp keeps them (its 75 s default),
-// not Node's 5 s: held-connection steps then measure the same thing on every server.
-const KEEP_ALIVE_TIMEOUT_MS = 75_000;
 
 function serverHeader(variant) {
   const node = `Node.js/${process.versions.node}`;
@@ -68,10 +66,12 @@ async function runWorker(options, worker) {
     options.variant === 'node-express'
       ? require('./routes_express').makeApp(handlers)
       : require('./routes_http').makeRequestListener(handlers);
+  const deadlines = new ClientDeadlines(options.headTimeoutMs, options.bodyTimeoutMs);
   // llhttp refuses most ambiguous framing itself, but Node 20 serves a GET with
   // `Transfer-Encoding: xchunked` and then what follows as a second request: refuse it
   // (docs/contract.md, "Hostile input").
   const listener = (req, res) => {
+    deadlines.headArrived(req, res);
     const transferEncoding = req.headers['transfer-encoding'];
     if (transferEncoding !== undefined && transferEncoding.toLowerCase() !== 'chunked') {
       handlers.badFraming(req, res);
@@ -81,15 +81,30 @@ async function runWorker(options, worker) {
   };
 
   const server = http.createServer(
-    { noDelay: true, requireHostHeader: false }, // HTTP/1.1 without Host is served, as in Python
+    {
+      noDelay: true,
+      requireHostHeader: false, // HTTP/1.1 without Host is served, as in Python
+      // The slow-client deadlines are ClientDeadlines' (deadlines.js says why): Node's own
+      // header and request limits are off, so a long --client-timeout-s is not cut short.
+      headersTimeout: 0,
+      requestTimeout: 0,
+      // What Keep-Alive: timeout= advertises; Node's idle timer behind it fires a second
+      // after the head deadline, which deadlines.js's sweep notices within half a second.
+      keepAliveTimeout: Math.ceil(options.headTimeoutMs),
+    },
     listener,
   );
-  server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
   server.on('connection', (socket) => {
     socket.setNoDelay(true); // every socket: no 40 ms delayed-ACK stalls (docs/contract.md)
     state.connectionOpened();
-    socket.once('close', () => state.connectionClosed());
+    deadlines.opened(socket);
+    socket.once('close', () => {
+      state.connectionClosed();
+      deadlines.forget(socket);
+    });
   });
+  // An upgraded WebSocket may stay idle for the whole run (this listener runs before ws's).
+  server.on('upgrade', (req, socket) => deadlines.forget(socket));
   const websockets = new WebSockets(server, backends);
   const mcService = options.mcSocketPort === null ? null : new MemcachedSocketService(pool, state);
 
