@@ -18,7 +18,6 @@ from tests.helpers import (
     assert_still_serving,
     raw_ws_connect,
     require_framework,
-    servers_serving,
     ws_frame,
 )
 
