@@ -13,11 +13,13 @@ eventlet.monkey_patch()
 # ruff: noqa: E402  (everything below must come after monkey-patching)
 import contextlib
 import errno
+import functools
 import signal
 import socket
 import sys
+from collections.abc import Callable
 
-from eventlet import greenio, greenthread, tpool, wsgi
+from eventlet import greenio, greenthread, hubs, tpool, wsgi
 from eventlet.green import threading as green_threading
 from eventlet.queue import Queue
 
@@ -32,6 +34,7 @@ from servers.runtimes.green.app import (
     tick_forever,
 )
 from servers.runtimes.green.backends import GreenBackends, MemcachedSocketService
+from servers.runtimes.green.deadlines import ClientDeadlines, deadlines_factory
 from servers.runtimes.green.sinks import GreenRuntime, open_green_sink
 
 SERVER_SOFTWARE = server_software("eventlet", eventlet.__version__)
@@ -44,15 +47,37 @@ _ACCEPT_RETRY_S = 0.01
 
 
 class Protocol(wsgi.HttpProtocol):
-    """eventlet's per-connection HTTP handler, with TCP_NODELAY and a stricter parser."""
+    """eventlet's per-connection HTTP handler, with TCP_NODELAY, a stricter parser and the
+    head deadline (servers.runtimes.green.deadlines).
+
+    A missed head deadline is a `ClientTimeout`, a socket timeout to eventlet.wsgi: it
+    ends the connection quietly, in the request line or in the headers.
+    """
+
+    def __init__(self, conn_state, server, *, new_deadlines: Callable[[], ClientDeadlines]):
+        # eventlet serves the whole connection inside HttpProtocol.__init__, in this, the
+        # connection's green thread.
+        self.deadlines = new_deadlines()
+        try:
+            super().__init__(conn_state, server)
+        finally:
+            self.deadlines.stop()
 
     def setup(self) -> None:
         # Inherited from the listener on Linux; set explicitly, it costs one syscall.
         self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         super().setup()
 
+    def handle_one_request(self) -> None:
+        self.deadlines.await_head()  # from the previous response's end, or the opening
+        super().handle_one_request()
+
     def parse_request(self) -> bool:
-        if not super().parse_request():
+        try:
+            parsed = super().parse_request()  # reads the header lines
+        finally:
+            self.deadlines.server_busy()
+        if not parsed:
             return False
         # http.client's header parser takes a line without a colon for the start of the
         # body and records a defect; the stdlib would serve the request anyway.
@@ -118,6 +143,9 @@ class EventletConnection:
     def raw_headers(self, environ: Environ) -> tuple[tuple[str, str], ...]:
         return environ["headers_raw"]
 
+    def deadlines(self, environ: Environ) -> ClientDeadlines:
+        return environ[_PROTOCOL_KEY].deadlines
+
     def close_after_response(self, environ: Environ) -> list[tuple[str, str]]:
         # Read when the response goes out: eventlet then adds Connection: close itself,
         # and neither discards the rest of the body nor reads another request.
@@ -147,6 +175,11 @@ def _accept_socket_service(
         pool.spawn(service.serve_connection, sock)
 
 
+def _call_later(seconds: float, function: Callable[[], None]) -> Callable[[], None]:
+    """`function` on the hub after `seconds` (GreenRuntime.call_later); returns its cancel."""
+    return hubs.get_hub().schedule_call_global(seconds, function).cancel
+
+
 def _wait_for_signal(signums: tuple[int, ...]) -> None:
     """Return once SIGTERM or SIGINT arrived.
 
@@ -169,6 +202,7 @@ def serve(worker: Worker) -> None:
         event=green_threading.Event,  # resettable, wait(timeout) -> bool, green locks
         run_in_thread=tpool.execute,  # the file sink's writes, on eventlet's real threads
         queue=Queue,
+        call_later=_call_later,
     )
     sink = open_green_sink(options, state, runtime)
     backends = GreenBackends(options, state, runtime)
@@ -179,7 +213,10 @@ def serve(worker: Worker) -> None:
         greenio.GreenSocket(listener),
         app.wsgi,
         custom_pool=pool,
-        protocol=Protocol,  # marked deprecated in the docstring, still the only hook
+        # marked deprecated in the docstring, still the only hook
+        protocol=functools.partial(
+            Protocol, new_deadlines=deadlines_factory(options, runtime.call_later)
+        ),
         log_output=False,  # no access log: it would cost more than the request
         debug=False,  # no tracebacks in 500 bodies
     )

@@ -14,7 +14,7 @@ monkey.patch_all()
 import contextlib
 import signal
 import socket
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import gevent
 import gevent.socket
@@ -36,6 +36,7 @@ from servers.runtimes.green.app import (
     tick_forever,
 )
 from servers.runtimes.green.backends import GreenBackends, MemcachedSocketService
+from servers.runtimes.green.deadlines import ClientDeadlines, ClientTimeout, deadlines_factory
 from servers.runtimes.green.sinks import GreenRuntime, open_green_sink
 
 SERVER_SOFTWARE = server_software("gevent", gevent.__version__)
@@ -44,13 +45,15 @@ _HANDLER_KEY = "servers.gevent.handler"
 
 
 class Handler(WSGIHandler):
-    """pywsgi's per-connection handler, made to say when it is idle between requests.
+    """pywsgi's per-connection handler, made to say when it is idle between requests and
+    to keep the head deadline (servers.runtimes.green.deadlines).
 
     Shutdown closes idle keep-alive connections at once and lets busy ones finish their
     request; a busy one then finds `server.stopping` and closes instead of reading on.
     """
 
     server: Server
+    deadlines: ClientDeadlines  # set by Server.handle before the first request
     idle = False
     # The header fields as parsed, before pywsgi drops Content-Length from a chunked
     # request: the green runtime judges the framing on these (servers.core.framing).
@@ -66,6 +69,9 @@ class Handler(WSGIHandler):
     def read_requestline(self) -> str:
         if self.server.stopping:
             return ""  # no further request on this connection: pywsgi closes it
+        # From the previous response's end (or the connection's opening): a ClientTimeout
+        # here is a socket error to pywsgi, which closes the connection quietly.
+        self.deadlines.await_head()
         self.idle = True
         try:
             return super().read_requestline()
@@ -73,16 +79,30 @@ class Handler(WSGIHandler):
             self.idle = False
 
     def read_request(self, raw_requestline: str) -> bool:
-        super().read_request(raw_requestline)
+        try:
+            super().read_request(raw_requestline)  # reads the header lines
+        finally:
+            self.deadlines.server_busy()
         # http.client's header parser takes a line without a colon for the start of the
         # body and records a defect; pywsgi would serve the request anyway.
         if self.headers.defects:
             raise ValueError(f"malformed header section: {self.headers.defects}")
         return True
 
+    def _handle_client_error(self, ex: BaseException) -> tuple[str, bytes]:
+        # pywsgi's hook for a request it could not read: a missed head deadline while the
+        # headers came is closed without a word, not answered 400 with a traceback.
+        if isinstance(ex, ClientTimeout):
+            return "408", b""
+        return super()._handle_client_error(ex)
+
     def get_environ(self) -> Environ:
         environ = super().get_environ()
         environ[_HANDLER_KEY] = self
+        # pywsgi hands an upgrade request (Upgrade: websocket on any path) the raw socket
+        # reader as its input, which would read past the body into the next request; the
+        # application reads bodies only as framed. /ws takes the raw reader over itself.
+        environ["wsgi.input"] = self.wsgi_input
         return environ
 
 
@@ -91,6 +111,9 @@ class GeventConnection:
 
     def request_headers(self, environ: Environ) -> dict[str, str]:
         return dict(environ[_HANDLER_KEY].headers.items())
+
+    def deadlines(self, environ: Environ) -> ClientDeadlines:
+        return environ[_HANDLER_KEY].deadlines
 
     def raw_headers(self, environ: Environ) -> Sequence[tuple[str, str]]:
         return environ[_HANDLER_KEY].raw_headers
@@ -114,7 +137,13 @@ class GeventConnection:
 class Server(WSGIServer):
     """pywsgi's server, counting connections and knowing each one's handler."""
 
-    def __init__(self, listener: gevent.socket.socket, application, state: ServerState):
+    def __init__(
+        self,
+        listener: gevent.socket.socket,
+        application,
+        state: ServerState,
+        new_deadlines: Callable[[], ClientDeadlines],
+    ):
         # The pool only tracks connection greenlets (unbounded), so shutdown can wait.
         super().__init__(
             listener,
@@ -125,6 +154,7 @@ class Server(WSGIServer):
             handler_class=Handler,
         )
         self.state = state
+        self.new_deadlines = new_deadlines
         self.stopping = False
         self.handlers: set[Handler] = set()
 
@@ -132,11 +162,13 @@ class Server(WSGIServer):
         # Inherited from the listener on Linux; set explicitly, it costs one syscall.
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         handler = self.handler_class(sock, address, self)
+        handler.deadlines = self.new_deadlines()  # in this, the connection's greenlet
         self.handlers.add(handler)
         self.state.connection_opened()
         try:
             handler.handle()
         finally:
+            handler.deadlines.stop()
             self.handlers.discard(handler)
             self.state.connection_closed()
 
@@ -147,6 +179,13 @@ class Server(WSGIServer):
             if sock is not None and (handler.idle or not idle_only):
                 with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
+
+
+def _call_later(seconds: float, function: Callable[[], None]) -> Callable[[], None]:
+    """`function` on the hub after `seconds` (GreenRuntime.call_later); returns its cancel."""
+    timer = gevent.get_hub().loop.timer(seconds)
+    timer.start(function)
+    return timer.close
 
 
 def _green_socket(listener: socket.socket) -> gevent.socket.socket:
@@ -165,11 +204,17 @@ def serve(worker: Worker) -> None:
         event=Event,
         run_in_thread=lambda function, *args: threads.apply(function, args),
         queue=Queue,
+        call_later=_call_later,
     )
     sink = open_green_sink(options, state, runtime)
     backends = GreenBackends(options, state, runtime)
     app = GreenApp(state, sink, backends, GeventConnection(), SERVER_SOFTWARE)
-    server = Server(_green_socket(listener), app.wsgi, state)
+    server = Server(
+        _green_socket(listener),
+        app.wsgi,
+        state,
+        deadlines_factory(options, runtime.call_later),
+    )
     mc_service = MemcachedSocketService(backends.memcached, state)
     mc_server: StreamServer | None = None
     if mc_listener is not None:

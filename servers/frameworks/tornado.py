@@ -432,7 +432,16 @@ async def _serve(worker: Worker) -> None:
     sink = open_async_sink(options, state)
     backends = AsyncBackends(options, state)
     websockets: set[WebSocket] = set()
-    server = CountingHTTPServer(make_app(state, sink, websockets, backends), state=state)
+    server = CountingHTTPServer(
+        make_app(state, sink, websockets, backends),
+        state=state,
+        # The contract's slow-client deadlines (docs/contract.md, "Slow clients"), both
+        # deadlines in tornado too: the next head is due this long after the previous
+        # response was written (or the connection opened), a body this long after its
+        # head. A WebSocket detaches the stream from both.
+        idle_connection_timeout=options.head_timeout_s,
+        body_timeout=options.body_timeout_s,
+    )
     listener.setblocking(False)  # tornado accepts in a loop until EWOULDBLOCK
     server.add_sockets([listener])
     if mc_listener is not None:

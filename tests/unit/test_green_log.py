@@ -1,6 +1,7 @@
 """The green runtime's WSGI application (gevent, eventlet) on hostile `/log` requests,
 driven in-process with a fake connection: framing refused before routing, a truncated
-body and a body over the limit never become a record, and the connection is closed."""
+body, a body over the limit and a body past its deadline never become a record, and the
+connection is closed."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from servers import contract
 from servers.core.state import ServerState
 from servers.runtimes.green.app import GreenApp
+from servers.runtimes.green.deadlines import ClientDeadlines, ClientTimeout
 
 
 class FakeSink:
@@ -34,6 +36,16 @@ class FakeBackends:
 class FakeConnection:
     def __init__(self) -> None:
         self.closing = False
+        # Real deadlines on a timer that never fires: the tests throw ClientTimeout
+        # from the input instead, as the timer would into a blocked read.
+        self.client_deadlines = ClientDeadlines(
+            call_later=lambda seconds, function: lambda: None,
+            head_timeout_s=contract.HEAD_TIMEOUT_S,
+            body_timeout_s=contract.BODY_TIMEOUT_S,
+        )
+
+    def deadlines(self, environ: dict[str, Any]) -> ClientDeadlines:
+        return self.client_deadlines
 
     def request_headers(self, environ: dict[str, Any]) -> dict[str, str]:
         return dict(environ["raw"])
@@ -66,6 +78,13 @@ class FailingInput:
         raise OSError("unexpected end of file while reading request")
 
 
+class LateInput:
+    """Either framework's wsgi.input when the client misses the body deadline."""
+
+    def read(self, size: int = -1) -> bytes:
+        raise ClientTimeout("the client missed its deadline")
+
+
 @pytest.fixture
 def app() -> tuple[GreenApp, FakeSink, FakeConnection]:
     sink, connection = FakeSink(), FakeConnection()
@@ -73,10 +92,16 @@ def app() -> tuple[GreenApp, FakeSink, FakeConnection]:
     return green, sink, connection
 
 
-def call(app: GreenApp, raw: list[tuple[str, str]], body: Any, length: str | None) -> str:
+def call(
+    app: GreenApp,
+    raw: list[tuple[str, str]],
+    body: Any,
+    length: str | None,
+    path: str = contract.ROUTE_LOG,
+) -> str:
     environ = {
-        "REQUEST_METHOD": "POST",
-        "PATH_INFO": contract.ROUTE_LOG,
+        "REQUEST_METHOD": "POST" if path == contract.ROUTE_LOG else "GET",
+        "PATH_INFO": path,
         "wsgi.input": body if not isinstance(body, bytes) else ShortInput(body),
         "raw": raw,
     }
@@ -129,3 +154,18 @@ def test_a_chunked_body_over_the_limit_is_413(app) -> None:
     body = b"x" * (contract.LOG_MAX_BODY_BYTES + 10)
     assert call(green, [("Transfer-Encoding", "chunked")], body, None).startswith("413")
     assert sink.records == [] and connection.closing
+
+
+def test_a_body_past_its_deadline_is_408_and_no_record(app) -> None:
+    green, sink, connection = app
+    assert call(green, [("Content-Length", "100")], LateInput(), "100").startswith("408")
+    assert sink.records == [] and connection.closing
+
+
+def test_a_body_no_route_reads_is_read_within_its_deadline(app) -> None:
+    """`GET /` with a body: read and dropped before the answer, under the body deadline."""
+    green, _, connection = app
+    assert call(green, [("Content-Length", "3")], b"abc", "3", "/").startswith("200")
+    assert not connection.closing
+    assert call(green, [("Content-Length", "3")], LateInput(), "3", "/").startswith("408")
+    assert connection.closing

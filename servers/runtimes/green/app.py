@@ -4,7 +4,9 @@ Both frameworks run WSGI over monkey-patched, cooperatively scheduled blocking s
 the routing, `/counter`, `/log`, the backend routes (`/files`, `/gridfs`, `/mc`, reading
 through servers.runtimes.green.backends) and the `/ws` session are written once here. A framework
 module supplies only what its server makes different: how the application reaches a
-request's headers as sent, and how it takes the connection over after a WebSocket upgrade.
+request's headers as sent and its connection's slow-client deadlines
+(servers.runtimes.green.deadlines: the framework keeps the head's, the application the
+body's), and how it takes the connection over after a WebSocket upgrade.
 
 The WebSocket session speaks RFC 6455 framing through wsproto (sans-IO) over the green
 socket: the handshake goes out through the WSGI server's own `start_response`, then the
@@ -41,6 +43,7 @@ from servers.core.sinks import SinkUnavailable
 from servers.core.state import ServerState
 from servers.core.websocket import websocket_close_code, websocket_handshake_status
 from servers.runtimes.green.backends import GreenBackends, read_file
+from servers.runtimes.green.deadlines import ClientDeadlines, ClientTimeout
 
 # A WSGI application: environ and start_response in, body chunks out.
 StartResponse = Callable[..., Callable[[bytes], Any]]
@@ -50,6 +53,8 @@ Headers = list[tuple[str, str]]
 # How long a closing WebSocket waits for the client's close frame (aiohttp waits 10 s too).
 WS_CLOSE_TIMEOUT_S = 10.0
 WS_READ_BYTES = 64 * 1024
+# A body no route reads is read and dropped in pieces of this size.
+DRAIN_READ_BYTES = 64 * 1024
 # A WebSocket session busy on data already received gives the loop a turn this often.
 _YIELD_EVERY_S = 0.005
 _WS_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
@@ -109,6 +114,10 @@ class GreenConnection(Protocol):
 
     def raw_headers(self, environ: Environ) -> Iterable[tuple[str, str]]:
         """The request's header fields as received: every repeat, nothing dropped yet."""
+        ...
+
+    def deadlines(self, environ: Environ) -> ClientDeadlines:
+        """The slow-client deadlines of the connection the request came on."""
         ...
 
     def close_after_response(self, environ: Environ) -> Headers:
@@ -218,10 +227,16 @@ class GreenApp:
             length = int(declared) if declared else None  # digits: framing_error checked
             if length is not None and length > max_body_bytes:
                 return refuse(environ, start_response, 413)  # at once, nothing read
+            deadlines = connection.deadlines(environ)
+            deadlines.await_body()
             try:
                 body = environ["wsgi.input"].read(max_body_bytes + 1)
+            except ClientTimeout:  # before OSError: it is one
+                return refuse(environ, start_response, 408)
             except (OSError, ValueError):  # the body ended early, or bad chunked framing
                 return refuse(environ, start_response, 400)
+            finally:
+                deadlines.server_busy()
             if len(body) > max_body_bytes:  # a chunked body
                 return refuse(environ, start_response, 413)
             if length is not None and len(body) < length:
@@ -255,6 +270,7 @@ class GreenApp:
             if accept is None:
                 return plain(start_response, 400, b"400: not a WebSocket handshake")
             sock, reader = connection.take_over(environ)
+            connection.deadlines(environ).stop()  # an agent's WebSocket may idle all run
             write = start_response(
                 _status_line(101),
                 [
@@ -349,12 +365,36 @@ class GreenApp:
             for path, m in [*routes.items(), *prefix_routes.items()]
         }
 
+        def drain_body(environ: Environ) -> int | None:
+            """Read and drop the body of a request whose route does not read it, within the
+            body deadline: None, or the status to refuse the request with. Left to the
+            framework, it would be discarded after the response with no deadline at all."""
+            request_body = environ["wsgi.input"]
+            deadlines = connection.deadlines(environ)
+            deadlines.await_body()
+            try:
+                while request_body.read(DRAIN_READ_BYTES):
+                    pass
+            except ClientTimeout:  # before OSError: it is one
+                return 408
+            except (OSError, ValueError):  # the body ended early, or bad chunked framing
+                return 400
+            finally:
+                deadlines.server_busy()
+            return None
+
         def wsgi(environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
             # pywsgi and eventlet.wsgi frame bodies by rules a smuggler can exploit
             # ("xchunked", two Content-Lengths, "+3"): refuse before any body is read.
             if framing_error(connection.raw_headers(environ)) is not None:
                 return refuse(environ, start_response, 400)
             path = environ["PATH_INFO"]
+            if (
+                environ.get("CONTENT_LENGTH") or "HTTP_TRANSFER_ENCODING" in environ
+            ) and path != contract.ROUTE_LOG:  # /log reads its own
+                refusal = drain_body(environ)
+                if refusal is not None:
+                    return refuse(environ, start_response, refusal)
             methods = routes.get(path)
             if methods is None:
                 prefix = next((p for p in prefix_routes if path.startswith(p)), None)

@@ -55,7 +55,8 @@ class GreenEvent(Protocol):
 
 @dataclass(frozen=True)
 class GreenRuntime:
-    """The framework's primitives the sinks (and servers.runtimes.green.backends) are written in."""
+    """The framework's primitives the sinks (and servers.runtimes.green.backends and
+    .deadlines) are written in."""
 
     spawn: Callable[..., object]  # spawn(fn, *args): run fn in a new green thread
     event: Callable[[], GreenEvent]  # a new, unset, resettable green event
@@ -64,6 +65,9 @@ class GreenRuntime:
     run_in_thread: Callable[..., Any]
     # a new, empty, unbounded green FIFO queue (servers.runtimes.green.backends' memcached pool)
     queue: Callable[[], Any]
+    # call_later(seconds, fn) -> cancel: fn runs on the hub after `seconds` (the client
+    # deadlines' timer, servers.runtimes.green.deadlines.CallLater)
+    call_later: Callable[[float, Callable[[], None]], Callable[[], None]]
 
 
 def _warn(message: str) -> None:
