@@ -137,6 +137,19 @@ def test_a_trickled_body_is_closed_on_its_deadline_and_stored_nowhere(server) ->
     assert_still_serving(server_process)
 
 
+def test_a_body_trickled_to_a_route_that_ignores_it_is_closed_on_its_deadline(server) -> None:
+    """GET / with a declared body sent a byte at a time: the reply may come at once, but
+    the unread body does not hold the connection past its deadline (closing sooner, as
+    nginx does once it has answered, is allowed)."""
+    body = b"b" * 200
+    head = b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body)
+    with _connect(server[0]) as sock:
+        sock.sendall(head)
+        seconds = _seconds_until_closed(sock, body)
+    assert seconds <= CLOSED_BY_S, f"closed after {seconds:.2f} s"
+    assert_still_serving(server[0])
+
+
 def test_an_idle_websocket_is_not_cut(server) -> None:
     server_process, _ = server
     if not FRAMEWORKS[server_process.framework].serves(contract.ROUTE_WEBSOCKET):
