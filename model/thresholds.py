@@ -14,8 +14,9 @@ judged on its value, and the result says so (`judged_on`).
 
 A rule does not hold on a case that failed (whatever the figure, the server did not
 serve), nor on a figure that was not measured (no peak, no nginx beside it); a rule
-naming a framework holds nowhere when that framework's case was skipped. `*` leaves out
-skipped cases (not installed, or a route or sink not served).
+naming a framework holds nowhere when that framework's case was skipped, and judges
+nothing when the framework was not in the run (`unmatched`). `*` leaves out skipped cases
+(not installed, or a route or sink not served).
 
 Pure: no I/O, no clock; the parser raises ValueError with one line naming the bad rule.
 """

@@ -75,7 +75,7 @@ def run_comparison(
     from harness.lifecycle import interrupt_exit_status, interrupt_reason
     from harness.profile import parse_settings
     from model.results import read_run
-    from model.thresholds import parse_threshold
+    from model.thresholds import parse_threshold, unmatched
     from servers import FRAMEWORKS
 
     for rule in thresholds:  # named as the user wrote it, before anything starts
@@ -136,6 +136,9 @@ def run_comparison(
     judged = threshold_table(run)
     if judged is not None:
         console.print(judged)
+    rules = [parse_threshold(rule) for rule in plan.profile.thresholds]
+    for rule in unmatched(rules, run.cases):  # a framework not in this run: nothing to judge
+        console.print(f"[yellow]note:[/] threshold '{rule.text}' matched no case in this run")
     from charts.render import render
 
     with console.status("drawing charts and the report…"):

@@ -27,17 +27,20 @@ def test_a_failing_threshold_exits_3_after_writing_everything(tmp_path: Path) ->
     result = harness(
         "compare", "--frameworks", "aiohttp", "--profile", "smoke", "--set", "rounds=2",
         "--threshold", "aiohttp: peak >= 1e9", "--threshold", "*: lost == 0",
+        "--threshold", "gevent: peak >= 1",
         "--out", str(tmp_path), timeout_s=110,
     )  # fmt: skip
     assert result.returncode == 3, result.stdout + result.stderr
     assert "thresholds: 1 held, 1 failed" in result.stdout
     assert "aiohttp: peak >= 1000000000" in result.stdout and "FAILED" in result.stdout
     assert "1 of 2 threshold checks failed" in result.stdout
+    assert "threshold 'gevent: peak >= 1' matched no case in this run" in result.stdout
     (run_dir,) = tmp_path.iterdir()
     run = read_run(run_dir)
     assert run.status == "complete" and run.config["profile"]["thresholds"] == [
         "aiohttp: peak >= 1000000000",
         "*: lost == 0",
+        "gevent: peak >= 1",
     ]
     failed, held = run.thresholds
     (case,) = run.cases
