@@ -86,6 +86,41 @@ def _summary_rows(run: Run) -> list[list[str]]:
     return rows
 
 
+def _figure(value: float | None) -> str:
+    """A figure of any size: 25,752 (req/s), 3.72 (ms), 0.153 (a ratio)."""
+    if value is None:
+        return "–"
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def _thresholds(run: Run) -> str:
+    """The run's threshold rules against each case ("" without rules): a failure first
+    in words, then the table."""
+    if not run.thresholds:
+        return ""
+    failed = [t for t in run.thresholds if not t.held]
+    rows = [
+        [
+            escape(t.rule),
+            escape(t.case),
+            _figure(t.value),
+            f"[{_figure(t.interval[0])}, {_figure(t.interval[1])}]" if t.interval else "–",
+            escape(t.judged_on),
+            '<span class="ok">held</span>' if t.held else '<span class="failed">FAILED</span>',
+        ]
+        for t in run.thresholds
+    ]
+    verdict = (
+        f'<p class="failed">{len(failed)} of {len(rows)} threshold checks failed: '
+        + escape("; ".join(f"{t.rule} ({t.case})" for t in failed))
+        + "</p>"
+        if failed
+        else f'<p class="ok">all {len(rows)} threshold checks held</p>'
+    )
+    table = _table(["rule", "case", "value", "interval", "judged on", "result"], rows, {2, 3})
+    return f"<h3>Thresholds</h3>{verdict}{table}"
+
+
 def _verify_rows(case: Case) -> list[list[str]]:
     return [
         [
@@ -154,6 +189,7 @@ def render_html(runs: Sequence[Run], images: dict[str, Path]) -> str:
                 numeric={4, 5, 6, 7, 8, 9, 10, 11},
             )
         )
+        parts.append(_thresholds(run))
     parts.append("<h2>Figures</h2>")
     for name, path in images.items():
         caption = FIGURE_CAPTIONS.get(name, name)

@@ -243,3 +243,33 @@ def topology_table(run: Run) -> Table | None:
             str(best.extra.get("length_mismatches", 0)),
         )
     return table
+
+
+def figure_text(value: float | None) -> str:
+    """A figure of any size readably: 25,752 req/s; 3.72 ms; 0.153×."""
+    if value is None:
+        return "–"
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def threshold_table(run: Run) -> Table | None:
+    """Each threshold rule against each case it named: the figure, its interval, what was
+    compared (the interval's low or high end, or the value) and whether it held; None when
+    the run had no rules."""
+    if not run.thresholds:
+        return None
+    failed = sum(not t.held for t in run.thresholds)
+    table = Table(title=f"thresholds: {len(run.thresholds) - failed} held, {failed} failed")
+    for column in ("rule", "case", "value", "interval", "judged on", "result"):
+        table.add_column(column, justify="right" if column in ("value", "interval") else "left")
+    for result in run.thresholds:
+        interval = result.interval
+        table.add_row(
+            result.rule,
+            result.case,
+            figure_text(result.value),
+            f"[{figure_text(interval[0])}, {figure_text(interval[1])}]" if interval else "–",
+            result.judged_on,
+            "[green]held[/]" if result.held else "[red]FAILED[/]",
+        )
+    return table

@@ -2,6 +2,8 @@
 
 `harness compare --profile quick` loads `harness/profiles/quick.toml`; command-line
 options and `--set key=value` (dotted for the ramp: `--set ramp.stop=100`) override it.
+A profile's `[thresholds]` table holds `rules = ["aiohttp: peak >= 20000", ...]`
+(model.thresholds); `--threshold` adds to them.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from harness.topology import ProcessModel, parse_process_models
 from model.errors import UserError
 from model.ramps import ConnectionRamp, Ramp, ramp_from_dict
 from model.scenarios import SCENARIOS
+from model.thresholds import parse_threshold
+from servers import FRAMEWORKS
 
 PROFILES_DIR = Path(__file__).parent / "profiles"
 DEFAULT_PROFILE = "quick"
@@ -57,6 +61,8 @@ class Profile:
     # figure then carries a 95 % interval. 0: the ramp's figures alone, no intervals.
     rounds: int = 0
     round_duration_s: float = 3.0
+    # threshold rules (model.thresholds), canonical text: the profile's, then --threshold's
+    thresholds: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.affinity not in AFFINITY_CHOICES:
@@ -82,6 +88,10 @@ class Profile:
             raise ValueError(f"durable must be true or false, not {self.durable!r}")
         if self.durable and self.sink == "mongo" and self.mongo_w == 0:
             raise ValueError("durable needs acknowledged inserts: mongo_w 1, not 0")
+        if not isinstance(self.thresholds, tuple):
+            raise ValueError(f"thresholds must be a tuple of rules, not {self.thresholds!r}")
+        for rule in self.thresholds:
+            parse_threshold(rule, FRAMEWORKS)
 
     @property
     def affinity_modes(self) -> tuple[str, ...]:
@@ -121,6 +131,7 @@ def load_profile(name: str, overrides: dict[str, Any] | None = None) -> Profile:
     if not path.is_file():
         raise UserError(f"unknown profile {name}: choose from {', '.join(profile_names())}")
     data = tomllib.loads(path.read_text())
+    rules = _profile_rules(name, data.pop("thresholds", {}))
     ramp_data = dict(data.pop("ramp", {}))
     connection_data = dict(data.pop("connection_ramp", {}))
     if connection_data:
@@ -130,7 +141,9 @@ def load_profile(name: str, overrides: dict[str, Any] | None = None) -> Profile:
             continue
         if isinstance(value, str) and key not in ("scenario", "driver", "sink"):
             value = _convert(value)
-        if key.startswith("ramp."):
+        if key == "thresholds":  # --threshold (repeatable) adds to the profile's rules
+            rules += [value] if isinstance(value, str) else list(value)
+        elif key.startswith("ramp."):
             ramp_data[key.removeprefix("ramp.")] = value
         elif key.startswith("connection_ramp."):
             connection_data[key.removeprefix("connection_ramp.")] = value
@@ -163,9 +176,24 @@ def load_profile(name: str, overrides: dict[str, Any] | None = None) -> Profile:
     if scenario is not None and scenario.protocol == "memcached" and ramp.kind == "concurrency":
         data["driver"] = "mcload"  # the socket service speaks memcached, not HTTP
     try:
+        data["thresholds"] = tuple(
+            dict.fromkeys(parse_threshold(rule, FRAMEWORKS).text for rule in rules)
+        )
         return Profile(name=name, ramp=ramp, connection_ramp=connection_ramp, **data)  # type: ignore[arg-type]
     except (ValueError, TypeError) as error:
         raise UserError(f"profile {name}: {error}") from None
+
+
+def _profile_rules(name: str, table: Any) -> list[str]:
+    """The rules of a profile's `[thresholds]` table (`rules = [...]`)."""
+    if not isinstance(table, dict) or set(table) - {"rules"}:
+        raise UserError(
+            f'profile {name}: [thresholds] holds only rules = ["aiohttp: peak >= 20000", ...]'
+        )
+    rules = table.get("rules", [])
+    if not isinstance(rules, list) or not all(isinstance(rule, str) for rule in rules):
+        raise UserError(f"profile {name}: [thresholds] rules must be a list of strings")
+    return list(rules)
 
 
 def parse_settings(settings: list[str]) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""The result model, schema `harness.run/3`: Run → Case → Step and Summary, frozen and validated.
+"""The result model, schema `harness.run/4`: Run → Case → Step and Summary, frozen and validated.
 
 The format is described field by field in docs/results.md.
 
@@ -21,7 +21,9 @@ by name):
   `rounds`, `rounds_contended`, `ramp_peak` and the 95 % intervals `peak_ci`,
   `ratio_to_nginx_ci`, `p99_at_peak_ci_ms`, `server_cpu_at_peak_ci_pct` ([low, high]);
   the run's `verdict` (ranking in groups that admit ties, ratios with intervals, one
-  sentence). Read from /3 as is: a /3 case has no rounds and no intervals.
+  sentence); the run's `thresholds` (each rule judged against each case it names:
+  `rule`, `framework`, `case`, `value`, `interval`, `held`, `judged_on`). Read from /3 as
+  is: a /3 case has no rounds and no intervals, a /3 run no verdict and no thresholds.
 """
 
 from __future__ import annotations
@@ -251,6 +253,37 @@ class Case:
 
 
 @dataclass(frozen=True)
+class ThresholdResult:
+    """One threshold rule judged against one case (model.thresholds says how)."""
+
+    rule: str  # canonical: "aiohttp: peak >= 20000"
+    framework: str
+    case: str  # the case's key (a framework may have several cases)
+    value: float | None  # the figure; None when it was not measured
+    interval: tuple[float, float] | None  # its 95 % interval, when it has one
+    held: bool
+    # what was compared: "interval low end", "interval high end", "whole interval",
+    # "value (no interval)", or why nothing could be ("case failed: …", "no value: …")
+    judged_on: str
+
+    def __post_init__(self) -> None:
+        _finite("value", self.value)
+        if self.interval is not None and (
+            not isinstance(self.interval, tuple)
+            or len(self.interval) != 2
+            or not self.interval[0] <= self.interval[1]
+        ):
+            raise ValueError(f"interval must be a (low, high) pair, not {self.interval!r}")
+        if not isinstance(self.held, bool):
+            raise ValueError(f"threshold held must be true or false, not {self.held!r}")
+
+
+def threshold_result_from_dict(data: dict[str, Any]) -> ThresholdResult:
+    interval = data.get("interval")
+    return ThresholdResult(**{**data, "interval": tuple(interval) if interval else None})
+
+
+@dataclass(frozen=True)
 class Run:
     """A whole comparison: host facts and versions that must agree before runs are combined."""
 
@@ -268,6 +301,9 @@ class Run:
     # intervals do not separate them), `ratios` (each neighbour pair, with its interval),
     # `text` (one sentence); None when nothing was measured in rounds
     verdict: dict[str, Any] | None = None
+    # every threshold rule (profile and --threshold) judged against each case it names;
+    # empty when there were no rules
+    thresholds: tuple[ThresholdResult, ...] = ()
 
     def __post_init__(self) -> None:
         if self.schema != SCHEMA:
@@ -357,8 +393,12 @@ def run_from_dict(data: dict[str, Any]) -> Run:
         )
     while data["schema"] in UPGRADES:
         data = UPGRADES[data["schema"]](data)
-    run_fields = {k: v for k, v in data.items() if k != "cases"}
-    return Run(**run_fields, cases=tuple(case_from_dict(c) for c in data.get("cases", ())))
+    run_fields = {k: v for k, v in data.items() if k not in ("cases", "thresholds")}
+    return Run(
+        **run_fields,
+        cases=tuple(case_from_dict(c) for c in data.get("cases", ())),
+        thresholds=tuple(threshold_result_from_dict(t) for t in data.get("thresholds", ())),
+    )
 
 
 def write_run(run: Run, directory: Path) -> Path:
@@ -366,6 +406,11 @@ def write_run(run: Run, directory: Path) -> Path:
     path = directory / "run.json"
     write_text_atomically(path, json.dumps(run.to_dict(), indent=2, sort_keys=False) + "\n")
     return path
+
+
+# what read_run raises on a file that is not a readable run (bad JSON is a ValueError; a
+# well-formed file of the wrong shape, a TypeError, KeyError or AttributeError)
+READ_ERRORS = (OSError, ValueError, TypeError, KeyError, AttributeError)
 
 
 def read_run(path: Path) -> Run:

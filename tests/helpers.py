@@ -18,10 +18,12 @@ from pathlib import Path
 import httpx
 import pytest
 
+from harness.run.analysis import with_rounds
 from harness.server_process import ServerProcess
 from harness.services import ferretdb_binary
 from harness.tools import tool_path
 from harness.verify import raw_ws_close_code, raw_ws_connect, ws_frame
+from model.results import Case, Run, Step, Summary
 from servers import FRAMEWORKS, contract
 
 # Output captured from the real tools, read by the parser tests.
@@ -122,6 +124,87 @@ def servers_serving(*routes: str) -> list[str]:
 def mc_port(server: ServerProcess) -> int:
     """Where the server's memcached socket service listens (its first telemetry line)."""
     return int(server.telemetry_lines()[0].get("mc_port") or 0)
+
+
+# -- synthetic results (diff, history, trend, thresholds), built with model.results -------
+SYNTHETIC_HOST = {"hostname": "vm", "cpu_model": "Test CPU", "cores": 2, "kernel": "6.1"}
+
+
+def synthetic_step(achieved: float, *, p99_ms: float = 5.0, errors: int = 0) -> Step:
+    """A concurrency step at 100 connections that achieved `achieved` req/s."""
+    return Step(
+        offered=100,
+        unit="concurrency",
+        achieved=achieved,
+        replies=int(achieved),
+        errors={"total": errors},
+        error_rate=errors / (achieved + errors) if achieved + errors else 0.0,
+        latency_ms={"avg": 1.0, "p50": 1.0, "p90": 2.0, "p99": p99_ms, "max": 9.0},
+        server_cpu_pct=95.0,
+    )
+
+
+def synthetic_case(
+    framework: str,
+    rounds: list[float],
+    *,
+    p99_ms: list[float] | None = None,
+    status: str = "ok",
+    process_model: str = "single",
+    reconcile: dict[str, int] | None = None,
+    round_errors: int = 0,
+) -> Case:
+    """A case whose ramp peaked at the first round's value, then measured in `rounds`
+    (none: the ramp's peak alone, no interval) — made by the runner's own with_rounds."""
+    peak = rounds[0] if rounds else 1000.0
+    ramp_case = Case(
+        framework=framework,
+        scenario="text",
+        sink="empty",
+        driver="wrk",
+        process_model=process_model,
+        affinity={"mode": "both", "server": "0", "agent": "1"},
+        status=status,  # type: ignore[arg-type]
+        error=None if status == "ok" else f"{framework} would not start",
+        steps=(synthetic_step(peak),) if status == "ok" else (),
+        summary=Summary(peak=peak, peak_offered=100, p99_at_peak_ms=5.0)
+        if status == "ok"
+        else Summary(),
+        reconcile=reconcile,
+    )
+    p99s = p99_ms or [5.0] * len(rounds)
+    measured = [
+        (
+            index,
+            Case(
+                **{
+                    **ramp_case.__dict__,
+                    "steps": (synthetic_step(value, p99_ms=p99, errors=round_errors),),
+                }
+            ),
+        )  # type: ignore[arg-type]
+        for index, (value, p99) in enumerate(zip(rounds, p99s, strict=True))
+    ]
+    return with_rounds(ramp_case, measured)
+
+
+def synthetic_run(
+    run_id: str,
+    cases: list[Case],
+    *,
+    profile: str = "quick",
+    host: dict[str, object] | None = None,
+    started: str = "2026-12-01T10:00:00+00:00",
+) -> Run:
+    return Run(
+        run_id=run_id,
+        started=started,
+        finished=started,
+        host=dict(host or SYNTHETIC_HOST),
+        versions={},
+        config={"profile": {"name": profile}},
+        cases=tuple(cases),
+    )
 
 
 __all__ = ["raw_ws_close_code", "raw_ws_connect", "ws_frame"]  # re-exported from verify

@@ -12,10 +12,13 @@ import typer
 
 from harness.cli.bench import bench_command
 from harness.cli.compare import compare_command
+from harness.cli.diff import diff_command
 from harness.cli.doctor import doctor_command
+from harness.cli.history import history_command
 from harness.cli.list import list_command
 from harness.cli.report import report_command
 from harness.cli.run import run_command
+from harness.cli.trend import trend_command
 from harness.cli.verify import verify_command
 from harness.lifecycle import kill_leftover_children, signals_as_interrupts
 from model.errors import UserError
@@ -33,6 +36,9 @@ app.command("bench")(bench_command)
 app.command("compare")(compare_command)
 app.command("run")(run_command)
 app.command("report")(report_command)
+app.command("diff")(diff_command)
+app.command("history")(history_command)
+app.command("trend")(trend_command)
 
 
 def main() -> None:

@@ -30,8 +30,10 @@ from harness.cli.options import (
     SERVER_CPUS_OPTION,
     SET_OPTION,
     SINK_OPTION,
+    THRESHOLD_OPTION,
     console,
 )
+from model.errors import UserError
 
 
 def run_comparison(
@@ -57,12 +59,30 @@ def run_comparison(
     durable: bool,
     connections: int | None,
     mode: str | None,
+    thresholds: list[str],
 ) -> None:
-    """Plan (every choice checked up front), run, print the tables, draw the report."""
-    from harness.compare import build_plan, run_plan, summary_table, topology_table
+    """Plan (every choice checked up front), run, print the tables, draw the report.
+
+    Exit status 1 when no case ran, else 3 when a threshold failed (after everything is
+    written and drawn), else 0."""
+    from harness.compare import (
+        build_plan,
+        run_plan,
+        summary_table,
+        threshold_table,
+        topology_table,
+    )
     from harness.lifecycle import interrupt_exit_status, interrupt_reason
     from harness.profile import parse_settings
     from model.results import read_run
+    from model.thresholds import parse_threshold, unmatched
+    from servers import FRAMEWORKS
+
+    for rule in thresholds:  # named as the user wrote it, before anything starts
+        try:
+            parse_threshold(rule, FRAMEWORKS)
+        except ValueError as error:
+            raise UserError(f"--threshold: {error}") from None
 
     overrides = {
         **parse_settings(settings),
@@ -78,6 +98,7 @@ def run_comparison(
         "durable": durable or None,  # unset: the profile's own
         "connections": connections,
         "mode": mode,
+        "thresholds": list(thresholds),
     }
     plan = build_plan(
         frameworks=frameworks,
@@ -112,6 +133,12 @@ def run_comparison(
     topologies = topology_table(run)
     if topologies is not None:
         console.print(topologies)
+    judged = threshold_table(run)
+    if judged is not None:
+        console.print(judged)
+    rules = [parse_threshold(rule) for rule in plan.profile.thresholds]
+    for rule in unmatched(rules, run.cases):  # a framework not in this run: nothing to judge
+        console.print(f"[yellow]note:[/] threshold '{rule.text}' matched no case in this run")
     from charts.render import render
 
     with console.status("drawing charts and the report…"):
@@ -120,6 +147,10 @@ def run_comparison(
     console.print(f"report: {report_path}")
     if not any(case.status == "ok" for case in run.cases):
         raise typer.Exit(1)
+    failed = [t for t in run.thresholds if not t.held]
+    if failed:
+        console.print(f"[red]{len(failed)} of {len(run.thresholds)} threshold checks failed[/]")
+        raise typer.Exit(3)
 
 
 def compare_command(
@@ -144,6 +175,7 @@ def compare_command(
     durable: bool = DURABLE_OPTION,
     connections: int = CONNECTIONS_OPTION,
     mode: str = MODE_OPTION,
+    thresholds: list[str] = THRESHOLD_OPTION,
 ) -> None:
     """Identical load ramps against every framework; run.json, steps.csv, charts, report."""
     run_comparison(**locals())

@@ -4,12 +4,14 @@ checks of option values that need no work module."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import typer
 from rich.console import Console
 
 from drivers import DRIVERS
 from model.errors import UserError
+from model.results import READ_ERRORS, Run, read_run
 from servers.contract import SINKS
 
 # Not a terminal (CI, a pipe): wide enough that tables keep their columns.
@@ -33,6 +35,18 @@ def check_cpus(spec: str) -> str:
 
     parse_cpu_list(spec)
     return spec
+
+
+def read_run_arg(path: Path) -> Run:
+    """The run a command was given (its directory or its run.json); UserError naming the
+    path when there is none or it cannot be read."""
+    file = path / "run.json" if path.is_dir() else path
+    if not file.is_file():
+        raise UserError(f"{path} holds no run.json: give a results/<run-id> directory")
+    try:
+        return read_run(file)
+    except READ_ERRORS as error:
+        raise UserError(f"{file}: {error}") from None
 
 
 FRAMEWORKS_OPTION = typer.Option(
@@ -59,6 +73,7 @@ LOAD_CPUS_OPTION = typer.Option(None, help="CPUs for the load generator (default
 # The load CPUs' old name in compare and run, still accepted, no longer shown.
 AGENT_CPUS_OPTION = typer.Option(None, "--agent-cpus", hidden=True)
 OUT_OPTION = typer.Option(None, help="Results directory (default: results/).")
+RESULTS_OPTION = typer.Option(Path("results"), "--results", help="The results directory.")
 NO_VERIFY_OPTION = typer.Option(False, "--no-verify", help="Skip the verify pass.")
 MONGO_URL_OPTION = typer.Option(None, help="A real MongoDB (default: FerretDB started here).")
 MONGO_W_OPTION = typer.Option(None, help="Write concern of the mongo sink: 0 or 1.")
@@ -68,6 +83,12 @@ DURABLE_OPTION = typer.Option(
     help="Acknowledge a record once on disk: fsync per file batch, mongo j: true.",
 )
 CONNECTIONS_OPTION = typer.Option(None, help="Connection ramp target (WebSocket scenarios).")
+THRESHOLD_OPTION = typer.Option(
+    [],
+    "--threshold",
+    help="A rule the run must meet, e.g. 'aiohttp: peak >= 20000', '*: errors == 0' "
+    "(repeatable; added to the profile's [thresholds]); exit status 3 when one fails.",
+)
 MODE_OPTION = typer.Option(
     None, help="Connection ramps: load (hold each step) or stress (stop at the breaking point)."
 )

@@ -28,6 +28,7 @@ from harness.cli.options import (
     SERVER_CPUS_OPTION,
     SET_OPTION,
     SINK_OPTION,
+    THRESHOLD_OPTION,
 )
 from model.errors import UserError
 
@@ -54,6 +55,7 @@ def run_command(
     durable: bool = DURABLE_OPTION,
     connections: int = CONNECTIONS_OPTION,
     mode: str = MODE_OPTION,
+    thresholds: list[str] = THRESHOLD_OPTION,
 ) -> None:
     """One framework through a profile (the same as compare --frameworks NAME)."""
     if "," in framework or framework == "all":

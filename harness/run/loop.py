@@ -29,6 +29,7 @@ from harness.tools import TOOLS, tool_status
 from model.errors import UserError
 from model.results import FLAG_MEANINGS, SCHEMA, Case, Run, RunStatus, write_run
 from model.scenarios import get_scenario
+from model.thresholds import judge_thresholds, parse_threshold
 from servers import FRAMEWORKS
 
 
@@ -153,7 +154,8 @@ class Runner:
         status: RunStatus,
         reason: str | None = None,
     ) -> Run:
-        """run.json and steps.csv as they stand (each atomically)."""
+        """run.json and steps.csv as they stand (each atomically), the profile's thresholds
+        judged against the cases so far."""
         config = {
             "profile": self.plan.profile.to_dict(),
             "frameworks": list(self.plan.frameworks),
@@ -173,6 +175,7 @@ class Runner:
             status,
             reason,
             verdict(cases),
+            judge_thresholds([parse_threshold(r) for r in self.plan.profile.thresholds], cases),
         )
         write_run(run, self.plan.out_dir)
         write_steps_csv(run, self.plan.out_dir / "steps.csv")

@@ -1,0 +1,109 @@
+"""`harness diff RUN_A RUN_B`: each case's change from run A (the base) to run B, and
+whether it is real (harness.diff names the rule)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+from rich.table import Table
+
+from harness.cli.options import console, read_run_arg
+from model.errors import UserError
+
+if TYPE_CHECKING:  # harness.diff imports scipy: loaded only when a diff is asked for
+    from harness.diff import Change
+
+
+def _ratio(change: Change) -> str:
+    if change.ratio is None:
+        return "–"
+    text = f"{change.ratio:.3f}×"
+    if change.interval is not None:
+        text += f" [{change.interval.low:.3f}, {change.interval.high:.3f}]"
+    return text
+
+
+def _figure(value: float | None, spec: str = "{:,.0f}") -> str:
+    return "–" if value is None else spec.format(value)
+
+
+VERDICT_STYLES = {"faster": "green", "slower": "red", "not comparable": "yellow"}
+
+
+def diff(run_a: Path, run_b: Path, *, factor: float, allow_other_host: bool, as_json: bool) -> int:
+    """Print the diff of two runs (a table, or JSON); returns the exit status: 1 when a
+    case got significantly slower by more than `factor`, else 0. Runs from different
+    hosts are refused (UserError) unless `allow_other_host`, and then labelled."""
+    from harness.diff import diff_runs, host_differences
+
+    if not factor >= 1.0:
+        raise UserError(f"--factor must be at least 1.0 (a change of 10 % is 1.10), not {factor}")
+    old, new = read_run_arg(run_a), read_run_arg(run_b)
+    differences = host_differences(old, new)
+    if differences and not allow_other_host:
+        raise UserError(
+            f"runs {old.run_id} and {new.run_id} were measured on different hosts "
+            f"({'; '.join(differences)}): use --allow-other-host to diff them anyway"
+        )
+    result = diff_runs(old, new, factor)
+    if as_json:
+        print(json.dumps(result.to_dict(), indent=2))
+        return result.exit_status
+    title = f"diff: A {old.run_id} → B {new.run_id} (factor {factor:g})"
+    if differences:
+        title += f"\n[yellow]DIFFERENT HOSTS[/]: {'; '.join(differences)}"
+    table = Table(title=title)
+    columns = ("case", "A peak", "B peak", "B/A [95 % CI]", "p", "verdict",
+               "A p99 ms", "B p99 ms", "p99 B/A [95 % CI]", "note")  # fmt: skip
+    for column in columns:
+        words = column in ("case", "verdict", "note")
+        table.add_column(column, justify="left" if words else "right")
+    for case in result.cases:
+        style = VERDICT_STYLES.get(case.verdict)
+        verdict = case.verdict + (f", beyond {factor:g}×" if case.beyond_factor else "")
+        table.add_row(
+            case.label,
+            _figure(case.peak.old),
+            _figure(case.peak.new),
+            _ratio(case.peak),
+            _figure(case.peak.p, "{:.3f}"),
+            f"[{style}]{verdict}[/]" if style else verdict,
+            _figure(case.p99.old, "{:.2f}"),
+            _figure(case.p99.new, "{:.2f}"),
+            _ratio(case.p99) + ("" if case.p99_change == "no rounds" else f" {case.p99_change}"),
+            case.note or "",
+        )
+    table.caption = (
+        "verdict: Mann–Whitney U p < 0.05 and the ratio's 95 % bootstrap interval excludes 1; "
+        "p99 (lower is better) for information"
+    )
+    console.print(table)
+    for side, names in (("A", result.only_in_old), ("B", result.only_in_new)):
+        if names:
+            console.print(f"only in {side}: {', '.join(names)}")
+    if result.worse:
+        names = ", ".join(c.label for c in result.worse)
+        console.print(f"[red]slower beyond {factor:g}×: {names}[/]")
+    return result.exit_status
+
+
+def diff_command(
+    run_a: Path = typer.Argument(..., help="The base run: results/<run-id> or its run.json."),
+    run_b: Path = typer.Argument(..., help="The new run, compared with the base."),
+    factor: float = typer.Option(
+        1.10, help="The change that matters: exit 1 when a case is significantly slower by more."
+    ),
+    allow_other_host: bool = typer.Option(
+        False, "--allow-other-host", help="Diff runs measured on different hosts (labelled)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+) -> None:
+    """Each case's peak in run B against run A: the ratio with its 95 % interval and a
+    verdict (faster, slower, no significant change); exit 1 when a case is significantly
+    slower by more than --factor."""
+    raise typer.Exit(
+        diff(run_a, run_b, factor=factor, allow_other_host=allow_other_host, as_json=as_json)
+    )

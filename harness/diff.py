@@ -1,0 +1,271 @@
+"""`harness diff`: the same cases in two runs, the change in each and whether it is real.
+
+Run A is the old (the base), run B the new. For every case in both runs, matched on
+framework, scenario, sink, driver, process model and affinity mode:
+
+- **the ratio** B / A of the peaks — the means of the two runs' usable confirmation rounds
+  (harness.run.analysis.usable_rounds) — with a 95 % percentile-bootstrap interval, each
+  run's rounds resampled on their own (harness.stats.bootstrap_ratio_interval: rounds of
+  two runs did not run side by side, so they are not paired);
+- **the test**: the two-sided Mann–Whitney U test on the two runs' round peaks (ranks
+  only: no normality assumed, one wild round cannot dominate);
+- **the verdict**: `faster` or `slower` when p < 0.05 **and** the ratio's interval
+  excludes 1.0; `no significant change` otherwise. Both, because each alone errs on few
+  rounds: the percentile bootstrap of 5 rounds is narrower than it should be (it cannot
+  see the spread the rounds did not happen to show), and the rank test says nothing of
+  the size. `no rounds` when either side has fewer than two rounds (then the ratio of the
+  two peaks alone, with no interval and no verdict); `not comparable` when either case
+  failed or found no peak.
+
+The Mann–Whitney test on n and m rounds cannot give p below 2 / C(n + m, n): 0.10 with 3
+rounds a side, 0.029 with 4, 0.008 with 5. With 3 rounds a side or fewer no change can
+be called significant, and the diff says so.
+
+`factor` (default 1.10) is the change that matters: a significant change beyond it
+either way (B/A < 1/factor or > factor) is marked, and one slower beyond it makes the
+exit status 1 (`RunDiff.exit_status`). The p99 latency at the peak (lower is better) is
+given beside, judged alike, for information only: it never sets the exit status.
+
+Pure functions of results (no I/O), unit-tested on synthetic runs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from harness.run.analysis import usable_rounds
+from harness.stats import Interval, bootstrap_ratio_interval, mann_whitney_p
+from model.results import Case, Run
+
+ALPHA = 0.05
+DEFAULT_FACTOR = 1.10
+# the host facts two runs must share to be diffed (or trended) without --allow-other-host
+SAME_HOST_FACTS = ("hostname", "cpu_model", "cores")
+IDENTITY_KEYS = ("framework", "scenario", "sink", "driver", "process_model", "affinity")
+
+CaseIdentity = tuple[str, str, str, str, str, str]
+
+
+def case_identity(case: Case) -> CaseIdentity:
+    """What makes two cases of two runs the same case (Case.key's parts)."""
+    mode = case.affinity.get("mode") or "pinned"
+    return (case.framework, case.scenario, case.sink, case.driver, case.process_model, mode)
+
+
+def case_labels(identities: Sequence[CaseIdentity]) -> dict[CaseIdentity, str]:
+    """Each case as its framework, followed by only those other parts that vary
+    (`aiohttp`, or `aiohttp [lb:2, server]` in a run of several process models and modes)."""
+    varying = [i for i in range(1, len(IDENTITY_KEYS)) if len({x[i] for x in identities}) > 1]
+    labels = {}
+    for identity in identities:
+        extra = ", ".join(identity[i] for i in varying)
+        labels[identity] = identity[0] + (f" [{extra}]" if extra else "")
+    return labels
+
+
+def host_differences(first: Run, second: Run) -> list[str]:
+    """The SAME_HOST_FACTS on which two runs differ, each as `fact: 'a' vs 'b'`."""
+    return [
+        f"{fact}: {first.host.get(fact)!r} vs {second.host.get(fact)!r}"
+        for fact in SAME_HOST_FACTS
+        if first.host.get(fact) != second.host.get(fact)
+    ]
+
+
+def smallest_p(rounds_a: int, rounds_b: int) -> float:
+    """The smallest two-sided p the exact Mann–Whitney test can give on these counts."""
+    return min(1.0, 2 / math.comb(rounds_a + rounds_b, rounds_a))
+
+
+@dataclass(frozen=True)
+class Change:
+    """A figure in run A and run B: the ratio B/A, its interval and the test's p."""
+
+    old: float | None
+    new: float | None
+    ratio: float | None
+    interval: Interval | None
+    p: float | None
+    rounds: tuple[int, int]  # usable rounds with the figure in A and in B
+
+    @property
+    def measured(self) -> bool:
+        """Both sides had rounds enough for an interval and a test."""
+        return self.interval is not None and self.p is not None
+
+    @property
+    def significant(self) -> bool:
+        """p < ALPHA and the interval excludes 1.0 (the diff's rule)."""
+        return (
+            self.interval is not None
+            and self.p is not None
+            and self.p < ALPHA
+            and self.interval.excludes(1.0)
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        interval = self.interval.rounded(4) if self.interval else None
+        return {
+            "a": self.old,
+            "b": self.new,
+            "ratio": round(self.ratio, 4) if self.ratio is not None else None,
+            "ci": list(interval.as_pair()) if interval else None,
+            "p": round(self.p, 4) if self.p is not None else None,
+            "rounds": list(self.rounds),
+        }
+
+
+def measure_change(
+    old: float | None, new: float | None, old_rounds: Sequence[float], new_rounds: Sequence[float]
+) -> Change:
+    """The change from `old` to `new`: with two rounds or more on each side, the ratio of
+    the rounds' means, its bootstrap interval and the Mann–Whitney p; otherwise the ratio
+    of the two values alone."""
+    rounds = (len(old_rounds), len(new_rounds))
+    interval = bootstrap_ratio_interval(new_rounds, old_rounds)
+    if interval is not None:
+        p = mann_whitney_p(old_rounds, new_rounds)
+        return Change(old, new, interval.value, interval, p, rounds)
+    ratio = new / old if old and new is not None else None
+    return Change(old, new, ratio, None, None, rounds)
+
+
+def _round_peaks(case: Case) -> list[float]:
+    return [s.achieved for s in usable_rounds(case.rounds)]
+
+
+def _round_p99s(case: Case) -> list[float]:
+    return [v for s in usable_rounds(case.rounds) if (v := s.latency_ms.get("p99")) is not None]
+
+
+@dataclass(frozen=True)
+class CaseDiff:
+    """One case in both runs: the peak's change and verdict, the p99's change beside."""
+
+    identity: CaseIdentity
+    label: str
+    peak: Change
+    p99: Change
+    verdict: str  # faster, slower, no significant change, no rounds, not comparable
+    beyond_factor: bool  # significant and beyond the factor, either way
+    note: str | None = None  # why there is no verdict, or why none could be significant
+
+    @property
+    def worse_beyond_factor(self) -> bool:
+        return self.verdict == "slower" and self.beyond_factor
+
+    @property
+    def p99_change(self) -> str:
+        """The p99's change in words (lower is better; informational)."""
+        if not self.p99.measured:
+            return "no rounds"
+        if not self.p99.significant:
+            return "no significant change"
+        return "lower" if (self.p99.ratio or 0) < 1 else "higher"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **dict(zip(IDENTITY_KEYS, self.identity, strict=True)),
+            "label": self.label,
+            "verdict": self.verdict,
+            "beyond_factor": self.beyond_factor,
+            "peak": self.peak.to_dict(),
+            "p99_ms": {**self.p99.to_dict(), "change": self.p99_change},
+            "note": self.note,
+        }
+
+
+def _not_comparable(case: Case) -> str | None:
+    """Why a case has nothing to compare (failed, skipped, no peak); None when it has."""
+    if case.status != "ok":
+        return f"{case.status} ({case.error})"
+    return None if case.summary.peak else "no peak"
+
+
+def diff_case(old: Case, new: Case, label: str, factor: float) -> CaseDiff:
+    """`old` against `new` (the same case in runs A and B), by the module's rule."""
+    identity = case_identity(old)
+    sides = (("A", old), ("B", new))
+    why = [f"{side}: {reason}" for side, case in sides if (reason := _not_comparable(case))]
+    if why:
+        empty = Change(old.summary.peak, new.summary.peak, None, None, None, (0, 0))
+        return CaseDiff(identity, label, empty, empty, "not comparable", False, "; ".join(why))
+    peak = measure_change(old.summary.peak, new.summary.peak, _round_peaks(old), _round_peaks(new))
+    p99 = measure_change(
+        old.summary.p99_at_peak_ms, new.summary.p99_at_peak_ms, _round_p99s(old), _round_p99s(new)
+    )
+    note = None
+    if not peak.measured:
+        verdict = "no rounds"
+        note = f"{peak.rounds[0]} and {peak.rounds[1]} rounds: the peaks' ratio, no interval"
+    elif peak.significant:
+        verdict = "faster" if (peak.ratio or 0) > 1 else "slower"
+    else:
+        verdict = "no significant change"
+        if smallest_p(*peak.rounds) >= ALPHA:
+            note = (
+                f"{peak.rounds[0]} and {peak.rounds[1]} rounds cannot reach p < {ALPHA} "
+                f"(at best {smallest_p(*peak.rounds):.2f}): run at least 4 a side"
+            )
+    ratio = peak.ratio or 1.0
+    beyond = peak.significant and (ratio < 1 / factor or ratio > factor)
+    return CaseDiff(identity, label, peak, p99, verdict, beyond, note)
+
+
+@dataclass(frozen=True)
+class RunDiff:
+    """Run A against run B, case by case."""
+
+    old_id: str
+    new_id: str
+    factor: float
+    other_host: tuple[str, ...]  # the host facts that differ (empty: the same host)
+    cases: tuple[CaseDiff, ...]
+    only_in_old: tuple[str, ...]
+    only_in_new: tuple[str, ...]
+
+    @property
+    def worse(self) -> list[CaseDiff]:
+        """The cases significantly slower by more than the factor."""
+        return [c for c in self.cases if c.worse_beyond_factor]
+
+    @property
+    def exit_status(self) -> int:
+        """1 when any case got significantly slower beyond the factor, else 0."""
+        return 1 if self.worse else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "a": self.old_id,
+            "b": self.new_id,
+            "factor": self.factor,
+            "rule": f"Mann–Whitney p < {ALPHA} and the ratio's 95 % interval excludes 1.0",
+            "other_host": list(self.other_host),
+            "cases": [c.to_dict() for c in self.cases],
+            "only_in_a": list(self.only_in_old),
+            "only_in_b": list(self.only_in_new),
+            "worse_beyond_factor": [c.label for c in self.worse],
+            "exit_status": self.exit_status,
+        }
+
+
+def diff_runs(old: Run, new: Run, factor: float = DEFAULT_FACTOR) -> RunDiff:
+    """Every case of both runs compared, in run A's order; the cases in only one are named."""
+    if not factor >= 1.0:
+        raise ValueError(f"factor must be at least 1.0, not {factor}")
+    old_cases = {case_identity(c): c for c in old.cases}
+    new_cases = {case_identity(c): c for c in new.cases}
+    labels = case_labels([*old_cases, *(i for i in new_cases if i not in old_cases)])
+    both = [i for i in old_cases if i in new_cases]
+    return RunDiff(
+        old.run_id,
+        new.run_id,
+        factor,
+        tuple(host_differences(old, new)),
+        tuple(diff_case(old_cases[i], new_cases[i], labels[i], factor) for i in both),
+        tuple(labels[i] for i in old_cases if i not in new_cases),
+        tuple(labels[i] for i in new_cases if i not in old_cases),
+    )

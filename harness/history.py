@@ -1,0 +1,173 @@
+"""Run history: the runs under results/ (`harness history`) and each framework's peak
+across runs of one profile on one host (`harness trend`), with steps larger than noise.
+
+A **step** is a change between two consecutive runs of a series whose 95 % intervals
+(`Summary.peak_ci`, from confirmation rounds) do not overlap: the rounds of the two runs
+cannot both be right about one value. Without an interval on either side nothing is
+called a step: a single ramp's peak carries no measure of its own noise.
+
+Pure apart from reading run.json files; unit-tested on run.json files written with
+model.results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.diff import SAME_HOST_FACTS, CaseIdentity, case_identity, case_labels
+from model.results import READ_ERRORS, Run, read_run
+
+
+def read_run_or_problem(directory: Path) -> tuple[Run | None, str | None]:
+    """The run in `directory`, or None and what is wrong with it, in a few words."""
+    path = directory / "run.json"
+    if not path.is_file():
+        return None, "no run.json"
+    try:
+        return read_run(path), None
+    except READ_ERRORS as error:
+        return None, f"{type(error).__name__}: {error}"[:200]
+
+
+def _peak_text(value: float, interval: tuple[float, float] | None, unit: str) -> str:
+    text = f"{value:,.0f}" + ("" if unit == "req/s" else f" {unit}")
+    return text + (f" [{interval[0]:,.0f}, {interval[1]:,.0f}]" if interval else "")
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One directory under results/: its run, or why it could not be read."""
+
+    name: str
+    run: Run | None
+    problem: str | None = None
+
+    @property
+    def profile(self) -> str:
+        return str((self.run.config.get("profile") or {}).get("name", "")) if self.run else ""
+
+    @property
+    def host(self) -> str:
+        return str(self.run.host.get("hostname", "")) if self.run else ""
+
+    @property
+    def status(self) -> str:
+        return self.run.status if self.run else "unreadable"
+
+    @property
+    def frameworks(self) -> list[str]:
+        return list(dict.fromkeys(c.framework for c in self.run.cases)) if self.run else []
+
+    def peaks(self) -> list[tuple[str, float, tuple[float, float] | None, str]]:
+        """(case label, peak, its interval, its unit) for each case that peaked."""
+        if self.run is None:
+            return []
+        labels = case_labels([case_identity(c) for c in self.run.cases])
+        return [
+            (labels[case_identity(c)], c.summary.peak, c.summary.peak_ci, c.summary.peak_unit)
+            for c in self.run.cases
+            if c.status == "ok" and c.summary.peak is not None
+        ]
+
+    def peak_texts(self) -> list[tuple[str, str]]:
+        """(case label, `25,752 [24,100, 27,000]`) for each case that peaked."""
+        return [(label, _peak_text(value, ci, unit)) for label, value, ci, unit in self.peaks()]
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.run is None:
+            return {"run": self.name, "status": "unreadable", "problem": self.problem}
+        return {
+            "run": self.name,
+            "run_id": self.run.run_id,
+            "started": self.run.started,
+            "profile": self.profile,
+            "host": self.host,
+            "status": self.status,
+            "frameworks": self.frameworks,
+            "peaks": [
+                {"case": label, "peak": value, "ci": list(ci) if ci else None, "unit": unit}
+                for label, value, ci, unit in self.peaks()
+            ],
+        }
+
+
+def list_history(results_dir: Path) -> list[HistoryEntry]:
+    """Every run directory under `results_dir`, newest first: run ids begin with their UTC
+    start (`20261130-170804.123-quick`), so the name orders them. Hidden directories and
+    plain files are not runs; a directory whose run.json is missing or unreadable is
+    listed with the reason."""
+    directories = [p for p in results_dir.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    entries = []
+    for directory in sorted(directories, key=lambda p: p.name, reverse=True):
+        run, problem = read_run_or_problem(directory)
+        entries.append(HistoryEntry(directory.name, run, problem))
+    return entries
+
+
+@dataclass(frozen=True)
+class TrendPoint:
+    """One case's peak in one run."""
+
+    run_id: str
+    started: str
+    value: float
+    interval: tuple[float, float] | None
+
+
+def host_key(run: Run) -> tuple[Any, ...]:
+    return tuple(run.host.get(fact) for fact in SAME_HOST_FACTS)
+
+
+@dataclass(frozen=True)
+class TrendRuns:
+    """The runs a trend draws, and those it left out (and why)."""
+
+    profile: str
+    host: str
+    runs: tuple[Run, ...]  # oldest first
+    other_hosts: int  # runs of the profile measured on another host
+    unreadable: int  # directories that could not be read
+
+
+def trend_runs(entries: Sequence[HistoryEntry], profile: str) -> TrendRuns:
+    """The readable runs of `profile` on the host of its newest run, oldest first."""
+    same_profile = [e.run for e in entries if e.run is not None and e.profile == profile]
+    if not same_profile:
+        return TrendRuns(profile, "", (), 0, sum(e.run is None for e in entries))
+    newest_host = host_key(same_profile[0])
+    kept = [run for run in same_profile if host_key(run) == newest_host]
+    return TrendRuns(
+        profile,
+        str(same_profile[0].host.get("hostname", "")),
+        tuple(reversed(kept)),
+        len(same_profile) - len(kept),
+        sum(e.run is None for e in entries),
+    )
+
+
+def trend_series(runs: Sequence[Run]) -> dict[str, list[TrendPoint]]:
+    """Each case's peak across `runs` (in their order), labelled by case: a run where the
+    case failed or found no peak leaves a gap."""
+    series: dict[CaseIdentity, list[TrendPoint]] = {}
+    for run in runs:
+        for case in run.cases:
+            if case.status != "ok" or case.summary.peak is None:
+                continue
+            point = TrendPoint(run.run_id, run.started, case.summary.peak, case.summary.peak_ci)
+            series.setdefault(case_identity(case), []).append(point)
+    labels = case_labels(list(series))
+    return {labels[identity]: points for identity, points in series.items()}
+
+
+def steps_beyond_noise(points: Sequence[TrendPoint]) -> list[int]:
+    """The indices i where points[i - 1] → points[i] is a step: both have intervals and
+    the intervals do not overlap."""
+    steps = []
+    for index in range(1, len(points)):
+        before, after = points[index - 1].interval, points[index].interval
+        if before and after and (after[0] > before[1] or after[1] < before[0]):
+            steps.append(index)
+    return steps

@@ -1,0 +1,287 @@
+"""`harness diff`, `harness history` and `harness trend` on run.json files written with
+model.results (harness.diff, harness.history, charts.trend): the rule, the exit status,
+other hosts, unreadable directories, steps beyond noise. The commands are called
+in-process, as their typer wrappers call them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from charts.trend import short_run_label, trend_figure
+from harness.cli.diff import diff
+from harness.cli.history import history
+from harness.cli.trend import trend
+from harness.diff import diff_runs, measure_change, smallest_p
+from harness.history import TrendPoint, list_history, steps_beyond_noise, trend_runs
+from model.errors import UserError
+from model.results import Case, Run, write_run
+from tests.helpers import SYNTHETIC_HOST, synthetic_case, synthetic_run
+
+BASE = [10000.0, 10150.0, 9900.0, 10050.0, 9950.0]  # five rounds, ~1 % apart
+
+
+def scaled(values: list[float], factor: float) -> list[float]:
+    return [v * factor for v in values]
+
+
+def written(directory: Path, run: Run) -> Path:
+    directory.mkdir(parents=True)
+    write_run(run, directory)
+    return directory
+
+
+def two_runs(
+    tmp_path: Path, old: list[Case], new: list[Case], **new_run: object
+) -> tuple[Path, Path]:
+    a = written(tmp_path / "a", synthetic_run("20261201-100000.000-quick", old))
+    b = written(tmp_path / "b", synthetic_run("20261201-110000.000-quick", new, **new_run))  # type: ignore[arg-type]
+    return a, b
+
+
+def test_a_change_needs_the_test_and_the_interval() -> None:
+    same = measure_change(1.0, 1.0, BASE, BASE)
+    assert same.measured and not same.significant
+    assert same.p == 1.0 and same.interval is not None and not same.interval.excludes(1.0)
+    slower = measure_change(1.0, 1.0, BASE, scaled(BASE, 0.8))
+    assert slower.significant and slower.ratio == pytest.approx(0.8)
+    assert slower.p is not None and slower.p < 0.01
+    # disjoint but with 3 rounds a side the rank test cannot reach 0.05, however far apart
+    few = measure_change(1.0, 1.0, BASE[:3], scaled(BASE[:3], 0.5))
+    assert few.interval is not None and few.interval.excludes(1.0)
+    assert few.p == pytest.approx(0.1) and not few.significant
+    assert smallest_p(3, 3) == pytest.approx(0.1) and smallest_p(4, 4) < 0.05
+    no_rounds = measure_change(1000.0, 900.0, [], [900.0])
+    assert (no_rounds.ratio, no_rounds.interval, no_rounds.p) == (0.9, None, None)
+
+
+def test_a_run_diffed_with_itself_changes_nowhere_and_exits_0(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cases = [synthetic_case("aiohttp", BASE), synthetic_case("nginx", scaled(BASE, 8))]
+    a = written(tmp_path / "a", synthetic_run("20261201-100000.000-quick", cases))
+    assert diff(a, a, factor=1.1, allow_other_host=False, as_json=False) == 0
+    out = capsys.readouterr().out
+    assert out.count("no significant change") == 4  # peak and p99 of both cases
+    assert "faster" not in out and "slower" not in out
+    assert diff(a / "run.json", a, factor=1.1, allow_other_host=False, as_json=True) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [c["verdict"] for c in data["cases"]] == ["no significant change"] * 2
+    assert data["cases"][0]["peak"]["ratio"] == 1.0 and data["exit_status"] == 0
+
+
+def test_slower_beyond_the_factor_exits_1_and_within_it_exits_0(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old = [synthetic_case("aiohttp", BASE), synthetic_case("twisted", BASE)]
+    new = [
+        synthetic_case("aiohttp", scaled(BASE, 0.8)),  # 20 % slower
+        synthetic_case("twisted", scaled(BASE, 0.95)),  # 5 % slower: real, within 1.10
+    ]
+    a, b = two_runs(tmp_path, old, new)
+    assert diff(a, b, factor=1.1, allow_other_host=False, as_json=True) == 1
+    data = json.loads(capsys.readouterr().out)
+    aiohttp, twisted = data["cases"]
+    assert (aiohttp["verdict"], aiohttp["beyond_factor"]) == ("slower", True)
+    low, high = aiohttp["peak"]["ci"]
+    assert low <= 0.8 <= high < 1.0 and aiohttp["peak"]["p"] < 0.05
+    assert (twisted["verdict"], twisted["beyond_factor"]) == ("slower", False)
+    assert data["worse_beyond_factor"] == ["aiohttp"]
+    # a looser factor forgives the 20 %; the other way round it is faster, never a failure
+    assert diff(a, b, factor=1.3, allow_other_host=False, as_json=False) == 0
+    assert diff(b, a, factor=1.1, allow_other_host=False, as_json=False) == 0
+    out = capsys.readouterr().out
+    assert "faster, beyond 1.1×" in out
+    with pytest.raises(UserError, match=r"--factor must be at least 1\.0"):
+        diff(a, b, factor=0.9, allow_other_host=False, as_json=False)
+
+
+def test_overlapping_rounds_are_no_significant_change(tmp_path: Path) -> None:
+    noisy = [10000.0, 12000.0, 8500.0, 11000.0, 9000.0]
+    shifted = [9500.0, 11500.0, 8200.0, 10800.0, 8600.0]  # 4 % lower on average, noise 15 %
+    result = diff_runs(
+        synthetic_run("a", [synthetic_case("gevent", noisy)]),
+        synthetic_run("b", [synthetic_case("gevent", shifted)]),
+    )
+    (case,) = result.cases
+    assert case.verdict == "no significant change" and result.exit_status == 0
+    assert case.peak.interval is not None and not case.peak.interval.excludes(1.0)
+
+
+def test_p99_is_reported_beside_and_never_sets_the_exit_status(tmp_path: Path) -> None:
+    old = synthetic_case("gevent", BASE, p99_ms=[30.0, 31.0, 29.0, 30.5, 29.5])
+    new = synthetic_case("gevent", BASE, p99_ms=[60.0, 62.0, 58.0, 61.0, 59.0])
+    result = diff_runs(synthetic_run("a", [old]), synthetic_run("b", [new]))
+    (case,) = result.cases
+    assert case.p99_change == "higher" and case.p99.ratio == pytest.approx(2.0)
+    assert case.verdict == "no significant change" and result.exit_status == 0
+
+
+def test_cases_without_rounds_failed_or_in_one_run_only_are_said_so() -> None:
+    old = [
+        synthetic_case("aiohttp", []),  # the ramp's peak alone: 1000
+        synthetic_case("tornado", BASE),
+        synthetic_case("twisted", BASE),
+        synthetic_case("gevent", BASE[:3]),
+    ]
+    new = [
+        synthetic_case("aiohttp", [], status="ok"),
+        synthetic_case("tornado", [], status="failed"),
+        synthetic_case("gevent", scaled(BASE[:3], 0.5)),
+        synthetic_case("eventlet", BASE),
+    ]
+    result = diff_runs(synthetic_run("a", old), synthetic_run("b", new))
+    by_name = {c.label: c for c in result.cases}
+    assert by_name["aiohttp"].verdict == "no rounds"
+    assert by_name["aiohttp"].peak.ratio == 1.0 and by_name["aiohttp"].peak.interval is None
+    assert by_name["tornado"].verdict == "not comparable"
+    assert by_name["tornado"].note == "B: failed (tornado would not start)"
+    assert by_name["gevent"].verdict == "no significant change"
+    assert "3 and 3 rounds cannot reach p < 0.05" in (by_name["gevent"].note or "")
+    assert (result.only_in_old, result.only_in_new) == (("twisted",), ("eventlet",))
+    assert result.exit_status == 0
+
+
+def test_cases_are_matched_on_process_model_too() -> None:
+    old = [synthetic_case("aiohttp", BASE), synthetic_case("aiohttp", BASE, process_model="lb:2")]
+    new = [synthetic_case("aiohttp", scaled(BASE, 0.7), process_model="lb:2")]
+    result = diff_runs(synthetic_run("a", old), synthetic_run("b", new))
+    (case,) = result.cases
+    assert case.label == "aiohttp [lb:2]" and case.verdict == "slower"
+    assert result.only_in_old == ("aiohttp [single]",)
+
+
+def test_runs_of_other_hosts_are_refused_unless_asked_for_and_then_labelled(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cases = [synthetic_case("aiohttp", BASE)]
+    other = {**SYNTHETIC_HOST, "hostname": "ci-runner", "cores": 8}
+    a, b = two_runs(tmp_path, cases, cases, host=other)
+    with pytest.raises(UserError) as refused:
+        diff(a, b, factor=1.1, allow_other_host=False, as_json=False)
+    message = str(refused.value)
+    assert "different hosts" in message and "--allow-other-host" in message
+    assert "hostname: 'vm' vs 'ci-runner'" in message and "cores: 2 vs 8" in message
+    assert "\n" not in message
+    assert diff(a, b, factor=1.1, allow_other_host=True, as_json=False) == 0
+    assert "DIFFERENT HOSTS: hostname: 'vm' vs 'ci-runner'" in capsys.readouterr().out
+    diff(a, b, factor=1.1, allow_other_host=True, as_json=True)
+    assert json.loads(capsys.readouterr().out)["other_host"] == [
+        "hostname: 'vm' vs 'ci-runner'",
+        "cores: 2 vs 8",
+    ]
+
+
+def test_a_missing_or_broken_run_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "run.json").write_text("{not json")
+    with pytest.raises(UserError, match=r"holds no run\.json"):
+        diff(tmp_path, tmp_path, factor=1.1, allow_other_host=False, as_json=False)
+    with pytest.raises(UserError, match=r"broken/run\.json: Expecting property name"):
+        diff(tmp_path / "broken", tmp_path, factor=1.1, allow_other_host=False, as_json=False)
+
+
+def results_with_history(tmp_path: Path) -> Path:
+    """results/: four quick runs on this host (aiohttp steps down 20 % at the third),
+    one quick run on another host, one smoke run, and three directories that are not
+    readable runs."""
+    results = tmp_path / "results"
+    aiohttp = [BASE, scaled(BASE, 1.01), scaled(BASE, 0.8), scaled(BASE, 0.81)]
+    for hour, rounds in enumerate(aiohttp):
+        run_id = f"20261201-1{hour}0000.000-quick"
+        cases = [synthetic_case("aiohttp", rounds), synthetic_case("nginx", scaled(BASE, 8))]
+        written(results / run_id, synthetic_run(run_id, cases, started=f"2026-12-01T1{hour}:00"))
+    elsewhere = {**SYNTHETIC_HOST, "hostname": "laptop"}
+    other = "20261201-090000.000-quick"
+    elsewhere_run = synthetic_run(other, [synthetic_case("aiohttp", BASE)], host=elsewhere)
+    written(results / other, elsewhere_run)
+    smoke = "20261201-200000.000-smoke"
+    written(results / smoke, synthetic_run(smoke, [synthetic_case("gevent", [])], profile="smoke"))
+    (results / "20261201-210000.000-quick").mkdir()  # claimed, never written
+    (results / "20261201-220000.000-quick").mkdir()
+    (results / "20261201-220000.000-quick" / "run.json").write_text('{"schema": "harness.run/9"}')
+    (results / ".cache").mkdir()
+    (results / "trend-quick.png").write_bytes(b"")
+    return results
+
+
+def test_history_lists_runs_newest_first_and_unreadable_ones_as_such(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    results = results_with_history(tmp_path)
+    entries = list_history(results)
+    assert [e.name for e in entries] == [
+        "20261201-220000.000-quick",
+        "20261201-210000.000-quick",
+        "20261201-200000.000-smoke",
+        "20261201-130000.000-quick",
+        "20261201-120000.000-quick",
+        "20261201-110000.000-quick",
+        "20261201-100000.000-quick",
+        "20261201-090000.000-quick",
+    ]
+    assert "'harness.run/9' is not readable" in (entries[0].problem or "")
+    assert entries[1].problem == "no run.json"
+    history(results, as_json=True)
+    rows = json.loads(capsys.readouterr().out)
+    assert rows[1] == {"run": "20261201-210000.000-quick", "status": "unreadable",
+                       "problem": "no run.json"}  # fmt: skip
+    newest = rows[3]
+    assert (newest["profile"], newest["host"], newest["status"]) == ("quick", "vm", "complete")
+    assert newest["frameworks"] == ["aiohttp", "nginx"]
+    assert newest["peaks"][0]["case"] == "aiohttp" and len(newest["peaks"][0]["ci"]) == 2
+    assert rows[2]["peaks"] == [{"case": "gevent", "peak": 1000.0, "ci": None, "unit": "req/s"}]
+    history(results, as_json=False)
+    table = capsys.readouterr().out
+    assert table.count("unreadable") == 2 and "aiohttp 8,108 [8,011, 8,205]" in table
+    with pytest.raises(UserError, match="no results directory"):
+        history(tmp_path / "nowhere", as_json=False)
+
+
+def test_a_step_is_where_consecutive_intervals_do_not_overlap() -> None:
+    def point(value: float, half: float | None) -> TrendPoint:
+        interval = (value - half, value + half) if half is not None else None
+        return TrendPoint(f"run{value}", "", value, interval)
+
+    points = [point(100, 5), point(104, 5), point(120, 5), point(60, None), point(20, 5)]
+    # 100→104 overlap; 104→120 do not; nothing is said next to a point without an interval
+    assert steps_beyond_noise(points) == [2]
+    assert steps_beyond_noise([]) == []
+
+
+def test_trend_draws_one_host_and_marks_the_step(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    results = results_with_history(tmp_path)
+    chosen = trend_runs(list_history(results), "quick")
+    assert [r.run_id[9:11] for r in chosen.runs] == ["10", "11", "12", "13"]  # oldest first
+    assert (chosen.host, chosen.other_hosts, chosen.unreadable) == ("vm", 1, 2)
+    path = trend(results, profile="quick", out=tmp_path / "out" / "trend.png")
+    assert path == tmp_path / "out" / "trend.png"
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    out = capsys.readouterr().out
+    assert "4 runs of quick on vm" in out and "1 runs measured on other hosts" in out
+    assert "step: aiohttp 10,110 → 8,008 (0.79×)" in out
+    assert "from 20261201-110000.000-quick to 20261201-120000.000-quick" in out
+    assert out.count("step:") == 1 and f"trend: {path}" in out
+    assert trend(results, profile="quick", out=None) == results / "trend-quick.png"
+    with pytest.raises(
+        UserError, match=r"no readable runs of profile full .*: it holds quick, smoke"
+    ):
+        trend(results, profile="full", out=None)
+
+
+def test_the_trend_figure_has_a_panel_per_case_and_rings_the_step() -> None:
+    points = [TrendPoint(f"20261201-1{i}0000.000-quick", "", v, (v - 5, v + 5))
+              for i, v in enumerate([100.0, 101.0, 150.0])]  # fmt: skip
+    run_ids = [p.run_id for p in points]
+    figure = trend_figure(run_ids, {"aiohttp": points, "nginx": points[:2]},
+                          {"aiohttp": [2], "nginx": []}, "t")  # fmt: skip
+    visible = [axes for axes in figure.axes if axes.get_visible()]
+    assert [axes.get_title() for axes in visible] == ["aiohttp — 1 step(s)", "nginx"]
+    gids = {artist.get_gid() for axes in visible for artist in axes.get_children()}
+    assert "step:aiohttp:20261201-120000.000-quick" in gids
+    assert not any(str(gid).startswith("step:nginx") for gid in gids)
+    assert short_run_label(run_ids[0]) == "12-01 10:00" and short_run_label("mine") == "mine"
