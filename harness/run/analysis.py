@@ -69,11 +69,12 @@ def step_noise(
     busy = {cpu: after.busy_s[cpu] - before.busy_s.get(cpu, 0.0) for cpu in after.busy_s}
     harness_s = after.harness_s - before.harness_s
     known = [(harness_s, after.harness_cpus), (after.reaped_s - before.reaped_s, reaped_cpus)]
-    for pid in after.descendants.keys() | before.descendants.keys():
-        now, then = after.descendants.get(pid), before.descendants.get(pid)
-        # one that ended: its time is in its parent's reaped time, less what it had before
-        spent = (now.cpu_s if now else 0.0) - (then.cpu_s if then else 0.0)
-        known.append((spent, (now or then).cpus))  # type: ignore[union-attr]
+    for pid, now in after.descendants.items():
+        then = before.descendants.get(pid)
+        known.append((now.cpu_s - (then.cpu_s if then else 0.0), now.cpus))
+    for pid, then in before.descendants.items():
+        if pid not in after.descendants:  # it ended: its parent's reaped time has it all
+            known.append((-then.cpu_s, then.cpus))
     return {
         "other_cpu_pct": {
             "server": other_cpu_pct(busy, known, server_cpus, window_s),
