@@ -13,6 +13,11 @@ goes through `spawn`: one place that decides how a child is tied to the harness.
 The signal fires when the *thread* that started the child ends: every child is started
 from the harness's main thread.
 
+- The CPUs the harness had before it pinned itself to the load's CPUs
+  (`harness.affinity.harness_pinned`): a child inherits its parent's CPUs, so without this
+  a server or load generator the affinity mode leaves unpinned would run on the load's
+  CPUs. A child meant to be pinned is pinned by `taskset -c` after that.
+
 This lives in `drivers` (the lowest layer that runs processes) so that drivers and the
 harness share it.
 """
@@ -41,25 +46,43 @@ def _load_prctl() -> Callable[..., int] | None:
 
 
 _PRCTL = _load_prctl()
+# the CPUs a child starts on while the harness is pinned (None: the harness's own)
+_child_cpus: frozenset[int] | None = None
 
 
-def parent_death_signal(signum: int = signal.SIGKILL) -> Callable[[], None] | None:
-    """A `preexec_fn` that has the kernel send `signum` to the child when the harness dies.
+def set_child_cpus(cpus: frozenset[int] | None) -> None:
+    """Children started from now on get `cpus` (None: whatever the harness has)."""
+    global _child_cpus
+    _child_cpus = cpus
 
-    None where prctl is not available (not Linux). If the harness already died between
-    fork and prctl, the child signals itself: the race leaves nothing behind either.
+
+def child_cpus() -> frozenset[int] | None:
+    """What `set_child_cpus` last set."""
+    return _child_cpus
+
+
+def child_setup(signum: int = signal.SIGKILL) -> Callable[[], None] | None:
+    """A `preexec_fn`: the kernel sends `signum` to the child when the harness dies, and the
+    child gets the CPUs the harness had before pinning itself (`set_child_cpus`).
+
+    None when there is nothing to do (no prctl, not Linux, and the harness not pinned). If
+    the harness already died between fork and prctl, the child signals itself: the race
+    leaves nothing behind either.
     """
-    if _PRCTL is None:
+    prctl, cpus = _PRCTL, _child_cpus
+    if prctl is None and cpus is None:
         return None
-    prctl = _PRCTL
     parent = os.getpid()
 
-    def set_parent_death_signal() -> None:
-        prctl(PR_SET_PDEATHSIG, int(signum), 0, 0, 0)
-        if os.getppid() != parent:
-            os.kill(os.getpid(), signum)
+    def set_up_child() -> None:
+        if cpus is not None:  # a system call, as prctl: safe between fork and exec
+            os.sched_setaffinity(0, cpus)
+        if prctl is not None:
+            prctl(PR_SET_PDEATHSIG, int(signum), 0, 0, 0)
+            if os.getppid() != parent:
+                os.kill(os.getpid(), signum)
 
-    return set_parent_death_signal
+    return set_up_child
 
 
 def spawn(
@@ -81,7 +104,7 @@ def spawn(
         stderr=stderr,
         cwd=cwd,
         start_new_session=True,
-        preexec_fn=parent_death_signal(death_signal),  # only prctl: safe with threads
+        preexec_fn=child_setup(death_signal),  # only system calls: safe with threads
     )
 
 

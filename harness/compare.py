@@ -37,7 +37,7 @@ class RichReporter:
             TextColumn("{task.fields[live]}"),
             console=console,
             # the live line changes once a second; redrawing more often only costs CPU
-            refresh_per_second=2,
+            refresh_per_second=1,
         )
         self.cases_task = self.progress.add_task("cases", total=cases_total, live="")
         self.steps_task = self.progress.add_task("steps", total=1, live="")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import signal
 from collections.abc import Sequence
 
-from drivers.processes import parent_death_signal
+from drivers.processes import child_setup
 from model.errors import UserError
 from servers.baselines import nginx
 from servers.contract import SHUTDOWN_GRACE_S
@@ -74,7 +74,7 @@ class LoadBalancer:
                 cpus=self.cpus,
                 new_session=True,
                 # if the harness dies, nginx's master stops its workers (SIGTERM)
-                preexec_fn=parent_death_signal(signal.SIGTERM),
+                preexec_fn=child_setup(signal.SIGTERM),
             )
         except nginx.NginxError as error:
             raise UserError(f"load balancer: {error}") from error

@@ -4,11 +4,18 @@ One thread samples once per second: system CPU user/sys/idle and per core, memor
 used/cached, CPU % and RSS of the server process tree and of the load generators. Each
 row is merged with the newest telemetry line of every server worker. The runner marks
 step windows (`begin_step`/`end_step`); `step_stats` summarises a window.
+
+At each step's start and end the monitor also reads the CPU clocks (`read_cpu_snapshot`):
+each CPU's busy time from /proc/stat and the CPU time of every process the harness knows
+(itself, its reaped children, every live descendant). harness.run.analysis.step_noise
+turns two of them into what other processes used on the server's and the load's CPUs.
 """
 
 from __future__ import annotations
 
 import csv
+import dataclasses
+import os
 import statistics
 import threading
 import time
@@ -22,6 +29,7 @@ import psutil
 from model.files import atomic_writer
 
 SAMPLE_INTERVAL_S = 1.0
+TREE_REFRESH_S = 5.0  # how often the monitor looks for new processes in a watched tree
 TELEMETRY_SUMS = (
     "open",
     "requests",
@@ -37,19 +45,98 @@ TELEMETRY_MAXIMA = ("tick_avg_ms", "tick_max_ms", "gc_pause_ms")
 
 
 @dataclass(frozen=True)
+class ProcessClock:
+    """One process's CPU seconds (user + system, its reaped children's included) and the
+    CPUs it may run on."""
+
+    cpu_s: float
+    cpus: frozenset[int]
+
+
+@dataclass(frozen=True)
+class CpuSnapshot:
+    """The CPU clocks at one moment: what each CPU has spent busy, and what the processes
+    the harness knows have spent (all since they started)."""
+
+    t: float  # time.monotonic()
+    busy_s: dict[int, float]  # CPU number → busy seconds since boot (parse_proc_stat)
+    harness_s: float  # the harness process's own threads: main, monitor, probe, progress
+    harness_cpus: frozenset[int]
+    reaped_s: float  # its children that ended and were reaped (a step's load generators)
+    descendants: dict[int, ProcessClock]  # every live process it started, and theirs
+
+
+@dataclass(frozen=True)
 class StepWindow:
     index: int
     started: float
     ended: float | None = None
+    cpu_before: CpuSnapshot | None = None
+    cpu_after: CpuSnapshot | None = None
+
+
+# /proc/stat's per-CPU columns: user nice system idle iowait irq softirq steal guest guest_nice
+PROC_STAT_BUSY_COLUMNS = (0, 1, 2, 5, 6)  # user, nice, system, irq, softirq (guest is in user)
+
+
+def parse_proc_stat(text: str, ticks_per_s: float) -> dict[int, float]:
+    """Each CPU's busy seconds since boot from /proc/stat's `cpuN` lines.
+
+    Busy is user + nice + system + irq + softirq: without IRQ time accounting (this
+    kernel's tick accounting) a tick in interrupt context is also charged to the task it
+    interrupted, so leaving irq and softirq out would make the harness's own processes
+    look larger than the CPUs' busy time. Idle, iowait and steal (the hypervisor's) are
+    not busy.
+    """
+    busy: dict[int, float] = {}
+    for line in text.splitlines():
+        name, _, rest = line.partition(" ")
+        if not name.startswith("cpu") or name == "cpu":
+            continue
+        columns = [int(v) for v in rest.split()]
+        busy[int(name[3:])] = sum(columns[i] for i in PROC_STAT_BUSY_COLUMNS) / ticks_per_s
+    return busy
+
+
+def _process_clock(process: psutil.Process) -> ProcessClock:
+    times = process.cpu_times()
+    cpu_s = times.user + times.system + times.children_user + times.children_system
+    return ProcessClock(cpu_s, frozenset(process.cpu_affinity() or ()))
+
+
+def read_cpu_snapshot() -> CpuSnapshot:
+    """The CPU clocks now: /proc/stat, this process and everything it started."""
+    me = psutil.Process()
+    times = me.cpu_times()
+    descendants: dict[int, ProcessClock] = {}
+    for child in me.children(recursive=True):
+        try:
+            descendants[child.pid] = _process_clock(child)
+        except psutil.Error:  # it ended meanwhile: its parent's reaped time has it
+            continue
+    return CpuSnapshot(
+        t=time.monotonic(),
+        busy_s=parse_proc_stat(Path("/proc/stat").read_text(), os.sysconf("SC_CLK_TCK")),
+        harness_s=times.user + times.system,
+        harness_cpus=frozenset(os.sched_getaffinity(0)),
+        reaped_s=times.children_user + times.children_system,
+        descendants=descendants,
+    )
 
 
 class _ProcessGroup:
-    """CPU % and RSS of some processes and their children (psutil keeps per-process clocks)."""
+    """CPU % and RSS of some processes and their children (psutil keeps per-process clocks).
+
+    Finding the children reads every process's /proc entry (~3 ms with 130 processes), so
+    the tree is looked at again only every TREE_REFRESH_S (and whenever the roots change):
+    a server's workers and the load generators are there from their start.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._roots: list[int] = []
         self._processes: dict[int, psutil.Process] = {}
+        self._refreshed = 0.0  # time.monotonic() of the last look at the tree
 
     def set_roots(self, pids: list[int]) -> None:
         """Watch these processes from now on; their CPU clocks start at once."""
@@ -58,6 +145,7 @@ class _ProcessGroup:
             self._refresh()
 
     def _refresh(self) -> set[int]:
+        self._refreshed = time.monotonic()
         pids: set[int] = set()
         for root in self._roots:
             try:
@@ -79,7 +167,8 @@ class _ProcessGroup:
         """CPU % (of one core, summed) since the last sample, and RSS, of the whole group."""
         with self._lock:
             known = dict(self._processes)
-            self._refresh()
+            if time.monotonic() - self._refreshed >= TREE_REFRESH_S:
+                self._refresh()
             cpu_pct = 0.0
             rss = 0
             for pid, process in known.items():
@@ -129,14 +218,18 @@ class Monitor:
         self._agent.set_roots(pids)
 
     def begin_step(self, index: int) -> None:
+        """A step starts now (its CPU clocks read)."""
+        snapshot = read_cpu_snapshot()
         with self._lock:
             self._step = index
-            self.windows.append(StepWindow(index, time.time()))
+            self.windows.append(StepWindow(index, time.time(), cpu_before=snapshot))
 
     def end_step(self) -> StepWindow:
+        """The step ends now: its window, with its CPU clocks at both ends."""
+        snapshot = read_cpu_snapshot()
         with self._lock:
             window = self.windows[-1]
-            self.windows[-1] = StepWindow(window.index, window.started, time.time())
+            self.windows[-1] = dataclasses.replace(window, ended=time.time(), cpu_after=snapshot)
             self._step = None
             self._agent.set_roots([])
             return self.windows[-1]
@@ -215,7 +308,8 @@ def merge_telemetry(latest_by_pid: dict[int, dict[str, Any]]) -> dict[str, Any]:
 def step_stats(
     rows: list[dict[str, Any]], telemetry: list[dict[str, Any]], window: StepWindow
 ) -> dict[str, Any]:
-    """Server/agent CPU (mean), RSS (max) and tick lag (mean of avgs, max of maxima) in a window."""
+    """Server/agent CPU (mean), RSS (max), tick lag (mean of avgs, max of maxima), and the
+    sink's records refused (`sink_errors` gained) and waiting (`backlog`, max) in a window."""
     end = window.ended or time.time()
     inside = [r for r in rows if window.started < r["t"] <= end + 0.5]
     lines = [t for t in telemetry if window.started < t["t"] <= end + 0.5]
@@ -224,11 +318,20 @@ def step_stats(
         "agent_cpu_pct": None,
         "rss_max_bytes": None,
         "tick_ms": {"avg": None, "max": None},
+        "sink_errors": None,
+        "backlog_max": None,
     }
     if inside:
         stats["server_cpu_pct"] = round(statistics.fmean(r["server_cpu_pct"] for r in inside), 1)
         stats["agent_cpu_pct"] = round(statistics.fmean(r["agent_cpu_pct"] for r in inside), 1)
         stats["rss_max_bytes"] = max(r["server_rss_bytes"] for r in inside)
+    # sink_errors counts since the server started: the step's share is its gain
+    counted = [r for r in rows if "sink_errors" in r and r["t"] <= end + 0.5]
+    errors = [r["sink_errors"] for r in counted]
+    errors_before = [r["sink_errors"] for r in counted if r["t"] <= window.started]
+    if len(errors) > len(errors_before):  # a telemetry row inside the window
+        stats["sink_errors"] = errors[-1] - (errors_before[-1] if errors_before else errors[0])
+        stats["backlog_max"] = max(r["backlog"] for r in inside if "backlog" in r)
     if lines:
         stats["tick_ms"] = {
             "avg": round(statistics.fmean(t["tick_avg_ms"] for t in lines), 3),

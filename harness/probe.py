@@ -2,15 +2,18 @@
 
 A low-rate client, independent of the load generator, times single `GET /` requests on
 a fresh connection each (as a newcomer's browser would) while the server is loaded.
+It is a thread of the harness, on the load's CPUs with it, and kept light: the standard
+library's http.client (httpx built an SSL context per client, ~40 ms of CPU a step, for
+plain-HTTP requests on loopback).
 """
 
 from __future__ import annotations
 
+import http.client
 import statistics
 import threading
 import time
-
-import httpx
+from urllib.parse import urlsplit
 
 from servers import contract
 
@@ -22,7 +25,9 @@ class Probe:
     """Times one request every `interval_s` between `start()` and `stop()`."""
 
     def __init__(self, base_url: str, interval_s: float = PROBE_INTERVAL_S) -> None:
-        self._url = base_url + contract.ROUTE_TEXT
+        address = urlsplit(base_url)
+        self._host = address.hostname or "127.0.0.1"
+        self._port = address.port or 80
         self._interval_s = interval_s
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -44,18 +49,22 @@ class Probe:
         return round(statistics.median(self.latencies_ms), 3) if self.latencies_ms else None
 
     def _run(self) -> None:
-        # One client (its setup is not timed), no kept-alive connections: each probe connects.
-        limits = httpx.Limits(max_keepalive_connections=0)
-        with httpx.Client(limits=limits, timeout=PROBE_TIMEOUT_S) as client:
-            while not self._stop.wait(self._interval_s):
-                self._probe_once(client)
+        while not self._stop.wait(self._interval_s):
+            self._probe_once()
 
-    def _probe_once(self, client: httpx.Client) -> None:
+    def _probe_once(self) -> None:
+        """One `GET /` on a new connection: connect, request, whole reply, timed."""
         started = time.perf_counter()
+        connection = http.client.HTTPConnection(self._host, self._port, timeout=PROBE_TIMEOUT_S)
         try:
-            ok = client.get(self._url).status_code == 200
-        except httpx.HTTPError:
+            connection.request("GET", contract.ROUTE_TEXT)
+            response = connection.getresponse()
+            response.read()
+            ok = response.status == 200
+        except (OSError, http.client.HTTPException):
             ok = False
+        finally:
+            connection.close()
         if ok:
             self.latencies_ms.append((time.perf_counter() - started) * 1000.0)
         else:

@@ -22,8 +22,10 @@ by name):
   `ratio_to_nginx_ci`, `p99_at_peak_ci_ms`, `server_cpu_at_peak_ci_pct` ([low, high]);
   the run's `verdict` (ranking in groups that admit ties, ratios with intervals, one
   sentence); the run's `thresholds` (each rule judged against each case it names:
-  `rule`, `framework`, `case`, `value`, `interval`, `held`, `judged_on`). Read from /3 as
-  is: a /3 case has no rounds and no intervals, a /3 run no verdict and no thresholds.
+  `rule`, `framework`, `case`, `value`, `interval`, `held`, `judged_on`); a step's
+  `bottleneck` (which side limited it) and the flag `contended`. Read from /3 as is: a /3
+  case has no rounds and no intervals, its steps no bottleneck, a /3 run no verdict and no
+  thresholds.
 """
 
 from __future__ import annotations
@@ -51,12 +53,15 @@ PEAK_UNITS = ("req/s", "conns")
 ROLES = ("framework", "baseline")
 LATENCY_KEYS = ("avg", "p50", "p90", "p99", "max")
 FLAG_MEANINGS = {
-    "driver_bound": "the load generator used ≥ 90 % of its CPUs: the step measures the driver",
+    "driver_bound": "the load generator limited the step (≥ 90 % of its CPUs, or httperf "
+    "short of the rate asked) while the server was not saturated: the step measures the driver",
     "noisy": "repeats of this step spread by more than 10 %",
     "driver_capped": "the driver could not offer the load asked (e.g. httperf's 1,024 sockets)",
     "limit_capped": "an OS limit (open files, ephemeral ports), not the server, capped the step",
     "contended": "other processes used > 10 % of a core on the server's or the load's CPUs",
 }
+# which side limited a step (harness.run.analysis.step_bottleneck)
+BOTTLENECKS = ("server", "load generator", "database", "os limit", "none", "unknown")
 # the summary's intervals: [low, high] at 95 % (harness.stats)
 INTERVAL_FIELDS = ("peak_ci", "ratio_to_nginx_ci", "p99_at_peak_ci_ms", "server_cpu_at_peak_ci_pct")
 
@@ -84,8 +89,13 @@ class Step:
     probe_ms: float | None = None
     flags: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)  # driver-specific (MB/s, ...)
+    bottleneck: str | None = None  # one of BOTTLENECKS; None: not judged (connection ramps)
 
     def __post_init__(self) -> None:
+        if self.bottleneck is not None and self.bottleneck not in BOTTLENECKS:
+            raise ValueError(
+                f"step bottleneck {self.bottleneck!r} is not one of {', '.join(BOTTLENECKS)}"
+            )
         if self.unit not in STEP_UNITS:
             raise ValueError(f"step unit {self.unit!r} is not one of {', '.join(STEP_UNITS)}")
         for name in (

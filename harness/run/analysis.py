@@ -1,23 +1,92 @@
-"""From steps to figures: the peak, repeats combined, confirmation rounds and their
-intervals, ratios to nginx, the driver-bound test.
+"""From steps to figures: the noise and the bottleneck of a step, the peak, repeats
+combined, confirmation rounds and their intervals, ratios to nginx.
 
-Pure functions of results (no server, no clock), unit-tested without a network.
+Pure functions of results and clock readings (no server, no /proc), unit-tested without a
+network.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from drivers.base import Driver, DriverResult
+from harness.monitor import CpuSnapshot
 from harness.stats import Interval, mean_interval, paired_ratio_interval
 from model.ramps import RampStep
 from model.results import Case, Step, Summary
+from servers import contract
 
 DRIVER_BOUND_CPU_FRACTION = 0.90
+SERVER_SATURATED_CPU_FRACTION = 0.90
+# The event loop's 10 ms timer fired, on average over the step, a whole interval late: the
+# loop never waited for work. (The average, not the maximum: one GC pause or one moment
+# descheduled reaches a high maximum in a loop that otherwise idles.)
+SATURATED_TICK_AVG_MS = contract.TICK_INTERVAL_S * 1000.0
+# The contract's own mark of a sink too far behind (WebSocket messages waiting for inserts)
+DATABASE_BACKLOG_RECORDS = contract.WS_SINK_MAX_PENDING
+CONTENDED_CPU_PCT = 10.0  # of one core, used by other processes on the server's or load's CPUs
 NOISY_SPREAD = 0.10
 RATE_ACHIEVED_FRACTION = 0.95  # autobench: a step holds when it achieved 95 % of the demand
+
+
+def other_cpu_pct(
+    busy_s: Mapping[int, float],
+    known: Iterable[tuple[float, frozenset[int]]],
+    cpus: frozenset[int],
+    window_s: float,
+) -> float:
+    """What processes the harness does not know used on `cpus`, in % of one core.
+
+    `busy_s`: each CPU's busy seconds over the window (/proc/stat); `known`: the CPU seconds
+    over the window of each process the harness knows, with the CPUs it may run on. A
+    process's time is not split by CPU anywhere in /proc, so every known process that *may*
+    run on `cpus` is subtracted in full: exact when each is pinned inside or outside
+    `cpus` (server and load pinned apart, the usual case), a lower bound when one floats
+    (an unpinned side, FerretDB or memcached) — the harness's own work is never called
+    someone else's. Kernel threads (ksoftirqd handling loopback traffic) count as others.
+    """
+    spent = sum(busy_s.get(cpu, 0.0) for cpu in cpus)
+    ours = sum(cpu_s for cpu_s, allowed in known if allowed & cpus)
+    return round(max(0.0, 100.0 * (spent - ours) / window_s), 1) if window_s > 0 else 0.0
+
+
+def step_noise(
+    before: CpuSnapshot,
+    after: CpuSnapshot,
+    *,
+    server_cpus: frozenset[int],
+    load_cpus: frozenset[int],
+    reaped_cpus: frozenset[int],
+) -> dict[str, Any]:
+    """From the CPU clocks at a step's start and end: `other_cpu_pct` (`server`, `load`:
+    what other processes used on the server's and the load's CPUs, % of one core) and
+    `harness_cpu_pct` (the harness's own threads). `reaped_cpus`: where the children that
+    ended in the step ran (the load generators' CPUs)."""
+    window_s = after.t - before.t
+    busy = {cpu: after.busy_s[cpu] - before.busy_s.get(cpu, 0.0) for cpu in after.busy_s}
+    harness_s = after.harness_s - before.harness_s
+    known = [(harness_s, after.harness_cpus), (after.reaped_s - before.reaped_s, reaped_cpus)]
+    for pid, now in after.descendants.items():
+        then = before.descendants.get(pid)
+        known.append((now.cpu_s - (then.cpu_s if then else 0.0), now.cpus))
+    for pid, then in before.descendants.items():
+        if pid not in after.descendants:  # it ended: its parent's reaped time has it all
+            known.append((-then.cpu_s, then.cpus))
+    return {
+        "other_cpu_pct": {
+            "server": other_cpu_pct(busy, known, server_cpus, window_s),
+            "load": other_cpu_pct(busy, known, load_cpus, window_s),
+        },
+        "harness_cpu_pct": round(100.0 * harness_s / window_s, 1) if window_s > 0 else 0.0,
+    }
+
+
+def is_contended(noise: Mapping[str, Any]) -> bool:
+    """Other processes used more than 10 % of a core on the server's or the load's CPUs."""
+    return any(pct > CONTENDED_CPU_PCT for pct in noise["other_cpu_pct"].values())
 
 
 def is_driver_bound(
@@ -29,7 +98,9 @@ def is_driver_bound(
     agent_cpu_count: int,
     calls_per_connection: int,
 ) -> bool:
-    """The load generator, not the server, limited the step."""
+    """The load generator was busy: its CPUs full, or (httperf, which spins whatever the
+    load) short of the connection rate asked. A saturated server makes a driver spin and
+    fall short too, so `step_bottleneck` asks about the server first."""
     if driver.busy_polls:
         asked = step.offered / calls_per_connection
         offered = result.extra.get("connection_rate_per_s")
@@ -39,21 +110,86 @@ def is_driver_bound(
     return agent_cpu_pct >= DRIVER_BOUND_CPU_FRACTION * 100.0 * agent_cpu_count
 
 
+def server_saturated(step: Step, *, server_cores: int, server_cpu_count: int) -> bool:
+    """The server could do no more: its processes used ≥ 90 % of the cores they can use
+    (`server_cores`: its CPUs, or its processes when fewer), or its CPUs were ≥ 90 % busy
+    with it and other processes (a contended step), or its event loop ran behind."""
+    cpu = step.server_cpu_pct
+    others = (step.extra.get("other_cpu_pct") or {}).get("server")
+    if cpu is not None:
+        if cpu >= SERVER_SATURATED_CPU_FRACTION * 100.0 * server_cores:
+            return True
+        if others is not None and cpu + others >= (
+            SERVER_SATURATED_CPU_FRACTION * 100.0 * server_cpu_count
+        ):
+            return True
+    tick_avg = step.tick_ms.get("avg")
+    return tick_avg is not None and tick_avg >= SATURATED_TICK_AVG_MS
+
+
+def step_bottleneck(
+    step: Step, *, server_cores: int, server_cpu_count: int, driver_busy: bool
+) -> str:
+    """Which side limited the step, asked in this order:
+
+    - `none`: a rate step that held its rate (≥ 95 %, no errors) was limited by nothing;
+    - `os limit`: an OS limit capped it (`limit_capped`);
+    - `database`: the sink refused records in the step or fell ≥ 1,024 records behind;
+    - `server`: `server_saturated`;
+    - `load generator`: the driver was busy (`is_driver_bound`) or could not offer the
+      load (`driver_capped`) while the server was not saturated — a saturated server makes
+      httperf spin too, so the server is asked first;
+    - `none` again for an error-free step where no side was saturated (a closed loop at a
+      concurrency both sides kept up with); `unknown` otherwise (errors nothing explains,
+      or no CPU reading).
+    """
+    errors = step.errors["total"]
+    held = step.achieved >= RATE_ACHIEVED_FRACTION * step.offered
+    if step.unit == "req/s" and errors == 0 and held:
+        return "none"
+    if "limit_capped" in step.flags:
+        return "os limit"
+    sink_errors = step.extra.get("sink_errors_in_step") or 0
+    if sink_errors > 0 or (step.extra.get("backlog_max") or 0) >= DATABASE_BACKLOG_RECORDS:
+        return "database"
+    if server_saturated(step, server_cores=server_cores, server_cpu_count=server_cpu_count):
+        return "server"
+    if driver_busy or "driver_capped" in step.flags:
+        return "load generator"
+    if errors == 0 and step.server_cpu_pct is not None:
+        return "none"
+    return "unknown"
+
+
 def summarize(steps: Sequence[Step]) -> Summary:
     """The peak (autobench's reading for rate ramps: the highest offered step with no errors
-    that achieved ≥ 95 % of it; for concurrency: the best error-free req/s) and its context."""
+    that achieved ≥ 95 % of it; for concurrency: the best error-free req/s) and its context.
+
+    Steps the load generator limited (`driver_bound`) measure the driver, so the peak is
+    read from the others; when every candidate was driver-bound it is read from them and
+    `limit_note` says so."""
     if not steps:
         return Summary()
     clean = [s for s in steps if s.errors["total"] == 0]
     if steps[0].unit == "req/s":
         clean = [s for s in clean if s.achieved >= RATE_ACHIEVED_FRACTION * s.offered]
-        best = max(clean, key=lambda s: s.offered, default=None)
+    server_limited = [s for s in clean if "driver_bound" not in s.flags]
+    limit_note = None
+    if clean and not server_limited:
+        limit_note = (
+            "the load generator limited every error-free step (driver_bound): "
+            "the peak measures the driver, not the server"
+        )
+    candidates = server_limited or clean
+    if steps[0].unit == "req/s":
+        best = max(candidates, key=lambda s: s.offered, default=None)
         peak = best.offered if best else None
     else:
-        best = max(clean, key=lambda s: s.achieved, default=None)
+        best = max(candidates, key=lambda s: s.achieved, default=None)
         peak = best.achieved if best else None
     rss = [s.rss_max_bytes for s in steps if s.rss_max_bytes is not None]
     return Summary(
+        limit_note=limit_note,
         peak=peak,
         peak_unit="req/s",
         peak_offered=best.offered if best else None,

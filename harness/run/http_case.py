@@ -16,9 +16,15 @@ from typing import Any
 from drivers import build_driver
 from drivers.base import Driver, DriverOutputError, DriverResult, Target, run_step
 from harness import affinity as cpu_affinity
-from harness.monitor import Monitor, step_stats
+from harness.monitor import Monitor, StepWindow, step_stats
 from harness.probe import Probe
-from harness.run.analysis import is_driver_bound, summarize
+from harness.run.analysis import (
+    is_contended,
+    is_driver_bound,
+    step_bottleneck,
+    step_noise,
+    summarize,
+)
 from harness.run.context import CaseContext, Measured
 from harness.run.ledger import count_before_load
 from harness.topology import Topology
@@ -91,8 +97,9 @@ def run_http_case(ctx: CaseContext, server: Topology, monitor: Monitor) -> Measu
             time.sleep(profile.cooldown_s)
     summary = dataclasses.replace(summarize(recorded), topology=server.describe())
     if backends is not None:
+        notes = [note for note in (summary.limit_note, backends.limit_note()) if note]
         summary = dataclasses.replace(
-            summary, backends=backends.describe(), limit_note=backends.limit_note() or None
+            summary, backends=backends.describe(), limit_note="; ".join(notes) or None
         )
     return Measured(tuple(recorded), summary, seen["agent"], stored_before=stored_before)
 
@@ -130,22 +137,62 @@ def _run_one_step(
         probe_ms = probe.stop()
         window = monitor.end_step()
     stats = step_stats(monitor.rows, server.telemetry_lines(), window)
+    server_cpus = cpus_of(ctx.server_cpus)
+    noise = step_noise_of(window, server_cpus, cpus_of(ctx.agent_cpus))
     if result is None:
-        return failed_step(ramp_step, reason, stats)
-    flags = []
-    if is_driver_bound(
+        return failed_step(ramp_step, reason, stats, noise)
+    flags = ["contended"] if noise and is_contended(noise) else []
+    if result.driver_errors:
+        flags.append("driver_capped")
+    extra = {
+        "probe_failures": probe.failures,
+        "driver_cpu_pct": result.driver_cpu_pct,
+        "sink_errors_in_step": stats["sink_errors"],
+        "backlog_max": stats["backlog_max"],
+        **(noise or {}),
+    }
+    step = build_step(ramp_step, result, stats, probe_ms=probe_ms, flags=flags, extra=extra)
+    driver_busy = is_driver_bound(
         driver,
         result,
         ramp_step,
         agent_cpu_pct=stats["agent_cpu_pct"],
         agent_cpu_count=ctx.agent_cpu_count,
         calls_per_connection=calls_per_connection(ctx.profile.ramp),
-    ):
+    )
+    model = ctx.process_model
+    bottleneck = step_bottleneck(
+        step,
+        # a balancer shares the instances' CPUs
+        server_cores=min(len(server_cpus), model.processes + int(model.balanced)),
+        server_cpu_count=len(server_cpus),
+        driver_busy=driver_busy,
+    )
+    if bottleneck == "load generator" and driver_busy:
         flags.append("driver_bound")
-    if result.driver_errors:
-        flags.append("driver_capped")
-    extra = {"probe_failures": probe.failures, "driver_cpu_pct": result.driver_cpu_pct}
-    return build_step(ramp_step, result, stats, probe_ms=probe_ms, flags=flags, extra=extra)
+    return dataclasses.replace(step, flags=tuple(sorted(flags)), bottleneck=bottleneck)
+
+
+def cpus_of(cpu_list: str | None) -> frozenset[int]:
+    """The CPUs a `taskset -c` list names; None (unpinned): every CPU a child may use."""
+    if cpu_list is None:
+        return cpu_affinity.unpinned_cpus()
+    return frozenset(cpu_affinity.parse_cpu_list(cpu_list))
+
+
+def step_noise_of(
+    window: StepWindow, server_cpus: frozenset[int], load_cpus: frozenset[int]
+) -> dict[str, Any] | None:
+    """`other_cpu_pct` and `harness_cpu_pct` of a step window (None without its clocks)."""
+    if window.cpu_before is None or window.cpu_after is None:
+        return None
+    return step_noise(
+        window.cpu_before,
+        window.cpu_after,
+        server_cpus=server_cpus,
+        load_cpus=load_cpus,
+        reaped_cpus=load_cpus,  # the children reaped in a step are its load generators
+    )
 
 
 def build_step(
@@ -181,7 +228,12 @@ def build_step(
     )
 
 
-def failed_step(ramp_step: RampStep, reason: str, stats: dict[str, Any]) -> Step:
+def failed_step(
+    ramp_step: RampStep,
+    reason: str,
+    stats: dict[str, Any],
+    noise: dict[str, Any] | None = None,
+) -> Step:
     """A step whose driver produced no result (it aborted: refused, timed out)."""
     return Step(
         offered=ramp_step.offered,
@@ -195,7 +247,9 @@ def failed_step(ramp_step: RampStep, reason: str, stats: dict[str, Any]) -> Step
         agent_cpu_pct=stats["agent_cpu_pct"],
         rss_max_bytes=stats["rss_max_bytes"],
         tick_ms=stats["tick_ms"],
-        extra={"driver_error": reason},
+        flags=("contended",) if noise and is_contended(noise) else (),
+        extra={"driver_error": reason, **(noise or {})},
+        bottleneck="unknown",
     )
 
 

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.affinity import harness_pinned
 from harness.backends import Backends
 from harness.doctor import host_facts
 from harness.lifecycle import interrupt_reason
@@ -74,7 +75,8 @@ class Runner:
 
     def run(self) -> Run:
         """Every case (frameworks interleaved across repeats), then the confirmation rounds
-        (interleaved, rotated); run.json after each."""
+        (interleaved, rotated); run.json after each. The harness itself runs on the load's
+        CPUs meanwhile (harness.affinity.harness_pinned)."""
         profile = self.plan.profile
         roles = {name: info.role for name, info in FRAMEWORKS.items()}
         by_key: dict[tuple[str, str, str], list[Case]] = {}
@@ -89,7 +91,7 @@ class Runner:
 
         self.write(cases, finished=None, status="running")  # a run.json from the start
         try:
-            with self._backends() as run_context:
+            with harness_pinned(self.plan.agent_cpus), self._backends() as run_context:
                 for repeat in range(profile.repeat):
                     for mode in profile.affinity_modes:
                         for model in profile.process_models:

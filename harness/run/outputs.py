@@ -35,6 +35,7 @@ STEPS_CSV_COLUMNS = (
     "tick_max_ms",
     "probe_ms",
     "flags",
+    "bottleneck",
 )
 
 
@@ -80,5 +81,6 @@ def write_steps_csv(run: Run, path: Path) -> None:
                         step.tick_ms.get("max"),
                         step.probe_ms,
                         " ".join(step.flags),
+                        step.bottleneck,
                     ]
                 )
