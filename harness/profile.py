@@ -102,6 +102,7 @@ class Profile:
         data["ramp"] = dataclasses.asdict(self.ramp)
         if self.connection_ramp is not None:
             data["connection_ramp"] = dataclasses.asdict(self.connection_ramp)
+        data["thresholds"] = list(self.thresholds)  # as JSON has it: run.json reads back equal
         return data
 
     @property
