@@ -62,6 +62,8 @@ module.exports = Object.freeze({
   WS_CLOSE_TOO_BIG: 1009,
   WS_CLOSE_TRY_AGAIN_LATER: 1013,
   WS_SINK_MAX_PENDING: 1024,
+  MONGO_BATCH_MAX_RECORDS: 100, // the mongo sink's group commit: records per insertMany
+  MONGO_BATCH_LIMIT: 100000,
 
   // -- process model and timing -------------------------------------------------------------
   TICK_INTERVAL_MS: 10, // contract.TICK_INTERVAL_S
