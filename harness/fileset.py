@@ -130,7 +130,10 @@ def ensure_fileset(
 
 
 GRIDFS_MARKER = "harness_fileset"  # a document naming the loaded set, beside the bucket
-GRIDFS_BATCH_FILES = 200
+# How the set is laid out in GridFS: in the marker, so a database holding an older layout
+# (issue 13 replaced names chosen as `_id`s with the spec's own) is loaded again.
+GRIDFS_LAYOUT = "gridfs-spec"
+GRIDFS_PROGRESS_FILES = 200  # progress is reported every this many files
 
 
 def load_gridfs(
@@ -141,20 +144,23 @@ def load_gridfs(
     database: str = contract.GRIDFS_DATABASE,
 ) -> int:
     """Put the file set into GridFS (in `database`, the servers' `--mongo-db`) under the
-    same names; skipped when already loaded.
+    same names, with pymongo's `gridfs.GridFSBucket` (servers.core.gridfs_layout says what
+    it writes); skipped when already loaded.
 
-    The layout (ids chosen so FerretDB reads by `_id`) is `servers.core.gridfs_layout`'s.
     Returns how many files were uploaded (0 when the set was there already).
     """
-    import datetime
-
-    from bson.binary import Binary
-    from pymongo import ASCENDING, MongoClient
+    from gridfs import GridFSBucket
+    from pymongo import MongoClient
 
     client: Any = MongoClient(mongo_url, serverSelectionTimeoutMS=5000)
     try:
         bucket_db = client[database]
-        marker = {"seed": fileset.seed, "count": len(fileset.files), "version": FORMAT_VERSION}
+        marker = {
+            "seed": fileset.seed,
+            "count": len(fileset.files),
+            "version": FORMAT_VERSION,
+            "layout": GRIDFS_LAYOUT,
+        }
         try:
             loaded = bucket_db[GRIDFS_MARKER].find_one({"_id": "fileset"}, {"_id": 0})
         except Exception as error:
@@ -164,28 +170,20 @@ def load_gridfs(
         for name in (GRIDFS_MARKER, gridfs_layout.FILES_COLLECTION,
                      gridfs_layout.CHUNKS_COLLECTION):  # fmt: skip
             bucket_db[name].drop()
-        files = bucket_db[gridfs_layout.FILES_COLLECTION]
-        chunks = bucket_db[gridfs_layout.CHUNKS_COLLECTION]
-        files.create_index([("filename", ASCENDING), ("uploadDate", ASCENDING)])
-        chunks.create_index([("files_id", ASCENDING), ("n", ASCENDING)], unique=True)
-        now = datetime.datetime.now(datetime.UTC)
+        # The bucket creates the spec's indexes (filename, uploadDate; files_id, n) first.
+        bucket = GridFSBucket(
+            bucket_db, contract.GRIDFS_BUCKET, chunk_size_bytes=gridfs_layout.CHUNK_BYTES
+        )
         names = fileset.names
-        for start in range(0, len(names), GRIDFS_BATCH_FILES):
-            file_docs, chunk_docs = [], []
-            for name in names[start : start + GRIDFS_BATCH_FILES]:
-                data = (fileset.directory / name).read_bytes()
-                size = gridfs_layout.CHUNK_BYTES
-                for n, chunk in enumerate(gridfs_layout.chunk_ids(name, len(data), size)):
-                    piece = Binary(data[n * size : (n + 1) * size])
-                    chunk_docs.append({"_id": chunk, "files_id": name, "n": n, "data": piece})
-                file_docs.append({
-                    "_id": name, "length": len(data), "chunkSize": size, "uploadDate": now,
-                    "filename": name, "metadata": {"contentType": static.content_type(name)},
-                })  # fmt: skip
-            chunks.insert_many(chunk_docs, ordered=False)
-            files.insert_many(file_docs, ordered=False)
-            if progress:
-                progress(min(start + GRIDFS_BATCH_FILES, len(names)), len(names))
+        for index, name in enumerate(names):
+            bucket.upload_from_stream(
+                name,
+                (fileset.directory / name).read_bytes(),
+                metadata={gridfs_layout.CONTENT_TYPE_FIELD: static.content_type(name)},
+            )
+            if progress and (index % GRIDFS_PROGRESS_FILES == GRIDFS_PROGRESS_FILES - 1
+                             or index == len(names) - 1):  # fmt: skip
+                progress(index + 1, len(names))
         bucket_db[GRIDFS_MARKER].insert_one({"_id": "fileset", **marker})
         return len(names)
     finally:

@@ -21,6 +21,7 @@ from model.ramps import ConnectionRamp, Ramp, ramp_from_dict
 from model.scenarios import SCENARIOS
 from model.thresholds import parse_threshold
 from servers import FRAMEWORKS
+from servers.contract import MONGO_BATCH_LIMIT, MONGO_BATCH_MAX_RECORDS
 
 PROFILES_DIR = Path(__file__).parent / "profiles"
 DEFAULT_PROFILE = "quick"
@@ -51,6 +52,9 @@ class Profile:
     )
     loop: str | None = None
     mongo_w: int = 1  # write concern of the mongo sink (the WebSocket study used w: 0)
+    # the mongo sink's group commit: records per insert_many, at most (1: one insert per
+    # record, the seed study's shape; docs/contract.md, sinks)
+    mongo_batch: int = MONGO_BATCH_MAX_RECORDS
     # acknowledge a record once it is on disk: the file sink fsyncs each batch, the mongo
     # sink inserts with j: true (docs/contract.md, durability); off, as the studies ran
     durable: bool = False
@@ -84,6 +88,10 @@ class Profile:
             raise ValueError(f"file_count must be at least 1, not {self.file_count}")
         if self.mongo_w not in (0, 1):
             raise ValueError(f"mongo_w must be 0 or 1, not {self.mongo_w}")
+        if not isinstance(self.mongo_batch, int) or not 1 <= self.mongo_batch <= MONGO_BATCH_LIMIT:
+            raise ValueError(
+                f"mongo_batch must be in 1..{MONGO_BATCH_LIMIT}, not {self.mongo_batch!r}"
+            )
         if not isinstance(self.durable, bool):
             raise ValueError(f"durable must be true or false, not {self.durable!r}")
         if self.durable and self.sink == "mongo" and self.mongo_w == 0:

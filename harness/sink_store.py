@@ -18,6 +18,7 @@ from typing import Any
 
 from harness.services import FERRETDB_VERSION, FerretDB, known_w0_probe
 from model.errors import UserError
+from servers.contract import MONGO_BATCH_MAX_RECORDS
 from servers.core.sinks import MONGO_COLLECTION, MONGO_DATABASE
 
 
@@ -62,9 +63,11 @@ class SinkStore:
 
     def __init__(self, sink: str, *, mongo_url: str | None = None, mongo_w: int = 1,
                  mongo_db: str = MONGO_DATABASE, workdir: Path | None = None,
-                 durable: bool = False) -> None:  # fmt: skip
+                 durable: bool = False,
+                 mongo_batch: int = MONGO_BATCH_MAX_RECORDS) -> None:  # fmt: skip
         self.sink = sink
         self.mongo_w = mongo_w
+        self.mongo_batch = mongo_batch  # the servers' --mongo-batch (group commit)
         self.mongo_db = mongo_db  # the run's own on a user's MongoDB (services.own_database)
         self.durable = durable  # the server acknowledges records once they are on disk
         self._tempdir = tempfile.TemporaryDirectory(prefix=f"harness-{sink}-", dir=workdir)
@@ -99,7 +102,7 @@ class SinkStore:
         if self.sink == "mongo":
             return [
                 *("--mongo-url", str(self.mongo_url), "--mongo-w", str(self.mongo_w)),
-                *("--mongo-db", self.mongo_db),
+                *("--mongo-db", self.mongo_db, "--mongo-batch", str(self.mongo_batch)),
                 *durable,
             ]
         return []
@@ -171,6 +174,7 @@ class SinkStore:
             described: dict[str, Any] = {
                 "sink": "mongo", "url": self.mongo_url, "w": self.mongo_w,
                 "database": self.mongo_db, "durable": self.durable,
+                "batch_max_records": self.mongo_batch,
                 "server": "FerretDB" if "ferretdbVersion" in info else "MongoDB",
                 "version": info.get("ferretdbVersion") or info.get("version"),
                 "mongodb_compatible_version": info.get("version"),

@@ -38,6 +38,12 @@ def parse_options(argv: list[str]) -> ServerOptions:
     parser.add_argument("--mongo-url")
     parser.add_argument("--mongo-w", type=int, choices=(0, 1), default=1)
     parser.add_argument("--mongo-db", default=ServerOptions.mongo_db, help="the database")
+    parser.add_argument(
+        "--mongo-batch",
+        type=int,
+        default=ServerOptions.mongo_batch,
+        help="records per insert_many, at most (1: one insert per record)",
+    )
     parser.add_argument("--durable", action="store_true", help="fsync / j: true per batch")
     parser.add_argument("--files-dir")
     parser.add_argument("--memcached", metavar="HOST:PORT")
@@ -66,6 +72,7 @@ def parse_options(argv: list[str]) -> ServerOptions:
             mongo_url=args.mongo_url,
             mongo_w=args.mongo_w,
             mongo_db=args.mongo_db,
+            mongo_batch=args.mongo_batch,
             durable=args.durable,
             files_dir=args.files_dir,
             memcached=args.memcached,

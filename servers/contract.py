@@ -93,6 +93,13 @@ WS_CLOSE_TRY_AGAIN_LATER = 1013  # the sink's queue is full (WS_SINK_MAX_PENDING
 # finding this many closes its connection with WS_CLOSE_TRY_AGAIN_LATER and counts in
 # `sink_errors`, so a slow or stopped database costs bounded memory on every runtime.
 WS_SINK_MAX_PENDING = 1024
+# The mongo sink's group commit (docs/contract.md, "Sinks"): records waiting for the
+# database go out together, one ordered `insert_many` of at most this many, as soon as the
+# previous batch of the process returned, or at once when this many wait. `--mongo-batch N`
+# changes it per server (1: one insert per record, the seed study's shape), up to
+# MONGO_BATCH_LIMIT, MongoDB's own maxWriteBatchSize.
+MONGO_BATCH_MAX_RECORDS = 100
+MONGO_BATCH_LIMIT = 100_000
 
 # -- process model and timing -----------------------------------------------------------
 TICK_INTERVAL_S = 0.010  # the studies' event-loop probe: a 10 ms timer
@@ -153,6 +160,7 @@ class ServerOptions:
     mongo_url: str | None = None
     mongo_w: int = 1
     mongo_db: str = GRIDFS_DATABASE  # the mongo sink's records and GridFS's bucket
+    mongo_batch: int = MONGO_BATCH_MAX_RECORDS  # records per insert_many, at most
     # --durable: a record is acknowledged once it is on disk (file: fsync per batch;
     # mongo: journaled, j: true) instead of once write(2) returned / the insert was
     # acknowledged (w: 1, no journal)
@@ -185,6 +193,9 @@ class ServerOptions:
             raise ValueError(f"workers must be at least 1, not {self.workers}")
         if self.mongo_w not in (0, 1):
             raise ValueError(f"mongo_w must be 0 or 1, not {self.mongo_w}")
+        if not 1 <= self.mongo_batch <= MONGO_BATCH_LIMIT:
+            limit = MONGO_BATCH_LIMIT
+            raise ValueError(f"mongo_batch must be in 1..{limit}, not {self.mongo_batch}")
         if not re.fullmatch(MONGO_DB_PATTERN, self.mongo_db):
             raise ValueError(f"mongo_db {self.mongo_db!r} does not match {MONGO_DB_PATTERN}")
         if self.durable and self.sink == "mongo" and self.mongo_w == 0:

@@ -77,6 +77,10 @@ RESULTS_OPTION = typer.Option(Path("results"), "--results", help="The results di
 NO_VERIFY_OPTION = typer.Option(False, "--no-verify", help="Skip the verify pass.")
 MONGO_URL_OPTION = typer.Option(None, help="A real MongoDB (default: FerretDB started here).")
 MONGO_W_OPTION = typer.Option(None, help="Write concern of the mongo sink: 0 or 1.")
+MONGO_BATCH_OPTION = typer.Option(
+    None,
+    help="Records per insert_many of the mongo sink's group commit (1: one insert per record).",
+)
 DURABLE_OPTION = typer.Option(
     False,
     "--durable",

@@ -103,6 +103,7 @@ def run_case(
             profile.sink,
             mongo_url=mongo_url,
             mongo_w=profile.mongo_w,
+            mongo_batch=profile.mongo_batch,
             mongo_db=run.plan.mongo_db,
             durable=profile.durable,
         )

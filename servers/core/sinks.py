@@ -11,7 +11,11 @@ collection names, and which errors make `/log` answer 503.
   (with `--durable`, once it was also fsync'ed). A write that fails part-way (a full
   disk) is cut back to the last whole record, so the file only ever holds whole lines.
 - `mongo`: one document per record in `<--mongo-db>.records` (default `harness.records`),
-  write concern `--mongo-w` (with `--durable`, journaled: `j: true`).
+  write concern `--mongo-w` (with `--durable`, journaled: `j: true`), inserted by group
+  commit (`GroupCommit`): the records waiting go out together in one ordered
+  `insert_many` as soon as the previous batch returned, or at once when
+  `--mongo-batch` (contract.MONGO_BATCH_MAX_RECORDS) of them wait; `/log` answers once
+  its batch was acknowledged, 503 when its batch failed.
 """
 
 from __future__ import annotations
@@ -20,9 +24,11 @@ import fcntl
 import json
 import os
 from collections.abc import Callable
-from typing import Any, Protocol, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
 
-from servers.contract import ServerOptions
+from servers.contract import WS_SINK_MAX_PENDING, ServerOptions
+from servers.core.state import ServerState
 
 FLUSH_INTERVAL_S = 0.100
 MONGO_DATABASE = "harness"
@@ -130,6 +136,123 @@ def records_collection(
     return client, collection
 
 
+WaiterT = TypeVar("WaiterT")
+
+
+@dataclass(frozen=True, slots=True)
+class MongoBatch(Generic[WaiterT]):
+    """One `insert_many`: its documents, in arrival order, and who waits for its answer."""
+
+    documents: list[dict[str, Any]]
+    waiters: list[WaiterT]  # the /log requests' (a WebSocket message has none)
+    messages: int  # WebSocket messages among the documents
+
+
+class GroupCommit(Generic[WaiterT]):
+    """The mongo sink's group commit, sans I/O: which records go out together, and when.
+
+    The rule, the same on every runtime: records wait in arrival order; a batch of at most
+    `max_records` of them is due when no batch of this sink is in flight (the previous one
+    returned), or at once when `max_records` wait, so under load several full batches may
+    be in flight while a partial one waits for them. A runtime takes records (`take_*`),
+    inserts each batch `next_batch` gives it with its own client, and `settle`s it; it
+    sends what is due at once when a batch is `full`, otherwise on its loop's next turn,
+    so the requests that arrived in one turn share a batch. With `max_records` 1 every
+    record is its own insert, at once: the seed study's shape.
+
+    A waiter is the runtime's own (a future, a green event, a Deferred, a callback): this
+    class only hands the batch's waiters back. It keeps the counters `backlog` (taken, not
+    yet settled), `stored` and `sink_errors` on `state`, and bounds the WebSocket messages
+    waiting or in flight to contract.WS_SINK_MAX_PENDING.
+    """
+
+    def __init__(self, state: ServerState, max_records: int) -> None:
+        if max_records < 1:
+            raise ValueError(f"max_records must be at least 1, not {max_records}")
+        self._state = state
+        self.max_records = max_records
+        # documents waiting, and their waiters (None: a WebSocket message)
+        self._documents: list[dict[str, Any]] = []
+        self._waiters: list[WaiterT | None] = []
+        self.messages_pending = 0  # WebSocket messages waiting or in flight
+        self.in_flight = 0  # batches handed out by next_batch, not settled yet
+        self.closed = False
+
+    def _take(self, record: dict[str, Any], waiter: WaiterT | None) -> None:
+        if self.closed:  # after shutdown closed the client
+            self._state.sink_errors += 1
+            raise SinkUnavailable("the mongo sink is closed")
+        # insert_many adds `_id` to the dicts it is given: a copy, not the caller's record
+        self._documents.append(dict(record))
+        self._waiters.append(waiter)
+        self._state.backlog += 1
+
+    def take_request(self, record: dict[str, Any], waiter: WaiterT) -> None:
+        """A `/log` request's record; `waiter` is handed back with its batch. Raises
+        SinkUnavailable (counted in sink_errors) once the sink is closed."""
+        self._take(record, waiter)
+
+    def take_message(self, record: dict[str, Any]) -> bool:
+        """A WebSocket message's record; False, refused and counted in sink_errors, when
+        WS_SINK_MAX_PENDING messages already wait or are in flight (the connection then
+        closes with 1013). Once the sink is closed the record only counts in sink_errors."""
+        if self.messages_pending >= WS_SINK_MAX_PENDING:
+            self._state.sink_errors += 1
+            return False
+        try:
+            self._take(record, None)
+        except SinkUnavailable:
+            return True  # after shutdown: counted; the connection is closing with 1001
+        self.messages_pending += 1
+        return True
+
+    @property
+    def waiting(self) -> int:
+        """Records taken and not yet in a batch."""
+        return len(self._documents)
+
+    @property
+    def idle(self) -> bool:
+        """Nothing waits and nothing is in flight."""
+        return not self._documents and not self.in_flight
+
+    def full(self) -> bool:
+        """A whole batch waits: send it now, without waiting for the loop's next turn."""
+        return len(self._documents) >= self.max_records
+
+    def due(self) -> bool:
+        """A batch should go out now (or on the loop's next turn, when not `full`)."""
+        return bool(self._documents) and (not self.in_flight or self.full())
+
+    def next_batch(self) -> MongoBatch[WaiterT] | None:
+        """The batch to insert now, in flight until `settle`d; None when none is due."""
+        if not self.due():
+            return None
+        count = self.max_records
+        documents, self._documents = self._documents[:count], self._documents[count:]
+        waiters, self._waiters = self._waiters[:count], self._waiters[count:]
+        requests = [waiter for waiter in waiters if waiter is not None]
+        self.in_flight += 1
+        return MongoBatch(documents, requests, len(waiters) - len(requests))
+
+    def settle(self, batch: MongoBatch[WaiterT], stored: bool) -> list[WaiterT]:
+        """`batch` was acknowledged (`stored`) or failed: count it, and return its waiters
+        for the runtime to answer (success, or SinkUnavailable: 503)."""
+        count = len(batch.documents)
+        self.in_flight -= 1
+        self.messages_pending -= batch.messages
+        self._state.backlog -= count
+        if stored:
+            self._state.stored += count
+        else:
+            self._state.sink_errors += count
+        return batch.waiters
+
+    def close(self) -> None:
+        """Refuse records from now on (shutdown, after the last batch was sent or given up)."""
+        self.closed = True
+
+
 SinkT = TypeVar("SinkT")
 
 
@@ -141,7 +264,8 @@ def open_sink(
     mongo: Callable[[str, int, str], SinkT],
 ) -> SinkT:
     """The sink `options.sink` names, made by the runtime's own constructor for that kind:
-    `file(path)`, `mongo(url, w, database)` or `empty()`."""
+    `file(path)`, `mongo(url, w, database)` or `empty()` (each reads the rest of `options`,
+    `durable` and `mongo_batch`, itself)."""
     if options.sink == "file":
         return file(sink_path(options))
     if options.sink == "mongo":

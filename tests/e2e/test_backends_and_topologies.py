@@ -38,7 +38,7 @@ def test_gridfs_load_is_standard_gridfs_and_loaded_once(ferretdb, fileset) -> No
     try:
         bucket = gridfs.GridFSBucket(client.harness)
         name = fileset.names[1]
-        # any GridFS reader opens the files by name (the servers read by _id, see layout)
+        # any GridFS reader opens the files by name, as the servers do
         assert (
             bucket.open_download_stream_by_name(name).read()
             == (fileset.directory / name).read_bytes()

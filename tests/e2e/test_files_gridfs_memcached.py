@@ -12,6 +12,7 @@ from __future__ import annotations
 import concurrent.futures
 import socket
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -22,6 +23,7 @@ from harness.server_process import ServerProcess, start_server
 from harness.services import Memcached
 from model.scenarios import MC_KEY, MC_VALUE
 from servers import contract
+from servers.core import static
 from tests.helpers import (
     assert_still_serving,
     closed_port,
@@ -65,6 +67,65 @@ def test_gridfs_concurrent_reads_are_all_correct(backend_server, fileset) -> Non
 
     with concurrent.futures.ThreadPoolExecutor(16) as pool:
         assert all(pool.map(fetch, names))
+
+
+def test_a_stock_gridfs_bucket_reads_every_file_the_harness_loaded(
+    backends: Backends, fileset: FileSet
+) -> None:
+    """The spec's layout: pymongo's GridFSBucket with its defaults finds every file by name,
+    byte-exact, with its content type; the ids are the bucket's own, not chosen names."""
+    from bson import ObjectId
+    from gridfs import GridFSBucket
+    from pymongo import MongoClient
+
+    client: Any = MongoClient(backends.mongo_url, serverSelectionTimeoutMS=5000)
+    try:
+        database = client[backends.mongo_db]
+        bucket = GridFSBucket(database)
+        for name in fileset.names:
+            grid_out = bucket.open_download_stream_by_name(name)
+            assert grid_out.read() == (fileset.directory / name).read_bytes(), name
+            assert grid_out.metadata == {"contentType": static.content_type(name)}
+        files = list(database["fs.files"].find())
+        assert sorted(document["filename"] for document in files) == sorted(fileset.names)
+        for document in files:
+            assert {"_id", "filename", "length", "chunkSize", "uploadDate"} <= set(document)
+            assert isinstance(document["_id"], ObjectId)
+        chunk = database["fs.chunks"].find_one({"files_id": files[0]["_id"], "n": 0})
+        assert chunk is not None and {"files_id", "n", "data"} <= set(chunk)
+    finally:
+        client.close()
+
+
+def test_gridfs_answers_404_for_a_missing_file_and_503_for_a_corrupt_one(
+    framework: str, backends: Backends
+) -> None:
+    """A database of its own holding one whole file and one whose chunk is gone: 200, 503
+    (counted in backend_errors) and 404 for a name GridFS does not have."""
+    from gridfs import GridFSBucket
+    from pymongo import MongoClient
+
+    database_name = "gridfs_corrupt"
+    whole, corrupt, data = "img-whole.png", "img-corrupt.jpg", b"\x89PNG\r\n\x1a\n" + b"x" * 5000
+    client: Any = MongoClient(backends.mongo_url, serverSelectionTimeoutMS=5000)
+    try:
+        database = client[database_name]
+        if database["fs.files"].find_one({"filename": whole}) is None:  # once per session
+            bucket = GridFSBucket(database)
+            bucket.upload_from_stream(whole, data, metadata={"contentType": "image/png"})
+            corrupt_id = bucket.upload_from_stream(corrupt, data)
+            database["fs.chunks"].delete_many({"files_id": corrupt_id})
+    finally:
+        client.close()
+    args = [*backends.server_args([]), "--mongo-db", database_name]  # the last one counts
+    with start_server(framework, extra_args=args) as server:
+        with httpx.Client(base_url=server.url, timeout=15) as http:
+            reply = http.get(contract.ROUTE_GRIDFS_PREFIX + whole)
+            assert (reply.status_code, reply.content) == (200, data)
+            assert reply.headers["content-type"].split(";")[0] == "image/png"
+            assert http.get(contract.ROUTE_GRIDFS_PREFIX + corrupt).status_code == 503
+            assert http.get(contract.ROUTE_GRIDFS_PREFIX + "img-none.jpg").status_code == 404
+        assert server.wait_telemetry(lambda t: t["backend_errors"] == 1)
 
 
 # -- /mc ---------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from servers import NODE_DIR, contract
-from servers.core import gridfs_layout, memcache, sinks
+from servers.core import memcache, sinks
 
 # contract.js name -> the Python value it copies
 COPIED: dict[str, Any] = {
@@ -28,8 +28,6 @@ COPIED: dict[str, Any] = {
     "HEAD_TIMEOUT_MS": contract.HEAD_TIMEOUT_S * 1000,
     "BODY_TIMEOUT_MS": contract.BODY_TIMEOUT_S * 1000,
     "MC_TIMEOUT_MS": contract.MC_TIMEOUT_S * 1000,
-    "GRIDFS_FILES_COLLECTION": gridfs_layout.FILES_COLLECTION,
-    "GRIDFS_CHUNKS_COLLECTION": gridfs_layout.CHUNKS_COLLECTION,
     "FLUSH_INTERVAL_MS": sinks.FLUSH_INTERVAL_S * 1000,
     "MONGO_DATABASE": sinks.MONGO_DATABASE,
     "MONGO_COLLECTION": sinks.MONGO_COLLECTION,

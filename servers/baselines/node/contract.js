@@ -2,8 +2,8 @@
 // The wire contract for the Node.js servers.
 //
 // servers/contract.py is the source: every value here is a copy of a name there (and of the
-// few neutral constants in servers/core/sinks.py, servers/core/memcache.py and
-// servers/core/gridfs_layout.py), under the same name in camelCase. Change it there first, then
+// few neutral constants in servers/core/sinks.py and servers/core/memcache.py), under the
+// same name in camelCase. Change it there first, then
 // here; tests/test_contract.py checks the behaviour, not this file.
 
 module.exports = Object.freeze({
@@ -36,8 +36,6 @@ module.exports = Object.freeze({
   GRIDFS_DATABASE: 'harness', // the default --mongo-db
   MONGO_DB_PATTERN: /^[A-Za-z0-9_-]{1,63}$/, // contract.MONGO_DB_PATTERN, anchored
   GRIDFS_BUCKET: 'fs',
-  GRIDFS_FILES_COLLECTION: 'fs.files', // gridfs_layout.FILES_COLLECTION
-  GRIDFS_CHUNKS_COLLECTION: 'fs.chunks', // gridfs_layout.CHUNKS_COLLECTION
   MC_POOL_SIZE: 50,
   MC_MAX_KEY_BYTES: 250,
   MC_CONTENT_TYPE: 'application/octet-stream',
@@ -62,6 +60,8 @@ module.exports = Object.freeze({
   WS_CLOSE_TOO_BIG: 1009,
   WS_CLOSE_TRY_AGAIN_LATER: 1013,
   WS_SINK_MAX_PENDING: 1024,
+  MONGO_BATCH_MAX_RECORDS: 100, // the mongo sink's group commit: records per insertMany
+  MONGO_BATCH_LIMIT: 100000,
 
   // -- process model and timing -------------------------------------------------------------
   TICK_INTERVAL_MS: 10, // contract.TICK_INTERVAL_S

@@ -1,23 +1,35 @@
 'use strict';
-// `/gridfs/{name}`: files from GridFS read by `_id` only (servers/core/gridfs_layout.py says
-// why: FerretDB pushes down nothing but `_id` equality). `fs.files` by `_id` = name, then
-// every chunk by `_id` = "<name>#<n>", concurrently, through the process's shared client.
+// `/gridfs/{name}`: files from GridFS read the standard way with the driver's GridFSBucket
+// (servers/core/gridfs_layout.py): the newest `fs.files` document with that filename, then
+// its chunks by `files_id` sorted by `n`, through the process's shared client.
 
 const contract = require('./contract');
 const { contentType, validName } = require('./static');
 
 class BackendUnavailable extends Error {}
 
-/** The `_id`s of every chunk of a file of `lengthBytes` (gridfs_layout.chunk_ids). */
-function chunkIds(name, lengthBytes, chunkBytes) {
-  const count = lengthBytes ? Math.max(1, Math.ceil(lengthBytes / chunkBytes)) : 0;
-  return Array.from({ length: count }, (_, n) => `${name}#${n}`);
-}
-
-/** A BSON Binary's bytes as a Buffer, without a copy. */
-function binaryBytes(binary) {
-  const bytes = binary.buffer.subarray(0, binary.position);
-  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+/** The bucket's download stream of `name`, collected: {body, file} (file: the fs.files
+ * document, null for an empty file), null when there is no such file. */
+function download(bucket, name) {
+  return new Promise((resolve, reject) => {
+    const parts = [];
+    let file = null;
+    const stream = bucket.openDownloadStreamByName(name);
+    stream.on('file', (document) => {
+      file = document;
+    });
+    stream.on('data', (part) => parts.push(part));
+    stream.on('error', (error) => (error.code === 'ENOENT' ? resolve(null) : reject(error)));
+    stream.on('end', () => {
+      const body = parts.length === 1 ? parts[0] : Buffer.concat(parts);
+      // The driver checks each chunk's n and size, not that the last one arrived.
+      if (file !== null && body.length !== file.length) {
+        reject(new Error(`file ${name} has ${body.length} of ${file.length} bytes`));
+      } else {
+        resolve({ body, file });
+      }
+    });
+  });
 }
 
 class GridFS {
@@ -25,43 +37,32 @@ class GridFS {
   constructor(mongo, state) {
     this._mongo = mongo;
     this._state = state;
-    this._files = null;
-    this._chunks = null;
+    this._bucket = null;
   }
 
   /**
    * {body, contentType} of the file `name`, null when there is none (or the name is not
    * valid: no database call then). Rejects with BackendUnavailable, counted in
-   * backend_errors, when the database fails or the file is malformed.
+   * backend_errors, when the database fails or the file is corrupt.
    */
   async read(name) {
     if (!validName(name)) return null;
-    if (this._files === null) {
-      const database = this._mongo.db();
-      this._files = database.collection(contract.GRIDFS_FILES_COLLECTION);
-      this._chunks = database.collection(contract.GRIDFS_CHUNKS_COLLECTION);
-    }
-    let document;
-    let body;
+    let found;
     try {
-      document = await this._files.findOne({ _id: name });
-      if (document === null) return null;
-      const ids = chunkIds(name, document.length, document.chunkSize);
-      const chunks = await Promise.all(
-        ids.map((id) => this._chunks.findOne({ _id: id }, { projection: { data: 1 } })),
-      );
-      const parts = chunks.map((chunk, n) => {
-        if (chunk === null) throw new Error(`no chunk ${ids[n]}`);
-        return binaryBytes(chunk.data);
-      });
-      body = parts.length === 1 ? parts[0] : Buffer.concat(parts);
+      if (this._bucket === null) {
+        const { GridFSBucket } = require('mongodb'); // loaded only by servers that use it
+        this._bucket = new GridFSBucket(this._mongo.db(), { bucketName: contract.GRIDFS_BUCKET });
+      }
+      found = await download(this._bucket, name);
     } catch (error) {
       this._state.backendErrors += 1;
       throw new BackendUnavailable(`gridfs: ${name}: ${error.message}`);
     }
-    const type = (document.metadata && document.metadata.contentType) || contentType(name);
-    return { body, contentType: type };
+    if (found === null) return null;
+    const metadata = found.file === null ? null : found.file.metadata;
+    const type = (metadata && metadata.contentType) || contentType(name);
+    return { body: found.body, contentType: type };
   }
 }
 
-module.exports = { GridFS, BackendUnavailable, chunkIds };
+module.exports = { GridFS, BackendUnavailable };

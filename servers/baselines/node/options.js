@@ -17,6 +17,7 @@ const FLAGS = Object.freeze({
   '--mongo-url': 'mongoUrl',
   '--mongo-w': 'mongoW',
   '--mongo-db': 'mongoDb',
+  '--mongo-batch': 'mongoBatch',
   '--files-dir': 'filesDir',
   '--memcached': 'memcached',
   '--mc-socket-port': 'mcSocketPort',
@@ -24,7 +25,7 @@ const FLAGS = Object.freeze({
   '--loop': 'loop',
   '--client-timeout-s': 'clientTimeoutS',
 });
-const INTEGER_OPTIONS = new Set(['port', 'mongoW', 'mcSocketPort', 'workers']);
+const INTEGER_OPTIONS = new Set(['port', 'mongoW', 'mongoBatch', 'mcSocketPort', 'workers']);
 const NUMBER_OPTIONS = new Set(['clientTimeoutS']);
 const MAX_CLIENT_TIMEOUT_S = 3600; // contract.ServerOptions' bound
 
@@ -35,9 +36,10 @@ class UsageError extends Error {}
  * `bodyTimeoutMs` are the slow-client deadlines: both `--client-timeout-s` when it is given,
  * else contract.HEAD_TIMEOUT_MS and contract.BODY_TIMEOUT_MS.
  * @returns {{variant: string, host: string, port: number, sink: string, sinkPath: ?string,
- *   mongoUrl: ?string, mongoW: number, mongoDb: string, filesDir: ?string, memcached: ?string,
- *   mcSocketPort: ?number, workers: number, loop: string, durable: boolean,
- *   clientTimeoutS: ?number, headTimeoutMs: number, bodyTimeoutMs: number}}
+ *   mongoUrl: ?string, mongoW: number, mongoDb: string, mongoBatch: number,
+ *   filesDir: ?string, memcached: ?string, mcSocketPort: ?number, workers: number,
+ *   loop: string, durable: boolean, clientTimeoutS: ?number, headTimeoutMs: number,
+ *   bodyTimeoutMs: number}}
  */
 function parseOptions(argv) {
   const [variant, ...rest] = argv;
@@ -53,6 +55,7 @@ function parseOptions(argv) {
     mongoUrl: null,
     mongoW: 1,
     mongoDb: contract.GRIDFS_DATABASE,
+    mongoBatch: contract.MONGO_BATCH_MAX_RECORDS,
     filesDir: null,
     memcached: null,
     mcSocketPort: null,
@@ -102,6 +105,11 @@ function parseOptions(argv) {
   if (options.port > 65535) throw new UsageError(`port ${options.port} is outside 0..65535`);
   if (options.workers < 1) throw new UsageError(`workers must be at least 1, not ${options.workers}`);
   if (options.mongoW > 1) throw new UsageError(`mongo-w must be 0 or 1, not ${options.mongoW}`);
+  if (options.mongoBatch < 1 || options.mongoBatch > contract.MONGO_BATCH_LIMIT) {
+    throw new UsageError(
+      `mongo-batch must be in 1..${contract.MONGO_BATCH_LIMIT}, not ${options.mongoBatch}`,
+    );
+  }
   if (!contract.MONGO_DB_PATTERN.test(options.mongoDb)) {
     throw new UsageError(`mongo-db ${options.mongoDb} does not match ${contract.MONGO_DB_PATTERN}`);
   }

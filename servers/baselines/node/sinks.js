@@ -9,7 +9,10 @@
 //   --durable; the writes run on libuv's thread pool). A write failing part-way is cut
 //   back to the last whole record.
 // - mongo: one document per record through the official driver, database `--mongo-db`,
-//   collection records, write concern `--mongo-w`; an error answers `/log` 503.
+//   collection records, write concern `--mongo-w`, by group commit (GroupCommit below, the
+//   rule of servers/core/sinks.py): the records waiting go out in one ordered insertMany
+//   as soon as the previous batch returned, or at once when `--mongo-batch` wait; `/log`
+//   answers when its batch was acknowledged, 503 when its batch failed.
 //
 // Every sink offers store(record) (WebSocket messages: no one waits), storeAndWait(record)
 // (a promise: /log replies when it resolves; SinkUnavailable means 503) and close().
@@ -168,19 +171,138 @@ class FileSink {
   }
 }
 
-class MongoSink {
-  /** @param {import('./mongo').LazyMongo} mongo the process's shared client */
-  constructor(state, mongo, w, durable) {
+/**
+ * The mongo sink's group commit, without I/O: servers/core/sinks.py's GroupCommit, rule for
+ * rule. Records wait in arrival order; a batch of at most `maxRecords` is due when no batch
+ * of this sink is in flight, or at once when `maxRecords` wait. It keeps `backlog`,
+ * `stored` and `sinkErrors` and bounds the WebSocket messages waiting or in flight.
+ */
+class GroupCommit {
+  constructor(state, maxRecords) {
     this._state = state;
+    this.maxRecords = maxRecords;
+    this._documents = [];
+    this._waiters = []; // one per document: null for a WebSocket message
+    this.messagesPending = 0;
+    this.inFlight = 0;
+    this.closed = false;
+  }
+
+  _take(record, waiter) {
+    if (this.closed) {
+      this._state.sinkErrors += 1;
+      throw new SinkUnavailable('the mongo sink is closed');
+    }
+    // insertMany adds `_id` to the documents it is given: a copy, not the caller's record
+    this._documents.push({ ...record });
+    this._waiters.push(waiter);
+    this._state.backlog += 1;
+  }
+
+  /** A `/log` request's record; throws SinkUnavailable once the sink is closed. */
+  takeRequest(record, waiter) {
+    this._take(record, waiter);
+  }
+
+  /** A WebSocket message's record; false (counted in sinkErrors) when the queue is full. */
+  takeMessage(record) {
+    if (this.messagesPending >= contract.WS_SINK_MAX_PENDING) {
+      this._state.sinkErrors += 1;
+      return false;
+    }
+    try {
+      this._take(record, null);
+    } catch (error) {
+      return true; // after shutdown: counted; the connection is closing with 1001
+    }
+    this.messagesPending += 1;
+    return true;
+  }
+
+  get idle() {
+    return this._documents.length === 0 && this.inFlight === 0;
+  }
+
+  full() {
+    return this._documents.length >= this.maxRecords;
+  }
+
+  due() {
+    return this._documents.length > 0 && (this.inFlight === 0 || this.full());
+  }
+
+  /** {documents, waiters, messages} to insert now, or null when none is due. */
+  nextBatch() {
+    if (!this.due()) return null;
+    const documents = this._documents.splice(0, this.maxRecords);
+    const taken = this._waiters.splice(0, this.maxRecords);
+    const waiters = taken.filter((waiter) => waiter !== null);
+    this.inFlight += 1;
+    return { documents, waiters, messages: taken.length - waiters.length };
+  }
+
+  /** Count the batch as stored or failed; its waiters, for the caller to answer. */
+  settle(batch, stored) {
+    const count = batch.documents.length;
+    this.inFlight -= 1;
+    this.messagesPending -= batch.messages;
+    this._state.backlog -= count;
+    if (stored) this._state.stored += count;
+    else this._state.sinkErrors += count;
+    return batch.waiters;
+  }
+}
+
+class MongoSink {
+  /**
+   * Group commit through the official driver: one ordered insertMany per batch, a promise
+   * per `/log` request settled when its batch was acknowledged (or failed: 503).
+   * @param {import('./mongo').LazyMongo} mongo the process's shared client
+   */
+  constructor(state, mongo, w, durable, maxRecords) {
     this._mongo = mongo;
     this._w = w;
     this._durable = durable; // journaled inserts (j: true)
     this._collection = null;
-    this._pending = new Set();
+    this._commit = new GroupCommit(state, maxRecords);
+    this._flushImmediate = null;
+    this._idle = []; // close() waiting for the last batch
   }
 
-  async storeAndWait(record) {
-    const state = this._state;
+  storeAndWait(record) {
+    return new Promise((resolve, reject) => {
+      this._commit.takeRequest(record, { resolve, reject }); // throws: rejected
+      this._schedule();
+    });
+  }
+
+  /** False, the record refused and counted in sink_errors, when WS_SINK_MAX_PENDING
+   * messages already wait for their inserts. */
+  store(record) {
+    if (!this._commit.takeMessage(record)) return false;
+    this._schedule();
+    return true;
+  }
+
+  /** A full batch goes now; otherwise what is due goes on the loop's next turn
+   * (setImmediate), so every request parsed in this turn shares the batch. */
+  _schedule() {
+    if (this._commit.full()) this._sendDue();
+    else if (this._flushImmediate === null && this._commit.due()) {
+      this._flushImmediate = setImmediate(() => {
+        this._flushImmediate = null;
+        this._sendDue();
+      });
+    }
+  }
+
+  _sendDue() {
+    for (let batch = this._commit.nextBatch(); batch !== null; batch = this._commit.nextBatch()) {
+      this._insert(batch);
+    }
+  }
+
+  _insert(batch) {
     if (this._collection === null) {
       this._collection = this._mongo
         .db()
@@ -188,47 +310,49 @@ class MongoSink {
           writeConcern: this._durable ? { w: this._w, journal: true } : { w: this._w },
         });
     }
-    state.backlog += 1;
-    try {
-      await this._collection.insertOne(record); // adds _id to `record`: nothing else reads it
-    } catch (error) {
-      state.sinkErrors += 1;
-      throw new SinkUnavailable(error.message);
-    } finally {
-      state.backlog -= 1;
-    }
-    state.stored += 1;
+    const settled = (error) => {
+      for (const waiter of this._commit.settle(batch, error === null)) {
+        if (error === null) waiter.resolve();
+        else waiter.reject(new SinkUnavailable(error.message));
+      }
+      this._sendDue(); // the records that waited for this batch go now
+      if (this._commit.idle) {
+        const idle = this._idle;
+        this._idle = [];
+        for (const resolve of idle) resolve();
+      }
+    };
+    this._collection.insertMany(batch.documents, { ordered: true }).then(
+      () => settled(null),
+      (error) => settled(error),
+    );
   }
 
-  /** False, the record refused and counted in sink_errors, when WS_SINK_MAX_PENDING
-   * messages already wait for their inserts. */
-  store(record) {
-    if (this._pending.size >= contract.WS_SINK_MAX_PENDING) {
-      this._state.sinkErrors += 1;
-      return false;
-    }
-    const insert = this.storeAndWait(record).catch(() => {}); // counted in sink_errors
-    this._pending.add(insert);
-    insert.then(() => this._pending.delete(insert));
-    return true;
-  }
-
-  /** Wait for the inserts under way (at most `timeoutMs`); the client is closed by its owner. */
+  /** Insert everything taken (at most `timeoutMs`); the client is closed by its owner. */
   async close(timeoutMs = 2000) {
-    if (this._pending.size === 0) return;
-    let timer;
-    const expired = new Promise((resolve) => {
-      timer = setTimeout(resolve, timeoutMs);
-    });
-    await Promise.race([Promise.all(this._pending), expired]);
-    clearTimeout(timer);
+    if (this._flushImmediate !== null) {
+      clearImmediate(this._flushImmediate);
+      this._flushImmediate = null;
+    }
+    this._sendDue();
+    if (!this._commit.idle) {
+      let timer;
+      const expired = new Promise((resolve) => {
+        timer = setTimeout(resolve, timeoutMs);
+      });
+      await Promise.race([new Promise((resolve) => this._idle.push(resolve)), expired]);
+      clearTimeout(timer);
+    }
+    this._commit.closed = true;
   }
 }
 
 /** The sink `options` ask for. */
 function openSink(options, state, mongo) {
   if (options.sink === 'file') return new FileSink(state, options.sinkPath, options.durable);
-  if (options.sink === 'mongo') return new MongoSink(state, mongo, options.mongoW, options.durable);
+  if (options.sink === 'mongo') {
+    return new MongoSink(state, mongo, options.mongoW, options.durable, options.mongoBatch);
+  }
   return new EmptySink(state);
 }
 

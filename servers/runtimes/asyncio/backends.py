@@ -5,8 +5,9 @@ Both asyncio servers share this module, so only routing and file sending differ 
 - `MemcachedPool`: at most `contract.MC_POOL_SIZE` persistent connections to memcached, each
   an `asyncio.Protocol` with one `get` in flight. The hot path is callback-based (`fetch`);
   `get` wraps it in a future for coroutine handlers.
-- `GridFSReader`: reads a file by `_id` through pymongo's asyncio client (as the mongo sink
-  talks to MongoDB), created on the first request so a server starts with the database down.
+- `GridFSReader`: reads a file with pymongo's `AsyncGridFSBucket` (the standard read, on
+  the asyncio client the mongo sink uses too), created on the first request so a server
+  starts with the database down.
 - `MemcachedSocketService`: the memcached socket service (the memcached-proxy study) on an
   already-listening socket, an `asyncio.Protocol` per client around the core's
   `SocketServiceSession`, fetching through the same pool.
@@ -248,52 +249,49 @@ class MemcachedPool:
 
 # -- GridFS ----------------------------------------------------------------------------------
 class GridFSReader:
-    """Reads `/gridfs/{name}` by `_id` only, as `gridfs_layout.read_steps` says."""
+    """Reads `/gridfs/{name}` with pymongo's `AsyncGridFSBucket`: the standard read
+    (`fs.files` by filename, `fs.chunks` by `files_id` sorted by `n`; gridfs_layout)."""
 
     def __init__(self, url: str, database: str, state: ServerState) -> None:
         self._url = url
         self._database = database
         self._state = state
         self._client: Any = None
-        self._collections: dict[str, Any] = {}
+        self._bucket: Any = None
         self._errors: tuple[type[BaseException], ...] = ()
+        self._no_file: type[BaseException] = LookupError
 
     def _connect(self) -> None:
         # Imported and created on the first request (the harness's verify pass, before any
         # measurement): importing pymongo takes ~0.2 s, which servers without /gridfs
         # traffic never pay, and its client connects in the background, so a server whose
         # database is down starts and serves everything else.
+        from gridfs.asynchronous import AsyncGridFSBucket
+        from gridfs.errors import NoFile
         from pymongo import AsyncMongoClient
         from pymongo.errors import PyMongoError
 
-        # The database's errors, and a document that does not look like GridFS's.
-        self._errors = (PyMongoError, KeyError, TypeError, ValueError, AttributeError)
+        self._errors = (PyMongoError, *gridfs_layout.MALFORMED_ERRORS)
+        self._no_file = NoFile
         client: Any = AsyncMongoClient(
             self._url, serverSelectionTimeoutMS=MONGO_SERVER_SELECTION_TIMEOUT_MS
         )
-        database = client[self._database]
-        self._collections = {name: database[name] for name in gridfs_layout.FIELDS}
+        self._bucket = AsyncGridFSBucket(client[self._database], contract.GRIDFS_BUCKET)
         self._client = client
 
     async def read(self, name: str) -> StoredFile | None:
         """The file named `name`, or None (404); raises BackendUnavailable (503)."""
         if not static.valid_name(name):
             return None
-        steps = gridfs_layout.read_steps(name)
         try:
             if self._client is None:
                 self._connect()  # a bad --mongo-url raises here
-            collection, id_ = next(steps)
-            while True:
-                found = await self._collections[collection].find_one(
-                    {"_id": id_}, gridfs_layout.FIELDS[collection]
-                )
-                collection, id_ = steps.send(found)
-        except StopIteration as done:
-            return done.value
-        except BackendUnavailable:
-            self._state.backend_errors += 1
-            raise
+            try:
+                grid_out = await self._bucket.open_download_stream_by_name(name)
+            except self._no_file:
+                return None
+            data = await grid_out.read()
+            return gridfs_layout.stored_file(name, data, grid_out.metadata)
         except self._errors as error:
             self._state.backend_errors += 1
             raise BackendUnavailable(f"GridFS: {error}") from error

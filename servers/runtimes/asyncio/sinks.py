@@ -1,7 +1,8 @@
 """Sinks on asyncio (aiohttp, tornado): file writes on one worker thread, pymongo's async client.
 
 The loop never blocks: the file's `write()` runs on a single-thread executor (one thread
-keeps the lines in order), and MongoDB inserts use `pymongo.AsyncMongoClient`.
+keeps the lines in order), and MongoDB inserts use `pymongo.AsyncMongoClient`, one task per
+group-commit batch (servers.core.sinks.GroupCommit), a future per waiting `/log` request.
 """
 
 from __future__ import annotations
@@ -10,10 +11,13 @@ import asyncio
 import concurrent.futures
 from typing import Any
 
-from servers.contract import WS_SINK_MAX_PENDING, ServerOptions
+from servers.contract import MONGO_BATCH_MAX_RECORDS, ServerOptions
 from servers.core.sinks import (
+    CLOSE_TIMEOUT_S,
     FLUSH_INTERVAL_S,
     FileBatch,
+    GroupCommit,
+    MongoBatch,
     SinkUnavailable,
     open_sink,
     records_collection,
@@ -108,56 +112,102 @@ class AsyncFileSink:
 
 
 class AsyncMongoSink:
-    """One document per record through pymongo's asyncio client."""
+    """Group commit (`GroupCommit`) through pymongo's asyncio client: a task per batch,
+    a future per `/log` request, resolved when its batch was acknowledged."""
 
     def __init__(
-        self, state: ServerState, url: str, w: int, database: str, durable: bool = False
+        self,
+        state: ServerState,
+        url: str,
+        w: int,
+        database: str,
+        durable: bool = False,
+        max_records: int = MONGO_BATCH_MAX_RECORDS,
     ) -> None:
         from pymongo import AsyncMongoClient
+        from pymongo.errors import PyMongoError
 
-        self._state = state
+        self._errors = PyMongoError
         self._client, self._collection = records_collection(
             AsyncMongoClient, url, w, database, durable
         )
-        self._pending: set[asyncio.Task[None]] = set()
-
-    async def _insert(self, record: dict[str, Any]) -> None:
-        from pymongo.errors import PyMongoError
-
-        self._state.backlog += 1
-        try:
-            # insert_one adds _id to the dict it is given: hand it a copy
-            await self._collection.insert_one(dict(record))
-        except PyMongoError as error:
-            self._state.sink_errors += 1
-            raise SinkUnavailable(str(error)) from error
-        finally:
-            self._state.backlog -= 1
-        self._state.stored += 1
+        self._commit: GroupCommit[asyncio.Future[None]] = GroupCommit(state, max_records)
+        self._flush_handle: asyncio.Handle | None = None
+        self._inserting: set[asyncio.Task[None]] = set()
+        self._on_idle: list[asyncio.Future[None]] = []  # aclose() waiting for the last batch
 
     def store(self, record: dict[str, Any]) -> bool:
         """False, the record refused and counted in sink_errors, when WS_SINK_MAX_PENDING
         messages already wait for their inserts."""
-        if len(self._pending) >= WS_SINK_MAX_PENDING:
-            self._state.sink_errors += 1
+        if not self._commit.take_message(record):
             return False
-        task = asyncio.get_running_loop().create_task(self._insert(record))
-        self._pending.add(task)
-        task.add_done_callback(self._done)
+        self._schedule()
         return True
 
-    def _done(self, task: asyncio.Task[None]) -> None:
-        self._pending.discard(task)
-        if not task.cancelled():
-            task.exception()  # counted in sink_errors already; do not log it as unretrieved
-
     async def store_and_wait(self, record: dict[str, Any]) -> None:
-        await self._insert(record)
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._commit.take_request(record, waiter)
+        self._schedule()
+        await waiter
+
+    def _schedule(self) -> None:
+        """A full batch goes now; otherwise what is due goes on the loop's next turn, so
+        every request that arrives in this turn shares the batch."""
+        if self._commit.full():
+            self._send_due()
+        elif self._flush_handle is None and self._commit.due():
+            self._flush_handle = asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_handle = None
+        self._send_due()
+
+    def _send_due(self) -> None:
+        loop = asyncio.get_running_loop()
+        while (batch := self._commit.next_batch()) is not None:
+            task = loop.create_task(self._insert(batch))
+            self._inserting.add(task)
+            task.add_done_callback(self._inserting.discard)
+
+    async def _insert(self, batch: MongoBatch[asyncio.Future[None]]) -> None:
+        failure: Exception | None = None
+        try:
+            await self._collection.insert_many(batch.documents, ordered=True)
+        except Exception as error:  # the database's (503), or a bug (500)
+            failure = error
+        for waiter in self._commit.settle(batch, stored=failure is None):
+            if not waiter.done():  # a request whose handler was cancelled
+                if failure is None:
+                    waiter.set_result(None)
+                else:  # an exception each: one raised in many tasks would grow its traceback
+                    waiter.set_exception(_answer(failure, self._errors))
+        self._send_due()  # the records that waited for this batch go now
+        if self._commit.idle:
+            idle, self._on_idle = self._on_idle, []
+            for waiter in idle:
+                if not waiter.done():
+                    waiter.set_result(None)
 
     async def aclose(self) -> None:
-        if self._pending:
-            await asyncio.wait(self._pending, timeout=2.0)
+        """Insert everything taken (within CLOSE_TIMEOUT_S), then close the client."""
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()
+            self._flush_handle = None
+        self._send_due()
+        if not self._commit.idle:
+            idle: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._on_idle.append(idle)
+            await asyncio.wait([idle], timeout=CLOSE_TIMEOUT_S)
+        self._commit.close()
         await self._client.close()
+
+
+def _answer(failure: Exception, database_errors: type[Exception]) -> Exception:
+    """What a request of a failed batch raises: SinkUnavailable (503) for the database's
+    errors, RuntimeError (500, a bug) for anything else."""
+    if isinstance(failure, database_errors):
+        return SinkUnavailable(str(failure))
+    return RuntimeError(f"mongo sink insert failed: {failure!r}")
 
 
 AsyncSink = AsyncEmptySink | AsyncFileSink | AsyncMongoSink
@@ -170,6 +220,6 @@ def open_async_sink(options: ServerOptions, state: ServerState) -> AsyncSink:
         empty=lambda: AsyncEmptySink(state),
         file=lambda path: AsyncFileSink(state, path, durable=options.durable),
         mongo=lambda url, w, database: AsyncMongoSink(
-            state, url, w, database, durable=options.durable
+            state, url, w, database, durable=options.durable, max_records=options.mongo_batch
         ),
     )

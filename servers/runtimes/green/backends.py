@@ -8,8 +8,8 @@ left to each framework module is how the socket service accepts connections (gev
 - Files: `static.file_path`, then a plain `read()`. The files are ≤ 64 KiB and sit in the
   page cache, so the read blocks the hub for microseconds; neither pywsgi nor
   eventlet.wsgi offers sendfile, and a hop to a real thread would cost more than the read.
-- GridFS: pymongo's synchronous client on monkey-patched (green) sockets, as the mongo
-  sink uses it; reads by `_id` only (see servers.core.gridfs_layout for why).
+- GridFS: pymongo's `gridfs.GridFSBucket` on monkey-patched (green) sockets, as the mongo
+  sink uses its client: the standard read (servers.core.gridfs_layout).
 - memcached: a FIFO queue holding `contract.MC_POOL_SIZE` tokens, each an open socket or
   None (a slot that may open one). Taking a token is the only wait, so at most 50 sockets
   are ever open. FIFO rotates through every token, so the first 50 gets open the 50
@@ -123,40 +123,35 @@ class GreenMemcachedPool:
 
 
 class GreenGridFS:
-    """Files from GridFS through pymongo's sync client on green sockets, read by `_id`."""
+    """Files from GridFS through pymongo's `gridfs.GridFSBucket` on green sockets: the
+    standard read (`fs.files` by filename, `fs.chunks` by `files_id` sorted by `n`)
+    blocks the request's green thread only."""
 
     def __init__(self, url: str, database: str, state: ServerState, runtime: GreenRuntime) -> None:
+        from gridfs import GridFSBucket
         from pymongo import MongoClient
         from pymongo.errors import PyMongoError
 
         self._state = state
         self._runtime = runtime
-        self._errors = PyMongoError
+        self._errors = (PyMongoError, *gridfs_layout.MALFORMED_ERRORS)
         # connect=False: no I/O and no monitor threads until the first /gridfs request, so
         # a server that never reads GridFS pays nothing and starts with the database down.
         self._client: Any = MongoClient(
             url, serverSelectionTimeoutMS=MONGO_SERVER_SELECTION_TIMEOUT_MS, connect=False
         )
-        self._collections = {name: self._client[database][name] for name in gridfs_layout.FIELDS}
+        self._bucket = GridFSBucket(self._client[database], contract.GRIDFS_BUCKET)
 
     def read(self, name: str) -> StoredFile | None:
         """The file `name` (a `static.valid_name`), None when GridFS has none.
 
-        Raises BackendUnavailable on a database error or a malformed file.
+        Raises BackendUnavailable on a database error or a corrupt file.
         """
         try:
-            return gridfs_layout.read_sync(name, self._find_one)
+            return gridfs_layout.read_sync(self._bucket, name)
         except self._errors as error:
             self._state.backend_errors += 1
             raise BackendUnavailable(f"gridfs: {error}") from error
-        except BackendUnavailable:
-            self._state.backend_errors += 1
-            raise
-
-    def _find_one(self, collection: str, id_: str) -> Any:
-        return self._collections[collection].find_one(
-            {"_id": id_}, gridfs_layout.FIELDS[collection]
-        )
 
     def close(self) -> None:
         """Close the client, bounded: `close()` may talk to the server (endSessions)."""

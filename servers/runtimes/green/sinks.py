@@ -7,11 +7,13 @@ spawn a green thread, a green event, how to run a function on a real OS thread).
   `write()` to a real OS thread (the hub never blocks on the disk, and one write at a time
   keeps the lines in order). A `/log` request's green thread waits until the batch holding
   its record was written; WebSocket messages are written within `FLUSH_INTERVAL_S`.
-- MongoDB: pymongo's synchronous `MongoClient` on monkey-patched (green) sockets and locks:
-  each insert blocks the green thread that makes it. Measured under both gevent's
-  `patch_all` and eventlet's `monkey_patch` against FerretDB: inserts and the
-  serverSelectionTimeoutMS failure both work green (the 10 ms tick kept running while an
-  insert waited 2 s for an unreachable server), so no real thread is needed. (Running
+- MongoDB: pymongo's synchronous `MongoClient` on monkey-patched (green) sockets and locks,
+  by group commit (servers.core.sinks.GroupCommit): each batch's `insert_many` blocks a
+  green thread of its own, and each `/log` request's green thread waits on a green event.
+  Measured under both gevent's `patch_all` and eventlet's `monkey_patch` against
+  FerretDB: inserts and the serverSelectionTimeoutMS failure both work green (the 10 ms
+  tick kept running while an insert waited 2 s for an unreachable server), so no real
+  thread is needed. (Running
   inserts through `eventlet.tpool` would not work anyway: the client imported after
   monkey-patching owns green sockets and locks, which a real OS thread must not touch.)
 
@@ -21,7 +23,6 @@ exactly as in `servers.runtimes.asyncio.sinks`. Import this module only after mo
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import time
 import traceback
@@ -29,11 +30,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from servers.contract import WS_SINK_MAX_PENDING, ServerOptions
+from servers.contract import MONGO_BATCH_MAX_RECORDS, ServerOptions
 from servers.core.sinks import (
     CLOSE_TIMEOUT_S,
     FLUSH_INTERVAL_S,
     FileBatch,
+    GroupCommit,
+    MongoBatch,
     SinkUnavailable,
     open_sink,
     records_collection,
@@ -92,7 +95,8 @@ class GreenEmptySink:
 
 
 class _BatchOutcome:
-    """What the `/log` requests whose records share one write wait on."""
+    """What a `/log` request waits on: the file sink's batch (shared by the requests whose
+    records share one write), or the mongo sink's request (one each)."""
 
     __slots__ = ("_done", "_error")
 
@@ -111,7 +115,7 @@ class _BatchOutcome:
             return
         if isinstance(error, (OSError, SinkUnavailable)):
             raise SinkUnavailable(str(error))
-        raise RuntimeError(f"file sink write failed: {error!r}")  # a bug: /log answers 500
+        raise RuntimeError(f"sink failed: {error!r}")  # a bug: /log answers 500
 
 
 class GreenFileSink:
@@ -206,12 +210,13 @@ class GreenFileSink:
 
 
 class GreenMongoSink:
-    """One document per record through pymongo's sync client on green sockets.
+    """Group commit (`GroupCommit`) through pymongo's sync client on green sockets.
 
-    Every insert blocks only its own green thread: `/log` inserts in the request's green
-    thread, a WebSocket message's insert in a green thread of its own (fire and forget).
-    With the database down each insert fails after serverSelectionTimeoutMS, all of them
-    at once (no thread pool to queue behind).
+    Each batch's `insert_many` blocks a green thread of its own; a `/log` request's green
+    thread waits on a green event of its own until its batch was acknowledged. A partial
+    batch goes out from a flusher green thread spawned for the hub's next turn, so every
+    request that runs before it shares the batch. With the database down each batch fails
+    after serverSelectionTimeoutMS, all of them at once (no thread pool to queue behind).
     """
 
     def __init__(
@@ -222,75 +227,76 @@ class GreenMongoSink:
         database: str,
         runtime: GreenRuntime,
         durable: bool = False,
+        max_records: int = MONGO_BATCH_MAX_RECORDS,
     ) -> None:
         from pymongo import MongoClient
         from pymongo.errors import PyMongoError
 
-        self._state = state
         self._runtime = runtime
         self._errors = PyMongoError
         # The constructor does no I/O: it starts pymongo's monitor (green) threads.
         self._client, self._collection = records_collection(MongoClient, url, w, database, durable)
-        self._in_flight = 0
-        self._queued = 0  # WebSocket messages' inserts in flight (bounded)
-        self._idle = runtime.event()  # set while no insert is in flight
+        self._commit: GroupCommit[_BatchOutcome] = GroupCommit(state, max_records)
+        self._flush_scheduled = False
+        self._idle = runtime.event()  # set while nothing waits or is in flight
         self._idle.set()
-        self._closed = False
-
-    def _begin(self) -> None:
-        if self._closed:  # after shutdown closed the client
-            self._state.sink_errors += 1
-            raise SinkUnavailable("the mongo sink is closed")
-        self._state.backlog += 1
-        self._in_flight += 1
-        self._idle.clear()
-
-    def _insert(self, document: dict[str, Any]) -> None:
-        """One insert, counted in `_begin` already; blocks the calling green thread."""
-        try:
-            self._collection.insert_one(document)
-        except self._errors as error:
-            self._state.sink_errors += 1
-            raise SinkUnavailable(str(error)) from error
-        finally:
-            self._state.backlog -= 1
-            self._in_flight -= 1
-            if not self._in_flight:
-                self._idle.set()
-        self._state.stored += 1
-
-    def _insert_quietly(self, document: dict[str, Any]) -> None:
-        try:
-            with contextlib.suppress(SinkUnavailable):  # counted in sink_errors already
-                self._insert(document)
-        finally:
-            self._queued -= 1
 
     def store(self, record: dict[str, Any]) -> bool:
         """False, the record refused and counted in sink_errors, when WS_SINK_MAX_PENDING
         messages already wait for their inserts."""
-        if self._queued >= WS_SINK_MAX_PENDING:
-            self._state.sink_errors += 1
+        if not self._commit.take_message(record):
             return False
-        try:
-            self._begin()
-        except SinkUnavailable:
-            return True  # after shutdown: counted in sink_errors already
-        self._queued += 1
-        # insert_one adds _id to the dict it is given: hand it a copy
-        self._runtime.spawn(self._insert_quietly, dict(record))
+        self._schedule()
         return True
 
     def store_and_wait(self, record: dict[str, Any]) -> None:
-        self._begin()
-        self._insert(dict(record))
+        outcome = _BatchOutcome(self._runtime.event())
+        self._commit.take_request(record, outcome)
+        self._schedule()
+        outcome.wait()
+
+    def _schedule(self) -> None:
+        """A full batch goes now; otherwise what is due goes on the hub's next turn."""
+        if not self._commit.idle:
+            self._idle.clear()
+        if self._commit.full():
+            self._send_due()
+        elif not self._flush_scheduled and self._commit.due():
+            self._flush_scheduled = True
+            self._runtime.spawn(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        self._send_due()
+
+    def _send_due(self) -> None:
+        while (batch := self._commit.next_batch()) is not None:
+            self._runtime.spawn(self._insert, batch)
+
+    def _insert(self, batch: MongoBatch[_BatchOutcome]) -> None:
+        """One batch's insert_many, blocking this green thread only."""
+        error: BaseException | None = None
+        try:
+            self._collection.insert_many(batch.documents, ordered=True)
+        except self._errors as failure:
+            error = SinkUnavailable(str(failure))
+        except Exception as failure:  # a bug: logged; its requests answer 500
+            error = failure
+            _warn("mongo sink insert failed:\n" + traceback.format_exc())
+        for outcome in self._commit.settle(batch, stored=error is None):
+            outcome.settle(error)
+        self._send_due()  # the records that waited for this batch go now
+        if self._commit.idle:
+            self._idle.set()
 
     def close(self) -> None:
-        """Wait for the inserts in flight, then close the client: ≤ 2 s in all."""
+        """Insert everything taken, then close the client: ≤ 2 s in all."""
         deadline = time.monotonic() + CLOSE_TIMEOUT_S
+        self._send_due()
         if not self._idle.wait(CLOSE_TIMEOUT_S):
-            _warn(f"mongo sink: {self._in_flight} inserts did not end within {CLOSE_TIMEOUT_S} s")
-        self._closed = True
+            in_flight = self._commit.in_flight
+            _warn(f"mongo sink: {in_flight} batches did not end within {CLOSE_TIMEOUT_S} s")
+        self._commit.close()
         # close() may talk to the server (endSessions): bounded, in a green thread of its own.
         closed = self._runtime.event()
 
@@ -317,6 +323,12 @@ def open_green_sink(options: ServerOptions, state: ServerState, runtime: GreenRu
         empty=lambda: GreenEmptySink(state),
         file=lambda path: GreenFileSink(state, path, runtime, durable=options.durable),
         mongo=lambda url, w, database: GreenMongoSink(
-            state, url, w, database, runtime, durable=options.durable
+            state,
+            url,
+            w,
+            database,
+            runtime,
+            durable=options.durable,
+            max_records=options.mongo_batch,
         ),
     )

@@ -17,9 +17,8 @@ pool (the same `start_pool` machinery as the mongo sink in servers.runtimes.twis
   one-get-at-a-time Protocol around that parser is shorter than adapting it.
   Reply timeouts are swept four times a second instead of one `callLater` per get: the hot
   path only stores a timestamp.
-- GridFS: `fs.files` and each chunk read by `_id` (`gridfs_layout.read_steps`, which says
-  why) with pymongo's sync client on a pool of `MONGO_THREADS` threads, as the mongo sink
-  inserts.
+- GridFS: pymongo's `gridfs.GridFSBucket` (the standard read, servers.core.gridfs_layout)
+  on a pool of `MONGO_THREADS` threads, as the mongo sink inserts.
 - The memcached socket service: `MemcachedSocketServiceFactory` /
   `MemcachedSocketServiceProtocol`, adopted by `serve` on the listening socket `__main__`
   opened; each connection runs the core's `SocketServiceSession` (the contract's order,
@@ -252,7 +251,8 @@ class MemcachedPool:
 
 
 class GridFSReader:
-    """Files from GridFS by `_id`, through pymongo's sync client on a thread pool.
+    """Files from GridFS with pymongo's `gridfs.GridFSBucket` (the standard read,
+    servers.core.gridfs_layout), its blocking calls on a thread pool.
 
     The client is made with `connect=False` (no I/O, no monitor threads) and the pool is
     started on the first read, so a server that never reads GridFS pays nothing and starts
@@ -262,6 +262,7 @@ class GridFSReader:
     """
 
     def __init__(self, url: str, database: str, state: ServerState, reactor: Any) -> None:
+        from gridfs import GridFSBucket
         from pymongo import MongoClient
 
         self._state = state
@@ -269,7 +270,7 @@ class GridFSReader:
         self._client: Any = MongoClient(
             url, serverSelectionTimeoutMS=MONGO_SERVER_SELECTION_TIMEOUT_MS, connect=False
         )
-        self._collections = {name: self._client[database][name] for name in gridfs_layout.FIELDS}
+        self._bucket = GridFSBucket(self._client[database], contract.GRIDFS_BUCKET)
         self._pool: Any = None  # started by the first read
         self._unreachable = False  # the last read could not reach the database
 
@@ -283,28 +284,23 @@ class GridFSReader:
         return reading.addErrback(self._failed)
 
     def _read_blocking(self, name: str, queued_at: float) -> StoredFile | None:
-        """`gridfs_layout.read_steps` with blocking reads (on a pool thread)."""
+        """`gridfs_layout.read_sync` (on a pool thread)."""
         from pymongo.errors import ConnectionFailure, ServerSelectionTimeoutError
 
         if self._unreachable and time.monotonic() - queued_at >= SELECTION_TIMEOUT_S:
             raise ServerSelectionTimeoutError("the database is unreachable (queued too long)")
         try:
-            found = gridfs_layout.read_sync(name, self._find_one)
+            found = gridfs_layout.read_sync(self._bucket, name)
         except ConnectionFailure:
             self._unreachable = True
             raise
         self._unreachable = False
         return found
 
-    def _find_one(self, collection: str, id_: str) -> Any:
-        return self._collections[collection].find_one(
-            {"_id": id_}, gridfs_layout.FIELDS[collection]
-        )
-
     def _failed(self, failure: Failure) -> Failure:
         from pymongo.errors import PyMongoError
 
-        if failure.check(PyMongoError, BackendUnavailable):
+        if failure.check(PyMongoError, *gridfs_layout.MALFORMED_ERRORS):
             self._state.backend_errors += 1
             return Failure(BackendUnavailable(f"GridFS: {failure.getErrorMessage()}"))
         return failure  # not the database (a bug): answered 500

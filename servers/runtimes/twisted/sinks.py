@@ -1,8 +1,9 @@
 """Sinks on Twisted: blocking work on dedicated `ThreadPool`s, results back as Deferreds.
 
 The reactor never blocks: the file's `write()` runs on a one-thread pool (one thread and
-one write in flight keep the lines in order), and MongoDB inserts run on a ten-thread pool
-with pymongo's synchronous client, all through `threads.deferToThreadPool`. Counters
+one write in flight keep the lines in order), and MongoDB inserts (one `insert_many` per
+group-commit batch, servers.core.sinks.GroupCommit) run on a ten-thread pool with
+pymongo's synchronous client, all through `threads.deferToThreadPool`. Counters
 (`backlog`, `stored`, `sink_errors`) change on the reactor thread only, exactly as in
 `servers.runtimes.asyncio.sinks`.
 
@@ -35,12 +36,14 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.python.threadpool import ThreadPool
 
-from servers.contract import WS_SINK_MAX_PENDING, ServerOptions
+from servers.contract import MONGO_BATCH_MAX_RECORDS, ServerOptions
 from servers.core.sinks import (
     CLOSE_TIMEOUT_S,
     FLUSH_INTERVAL_S,
     MONGO_SERVER_SELECTION_TIMEOUT_MS,
     FileBatch,
+    GroupCommit,
+    MongoBatch,
     SinkUnavailable,
     open_sink,
     records_collection,
@@ -202,15 +205,19 @@ class TwistedFileSink:
 
 
 class TwistedMongoSink:
-    """One document per record through pymongo's sync client on a pool of threads.
+    """Group commit (`GroupCommit`) through pymongo's sync client on a pool of threads.
 
-    pymongo's `MongoClient` is thread-safe and pools its connections; each insert blocks
-    one pool thread (the GIL released while it waits on the socket), never the reactor.
+    pymongo's `MongoClient` is thread-safe and pools its connections; each batch's
+    `insert_many` blocks one pool thread (the GIL released while it waits on the socket),
+    never the reactor. A `/log` request waits on a Deferred of its own, fired on the
+    reactor thread when its batch was acknowledged (or failed). A partial batch goes out
+    on the reactor's next turn (`callLater(0)`), so every request parsed in this turn
+    shares it.
 
     With the database down every insert takes serverSelectionTimeoutMS to fail, and only
-    MONGO_THREADS fail at a time: records queued behind them would wait several timeouts,
+    MONGO_THREADS fail at a time: batches queued behind them would wait several timeouts,
     where the asyncio sinks fail each one after one timeout. So while the last attempt
-    found the database unreachable, a record that already waited that long in the queue
+    found the database unreachable, a batch that already waited that long in the queue
     fails at once (`ServerSelectionTimeoutError`, counted like any insert error).
     """
 
@@ -222,99 +229,105 @@ class TwistedMongoSink:
         database: str,
         reactor: Any,
         durable: bool = False,
+        max_records: int = MONGO_BATCH_MAX_RECORDS,
     ) -> None:
         from pymongo import MongoClient
 
-        self._state = state
         self._reactor = reactor
         # The constructor does no I/O: it starts pymongo's (daemon) monitor threads.
         self._client, self._collection = records_collection(MongoClient, url, w, database, durable)
+        self._commit: GroupCommit[Deferred[None]] = GroupCommit(state, max_records)
         self._pool = start_pool(MONGO_THREADS, "mongo-sink")
         self._unreachable = False  # the last insert could not reach the database
-        self._in_flight = 0
-        self._queued = 0  # WebSocket messages' inserts in flight (bounded)
-        self._on_idle: list[Deferred[None]] = []  # fired when no insert is in flight
-        self._closed = False
+        self._flush_call: Any = None  # IDelayedCall of the next turn's flush
+        self._on_idle: list[Deferred[None]] = []  # fired when nothing waits or is in flight
 
-    def _insert_blocking(self, document: dict[str, Any], queued_at: float) -> None:
-        """One insert, on a pool thread."""
+    def store(self, record: dict[str, Any]) -> bool:
+        """False, the record refused and counted in sink_errors, when WS_SINK_MAX_PENDING
+        messages already wait for their inserts (queued for the pool's threads)."""
+        if not self._commit.take_message(record):
+            return False
+        self._schedule()
+        return True
+
+    def store_and_wait(self, record: dict[str, Any]) -> Deferred[None]:
+        waiter: Deferred[None] = Deferred()
+        try:
+            self._commit.take_request(record, waiter)
+        except SinkUnavailable as error:
+            return fail(error)
+        self._schedule()
+        return waiter
+
+    def _schedule(self) -> None:
+        """A full batch goes now; otherwise what is due goes on the reactor's next turn."""
+        if self._commit.full():
+            self._send_due()
+        elif self._flush_call is None and self._commit.due():
+            self._flush_call = self._reactor.callLater(0, self._flush)
+
+    def _flush(self) -> None:
+        self._flush_call = None
+        self._send_due()
+
+    def _send_due(self) -> None:
+        while (batch := self._commit.next_batch()) is not None:
+            inserting = threads.deferToThreadPool(
+                self._reactor, self._pool, self._insert_blocking, batch, time.monotonic()
+            )
+            inserting.addBoth(self._settle, batch)
+
+    def _insert_blocking(self, batch: MongoBatch[Deferred[None]], queued_at: float) -> None:
+        """One batch's insert_many, on a pool thread."""
         from pymongo.errors import ConnectionFailure, ServerSelectionTimeoutError
 
         if self._unreachable and time.monotonic() - queued_at >= SELECTION_TIMEOUT_S:
             raise ServerSelectionTimeoutError("the database is unreachable (queued too long)")
         try:
-            self._collection.insert_one(document)
+            self._collection.insert_many(batch.documents, ordered=True)
         except ConnectionFailure:
             self._unreachable = True
             raise
         self._unreachable = False
 
-    def _insert(self, record: dict[str, Any]) -> Deferred[None]:
-        if self._closed:  # after shutdown closed the client
-            self._state.sink_errors += 1
-            return fail(SinkUnavailable("the mongo sink is closed"))
-        self._state.backlog += 1
-        self._in_flight += 1
-        # insert_one adds _id to the dict it is given: hand it a copy
-        inserting = threads.deferToThreadPool(
-            self._reactor, self._pool, self._insert_blocking, dict(record), time.monotonic()
-        )
-        return inserting.addCallbacks(self._inserted, self._failed).addBoth(self._settled)
-
-    def _inserted(self, _: object) -> None:
-        self._state.backlog -= 1
-        self._state.stored += 1
-
-    def _failed(self, failure: Failure) -> Failure:
+    def _settle(self, result: object, batch: MongoBatch[Deferred[None]]) -> None:
+        """On the reactor thread: answer the batch's requests, send what waited for it."""
         from pymongo.errors import PyMongoError
 
-        self._state.backlog -= 1
-        if failure.check(PyMongoError):
-            self._state.sink_errors += 1
-            return Failure(SinkUnavailable(str(failure.value)))
-        return failure  # not the database (a bug): /log answers 500
-
-    def _settled(self, result: object) -> object:
-        self._in_flight -= 1
-        if not self._in_flight:
+        failure = result if isinstance(result, Failure) else None
+        if failure is not None and not failure.check(PyMongoError):
+            _log.failure("mongo sink insert failed", failure)  # a bug: answered 500
+        for waiter in self._commit.settle(batch, stored=failure is None):
+            if waiter.called:
+                continue
+            if failure is None:
+                waiter.callback(None)
+            elif failure.check(PyMongoError):
+                waiter.errback(Failure(SinkUnavailable(failure.getErrorMessage())))
+            else:
+                waiter.errback(failure)
+        self._send_due()
+        if self._commit.idle:
             idle, self._on_idle = self._on_idle, []
             _fire(idle, None)
-        return result
-
-    def store(self, record: dict[str, Any]) -> bool:
-        """False, the record refused and counted in sink_errors, when WS_SINK_MAX_PENDING
-        messages already wait for their inserts (queued for the pool's threads)."""
-        if self._queued >= WS_SINK_MAX_PENDING:
-            self._state.sink_errors += 1
-            return False
-        self._queued += 1
-        self._insert(record).addErrback(self._dropped).addBoth(self._dequeued)
-        return True
-
-    def _dequeued(self, _: object) -> None:
-        self._queued -= 1
-
-    def _dropped(self, failure: Failure) -> None:
-        # SinkUnavailable is counted in sink_errors already: consumed here, not logged
-        if not failure.check(SinkUnavailable):
-            _log.failure("mongo sink insert failed", failure)
-
-    def store_and_wait(self, record: dict[str, Any]) -> Deferred[None]:
-        return self._insert(record)
 
     def close(self) -> Deferred[None]:
-        """Wait for the inserts in flight, close the client, stop the pool: ≤ 2 s in all."""
+        """Insert everything taken, close the client, stop the pool: ≤ 2 s in all."""
+        if self._flush_call is not None:
+            self._flush_call.cancel()
+            self._flush_call = None
+        self._send_due()
         done: Deferred[None] = Deferred()
         idle: Deferred[None] = Deferred()
-        if self._in_flight:
-            self._on_idle.append(idle)
-        else:
+        if self._commit.idle:
             idle.callback(None)
+        else:
+            self._on_idle.append(idle)
 
         def close_client(_: None) -> None:
             if done.called:  # timed out meanwhile
                 return
-            self._closed = True  # no insert starts after this one: the pool stays idle
+            self._commit.close()  # no insert starts after this one: the pool stays idle
             # close() may talk to the server (endSessions): off the reactor too.
             closing = threads.deferToThreadPool(self._reactor, self._pool, self._client.close)
             closing.addCallbacks(
@@ -327,7 +340,10 @@ class TwistedMongoSink:
         return done.addBoth(self._stop_pool)
 
     def _stop_pool(self, result: object) -> None:
-        self._closed = True
+        self._commit.close()
+        if self._flush_call is not None:
+            self._flush_call.cancel()
+            self._flush_call = None
         if isinstance(result, Failure):  # timed out: the pool's threads are daemons
             _log.warn("mongo sink: not closed within {s} s: {f}", s=CLOSE_TIMEOUT_S, f=result)
             return
@@ -353,6 +369,12 @@ def open_twisted_sink(options: ServerOptions, state: ServerState, reactor: Any) 
         empty=lambda: TwistedEmptySink(state),
         file=lambda path: TwistedFileSink(state, path, reactor, durable=options.durable),
         mongo=lambda url, w, database: TwistedMongoSink(
-            state, url, w, database, reactor, durable=options.durable
+            state,
+            url,
+            w,
+            database,
+            reactor,
+            durable=options.durable,
+            max_records=options.mongo_batch,
         ),
     )
