@@ -69,11 +69,16 @@ def spawn(
     stderr: int | IO[Any] | None = subprocess.DEVNULL,
     cwd: Path | str | None = None,
     death_signal: int = signal.SIGKILL,
+    run_as: tuple[int, int] | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start `command` in its own session, tied to the harness by `death_signal`.
 
     stdin is always closed (/dev/null): no child reads the harness's terminal.
+    `run_as` (uid, gid) runs it as another user, with no supplementary groups (root only:
+    PostgreSQL refuses to run as root). The credentials change before the parent-death
+    signal is set, as it must: the kernel clears that signal when they change.
     """
+    user, group = run_as if run_as is not None else (None, None)
     return subprocess.Popen(
         list(command),
         stdin=subprocess.DEVNULL,
@@ -81,6 +86,9 @@ def spawn(
         stderr=stderr,
         cwd=cwd,
         start_new_session=True,
+        user=user,
+        group=group,
+        extra_groups=[] if run_as is not None else None,
         preexec_fn=parent_death_signal(death_signal),  # only prctl: safe with threads
     )
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -18,7 +19,7 @@ from drivers.base import Driver, DriverOutputError, DriverResult, Target, run_st
 from harness import affinity as cpu_affinity
 from harness.monitor import Monitor, step_stats
 from harness.probe import Probe
-from harness.run.analysis import is_driver_bound, summarize
+from harness.run.analysis import database_bound_note, is_driver_bound, summarize
 from harness.run.context import CaseContext, Measured
 from harness.run.ledger import count_before_load
 from harness.topology import Topology
@@ -90,11 +91,27 @@ def run_http_case(ctx: CaseContext, server: Topology, monitor: Monitor) -> Measu
         if profile.cooldown_s:
             time.sleep(profile.cooldown_s)
     summary = dataclasses.replace(summarize(recorded), topology=server.describe())
+    notes = [backends.limit_note() if backends else None, _database_note(ctx, recorded)]
     if backends is not None:
-        summary = dataclasses.replace(
-            summary, backends=backends.describe(), limit_note=backends.limit_note() or None
-        )
+        summary = dataclasses.replace(summary, backends=backends.describe())
+    if any(notes):
+        summary = dataclasses.replace(summary, limit_note="; ".join(n for n in notes if n))
     return Measured(tuple(recorded), summary, seen["agent"], stored_before=stored_before)
+
+
+def _database_note(ctx: CaseContext, steps: list[Step]) -> str | None:
+    """Whether the run's database, not the server, bounded a step (analysis)."""
+    database = ctx.run.database
+    if database is None:
+        return None
+    server_cpus = (
+        len(cpu_affinity.parse_cpu_list(ctx.server_cpus)) if ctx.server_cpus else os.cpu_count()
+    )
+    return database_bound_note(
+        steps,
+        server_cores=min(ctx.process_model.processes, server_cpus or 1),
+        database_cores=len(cpu_affinity.parse_cpu_list(database.cpus)) if database.cpus else 1,
+    )
 
 
 def _run_one_step(
@@ -144,8 +161,17 @@ def _run_one_step(
         flags.append("driver_bound")
     if result.driver_errors:
         flags.append("driver_capped")
-    extra = {"probe_failures": probe.failures, "driver_cpu_pct": result.driver_cpu_pct}
+    extra = {
+        "probe_failures": probe.failures,
+        "driver_cpu_pct": result.driver_cpu_pct,
+        **database_cpu(stats),
+    }
     return build_step(ramp_step, result, stats, probe_ms=probe_ms, flags=flags, extra=extra)
+
+
+def database_cpu(stats: dict[str, Any]) -> dict[str, float]:
+    """`{"db_cpu_pct": …}` for a step's extra when the database was watched, else {}."""
+    return {"db_cpu_pct": stats["db_cpu_pct"]} if stats.get("db_cpu_pct") is not None else {}
 
 
 def build_step(
@@ -195,7 +221,7 @@ def failed_step(ramp_step: RampStep, reason: str, stats: dict[str, Any]) -> Step
         agent_cpu_pct=stats["agent_cpu_pct"],
         rss_max_bytes=stats["rss_max_bytes"],
         tick_ms=stats["tick_ms"],
-        extra={"driver_error": reason},
+        extra={"driver_error": reason, **database_cpu(stats)},
     )
 
 
