@@ -16,6 +16,9 @@ Settings, and why (recorded in results by `describe`):
 - `plan_cache_mode = force_custom_plan`: FerretDB v1.24 sends an equality filter as
   `_jsonb->$1 @> $2` through cached prepared statements; a generic plan cannot see that
   `$1` is '_id', so it never uses a GIN index on `(_jsonb->'_id')`; a custom plan does.
+- `default_toast_compression = lz4`: GridFS chunks (the file set's bytes, base64 in
+  FerretDB's JSON) do not compress, and lz4 gives up on them sooner than the default pglz:
+  loading 10,000 files took 22 s instead of 35–44 s here, for the same 234 MB.
 """
 
 from __future__ import annotations
@@ -115,6 +118,7 @@ def settings(durable: bool) -> dict[str, str]:
         "port": str(PORT),
         "synchronous_commit": "on" if durable else "off",
         "plan_cache_mode": "force_custom_plan",
+        "default_toast_compression": "lz4",
     }
 
 
