@@ -22,6 +22,7 @@ import psutil
 import pytest
 from pymongo import MongoClient
 
+from harness.affinity import cpus_allowed
 from harness.backends import GRIDFS_QUERY_FIELDS, Backends
 from harness.compare import build_plan
 from harness.database import HarnessDatabase
@@ -177,3 +178,18 @@ def test_the_mongo_sink_on_postgresql_loses_nothing_and_records_the_databases_cp
     assert rows and all(row["db_cpu_pct"] != "" for row in rows)
     assert processes_under(reachable_tmp) == []
     assert os.listdir(reachable_tmp) == []
+
+
+def test_db_cpus_pin_ferretdb_postgresql_and_its_backends(reachable_tmp: Path) -> None:
+    cpu = str(max(os.sched_getaffinity(0)))
+    with HarnessDatabase("postgresql", cpus=cpu) as db:
+        client: MongoClient = MongoClient(db.url, serverSelectionTimeoutMS=5000)
+        try:
+            client.probe.records.insert_one({"id": "a"})  # FerretDB opens its connections
+        finally:
+            client.close()
+        watched = [psutil.Process(pid) for pid in db.pids()]
+        tree = watched + [child for p in watched for child in p.children(recursive=True)]
+        assert len(tree) > 2  # PostgreSQL's backends, FerretDB's connections among them
+        assert {cpus_allowed(p.pid) for p in tree} == {cpu}
+        assert db.describe()["cpus"] == cpu
