@@ -64,9 +64,11 @@ class RichReporter:
         self._offered = f"offered {offered:g} {unit}"
 
     def sample(self, *, row: dict[str, Any]) -> None:
+        database = f" | db CPU {row['db_cpu_pct']:.0f}%" if "db_cpu_pct" in row else ""
         live = (
             f"{self._offered} | {row.get('requests_per_s', 0):,.0f} req/s | "
-            f"server CPU {row['server_cpu_pct']:.0f}% | tick max {row.get('tick_max_ms', 0):.0f} ms"
+            f"server CPU {row['server_cpu_pct']:.0f}%{database} | "
+            f"tick max {row.get('tick_max_ms', 0):.0f} ms"
         )
         self.progress.update(self.steps_task, live=live)
 
