@@ -62,6 +62,26 @@ def parent_death_signal(signum: int = signal.SIGKILL) -> Callable[[], None] | No
     return set_parent_death_signal
 
 
+class _Child(subprocess.Popen):  # type: ignore[type-arg]
+    """Popen that kills what it forked when starting is interrupted: a Ctrl-C or SIGTERM
+    raised while Popen waits for the child's exec leaves a running child whose pid nobody
+    holds, so nobody else could stop it."""
+
+    def _execute_child(self, *args: Any, **kwargs: Any) -> None:
+        try:
+            super()._execute_child(*args, **kwargs)  # type: ignore[misc]
+        except BaseException:
+            # `returncode` is set when Popen reaped a child whose exec failed: that pid
+            # may be another process's by now
+            if getattr(self, "_child_created", False) and self.returncode is None:
+                for kill in (os.killpg, os.kill):  # its group once it ran setsid
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        kill(self.pid, signal.SIGKILL)
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(self.pid, 0)
+            raise
+
+
 def spawn(
     command: Sequence[str],
     *,
@@ -79,7 +99,7 @@ def spawn(
     signal is set, as it must: the kernel clears that signal when they change.
     """
     user, group = run_as if run_as is not None else (None, None)
-    return subprocess.Popen(
+    return _Child(
         list(command),
         stdin=subprocess.DEVNULL,
         stdout=stdout,

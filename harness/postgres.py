@@ -35,7 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from drivers.processes import spawn
+from drivers.processes import kill_group, spawn
 from model.errors import UserError
 
 DEBIAN_BIN_GLOB = "/usr/lib/postgresql/*/bin"
@@ -43,6 +43,7 @@ PROGRAMS = ("initdb", "postgres", "psql")
 SUPERUSER = "postgres"  # the cluster's superuser (initdb -U), whoever runs it
 DATABASE = "postgres"  # FerretDB keeps each MongoDB database as a schema in this one
 PORT = 5432  # names the socket file (.s.PGSQL.5432) in the private directory; no TCP
+INITDB_TIMEOUT_S = 120.0
 READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0
 SQL_TIMEOUT_S = 600.0  # a GIN index over 10,000 GridFS chunks detoasts every one
@@ -183,23 +184,29 @@ class PostgreSQL:
                 )
             os.chown(self.directory, self._account.pw_uid, self._account.pw_gid)
             run_as = (self._account.pw_uid, self._account.pw_gid)
-        initdb = subprocess.run(
+        # its own session, like every child: on an interrupt the whole group goes, the
+        # bootstrap server initdb forks included
+        initdb = spawn(
             [
                 str(self.bin_dir / "initdb"),
                 *("-D", str(self.data_dir), "-U", SUPERUSER),
                 *("--auth=trust", "--encoding=UTF8", "--no-locale", "--no-sync"),
             ],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
             cwd=self.directory,
-            user=run_as[0] if run_as else None,
-            group=run_as[1] if run_as else None,
-            extra_groups=[] if run_as else None,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=120,
+            run_as=run_as,
         )
+        try:
+            initdb.wait(INITDB_TIMEOUT_S)
+        except BaseException as error:  # timed out, or interrupted (Ctrl-C, SIGTERM)
+            kill_group(initdb)
+            initdb.wait()
+            if isinstance(error, subprocess.TimeoutExpired):
+                raise UserError(f"initdb took over {INITDB_TIMEOUT_S:.0f} s") from None
+            raise
         if initdb.returncode != 0:
-            raise UserError(f"initdb failed: {(initdb.stderr or initdb.stdout).strip()[-300:]}")
+            raise UserError(f"initdb failed: {self.output_tail()}")
         command = [
             str(self.bin_dir / "postgres"),
             *("-D", str(self.data_dir), "-k", str(self.socket_dir)),
