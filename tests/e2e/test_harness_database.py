@@ -45,10 +45,13 @@ def processes_under(marker: Path) -> list[str]:
 
 
 @pytest.fixture
-def reachable_tmp(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def reachable_tmp(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Path]:
     """A TMPDIR the postgres user can enter, for this process and its children."""
     require_ferretdb()
     require_tools("postgres")
+    tmp_path_factory.getbasetemp()  # pytest's own stays where it is, not under this TMPDIR
     directory = Path(tempfile.mkdtemp(prefix="harness-test-", dir="/tmp"))
     directory.chmod(0o755)
     monkeypatch.setenv("TMPDIR", str(directory))
