@@ -85,6 +85,26 @@ def child_setup(signum: int = signal.SIGKILL) -> Callable[[], None] | None:
     return set_up_child
 
 
+class _Child(subprocess.Popen):  # type: ignore[type-arg]
+    """Popen that kills what it forked when starting is interrupted: a Ctrl-C or SIGTERM
+    raised while Popen waits for the child's exec leaves a running child whose pid nobody
+    holds, so nobody else could stop it."""
+
+    def _execute_child(self, *args: Any, **kwargs: Any) -> None:
+        try:
+            super()._execute_child(*args, **kwargs)  # type: ignore[misc]
+        except BaseException:
+            # `returncode` is set when Popen reaped a child whose exec failed: that pid
+            # may be another process's by now
+            if getattr(self, "_child_created", False) and self.returncode is None:
+                for kill in (os.killpg, os.kill):  # its group once it ran setsid
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        kill(self.pid, signal.SIGKILL)
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(self.pid, 0)
+            raise
+
+
 def spawn(
     command: Sequence[str],
     *,
@@ -92,18 +112,26 @@ def spawn(
     stderr: int | IO[Any] | None = subprocess.DEVNULL,
     cwd: Path | str | None = None,
     death_signal: int = signal.SIGKILL,
+    run_as: tuple[int, int] | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start `command` in its own session, tied to the harness by `death_signal`.
 
     stdin is always closed (/dev/null): no child reads the harness's terminal.
+    `run_as` (uid, gid) runs it as another user, with no supplementary groups (root only:
+    PostgreSQL refuses to run as root). The credentials change before the parent-death
+    signal is set, as it must: the kernel clears that signal when they change.
     """
-    return subprocess.Popen(
+    user, group = run_as if run_as is not None else (None, None)
+    return _Child(
         list(command),
         stdin=subprocess.DEVNULL,
         stdout=stdout,
         stderr=stderr,
         cwd=cwd,
         start_new_session=True,
+        user=user,
+        group=group,
+        extra_groups=[] if run_as is not None else None,
         preexec_fn=child_setup(death_signal),  # only system calls: safe with threads
     )
 

@@ -2,8 +2,9 @@
 
 - `files`: the seeded image-like file set on disk (`harness.fileset`), served from
   `--files-dir`;
-- `gridfs`: the same set loaded into GridFS (FerretDB started here unless a MongoDB URL is
-  given, or the mongo sink's own database when the case has one);
+- `gridfs`: the same set loaded into GridFS: into the run's database (harness.database,
+  FerretDB on PostgreSQL with GIN indexes on the fields GridFS reads query), a MongoDB URL
+  given, or else a FerretDB on SQLite started here (verify's);
 - `memcached`: memcached started here holding the memcached-proxy study's 100-byte value
   under `MC_KEY`,
   and the servers' `--mc-socket-port` socket service turned on.
@@ -11,12 +12,12 @@
 
 from __future__ import annotations
 
-import tempfile
 import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.database import HarnessDatabase
 from harness.fileset import (
     DEFAULT_FILE_COUNT,
     DEFAULT_SEED,
@@ -25,7 +26,7 @@ from harness.fileset import (
     ensure_fileset,
     load_gridfs,
 )
-from harness.services import FERRETDB_VERSION, FerretDB, Memcached
+from harness.services import FERRETDB_VERSION, Memcached
 from model.errors import UserError
 from model.scenarios import MC_KEY, MC_VALUE
 from servers import contract
@@ -35,6 +36,12 @@ if TYPE_CHECKING:
     from model.scenarios import Scenario
 
 SLOW_GRIDFS_READ_MS = 20.0  # above this, one GridFS read costs more than serving it
+# the fields GridFS reads look documents up by: the servers' layout (by _id) and the
+# standard reader (fs.files by filename, fs.chunks by files_id)
+GRIDFS_QUERY_FIELDS = {
+    gridfs_layout.FILES_COLLECTION: ("_id", "filename"),
+    gridfs_layout.CHUNKS_COLLECTION: ("_id", "files_id"),
+}
 
 
 def time_gridfs_read(mongo_url: str, name: str, database_name: str) -> float:
@@ -64,6 +71,7 @@ class Backends:
     `gridfs` implies the file set on disk too (the URL list and the bytes to compare).
     `mongo_db` is the database the bucket goes into and the servers read (`--mongo-db`):
     one of the run's own (services.own_database) when `mongo_url` is a user's MongoDB.
+    `database` is the run's own database (harness.database), indexed here once loaded.
     """
 
     def __init__(
@@ -71,6 +79,7 @@ class Backends:
         kinds: Iterable[str],
         *,
         mongo_url: str | None = None,
+        database: HarnessDatabase | None = None,
         mongo_db: str = contract.GRIDFS_DATABASE,
         file_count: int = DEFAULT_FILE_COUNT,
         seed: int = DEFAULT_SEED,
@@ -85,8 +94,8 @@ class Backends:
         self.mongo_url: str | None = None
         self.mongo_db = mongo_db
         self.memcached: Memcached | None = None
-        self._ferretdb: FerretDB | None = None
-        self._tempdir: tempfile.TemporaryDirectory[str] | None = None
+        self.database = database
+        self._own_database: HarnessDatabase | None = None
         self.loaded_files = 0
         self.gridfs_read_ms: float | None = None
         try:
@@ -94,14 +103,18 @@ class Backends:
                 self.fileset = ensure_fileset(file_count, seed, files_dir, progress=progress)
             if "gridfs" in self.kinds:
                 assert self.fileset is not None
+                if mongo_url is None and self.database is None:
+                    self._own_database = self.database = HarnessDatabase("sqlite")
                 if mongo_url is None:
-                    self._tempdir = tempfile.TemporaryDirectory(prefix="harness-gridfs-")
-                    self._ferretdb = FerretDB(Path(self._tempdir.name))
-                    mongo_url = self._ferretdb.url
+                    assert self.database is not None
+                    mongo_url = self.database.url
                 self.mongo_url = mongo_url
                 self.loaded_files = load_gridfs(
                     mongo_url, self.fileset, progress=progress, database=mongo_db
                 )
+                if self.database is not None and self.loaded_files:
+                    for collection, fields in GRIDFS_QUERY_FIELDS.items():
+                        self.database.index_fields(mongo_db, collection, fields)
                 self.gridfs_read_ms = time_gridfs_read(mongo_url, self.fileset.names[-1], mongo_db)
             if "memcached" in self.kinds:
                 self.memcached = Memcached()
@@ -115,10 +128,16 @@ class Backends:
         """What `scenario` needs (nothing for most)."""
         return cls([scenario.backend] if scenario.backend else [], **options)
 
-    def load_gridfs_into(self, mongo_url: str, database: str) -> None:
-        """Also load the file set into another database (a mongo sink's own)."""
+    def load_gridfs_into(
+        self, mongo_url: str, database: str, harness_database: HarnessDatabase | None = None
+    ) -> None:
+        """Also load the file set into another database (a mongo sink's own), indexed like
+        the first when `harness_database` holds it."""
         if self.fileset is not None:
-            load_gridfs(mongo_url, self.fileset, database=database)
+            loaded = load_gridfs(mongo_url, self.fileset, database=database)
+            if harness_database is not None and loaded:
+                for collection, fields in GRIDFS_QUERY_FIELDS.items():
+                    harness_database.index_fields(database, collection, fields)
 
     def server_args(self, sink_args: list[str]) -> list[str]:
         """Arguments a server needs for these backends (beside the sink's `sink_args`)."""
@@ -150,7 +169,7 @@ class Backends:
             described["gridfs"] = {
                 "url": self.mongo_url,
                 "database": self.mongo_db,
-                "server": "FerretDB (started by the harness)" if self._ferretdb else "given",
+                "server": self.database.describe() if self.database else "given",
                 "layout": "GridFS spec (fs.files by filename, fs.chunks by files_id, n)",
                 "one_file_read_ms": self.gridfs_read_ms,
             }
@@ -172,8 +191,8 @@ class Backends:
             f"chunks by files_id, one client) took {self.gridfs_read_ms:.0f} ms here"
             + (
                 f" — FerretDB {FERRETDB_VERSION}'s SQLite backend scans the collections for "
-                "each lookup; pass --mongo-url for a real MongoDB"
-                if self._ferretdb is not None
+                "each lookup; use --mongo-backend postgresql, or --mongo-url for a real MongoDB"
+                if self.database is not None and self.database.backend == "sqlite"
                 else ""
             )
         )
@@ -182,12 +201,9 @@ class Backends:
         if self.memcached is not None:
             self.memcached.stop()
             self.memcached = None
-        if self._ferretdb is not None:
-            self._ferretdb.stop()
-            self._ferretdb = None
-        if self._tempdir is not None:
-            self._tempdir.cleanup()
-            self._tempdir = None
+        if self._own_database is not None:
+            self._own_database.stop()
+            self._own_database = None
 
     def __enter__(self) -> Backends:
         return self

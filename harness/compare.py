@@ -13,6 +13,7 @@ from rich.table import Table
 
 from drivers import DRIVER_RAMPS
 from harness.affinity import parse_cpu_list
+from harness.database import check_backend, default_backend
 from harness.frameworks import select_frameworks
 from harness.profile import load_profile
 from harness.run import Plan, Runner, claim_run_dir, default_cpus
@@ -63,9 +64,11 @@ class RichReporter:
         self._offered = f"offered {offered:g} {unit}"
 
     def sample(self, *, row: dict[str, Any]) -> None:
+        database = f" | db CPU {row['db_cpu_pct']:.0f}%" if "db_cpu_pct" in row else ""
         live = (
             f"{self._offered} | {row.get('requests_per_s', 0):,.0f} req/s | "
-            f"server CPU {row['server_cpu_pct']:.0f}% | tick max {row.get('tick_max_ms', 0):.0f} ms"
+            f"server CPU {row['server_cpu_pct']:.0f}%{database} | "
+            f"tick max {row.get('tick_max_ms', 0):.0f} ms"
         )
         self.progress.update(self.steps_task, live=live)
 
@@ -89,8 +92,14 @@ def build_plan(
     out: Path | None,
     verify: bool = True,
     mongo_url: str | None = None,
+    mongo_backend: str | None = None,
+    db_cpus: str | None = None,
 ) -> Plan:
-    """Check every user choice up front (one-line errors), then fix the plan."""
+    """Check every user choice up front (one-line errors), then fix the plan.
+
+    `mongo_backend` None: PostgreSQL when it is installed, else SQLite
+    (harness.database.default_backend; `mongo_backend_note` says which and why).
+    """
     names = select_frameworks(frameworks)
     profile = load_profile(profile_name, overrides)
     get_scenario(profile.scenario)
@@ -109,6 +118,14 @@ def build_plan(
     agent_cpus = agent_cpus or default_agent
     parse_cpu_list(server_cpus)
     parse_cpu_list(agent_cpus)
+    if db_cpus is not None:
+        parse_cpu_list(db_cpus)
+    if mongo_url is not None and (mongo_backend is not None or db_cpus is not None):
+        raise UserError(
+            "--mongo-backend and --db-cpus choose the database the harness starts; "
+            "--mongo-url names your own"
+        )
+    backend = check_backend(mongo_backend) if mongo_backend else default_backend()[0]
     run_id, run_dir = claim_run_dir(out or DEFAULT_RESULTS_DIR, profile.name)
     return Plan(
         profile,
@@ -119,7 +136,19 @@ def build_plan(
         run_id,
         verify,
         mongo_url,
+        mongo_backend=backend,
+        db_cpus=db_cpus,
     )
+
+
+def mongo_backend_note(plan: Plan, asked: str | None) -> str | None:
+    """A one-line note when the run needs a database and falls back to SQLite because
+    PostgreSQL is not installed (None otherwise)."""
+    scenario = get_scenario(plan.profile.scenario)
+    uses_mongo = plan.profile.sink == "mongo" or scenario.backend == "gridfs"
+    if not uses_mongo or plan.mongo_url is not None or asked is not None:
+        return None
+    return default_backend()[1]
 
 
 def run_plan(plan: Plan, console: Console) -> tuple[Run, float]:

@@ -147,7 +147,8 @@ def _install_packages(names: list[str] | None) -> list[str]:
 POLICY_RC_D = Path("/usr/sbin/policy-rc.d")
 NO_START_POLICY = """#!/bin/sh
 # Written by `harness doctor --install` for its apt-get install, removed after it: the
-# tools it installs (nginx, memcached) are run by the harness, never as system services.
+# tools it installs (nginx, memcached, postgresql) are run by the harness, never as
+# system services.
 exit 101
 """
 SYSTEMD_UNIT_DIR = Path("/etc/systemd/system")
@@ -156,8 +157,9 @@ SYSTEMD_UNIT_DIR = Path("/etc/systemd/system")
 @contextlib.contextmanager
 def services_kept_stopped() -> Iterator[None]:
     """No package installed meanwhile starts its service (on a systemd host: nginx on
-    0.0.0.0:80, memcached): a policy-rc.d forbidding it, unless one is in place already
-    (the administrator's, or a container's own `exit 101`), which is left as it is."""
+    0.0.0.0:80, memcached, PostgreSQL's `main` cluster on 5432): a policy-rc.d forbidding
+    it, unless one is in place already (the administrator's, or a container's own
+    `exit 101`), which is left as it is."""
     try:
         fd = os.open(POLICY_RC_D, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o755)
     except FileExistsError:

@@ -1,9 +1,11 @@
 """The per-second monitor: system and process samples (psutil) merged with server telemetry.
 
 One thread samples once per second: system CPU user/sys/idle and per core, memory
-used/cached, CPU % and RSS of the server process tree and of the load generators. Each
-row is merged with the newest telemetry line of every server worker. The runner marks
-step windows (`begin_step`/`end_step`); `step_stats` summarises a window.
+used/cached, CPU % and RSS of the server process tree and of the load generators, and,
+when the harness started the database (FerretDB and PostgreSQL), its CPU % (`db_cpu_pct`,
+of one core, summed over its processes). Each row is merged with the newest telemetry line
+of every server worker. The runner marks step windows (`begin_step`/`end_step`);
+`step_stats` summarises a window.
 
 At each step's start and end the monitor also reads the CPU clocks (`read_cpu_snapshot`):
 each CPU's busy time from /proc/stat and the CPU time of every process the harness knows
@@ -194,6 +196,7 @@ class Monitor:
         self._on_sample = on_sample
         self._server = _ProcessGroup()
         self._agent = _ProcessGroup()
+        self._database: _ProcessGroup | None = None
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="monitor", daemon=True)
@@ -216,6 +219,12 @@ class Monitor:
 
     def set_agent_pids(self, pids: list[int]) -> None:
         self._agent.set_roots(pids)
+
+    def set_database_pids(self, pids: list[int]) -> None:
+        """Watch the database's processes too (their children: PostgreSQL's backends)."""
+        group = _ProcessGroup()
+        group.set_roots(pids)
+        self._database = group
 
     def begin_step(self, index: int) -> None:
         """A step starts now (its CPU clocks read)."""
@@ -267,6 +276,8 @@ class Monitor:
             "agent_cpu_pct": round(agent_cpu, 1),
             "agent_rss_bytes": agent_rss,
         }
+        if self._database is not None:
+            row["db_cpu_pct"] = round(self._database.sample()[0], 1)
         row.update(merge_telemetry(self._telemetry_source()))
         requests = row.get("requests")
         if isinstance(requests, int):
@@ -308,14 +319,16 @@ def merge_telemetry(latest_by_pid: dict[int, dict[str, Any]]) -> dict[str, Any]:
 def step_stats(
     rows: list[dict[str, Any]], telemetry: list[dict[str, Any]], window: StepWindow
 ) -> dict[str, Any]:
-    """Server/agent CPU (mean), RSS (max), tick lag (mean of avgs, max of maxima), and the
-    sink's records refused (`sink_errors` gained) and waiting (`backlog`, max) in a window."""
+    """Server/agent/database CPU (mean), RSS (max), tick lag (mean of avgs, max of
+    maxima), and the sink's records refused (`sink_errors` gained) and waiting (`backlog`,
+    max) in a window; `db_cpu_pct` None when no database was watched."""
     end = window.ended or time.time()
     inside = [r for r in rows if window.started < r["t"] <= end + 0.5]
     lines = [t for t in telemetry if window.started < t["t"] <= end + 0.5]
     stats: dict[str, Any] = {
         "server_cpu_pct": None,
         "agent_cpu_pct": None,
+        "db_cpu_pct": None,
         "rss_max_bytes": None,
         "tick_ms": {"avg": None, "max": None},
         "sink_errors": None,
@@ -325,6 +338,9 @@ def step_stats(
         stats["server_cpu_pct"] = round(statistics.fmean(r["server_cpu_pct"] for r in inside), 1)
         stats["agent_cpu_pct"] = round(statistics.fmean(r["agent_cpu_pct"] for r in inside), 1)
         stats["rss_max_bytes"] = max(r["server_rss_bytes"] for r in inside)
+        database = [r["db_cpu_pct"] for r in inside if "db_cpu_pct" in r]
+        if database:
+            stats["db_cpu_pct"] = round(statistics.fmean(database), 1)
     # sink_errors counts since the server started: the step's share is its gain
     counted = [r for r in rows if "sink_errors" in r and r["t"] <= end + 0.5]
     errors = [r["sink_errors"] for r in counted]

@@ -146,32 +146,42 @@ class Service:
 
 
 class FerretDB(Service):
-    """FerretDB on SQLite in its own data directory, telemetry off.
+    """FerretDB in its own state directory, telemetry off: on SQLite in `data_dir`, or on
+    the PostgreSQL that `postgresql_url` names (harness.postgres).
 
     `port` 0 lets the OS choose; a given port restarts a database on the address its
-    clients already know (the fault tests stop one mid-step and bring it back).
+    clients already know (the fault tests stop one mid-step and bring it back). `cpus`
+    pins it with `taskset -c`.
     """
 
     name = "ferretdb"
 
-    def __init__(self, data_dir: Path, port: int = 0) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        port: int = 0,
+        *,
+        postgresql_url: str | None = None,
+        cpus: str | None = None,
+    ) -> None:
         binary = ferretdb_binary()
         if not binary.is_file():
             raise UserError("FerretDB is not built: run `harness doctor --install`")
         data_dir.mkdir(parents=True, exist_ok=True)
-        super().__init__(
-            [
-                str(binary),
-                "--handler=sqlite",
-                f"--sqlite-url=file:{data_dir}/",
-                f"--state-dir={data_dir}",
-                f"--listen-addr=127.0.0.1:{port}",
-                "--debug-addr=-",
-                "--telemetry=disable",
-                "--log-level=WARN",
-            ],
-            data_dir,
-        )
+        if postgresql_url is None:
+            handler = ["--handler=sqlite", f"--sqlite-url=file:{data_dir}/"]
+        else:
+            handler = ["--handler=postgresql", f"--postgresql-url={postgresql_url}"]
+        command = [
+            str(binary),
+            *handler,
+            f"--state-dir={data_dir}",
+            f"--listen-addr=127.0.0.1:{port}",
+            "--debug-addr=-",
+            "--telemetry=disable",
+            "--log-level=WARN",
+        ]
+        super().__init__(["taskset", "-c", cpus, *command] if cpus else command, data_dir)
 
     @property
     def url(self) -> str:

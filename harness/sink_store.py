@@ -1,9 +1,10 @@
 """The harness's side of a sink: what a server needs to write to it, and what it holds.
 
-`SinkStore` gives a server its sink arguments (a fresh file, or a MongoDB URL — FerretDB
-started here unless `--mongo-url` names a real MongoDB), counts the records stored, so
-verify can see a record arrive, and audits them (`audit`: each record parsed, ids
-distinct) so the runner can reconcile: nothing lost.
+`SinkStore` gives a server its sink arguments (a fresh file, or a MongoDB URL: the run's
+own database (harness.database), a real MongoDB that `--mongo-url` names, or else a
+FerretDB on SQLite started for this store alone, as verify does), counts the records
+stored, so verify can see a record arrive, and audits them (`audit`: each record parsed,
+ids distinct) so the runner can reconcile: nothing lost.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.services import FERRETDB_VERSION, FerretDB, known_w0_probe
+from harness.database import HarnessDatabase
+from harness.services import FERRETDB_VERSION, known_w0_probe
 from model.errors import UserError
 from servers.contract import MONGO_BATCH_MAX_RECORDS
 from servers.core.sinks import MONGO_COLLECTION, MONGO_DATABASE
@@ -61,7 +63,8 @@ def record_id(line: bytes) -> str | None:
 class SinkStore:
     """One sink's backing store for one server run; a context manager that cleans up."""
 
-    def __init__(self, sink: str, *, mongo_url: str | None = None, mongo_w: int = 1,
+    def __init__(self, sink: str, *, mongo_url: str | None = None,
+                 database: HarnessDatabase | None = None, mongo_w: int = 1,
                  mongo_db: str = MONGO_DATABASE, workdir: Path | None = None,
                  durable: bool = False,
                  mongo_batch: int = MONGO_BATCH_MAX_RECORDS) -> None:  # fmt: skip
@@ -72,7 +75,8 @@ class SinkStore:
         self.durable = durable  # the server acknowledges records once they are on disk
         self._tempdir = tempfile.TemporaryDirectory(prefix=f"harness-{sink}-", dir=workdir)
         self.path = Path(self._tempdir.name) / "records.jsonl"
-        self._ferretdb: FerretDB | None = None
+        self.database = database  # the harness's own (None: a user's MongoDB)
+        self._own_database: HarnessDatabase | None = None
         self._client: Any = None
         self.mongo_url = mongo_url
         self.baseline: SinkAudit | None = None  # what it held before the counted load
@@ -85,8 +89,11 @@ class SinkStore:
 
     def _open_mongo(self, mongo_db: str) -> None:
         if self.mongo_url is None:
-            self._ferretdb = FerretDB(Path(self._tempdir.name) / "ferretdb")
-            self.mongo_url = self._ferretdb.url
+            if self.database is None:
+                self._own_database = self.database = HarnessDatabase(
+                    "sqlite", workdir=Path(self._tempdir.name)
+                )
+            self.mongo_url = self.database.url
         from pymongo import MongoClient
 
         self._client = MongoClient(self.mongo_url, serverSelectionTimeoutMS=5000)
@@ -179,7 +186,9 @@ class SinkStore:
                 "version": info.get("ferretdbVersion") or info.get("version"),
                 "mongodb_compatible_version": info.get("version"),
             }  # fmt: skip
-            if self._ferretdb is not None and self.mongo_w == 0:
+            if self.database is not None:
+                described["database"] = self.database.describe()
+            if self.database is not None and self.mongo_w == 0:
                 described["w0_warning"] = (
                     f"FerretDB {FERRETDB_VERSION} loses unacknowledged (w: 0) writes when the "
                     f"client disconnects; probe: {known_w0_probe()}"
@@ -190,8 +199,8 @@ class SinkStore:
     def close(self) -> None:
         if self._client is not None:
             self._client.close()
-        if self._ferretdb is not None:
-            self._ferretdb.stop()
+        if self._own_database is not None:
+            self._own_database.stop()
         self._tempdir.cleanup()
 
     def __enter__(self) -> SinkStore:

@@ -13,6 +13,7 @@ import subprocess
 from dataclasses import dataclass
 
 from drivers import driver_classes
+from harness import postgres
 from servers import PROGRAM_PATH
 
 
@@ -40,6 +41,7 @@ SERVICE_TOOLS = (
     Tool("taskset", "util-linux", ("--version",)),  # every server and driver is pinned
     Tool("node", "nodejs", ("--version",)),  # the Node http and Express baselines
     Tool("ruby", "ruby-eventmachine", ("-v",)),  # the EventMachine baseline
+    Tool("postgres", "postgresql", ("--version",)),  # FerretDB's backend (harness.postgres)
 )
 
 
@@ -57,7 +59,11 @@ _VERSION = re.compile(r"\d+(?:\.\d+)+[\w.-]*")
 
 
 def tool_path(name: str) -> str | None:
-    """Where `name` is, looking in sbin too (nginx lives there)."""
+    """Where `name` is, looking in sbin too (nginx lives there); `postgres` in Debian's
+    /usr/lib/postgresql/<major>/bin, outside PATH (harness.postgres.bin_dir)."""
+    if name == "postgres":
+        directory = postgres.bin_dir()
+        return str(directory / "postgres") if directory is not None else None
     return shutil.which(name, path=PROGRAM_PATH)
 
 

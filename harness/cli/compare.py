@@ -12,6 +12,7 @@ from harness.cli.options import (
     AFFINITY_OPTION,
     AGENT_CPUS_OPTION,
     CONNECTIONS_OPTION,
+    DB_CPUS_OPTION,
     DRIVER_OPTION,
     DURABLE_OPTION,
     DURATION_OPTION,
@@ -20,6 +21,7 @@ from harness.cli.options import (
     LOOP_OPTION,
     MODE_OPTION,
     MODEL_OPTION,
+    MONGO_BACKEND_OPTION,
     MONGO_BATCH_OPTION,
     MONGO_URL_OPTION,
     MONGO_W_OPTION,
@@ -56,6 +58,8 @@ def run_comparison(
     out: Path | None,
     no_verify: bool,
     mongo_url: str | None,
+    mongo_backend: str | None,
+    db_cpus: str | None,
     mongo_w: int | None,
     mongo_batch: int | None,
     durable: bool,
@@ -69,6 +73,7 @@ def run_comparison(
     written and drawn), else 0."""
     from harness.compare import (
         build_plan,
+        mongo_backend_note,
         run_plan,
         summary_table,
         threshold_table,
@@ -112,12 +117,17 @@ def run_comparison(
         out=out,
         verify=not no_verify,
         mongo_url=mongo_url,
+        mongo_backend=mongo_backend,
+        db_cpus=db_cpus,
     )
     console.print(
         f"profile {plan.profile.name}: {plan.profile.description}\n"
         f"frameworks {', '.join(plan.frameworks)}; server CPUs {plan.server_cpus}, "
         f"load CPUs {plan.agent_cpus}; results {plan.out_dir}"
     )
+    backend_note = mongo_backend_note(plan, mongo_backend)
+    if backend_note is not None:
+        console.print(f"[yellow]note:[/] {backend_note}")
     try:
         run, wall_s = run_plan(plan, console)
     except KeyboardInterrupt as error:  # Ctrl-C, SIGTERM or SIGHUP: everything is stopped
@@ -174,6 +184,8 @@ def compare_command(
     out: Path = OUT_OPTION,
     no_verify: bool = NO_VERIFY_OPTION,
     mongo_url: str = MONGO_URL_OPTION,
+    mongo_backend: str = MONGO_BACKEND_OPTION,
+    db_cpus: str = DB_CPUS_OPTION,
     mongo_w: int = MONGO_W_OPTION,
     mongo_batch: int = MONGO_BATCH_OPTION,
     durable: bool = DURABLE_OPTION,

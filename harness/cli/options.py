@@ -76,6 +76,11 @@ OUT_OPTION = typer.Option(None, help="Results directory (default: results/).")
 RESULTS_OPTION = typer.Option(Path("results"), "--results", help="The results directory.")
 NO_VERIFY_OPTION = typer.Option(False, "--no-verify", help="Skip the verify pass.")
 MONGO_URL_OPTION = typer.Option(None, help="A real MongoDB (default: FerretDB started here).")
+MONGO_BACKEND_OPTION = typer.Option(
+    None,
+    help="What the FerretDB started here runs on: postgresql (default when installed) or sqlite.",
+)
+DB_CPUS_OPTION = typer.Option(None, help="CPUs for FerretDB and PostgreSQL (default: not pinned).")
 MONGO_W_OPTION = typer.Option(None, help="Write concern of the mongo sink: 0 or 1.")
 MONGO_BATCH_OPTION = typer.Option(
     None,

@@ -28,6 +28,8 @@ SATURATED_TICK_AVG_MS = contract.TICK_INTERVAL_S * 1000.0
 # The contract's own mark of a sink too far behind (WebSocket messages waiting for inserts)
 DATABASE_BACKLOG_RECORDS = contract.WS_SINK_MAX_PENDING
 CONTENDED_CPU_PCT = 10.0  # of one core, used by other processes on the server's or load's CPUs
+DATABASE_BOUND_CPU_FRACTION = 0.90  # of the database's cores (one unless --db-cpus)
+SERVER_HEADROOM_FRACTION = 0.90  # below this share of its cores the server had headroom
 NOISY_SPREAD = 0.10
 RATE_ACHIEVED_FRACTION = 0.95  # autobench: a step holds when it achieved 95 % of the demand
 
@@ -159,6 +161,33 @@ def step_bottleneck(
     if errors == 0 and step.server_cpu_pct is not None:
         return "none"
     return "unknown"
+
+
+def database_bound_note(
+    steps: Sequence[Step], *, server_cores: int, database_cores: int
+) -> str | None:
+    """A note when, in some step, the database (FerretDB + PostgreSQL, `extra.db_cpu_pct`)
+    used at least 90 % of its cores while the server used less than 90 % of its own: then
+    the database, not the server, was the bottleneck. `database_cores` is one unless the
+    database is pinned (FerretDB on one core is what a single client connection can use);
+    `server_cores` is what the server can use (its processes, at most its CPUs)."""
+    bound = [
+        s
+        for s in steps
+        if s.extra.get("db_cpu_pct") is not None
+        and s.server_cpu_pct is not None
+        and s.extra["db_cpu_pct"] >= DATABASE_BOUND_CPU_FRACTION * 100.0 * database_cores
+        and s.server_cpu_pct < SERVER_HEADROOM_FRACTION * 100.0 * server_cores
+    ]
+    if not bound:
+        return None
+    worst = max(bound, key=lambda s: s.extra["db_cpu_pct"])
+    return (
+        f"the database, not the server, was the bottleneck in {len(bound)} of {len(steps)} "
+        f"steps: at {worst.offered:g} {worst.unit} FerretDB and PostgreSQL used "
+        f"{worst.extra['db_cpu_pct']:.0f} % CPU while the server used "
+        f"{worst.server_cpu_pct:.0f} % (100 % is one core)"
+    )
 
 
 def summarize(steps: Sequence[Step]) -> Summary:

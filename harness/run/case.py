@@ -96,12 +96,11 @@ def run_case(
     )
     if round_label is not None:
         name += "_" + round_label.replace(" ", "-")
-    # GridFS and the mongo sink share one database when both are asked for
-    mongo_url = run.plan.mongo_url or (run.backends.mongo_url if run.backends else None)
-    try:
+    try:  # GridFS and the mongo sink share the run's database when both are asked for
         store = SinkStore(
             profile.sink,
-            mongo_url=mongo_url,
+            mongo_url=run.plan.mongo_url,
+            database=run.database,
             mongo_w=profile.mongo_w,
             mongo_batch=profile.mongo_batch,
             mongo_db=run.plan.mongo_db,
@@ -165,6 +164,8 @@ def _run_with_sink(ctx: CaseContext) -> Case:
                 return new_case(
                     run, framework, model, "failed", affinity, error=error, verify=verify
                 )
+        if run.database is not None:  # its CPU beside the server's (db_cpu_pct)
+            monitor.set_database_pids(run.database.pids())
         monitor.start(server.pids)
         measured: Measured = CASE_KINDS[profile.ramp.kind](ctx, server, monitor)
     except KeyboardInterrupt:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.backends import Backends
+from harness.database import HarnessDatabase
 from harness.profile import Profile
 from harness.sink_store import SinkStore
 from harness.topology import ProcessModel
@@ -23,12 +24,15 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class RunContext:
-    """Fixed for the whole run: the plan, its scenario, the backends, who watches."""
+    """Fixed for the whole run: the plan, its scenario, the backends, who watches, and the
+    database the harness started for the mongo sink and GridFS (None: none needed, or a
+    user's MongoDB)."""
 
     plan: Plan
     scenario: Scenario
     reporter: Reporter
     backends: Backends | None = None
+    database: HarnessDatabase | None = None
 
     @property
     def profile(self) -> Profile:

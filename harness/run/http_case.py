@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -19,6 +20,7 @@ from harness import affinity as cpu_affinity
 from harness.monitor import Monitor, StepWindow, step_stats
 from harness.probe import Probe
 from harness.run.analysis import (
+    database_bound_note,
     is_contended,
     is_driver_bound,
     step_bottleneck,
@@ -96,12 +98,28 @@ def run_http_case(ctx: CaseContext, server: Topology, monitor: Monitor) -> Measu
         if profile.cooldown_s:
             time.sleep(profile.cooldown_s)
     summary = dataclasses.replace(summarize(recorded), topology=server.describe())
+    notes = [backends.limit_note() if backends else None, _database_note(ctx, recorded)]
     if backends is not None:
-        notes = [note for note in (summary.limit_note, backends.limit_note()) if note]
-        summary = dataclasses.replace(
-            summary, backends=backends.describe(), limit_note="; ".join(notes) or None
-        )
+        summary = dataclasses.replace(summary, backends=backends.describe())
+    notes = [summary.limit_note, *notes]
+    if any(notes):
+        summary = dataclasses.replace(summary, limit_note="; ".join(n for n in notes if n))
     return Measured(tuple(recorded), summary, seen["agent"], stored_before=stored_before)
+
+
+def _database_note(ctx: CaseContext, steps: list[Step]) -> str | None:
+    """Whether the run's database, not the server, bounded a step (analysis)."""
+    database = ctx.run.database
+    if database is None:
+        return None
+    server_cpus = (
+        len(cpu_affinity.parse_cpu_list(ctx.server_cpus)) if ctx.server_cpus else os.cpu_count()
+    )
+    return database_bound_note(
+        steps,
+        server_cores=min(ctx.process_model.processes, server_cpus or 1),
+        database_cores=len(cpu_affinity.parse_cpu_list(database.cpus)) if database.cpus else 1,
+    )
 
 
 def _run_one_step(
@@ -150,6 +168,7 @@ def _run_one_step(
         "sink_errors_in_step": stats["sink_errors"],
         "backlog_max": stats["backlog_max"],
         **(noise or {}),
+        **database_cpu(stats),
     }
     step = build_step(ramp_step, result, stats, probe_ms=probe_ms, flags=flags, extra=extra)
     driver_busy = is_driver_bound(
@@ -193,6 +212,11 @@ def step_noise_of(
         load_cpus=load_cpus,
         reaped_cpus=load_cpus,  # the children reaped in a step are its load generators
     )
+
+
+def database_cpu(stats: dict[str, Any]) -> dict[str, float]:
+    """`{"db_cpu_pct": …}` for a step's extra when the database was watched, else {}."""
+    return {"db_cpu_pct": stats["db_cpu_pct"]} if stats.get("db_cpu_pct") is not None else {}
 
 
 def build_step(
@@ -248,7 +272,7 @@ def failed_step(
         rss_max_bytes=stats["rss_max_bytes"],
         tick_ms=stats["tick_ms"],
         flags=("contended",) if noise and is_contended(noise) else (),
-        extra={"driver_error": reason, **(noise or {})},
+        extra={"driver_error": reason, **(noise or {}), **database_cpu(stats)},
         bottleneck="unknown",
     )
 

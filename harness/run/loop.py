@@ -16,6 +16,7 @@ from typing import Any
 
 from harness.affinity import harness_pinned
 from harness.backends import Backends
+from harness.database import HarnessDatabase
 from harness.doctor import host_facts
 from harness.lifecycle import interrupt_reason
 from harness.run.analysis import combine_repeats, with_baseline_ratios, with_rounds
@@ -125,14 +126,23 @@ class Runner:
     @contextlib.contextmanager
     def _backends(self) -> Iterator[RunContext]:
         """The run's context, with the scenario's backends (file set, GridFS, memcached)
-        prepared once for the whole run."""
-        scenario = get_scenario(self.plan.profile.scenario)
-        uses_mongo = self.plan.profile.sink == "mongo" or scenario.backend == "gridfs"
+        and the database the mongo sink and GridFS use, prepared once for the whole run."""
+        plan = self.plan
+        scenario = get_scenario(plan.profile.scenario)
+        uses_mongo = plan.profile.sink == "mongo" or scenario.backend == "gridfs"
         with contextlib.ExitStack() as stack:
-            if self.plan.mongo_url is not None and uses_mongo:  # a user's MongoDB
-                stack.enter_context(own_database(self.plan.mongo_url, self.plan.mongo_db))
+            database: HarnessDatabase | None = None
+            if plan.mongo_url is not None and uses_mongo:  # a user's MongoDB
+                stack.enter_context(own_database(plan.mongo_url, plan.mongo_db))
+            elif uses_mongo:  # started here, from this (the main) thread: see spawn
+                self.reporter.preparing(what=f"FerretDB on {plan.mongo_backend}", done=0, total=1)
+                database = stack.enter_context(
+                    HarnessDatabase(
+                        plan.mongo_backend, durable=plan.profile.durable, cpus=plan.db_cpus
+                    )
+                )
             if scenario.backend is None:
-                yield RunContext(self.plan, scenario, self.reporter)
+                yield RunContext(plan, scenario, self.reporter, database=database)
                 return
 
             def progress(done: int, total: int) -> None:
@@ -141,13 +151,14 @@ class Runner:
             backends = stack.enter_context(
                 Backends.for_scenario(
                     scenario,
-                    mongo_url=self.plan.mongo_url,
-                    mongo_db=self.plan.mongo_db,
-                    file_count=self.plan.profile.file_count,
+                    mongo_url=plan.mongo_url,
+                    database=database,
+                    mongo_db=plan.mongo_db,
+                    file_count=plan.profile.file_count,
                     progress=progress,
                 )
             )
-            yield RunContext(self.plan, scenario, self.reporter, backends)
+            yield RunContext(plan, scenario, self.reporter, backends, database)
 
     def write(
         self,
@@ -163,6 +174,8 @@ class Runner:
             "frameworks": list(self.plan.frameworks),
             "server_cpus": self.plan.server_cpus,
             "agent_cpus": self.plan.agent_cpus,
+            "db_cpus": self.plan.db_cpus,
+            "mongo_backend": None if self.plan.mongo_url else self.plan.mongo_backend,
             "flags": FLAG_MEANINGS,
         }
         run = Run(

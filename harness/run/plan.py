@@ -51,6 +51,9 @@ class Plan:
     mongo_url: str | None = None  # a real MongoDB instead of the FerretDB the harness starts
     # the run's own database there (records, GridFS): created by the run, dropped after it
     mongo_db: str = field(default_factory=new_database_name)
+    # what the FerretDB the harness starts runs on (harness.database.MONGO_BACKENDS)
+    mongo_backend: str = "sqlite"
+    db_cpus: str | None = None  # CPUs for FerretDB and PostgreSQL (None: not pinned)
 
 
 def default_cpus() -> tuple[str, str]:

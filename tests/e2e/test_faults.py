@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -109,6 +111,20 @@ def private_tmp(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
                 process.kill()
 
 
+@pytest.fixture
+def reachable_private_tmp() -> Iterator[tuple[Path, dict[str, str]]]:
+    """`private_tmp` under /tmp, open to the postgres user (pytest's tmp_path is root's
+    alone): PostgreSQL, run as postgres, keeps its cluster there."""
+    tmpdir = Path(tempfile.mkdtemp(prefix="harness-test-", dir="/tmp"))
+    tmpdir.chmod(0o755)
+    yield tmpdir, {**os.environ, "TMPDIR": str(tmpdir)}
+    for process in psutil.process_iter():
+        if marked(process, str(tmpdir)):
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+    shutil.rmtree(tmpdir, ignore_errors=True)
+
+
 def start_harness(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [*HARNESS, *args],
@@ -181,6 +197,69 @@ def test_sigterm_during_verify_leaves_no_server_no_service_and_no_temp_dir(
     assert leftovers(str(tmpdir)) == []
     assert os.listdir(tmpdir) == []
     assert "killed processes left running" not in stderr
+
+
+def test_sigterm_during_a_mongo_sink_compare_stops_ferretdb_and_postgresql(
+    reachable_private_tmp: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    """The run's database (FerretDB on a PostgreSQL cluster of its own) stops with the
+    run, and its cluster directory goes with it."""
+    require_framework("aiohttp")
+    require_tools("wrk", "postgres")
+    require_ferretdb()
+    tmpdir, env = reachable_private_tmp
+    harness = start_harness(
+        env, "compare", "--frameworks", "aiohttp", "--profile", "smoke", "--scenario", "log",
+        "--sink", "mongo", "--mongo-backend", "postgresql", "--out", str(tmp_path / "results"),
+        *LONG_STEP_ARGS,
+    )  # fmt: skip
+    try:
+        wait_until(lambda: find_wrk(str(tmpdir)), 90, "wrk to run")
+        assert find_command(str(tmpdir), "--handler=postgresql")
+        assert find_command(str(tmpdir), "postgres -D")
+        harness.send_signal(signal.SIGTERM)
+        _, stderr = harness.communicate(timeout=30)
+    finally:
+        harness.kill()
+    assert harness.returncode == 128 + signal.SIGTERM, stderr
+    assert leftovers(str(tmpdir)) == []
+    assert os.listdir(tmpdir) == []  # the cluster's and FerretDB's directories are gone
+    assert "killed processes left running" not in stderr
+
+
+def test_ferretdb_and_postgresql_die_with_a_harness_killed_outright(
+    reachable_private_tmp: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    """SIGKILL: PostgreSQL, run as another user, still gets its parent-death signal (set
+    after the change of user, which clears it) and shuts down with its backends."""
+    require_framework("aiohttp")
+    require_tools("wrk", "postgres")
+    require_ferretdb()
+    tmpdir, env = reachable_private_tmp
+    harness = start_harness(
+        env, "compare", "--frameworks", "aiohttp", "--profile", "smoke", "--scenario", "log",
+        "--sink", "mongo", "--mongo-backend", "postgresql", "--out", str(tmp_path / "results"),
+        *LONG_STEP_ARGS,
+    )  # fmt: skip
+    try:
+        wait_until(lambda: find_wrk(str(tmpdir)), 90, "wrk to run")
+        postmaster = find_command(str(tmpdir), "postgres -D")
+        assert postmaster is not None
+        backends = postmaster.children()
+        assert backends  # checkpointer, walwriter, FerretDB's connections...
+        harness.kill()
+        harness.wait(5)
+        with contextlib.suppress(pytest.fail.Exception):  # the asserts below say what lived
+            wait_until(
+                lambda: not leftovers(str(tmpdir)) and not any(alive(p) for p in backends),
+                # PostgreSQL's immediate shutdown SIGKILLs a backend still there after 5 s
+                contract.SHUTDOWN_GRACE_S + 10,
+                "the database to die",
+            )
+    finally:
+        harness.kill()
+    assert leftovers(str(tmpdir)) == []
+    assert [p.pid for p in backends if alive(p)] == []
 
 
 @pytest.mark.parametrize("process_model", ["single", "workers:2", "lb:2"])

@@ -98,8 +98,9 @@ def test_database_that_goes_away_answers_503(framework: str) -> None:
                 httpx.post(server.url + contract.ROUTE_LOG, content=b"{}", timeout=10).status_code
                 == 200
             )
-            os.killpg(store._ferretdb.process.pid, signal.SIGKILL)  # type: ignore[union-attr]
-            store._ferretdb.process.wait()  # type: ignore[union-attr]
+            assert store.database is not None and store.database.ferretdb is not None
+            os.killpg(store.database.ferretdb.process.pid, signal.SIGKILL)
+            store.database.ferretdb.process.wait()
             reply = httpx.post(server.url + contract.ROUTE_LOG, content=b"{}", timeout=15)
             assert reply.status_code == 503
             assert httpx.get(server.url + contract.ROUTE_TEXT, timeout=5).status_code == 200

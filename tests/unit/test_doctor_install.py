@@ -72,3 +72,15 @@ def test_an_existing_policy_rc_d_is_left_as_it_is(host: FakeHost) -> None:
     assert host.policy.read_text() == "#!/bin/sh\n# the administrator's\nexit 101\n"
     assert os.access(host.policy, os.X_OK)
     assert host.started == []
+
+
+def test_postgresql_is_installed_with_the_rest_and_its_cluster_not_started(
+    host: FakeHost,
+) -> None:
+    """FerretDB's backend (issue 13): Debian's `postgresql`, under the same no-start policy."""
+    installed = doctor._install_packages(None)
+    assert "postgresql" in installed
+    [install] = [call for call in host.calls if call[:2] == ["apt-get", "install"]]
+    assert "postgresql" in install
+    assert host.started == []
+    assert not host.policy.exists()
