@@ -108,5 +108,5 @@ class AbDriver:
             command += ["-m", scenario.method]
         return [[*command, target.url]]
 
-    def parse(self, text: str, target: Target) -> DriverResult:
+    def parse(self, text: str, target: Target, step: RampStep, workdir: Path) -> DriverResult:
         return parse_ab(text, target.scenario.body_length_varies)

@@ -145,5 +145,5 @@ class HttperfDriver:
             commands.append(command)
         return commands
 
-    def parse(self, text: str, target: Target) -> DriverResult:
+    def parse(self, text: str, target: Target, step: RampStep, workdir: Path) -> DriverResult:
         return parse_httperf(text)

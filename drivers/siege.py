@@ -120,5 +120,5 @@ class SiegeDriver:
             return [[*command, *url_file]]
         return [[*command, url]]
 
-    def parse(self, text: str, target: Target) -> DriverResult:
+    def parse(self, text: str, target: Target, step: RampStep, workdir: Path) -> DriverResult:
         return parse_siege(text)

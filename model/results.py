@@ -1,4 +1,4 @@
-"""The result model, schema `harness.run/3`: Run → Case → Step and Summary, frozen and validated.
+"""The result model, schema `harness.run/4`: Run → Case → Step and Summary, frozen and validated.
 
 The format is described field by field in docs/results.md.
 
@@ -16,6 +16,12 @@ by name):
   failed); `config.interrupted` is gone. Read from /2 by `upgrade_run_2`: interrupted
   when `config.interrupted` was true, complete when `finished` is set, else `unknown`
   (/2 wrote no end for a run that died on a SIGTERM, an OOM kill or an exception).
+- harness.run/4 — latency kept whole: a step's `latency_ms` adds `p99.9` and `p99.99`; a
+  step has `latency_uncorrected_ms` (open-loop drivers: from each request's actual send,
+  beside `latency_ms` from its intended send; `null` otherwise) and `histograms` (name →
+  an HdrHistogram of microseconds, base64, `{}` where the driver keeps none); the summary
+  has `knee` (rate ramps: where p99 leaves its floor). Read from /3 by `upgrade_run_3`:
+  the new percentiles `null`, no histograms, no knee.
 """
 
 from __future__ import annotations
@@ -28,10 +34,11 @@ from typing import Any, Literal
 
 from model.files import write_text_atomically
 
-SCHEMA = "harness.run/3"
+SCHEMA = "harness.run/4"
 SCHEMA_1 = "harness.run/1"
 SCHEMA_2 = "harness.run/2"
-READABLE_SCHEMAS = (SCHEMA_1, SCHEMA_2, SCHEMA)
+SCHEMA_3 = "harness.run/3"
+READABLE_SCHEMAS = (SCHEMA_1, SCHEMA_2, SCHEMA_3, SCHEMA)
 CaseStatus = Literal["ok", "failed", "skipped"]
 # running: under way (or the harness was killed outright before it could say otherwise);
 # unknown: read from a /2 file that recorded no end
@@ -40,7 +47,12 @@ RUN_STATUSES = ("running", "complete", "interrupted", "failed", "unknown")
 STEP_UNITS = ("req/s", "conns", "concurrency")
 PEAK_UNITS = ("req/s", "conns")
 ROLES = ("framework", "baseline")
-LATENCY_KEYS = ("avg", "p50", "p90", "p99", "max")
+# every latency record has these keys (ms; None where not measured); percentiles by name
+LATENCY_KEYS = ("avg", "p50", "p90", "p99", "p99.9", "p99.99", "max")
+PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p99.9": 99.9, "p99.99": 99.99}
+# the histograms a step may keep (docs/results.md): same basis as latency_ms, and for
+# open-loop drivers the same requests timed from their actual send
+HISTOGRAM_NAMES = ("latency", "latency_uncorrected")
 FLAG_MEANINGS = {
     "driver_bound": "the load generator used ≥ 90 % of its CPUs: the step measures the driver",
     "noisy": "repeats of this step spread by more than 10 %",
@@ -67,6 +79,9 @@ class Step:
     latency_ms: dict[str, float | None]
     server_cpu_pct: float | None = None
     agent_cpu_pct: float | None = None
+    # open loop: the same requests timed from their actual send (the correction made visible)
+    latency_uncorrected_ms: dict[str, float | None] | None = None
+    histograms: dict[str, str] = field(default_factory=dict)  # name → base64 HdrHistogram (µs)
     rss_max_bytes: int | None = None
     tick_ms: dict[str, float | None] = field(default_factory=lambda: {"avg": None, "max": None})
     probe_ms: float | None = None
@@ -94,6 +109,16 @@ class Step:
         missing = set(LATENCY_KEYS) - set(self.latency_ms)
         if missing:
             raise ValueError(f"latency_ms lacks {sorted(missing)}")
+        if self.latency_uncorrected_ms is not None:
+            missing = set(LATENCY_KEYS) - set(self.latency_uncorrected_ms)
+            if missing:
+                raise ValueError(f"latency_uncorrected_ms lacks {sorted(missing)}")
+        unknown = set(self.histograms) - set(HISTOGRAM_NAMES)
+        if unknown:
+            raise ValueError(f"unknown histograms {sorted(unknown)}")
+        for name, encoded in self.histograms.items():
+            if not isinstance(encoded, str) or not encoded:
+                raise ValueError(f"histogram {name!r} must be a non-empty base64 string")
         unknown = set(self.flags) - set(FLAG_MEANINGS)
         if unknown:
             raise ValueError(f"unknown step flags {sorted(unknown)}")
@@ -140,6 +165,8 @@ class Summary:
     memory_per_connection_bytes: float | None = None  # RSS slope over the held steps
     baseline_rss_bytes: int | None = None  # the idle server before any connection
     limits: dict[str, Any] | None = None  # agent processes, sockets per process, sources
+    # rate ramps: where p99 leaves its floor (harness.run.analysis.find_knee)
+    knee: dict[str, Any] | None = None  # offered, p99_ms, floor_p99_ms, threshold_ms, ...
 
     def __post_init__(self) -> None:
         if self.peak_unit not in PEAK_UNITS:
@@ -172,6 +199,8 @@ class Summary:
             raise ValueError(f"unknown summary flags {sorted(unknown)}")
         if self.breaking_point is not None and "connections" not in self.breaking_point:
             raise ValueError(f"breaking_point lacks 'connections': {self.breaking_point}")
+        if self.knee is not None and "offered" not in self.knee:
+            raise ValueError(f"knee lacks 'offered': {self.knee}")
 
 
 SUMMARY_FIELDS = tuple(f.name for f in fields(Summary))
@@ -299,11 +328,28 @@ def upgrade_run_2(data: dict[str, Any]) -> dict[str, Any]:
         status, reason = "unknown", f"{SCHEMA_2} recorded no end: killed, failed or running"
     else:
         status, reason = "complete", None
-    return {**data, "schema": SCHEMA, "config": config, "status": status, "status_reason": reason}
+    return {**data, "schema": SCHEMA_3, "config": config, "status": status, "status_reason": reason}
+
+
+def upgrade_run_3(data: dict[str, Any]) -> dict[str, Any]:
+    """A harness.run/3 dict as harness.run/4: the new percentiles `null`, no histograms.
+
+    /3 read only avg, p50, p90, p99 and max from the drivers and kept no histogram, so
+    nothing is lost; `latency_uncorrected_ms` is `null` (no /3 driver was open-loop) and
+    the summary's `knee` is filled with its default (`null`) when the summary is read.
+    """
+    cases = []
+    for case in data.get("cases", ()):
+        steps = []
+        for step in case.get("steps", ()):
+            latency = {**dict.fromkeys(LATENCY_KEYS), **(step.get("latency_ms") or {})}
+            steps.append({**step, "latency_ms": latency})
+        cases.append({**case, "steps": steps})
+    return {**data, "schema": SCHEMA, "cases": cases}
 
 
 # each readable older schema and the function that brings it one version forward
-UPGRADES = {SCHEMA_1: upgrade_run_1, SCHEMA_2: upgrade_run_2}
+UPGRADES = {SCHEMA_1: upgrade_run_1, SCHEMA_2: upgrade_run_2, SCHEMA_3: upgrade_run_3}
 
 
 def run_from_dict(data: dict[str, Any]) -> Run:

@@ -19,12 +19,12 @@ from drivers.processes import how_it_ended
 from harness import affinity as cpu_affinity
 from harness.monitor import Monitor, step_stats
 from harness.probe import Probe
-from harness.run.analysis import is_driver_bound, summarize
+from harness.run.analysis import behind_schedule, is_driver_bound, step_holds, summarize
 from harness.run.context import CaseContext, Measured
 from harness.run.ledger import count_before_load
 from harness.topology import Topology
 from model.ramps import Ramp, RampStep
-from model.results import Step
+from model.results import LATENCY_KEYS, Step
 
 
 def calls_per_connection(ramp: Ramp) -> int:
@@ -35,6 +35,13 @@ def calls_per_connection(ramp: Ramp) -> int:
 def request_timeout_s(ramp: Ramp, profile_timeout_s: float) -> float:
     """A rate ramp carries its own timeout (autobench's); the others use the profile's."""
     return ramp.timeout_s if ramp.kind == "rate" else profile_timeout_s  # type: ignore[union-attr]
+
+
+def saturated(ramp: Ramp, step: Step) -> bool:
+    """A constant-rate ramp run to saturation ends after this step (it did not hold)."""
+    if ramp.kind != "constant-rate" or not ramp.stop_when_saturated:  # type: ignore[union-attr]
+        return False
+    return not step_holds(step, ramp.saturation_p99_ms)  # type: ignore[union-attr]
 
 
 def server_exit(server: Topology) -> str | None:
@@ -89,6 +96,8 @@ def run_http_case(ctx: CaseContext, server: Topology, monitor: Monitor) -> Measu
                 error=f"{exited} during step {ramp_step.index}: {server.stderr_tail()}",
                 stored_before=stored_before,
             )
+        if saturated(profile.ramp, recorded[-1]):
+            break  # a ramp to saturation: the next, higher rates would only queue up
         if profile.cooldown_s:
             time.sleep(profile.cooldown_s)
     summary = dataclasses.replace(summarize(recorded), topology=server.describe())
@@ -144,7 +153,7 @@ def _run_one_step(
         calls_per_connection=calls_per_connection(ctx.profile.ramp),
     ):
         flags.append("driver_bound")
-    if result.driver_errors:
+    if result.driver_errors or behind_schedule(result):
         flags.append("driver_capped")
     extra = {"probe_failures": probe.failures, "driver_cpu_pct": result.driver_cpu_pct}
     return build_step(ramp_step, result, stats, probe_ms=probe_ms, flags=flags, extra=extra)
@@ -170,9 +179,13 @@ def build_step(
         replies=result.replies,
         errors=errors,
         error_rate=round(total / attempts, 6) if attempts else 0.0,
-        latency_ms={
-            k: (round(v, 3) if v is not None else None) for k, v in result.latency_ms.items()
-        },
+        latency_ms=rounded_latency(result.latency_ms),
+        latency_uncorrected_ms=(
+            rounded_latency(result.latency_uncorrected_ms)
+            if result.latency_uncorrected_ms is not None
+            else None
+        ),
+        histograms=dict(result.histograms),
         server_cpu_pct=stats["server_cpu_pct"],
         agent_cpu_pct=stats["agent_cpu_pct"],
         rss_max_bytes=stats["rss_max_bytes"],
@@ -181,6 +194,14 @@ def build_step(
         flags=tuple(flags),
         extra={**result.extra, "duration_s": round(result.duration_s, 3), **extra},
     )
+
+
+def rounded_latency(latency_ms: dict[str, float | None]) -> dict[str, float | None]:
+    """Every latency key (None where the driver gave none), to the microsecond."""
+    return {
+        key: (round(value, 3) if value is not None else None)
+        for key, value in {**dict.fromkeys(LATENCY_KEYS), **latency_ms}.items()
+    }
 
 
 def failed_step(ramp_step: RampStep, reason: str, stats: dict[str, Any]) -> Step:
@@ -192,7 +213,7 @@ def failed_step(ramp_step: RampStep, reason: str, stats: dict[str, Any]) -> Step
         replies=0,
         errors={"total": 1, "aborted": 1},
         error_rate=1.0,
-        latency_ms=dict.fromkeys(("avg", "p50", "p90", "p99", "max")),
+        latency_ms=dict.fromkeys(LATENCY_KEYS),
         server_cpu_pct=stats["server_cpu_pct"],
         agent_cpu_pct=stats["agent_cpu_pct"],
         rss_max_bytes=stats["rss_max_bytes"],
