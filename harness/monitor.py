@@ -1,7 +1,9 @@
 """The per-second monitor: system and process samples (psutil) merged with server telemetry.
 
 One thread samples once per second: system CPU user/sys/idle and per core, memory
-used/cached, CPU % and RSS of the server process tree and of the load generators. Each
+used/cached, CPU % and RSS of the server process tree and of the load generators, and how
+long each of them waited for a CPU it was ready to run on (another process held it: a
+shared machine, not the server, shaped the figures). Each
 row is merged with the newest telemetry line of every server worker. The runner marks
 step windows (`begin_step`/`end_step`); `step_stats` summarises a window.
 """
@@ -43,13 +45,27 @@ class StepWindow:
     ended: float | None = None
 
 
+def run_delay_ns(pid: int) -> int:
+    """Nanoseconds the process's threads have spent runnable but waiting for a CPU (the
+    kernel's /proc/<pid>/task/<tid>/schedstat, second field); 0 when unreadable."""
+    total = 0
+    for path in Path(f"/proc/{pid}/task").glob("*/schedstat"):
+        try:
+            total += int(path.read_text().split()[1])
+        except (OSError, ValueError, IndexError):
+            continue  # the thread ended meanwhile
+    return total
+
+
 class _ProcessGroup:
-    """CPU % and RSS of some processes and their children (psutil keeps per-process clocks)."""
+    """CPU %, RSS and CPU wait of some processes and their children (psutil keeps
+    per-process CPU clocks; the run delay is read from the kernel at each sample)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._roots: list[int] = []
         self._processes: dict[int, psutil.Process] = {}
+        self._delays: dict[int, tuple[float, int]] = {}  # pid → (monotonic s, run delay ns)
 
     def set_roots(self, pids: list[int]) -> None:
         """Watch these processes from now on; their CPU clocks start at once."""
@@ -69,26 +85,38 @@ class _ProcessGroup:
             try:
                 self._processes[pid] = psutil.Process(pid)
                 self._processes[pid].cpu_percent(None)  # the first call starts its clock
+                self._delays[pid] = (time.monotonic(), run_delay_ns(pid))
             except psutil.Error:
                 pass
         for gone in set(self._processes) - pids:
             del self._processes[gone]
+            self._delays.pop(gone, None)
         return pids
 
-    def sample(self) -> tuple[float, int]:
-        """CPU % (of one core, summed) since the last sample, and RSS, of the whole group."""
+    def sample(self) -> tuple[float, int, float]:
+        """CPU % (of one core, summed) since the last sample, RSS, and CPU wait (% of one
+        core spent runnable but not running), of the whole group."""
         with self._lock:
             known = dict(self._processes)
             self._refresh()
             cpu_pct = 0.0
+            wait_pct = 0.0
             rss = 0
+            now = time.monotonic()
             for pid, process in known.items():
                 try:
                     cpu_pct += process.cpu_percent(None)
                     rss += process.memory_info().rss
                 except psutil.Error:
                     self._processes.pop(pid, None)
-            return cpu_pct, rss
+                    self._delays.pop(pid, None)
+                    continue
+                before_t, before_ns = self._delays.get(pid, (now, 0))
+                delay_ns = run_delay_ns(pid)
+                if now > before_t:
+                    wait_pct += max(0, delay_ns - before_ns) / ((now - before_t) * 1e9) * 100.0
+                self._delays[pid] = (now, delay_ns)
+            return cpu_pct, rss, wait_pct
 
 
 class Monitor:
@@ -158,8 +186,8 @@ class Monitor:
         times = psutil.cpu_times_percent(None, percpu=False)
         per_core = psutil.cpu_percent(None, percpu=True)
         memory = psutil.virtual_memory()
-        server_cpu, server_rss = self._server.sample()
-        agent_cpu, agent_rss = self._agent.sample()
+        server_cpu, server_rss, server_wait = self._server.sample()
+        agent_cpu, agent_rss, agent_wait = self._agent.sample()
         row: dict[str, Any] = {
             "t": round(now, 3),
             "step": self._step if self._step is not None else "",
@@ -171,8 +199,10 @@ class Monitor:
             "mem_cached_bytes": getattr(memory, "cached", 0),
             "server_cpu_pct": round(server_cpu, 1),
             "server_rss_bytes": server_rss,
+            "server_cpu_wait_pct": round(server_wait, 1),
             "agent_cpu_pct": round(agent_cpu, 1),
             "agent_rss_bytes": agent_rss,
+            "agent_cpu_wait_pct": round(agent_wait, 1),
         }
         row.update(merge_telemetry(self._telemetry_source()))
         requests = row.get("requests")
@@ -215,13 +245,16 @@ def merge_telemetry(latest_by_pid: dict[int, dict[str, Any]]) -> dict[str, Any]:
 def step_stats(
     rows: list[dict[str, Any]], telemetry: list[dict[str, Any]], window: StepWindow
 ) -> dict[str, Any]:
-    """Server/agent CPU (mean), RSS (max) and tick lag (mean of avgs, max of maxima) in a window."""
+    """Server/agent CPU and CPU wait (mean), RSS (max) and tick lag (mean of avgs, max of
+    maxima) in a window."""
     end = window.ended or time.time()
     inside = [r for r in rows if window.started < r["t"] <= end + 0.5]
     lines = [t for t in telemetry if window.started < t["t"] <= end + 0.5]
     stats: dict[str, Any] = {
         "server_cpu_pct": None,
         "agent_cpu_pct": None,
+        "server_cpu_wait_pct": None,
+        "agent_cpu_wait_pct": None,
         "rss_max_bytes": None,
         "tick_ms": {"avg": None, "max": None},
     }
@@ -229,6 +262,9 @@ def step_stats(
         stats["server_cpu_pct"] = round(statistics.fmean(r["server_cpu_pct"] for r in inside), 1)
         stats["agent_cpu_pct"] = round(statistics.fmean(r["agent_cpu_pct"] for r in inside), 1)
         stats["rss_max_bytes"] = max(r["server_rss_bytes"] for r in inside)
+        for key in ("server_cpu_wait_pct", "agent_cpu_wait_pct"):
+            waits = [r[key] for r in inside if r.get(key) is not None]
+            stats[key] = round(statistics.fmean(waits), 1) if waits else None
     if lines:
         stats["tick_ms"] = {
             "avg": round(statistics.fmean(t["tick_avg_ms"] for t in lines), 3),

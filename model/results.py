@@ -58,6 +58,8 @@ FLAG_MEANINGS = {
     "noisy": "repeats of this step spread by more than 10 %",
     "driver_capped": "the driver could not offer the load asked (e.g. httperf's 1,024 sockets)",
     "limit_capped": "an OS limit (open files, ephemeral ports), not the server, capped the step",
+    "cpu_contended": "the server or the load generator waited >= 10 % of a core for a CPU "
+    "another process held: the machine, not only the server, shaped the step",
 }
 
 

@@ -18,6 +18,7 @@ DRIVER_BOUND_CPU_FRACTION = 0.90
 NOISY_SPREAD = 0.10
 RATE_ACHIEVED_FRACTION = 0.95  # autobench: a step holds when it achieved 95 % of the demand
 SCHEDULE_KEPT_FRACTION = 0.98  # an open-loop driver keeps its schedule within 2 %
+CPU_WAIT_CONTENDED_PCT = 10.0  # % of a core spent runnable, waiting for a CPU someone held
 KNEE_FACTOR = 3.0  # p99 this many times its floor...
 KNEE_MARGIN_MS = 1.0  # ...and this much above it is off the floor
 
@@ -41,16 +42,27 @@ def is_driver_bound(
     return agent_cpu_pct >= DRIVER_BOUND_CPU_FRACTION * 100.0 * agent_cpu_count
 
 
-def behind_schedule(result: DriverResult) -> bool:
-    """An open-loop driver (oha) sent fewer than 98 % of the requests due while it still had
-    a free connection: its own limit (CPU, timer), so the step is `driver_capped`. When
-    every connection was busy the server held them up: the server is saturated, which the
-    step's achieved rate says, and the driver is not to blame."""
+def behind_schedule(result: DriverResult, *, driver_limited: bool) -> bool:
+    """An open-loop driver (oha) sent fewer than 98 % of the requests due, and the driver
+    is to blame: it had a free connection, or it was short of CPU (`driver_limited`: it
+    used ≥ 90 % of its CPUs or waited for them, and a driver that cannot run does not read
+    replies, which keeps its connections busy too). The step is then `driver_capped`.
+    With every connection busy and the driver running freely the server held them up: it
+    is saturated, which the step's achieved rate says."""
     extra = result.extra
     if "sent_per_s" not in extra or not extra.get("offered_per_s"):
         return False
     short = extra["sent_per_s"] < SCHEDULE_KEPT_FRACTION * extra["offered_per_s"]
-    return short and extra.get("max_in_flight", 0) < extra.get("connections", 0)
+    connection_free = extra.get("max_in_flight", 0) < extra.get("connections", 0)
+    return short and (connection_free or driver_limited)
+
+
+def cpu_contended(stats: Mapping[str, float | None]) -> tuple[bool, bool]:
+    """(anyone, the driver): whether the server or the load generator, and whether the load
+    generator itself, waited ≥ 10 % of a core for a CPU another process held."""
+    waits = {key: stats.get(key) for key in ("server_cpu_wait_pct", "agent_cpu_wait_pct")}
+    over = {key: w is not None and w >= CPU_WAIT_CONTENDED_PCT for key, w in waits.items()}
+    return any(over.values()), over["agent_cpu_wait_pct"]
 
 
 def step_holds(step: Step, saturation_p99_ms: float | None = None) -> bool:

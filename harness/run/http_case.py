@@ -19,7 +19,13 @@ from drivers.processes import how_it_ended
 from harness import affinity as cpu_affinity
 from harness.monitor import Monitor, step_stats
 from harness.probe import Probe
-from harness.run.analysis import behind_schedule, is_driver_bound, step_holds, summarize
+from harness.run.analysis import (
+    behind_schedule,
+    cpu_contended,
+    is_driver_bound,
+    step_holds,
+    summarize,
+)
 from harness.run.context import CaseContext, Measured
 from harness.run.ledger import count_before_load
 from harness.topology import Topology
@@ -144,18 +150,27 @@ def _run_one_step(
     if result is None:
         return failed_step(ramp_step, reason, stats)
     flags = []
-    if is_driver_bound(
+    bound = is_driver_bound(
         driver,
         result,
         ramp_step,
         agent_cpu_pct=stats["agent_cpu_pct"],
         agent_cpu_count=ctx.agent_cpu_count,
         calls_per_connection=calls_per_connection(ctx.profile.ramp),
-    ):
+    )
+    if bound:
         flags.append("driver_bound")
-    if result.driver_errors or behind_schedule(result):
+    contended, driver_waited = cpu_contended(stats)
+    if result.driver_errors or behind_schedule(result, driver_limited=bound or driver_waited):
         flags.append("driver_capped")
-    extra = {"probe_failures": probe.failures, "driver_cpu_pct": result.driver_cpu_pct}
+    if contended:
+        flags.append("cpu_contended")
+    extra = {
+        "probe_failures": probe.failures,
+        "driver_cpu_pct": result.driver_cpu_pct,
+        "server_cpu_wait_pct": stats["server_cpu_wait_pct"],
+        "agent_cpu_wait_pct": stats["agent_cpu_wait_pct"],
+    }
     return build_step(ramp_step, result, stats, probe_ms=probe_ms, flags=flags, extra=extra)
 
 

@@ -10,7 +10,13 @@ import pytest
 
 from drivers import histograms as hdr
 from drivers.base import DriverResult, merge_results, no_latency
-from harness.run.analysis import combine_repeats, find_knee, summarize
+from harness.run.analysis import (
+    behind_schedule,
+    combine_repeats,
+    cpu_contended,
+    find_knee,
+    summarize,
+)
 from model.ramps import ConstantRateRamp
 from model.results import LATENCY_KEYS, Case, Step
 
@@ -161,3 +167,33 @@ def test_a_step_validates_its_histograms_and_uncorrected_latency() -> None:
         dataclasses.replace(good, histograms={"sparkle": "HISTF"})
     with pytest.raises(ValueError, match="latency_uncorrected_ms lacks"):
         dataclasses.replace(good, latency_uncorrected_ms={"p99": 1.0})
+
+
+# -- open loop: whose limit a missed schedule is ------------------------------------------
+def oha_result(sent_per_s: float, max_in_flight: int) -> DriverResult:
+    extra = {"offered_per_s": 20_000, "sent_per_s": sent_per_s, "connections": 100}
+    return DriverResult(
+        replies=int(sent_per_s),
+        duration_s=1.0,
+        errors={},
+        latency_ms=no_latency(),
+        extra={**extra, "max_in_flight": max_in_flight},
+    )
+
+
+def test_a_missed_schedule_is_the_drivers_when_it_had_a_free_connection_or_no_cpu() -> None:
+    assert not behind_schedule(oha_result(19_700, 100), driver_limited=False)  # within 2 %
+    assert behind_schedule(oha_result(15_000, 40), driver_limited=False)  # it did not send
+    assert not behind_schedule(oha_result(15_000, 100), driver_limited=False)  # server: full
+    assert behind_schedule(oha_result(15_000, 100), driver_limited=True)  # it could not run
+    closed_loop = DriverResult(replies=1, duration_s=1.0, errors={}, latency_ms=no_latency())
+    assert not behind_schedule(closed_loop, driver_limited=True)
+
+
+def test_cpu_contention_is_told_apart_for_the_driver() -> None:
+    assert cpu_contended({"server_cpu_wait_pct": 25.0, "agent_cpu_wait_pct": 1.0}) == (True, False)
+    assert cpu_contended({"server_cpu_wait_pct": 0.0, "agent_cpu_wait_pct": 12.0}) == (True, True)
+    assert cpu_contended({"server_cpu_wait_pct": None, "agent_cpu_wait_pct": None}) == (
+        False,
+        False,
+    )
