@@ -167,6 +167,7 @@ class DriverClass(Protocol):
     package: ClassVar[str | None]
     tool_version_args: ClassVar[tuple[str, ...]]  # how `harness doctor` asks its version
     ramp_kinds: ClassVar[tuple[str, ...]]  # model.ramps kinds it runs
+    checks_bodies: ClassVar[bool]  # compares every reply's body (checked scenarios)
 
     @classmethod
     def from_profile(cls, ramp: Ramp, load_cpu_count: int, options: DriverOptions) -> Self:

@@ -110,6 +110,7 @@ class HttperfDriver:
     tool_version_args = ("--version",)
     ramp_kinds = ("rate",)
     busy_polls = True
+    checks_bodies = False
 
     def __init__(self, calls_per_connection: int = 10) -> None:
         self.calls_per_connection = calls_per_connection

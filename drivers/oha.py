@@ -200,6 +200,7 @@ class OhaDriver:
     tool_version_args = ("--version",)
     ramp_kinds = ("constant-rate", "rate")
     busy_polls = False
+    checks_bodies = False
 
     def __init__(self, connections: int = DEFAULT_CONNECTIONS, worker_threads: int = 1) -> None:
         self.connections = connections

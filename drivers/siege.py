@@ -81,6 +81,7 @@ class SiegeDriver:
     tool_version_args = ("--version",)
     ramp_kinds = ("concurrency",)
     busy_polls = False
+    checks_bodies = False
 
     def __init__(self) -> None:
         # This driver's own directory (mode 0700, under the short system temp dir), for

@@ -139,6 +139,7 @@ class WrkDriver:
     tool_version_args = ("-v",)
     ramp_kinds = ("concurrency",)
     busy_polls = False
+    checks_bodies = True
 
     def __init__(self, threads: int = 1) -> None:
         self.threads = threads

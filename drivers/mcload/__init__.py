@@ -64,6 +64,7 @@ class McLoadDriver:
     tool_version_args = ("--version",)
     ramp_kinds = ("concurrency",)
     busy_polls = False
+    checks_bodies = True
 
     def __init__(self, processes: int = 1) -> None:
         self.processes = processes
