@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, Self
@@ -123,14 +124,16 @@ def parse_oha(
     replies = sum(1 for r in requests if 200 <= r.status < 300)
     if len(requests) > replies:
         errors["status"] = errors.get("status", 0) + len(requests) - replies
-    corrected = hdr.new_histogram()
-    uncorrected = hdr.new_histogram()
-    lag = hdr.new_histogram()
-    for request in requests:
-        intended = request.intended_s if request.intended_s is not None else request.start_s
-        hdr.record_us(corrected, (request.end_s - intended) * 1e6)
-        hdr.record_us(uncorrected, (request.end_s - request.start_s) * 1e6)
-        hdr.record_us(lag, (request.start_s - intended) * 1e6)
+    intended = [r.start_s if r.intended_s is None else r.intended_s for r in requests]
+    corrected = hdr.histogram_of_counts(
+        Counter(round((r.end_s - due) * 1e6) for r, due in zip(requests, intended, strict=True))
+    )
+    uncorrected = hdr.histogram_of_counts(
+        Counter(round((r.end_s - r.start_s) * 1e6) for r in requests)
+    )
+    lag = hdr.histogram_of_counts(
+        Counter(round((r.start_s - due) * 1e6) for r, due in zip(requests, intended, strict=True))
+    )
     sent = len(requests) + sum(errors.values()) - errors.get("status", 0)
     histograms = (
         {"latency": hdr.encode(corrected), "latency_uncorrected": hdr.encode(uncorrected)}
