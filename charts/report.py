@@ -119,6 +119,8 @@ def _knee_rows(run: Run) -> list[list[str]]:
         if case.status != "ok" or not case.steps or case.steps[0].unit != "req/s":
             continue
         top = max(s.offered for s in case.steps)
+        # a knee the driver or a busy machine caused is not the server's: its flags say so
+        at_knee = [s for s in case.steps if knee and s.offered == knee.get("offered")]
         rows.append(
             [
                 escape(case.framework),
@@ -127,6 +129,7 @@ def _knee_rows(run: Run) -> list[list[str]]:
                 _number(knee.get("offered")) if knee else f"not reached (≤ {top:,.0f})",
                 _ms(knee.get("p99_ms")) if knee else "–",
                 _number(case.summary.peak),
+                escape(" ".join(at_knee[0].flags)) if at_knee else "",
             ]
         )
     return rows
@@ -227,6 +230,7 @@ def render_html(runs: Sequence[Run], images: dict[str, Path]) -> str:
                         "knee (req/s)",
                         "p99 at the knee (ms)",
                         "peak req/s",
+                        "flags at the knee",
                     ],
                     knees,
                     numeric={1, 2, 3, 4, 5},
