@@ -3,7 +3,9 @@
 Every builder takes `Series` (one case of one run, already labelled) and returns a
 matplotlib Figure, so tests can ask what was drawn. Steps flagged `driver_bound` or
 `noisy` are drawn hollow, and the legend says so. A framework keeps its colour in every
-figure and every run (charts.style).
+figure and every run (charts.style). Latency read at a concurrency (closed loop: wrk, ab,
+siege) says so in its title; open-loop rate ramps get the latency against the offered
+rate with each framework's knee, and the percentile spectrum at a rate all of them held.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ matplotlib.use("Agg")  # files only, never a window
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.ticker import MaxNLocator, StrMethodFormatter
+from matplotlib.ticker import MaxNLocator, NullLocator, StrMethodFormatter
 
+from charts.histograms import spectrum
 from charts.style import HOLLOW_FLAGS, colour_for, linestyle_for
 from model.results import Case, Step
 
@@ -185,7 +188,10 @@ def errors_figure(series: Sequence[Series], context: str = "") -> Figure:
 
 def latency_figure(series: Sequence[Series], context: str = "") -> Figure:
     unit = _unit(series)
-    figure, axes = _new(_title("Latency", context), UNIT_LABELS[unit], "latency (ms)")
+    what = (
+        "Latency" if unit == "req/s" else "Latency (closed loop: read at a concurrency, not a load)"
+    )
+    figure, axes = _new(_title(what, context), UNIT_LABELS[unit], "latency (ms)")
     flags: set[str] = set()
     values: list[float] = []
     for one in series:
@@ -198,6 +204,114 @@ def latency_figure(series: Sequence[Series], context: str = "") -> Figure:
     if values and min(values) > 0 and max(values) / min(values) > 100:
         axes.set_yscale("log")  # it spans decades
     _legend(axes, flags)
+    return figure
+
+
+def latency_rate_figure(series: Sequence[Series], context: str = "") -> Figure:
+    """p99 (solid) and p50 (dotted) against the offered rate, each framework's knee — where
+    p99 leaves its floor (harness.run.analysis.find_knee) — marked with a star."""
+    figure, axes = _new(
+        _title("Latency against offered load (open loop)", context),
+        UNIT_LABELS["req/s"],
+        "latency from the intended send (ms)",
+    )
+    flags: set[str] = set()
+    values: list[float] = []
+    for one in series:
+        flags |= _plot_metric(axes, one, lambda s: s.latency_ms.get("p99"), label_suffix=" p99")
+        _plot_metric(
+            axes, one, lambda s: s.latency_ms.get("p50"), label_suffix=" p50", linestyle=":"
+        )
+        values += [
+            v for s in one.steps for v in (s.latency_ms.get("p50"), s.latency_ms.get("p99")) if v
+        ]
+        knee = one.case.summary.knee
+        if knee and knee.get("p99_ms") is not None:
+            axes.plot(
+                [knee["offered"]],
+                [knee["p99_ms"]],
+                marker="*",
+                markersize=16,
+                linestyle="none",
+                color=colour_for(one.framework),
+                markeredgecolor="black",
+                label=f"{one.label} knee: {knee['offered']:,.0f} req/s",
+                gid="knee:" + one.label,
+            )
+    if values and min(values) > 0 and max(values) / min(values) > 10:
+        axes.set_yscale("log")
+    axes.xaxis.set_major_formatter(THOUSANDS)
+    _legend(axes, flags)
+    return figure
+
+
+def common_held_rate(series: Sequence[Series]) -> float | None:
+    """The highest offered rate at which every series has a held step with a histogram
+    (no errors, ≥ 95 % achieved): where their latencies compare at equal load."""
+    rates: set[float] | None = None
+    for one in series:
+        held = {
+            s.offered
+            for s in one.steps
+            if "latency" in s.histograms
+            and not s.errors["total"]
+            and s.achieved >= 0.95 * s.offered
+        }
+        rates = held if rates is None else rates & held
+    return max(rates) if rates else None
+
+
+SPECTRUM_TICKS = {
+    2: "50%",
+    10: "90%",
+    100: "99%",
+    1_000: "99.9%",
+    10_000: "99.99%",
+    100_000: "99.999%",
+}
+
+
+def spectrum_figure(series: Sequence[Series], context: str = "") -> Figure | None:
+    """The percentile spectrum (HdrHistogram's plot): latency against 1/(1−p) on a log
+    axis, p50 … p99.999, one line per framework at the same offered rate — the highest
+    every one of them held; from the intended send (solid) and the actual send (dashed).
+    None when no rate has a histogram from every series."""
+    with_histograms = [one for one in series if any(s.histograms for s in one.steps)]
+    rate = common_held_rate(with_histograms)
+    if rate is None:
+        return None
+    figure, axes = _new(
+        _title(f"Percentile spectrum at {rate:,.0f} req/s", context),
+        "percentile",
+        "latency (ms)",
+    )
+    values: list[float] = []
+    for one in with_histograms:
+        step = next(s for s in one.steps if s.offered == rate and "latency" in s.histograms)
+        for name, style, suffix in (
+            ("latency", "-", ""),
+            ("latency_uncorrected", "--", " (from actual send)"),
+        ):
+            if name not in step.histograms:
+                continue
+            xs, ys = spectrum(step.histograms[name])
+            axes.plot(
+                xs,
+                ys,
+                color=colour_for(one.framework),
+                linestyle=style,
+                linewidth=2.0 if style == "-" else 1.0,
+                label=one.label + suffix,
+                gid=f"spectrum:{one.label}{suffix}",
+            )
+            values += [y for y in ys if y > 0]
+    axes.set_xscale("log")
+    axes.set_xlim(2, 100_000)
+    axes.set_xticks(list(SPECTRUM_TICKS), list(SPECTRUM_TICKS.values()))
+    axes.xaxis.set_minor_locator(NullLocator())
+    if values and max(values) / min(values) > 10:
+        axes.set_yscale("log")
+    _legend(axes, set())
     return figure
 
 
@@ -361,6 +475,13 @@ def ramp_figures(series: Sequence[Series], context: str = "") -> dict[str, Figur
             "cpu": cpu_figure(with_steps, context),
             "memory": memory_figure(with_steps, context),
         }
+        if _unit(with_steps) == "req/s" and any(
+            s.latency_ms.get("p99") is not None for one in with_steps for s in one.steps
+        ):
+            figures["latency_rate"] = latency_rate_figure(with_steps, context)
+            spectrum_plot = spectrum_figure(with_steps, context)
+            if spectrum_plot is not None:
+                figures["spectrum"] = spectrum_plot
     figures["peak"] = peak_figure(series, context)
     if len({s.case.affinity.get("mode") for s in series}) > 1:
         figures["affinity"] = affinity_figure(series, context)

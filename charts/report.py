@@ -16,7 +16,17 @@ REPORTED_RECONCILE = ("sent", "stored", "lost", "duplicates", "unparseable")
 FIGURE_CAPTIONS = {
     "throughput": "Achieved replies/s against the offered load (rate ramps: the ideal y = x).",
     "errors": "Errors per step and error rate: timeouts, refused and reset connections, non-2xx.",
-    "latency": "Average (solid) and p99 (dashed) latency seen by the load generator.",
+    "latency": "Average (solid) and p99 (dashed) latency seen by the load generator. On a "
+    "concurrency ramp (closed loop: wrk, ab, siege) each framework's latency is read at "
+    "whatever rate it reached, so two frameworks' figures are not at the same load.",
+    "latency_rate": "Open loop: p99 (solid) and p50 (dotted) from each request's intended "
+    "send against the offered rate, the same rates for every framework; the star marks "
+    "each framework's knee, the first rate from which p99 stays above 3× its floor (the "
+    "lowest p99 at lighter loads) and 1 ms over it, or the step did not hold.",
+    "spectrum": "Percentile spectrum (HdrHistogram plot) at the highest offered rate every "
+    "framework held: latency against 1/(1−p), p50 to p99.999, from whole histograms. Solid: "
+    "from the intended send (corrected for coordinated omission); dashed: from the actual "
+    "send (what a closed-loop tool reports). A line ends where its requests run out.",
     "cpu": "Server process-tree CPU, % of one core, averaged over each step.",
     "memory": "Server resident memory, the maximum in each step.",
     "peak": "Peak sustained throughput: the best error-free step (rate ramps: autobench's "
@@ -133,6 +143,60 @@ def _verify_rows(case: Case) -> list[list[str]]:
     ]
 
 
+def _ms(value: Any) -> str:
+    return _number(value, "{:,.2f}")
+
+
+def _knee_rows(run: Run) -> list[list[str]]:
+    rows = []
+    for case in run.cases:
+        knee = case.summary.knee
+        if case.status != "ok" or not case.steps or case.steps[0].unit != "req/s":
+            continue
+        top = max(s.offered for s in case.steps)
+        # a knee the driver or a busy machine caused is not the server's: its flags say so
+        at_knee = [s for s in case.steps if knee and s.offered == knee.get("offered")]
+        rows.append(
+            [
+                escape(case.framework),
+                _ms(knee.get("floor_p99_ms")) if knee else "–",
+                _number(knee.get("last_on_floor")) if knee else "–",
+                _number(knee.get("offered")) if knee else f"not reached (≤ {top:,.0f})",
+                _ms(knee.get("p99_ms")) if knee else "–",
+                _number(case.summary.peak),
+                escape(" ".join(at_knee[0].flags)) if at_knee else "",
+            ]
+        )
+    return rows
+
+
+def _equal_load_rows(run: Run) -> list[list[str]]:
+    """Every framework's latency at each offered rate all of them ran (open loop)."""
+    cases = [c for c in run.cases if c.status == "ok" and c.steps and c.steps[0].unit == "req/s"]
+    if len(cases) < 1 or not any(s.latency_uncorrected_ms for c in cases for s in c.steps):
+        return []
+    common = set.intersection(*({s.offered for s in c.steps} for c in cases))
+    rows = []
+    for rate in sorted(common):
+        for case in cases:
+            step = next(s for s in case.steps if s.offered == rate)
+            latency = step.latency_ms
+            raw = step.latency_uncorrected_ms or {}
+            held = not step.errors["total"] and step.achieved >= 0.95 * step.offered
+            rows.append(
+                [
+                    _number(rate),
+                    escape(case.framework),
+                    _number(step.achieved),
+                    *(_ms(latency.get(k)) for k in ("p50", "p99", "p99.9", "p99.99", "max")),
+                    _ms(raw.get("p99")),
+                    _ms(raw.get("p99.9")),
+                    escape(" ".join(step.flags) + ("" if held else " did not hold")),
+                ]
+            )
+    return rows
+
+
 def _image(path: Path) -> str:
     encoded = base64.b64encode(path.read_bytes()).decode()
     return f'<img alt="{escape(path.stem)}" src="data:image/png;base64,{encoded}">'
@@ -190,6 +254,50 @@ def render_html(runs: Sequence[Run], images: dict[str, Path]) -> str:
             )
         )
         parts.append(_thresholds(run))
+        knees = _knee_rows(run)
+        if knees and any(case.summary.knee is not None for case in run.cases):
+            parts.append("<h3>Knees</h3>")
+            parts.append(
+                _table(
+                    [
+                        "framework",
+                        "p99 floor (ms)",
+                        "last rate on the floor",
+                        "knee (req/s)",
+                        "p99 at the knee (ms)",
+                        "peak req/s",
+                        "flags at the knee",
+                    ],
+                    knees,
+                    numeric={1, 2, 3, 4, 5},
+                )
+            )
+        equal = _equal_load_rows(run)
+        if equal:
+            parts.append("<h3>Latency at equal load (open loop, ms)</h3>")
+            parts.append(
+                "<p>From each request's intended send (corrected for coordinated omission) "
+                "and, for p99 and p99.9, from its actual send (uncorrected).</p>"
+            )
+            parts.append(
+                _table(
+                    [
+                        "offered req/s",
+                        "framework",
+                        "achieved",
+                        "p50",
+                        "p99",
+                        "p99.9",
+                        "p99.99",
+                        "max",
+                        "p99 uncorrected",
+                        "p99.9 uncorrected",
+                        "flags",
+                    ],
+                    equal,
+                    numeric=set(range(2, 10)) | {0},
+                )
+            )
     parts.append("<h2>Figures</h2>")
     for name, path in images.items():
         caption = FIGURE_CAPTIONS.get(name, name)

@@ -17,7 +17,7 @@ FRAMEWORK_COLOURS = {
     "eventmachine": "#bcbd22",
 }
 _SPARE_COLOURS = ("#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173")
-HOLLOW_FLAGS = frozenset({"driver_bound", "noisy"})
+HOLLOW_FLAGS = frozenset({"driver_bound", "noisy", "cpu_contended"})
 _RUN_LINESTYLES = ("-", "-.", ":", (0, (5, 1)))
 DPI = 150
 

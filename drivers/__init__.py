@@ -21,6 +21,7 @@ DRIVERS: dict[str, str] = {
     "httperf": "drivers.httperf:HttperfDriver",
     "ab": "drivers.ab:AbDriver",
     "siege": "drivers.siege:SiegeDriver",
+    "oha": "drivers.oha:OhaDriver",  # open loop: constant-rate steps, corrected latency
     "mcload": "drivers.mcload:McLoadDriver",  # the memcached socket service's load
     "agent": "drivers.agent.plan:AgentDriver",  # WebSocket connection ramps
 }

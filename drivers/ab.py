@@ -76,6 +76,7 @@ class AbDriver:
     tool_version_args = ("-V",)
     ramp_kinds = ("concurrency",)
     busy_polls = False
+    checks_bodies = False
 
     def __init__(self, requests_per_step: int | None = None, keep_alive: bool = True) -> None:
         self.requests_per_step = requests_per_step
@@ -108,5 +109,5 @@ class AbDriver:
             command += ["-m", scenario.method]
         return [[*command, target.url]]
 
-    def parse(self, text: str, target: Target) -> DriverResult:
+    def parse(self, text: str, target: Target, step: RampStep, workdir: Path) -> DriverResult:
         return parse_ab(text, target.scenario.body_length_varies)

@@ -25,12 +25,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, Self, TypedDict
 
+from drivers import histograms as hdr
 from drivers.processes import kill_group, signal_name, spawn
 from model.errors import UserError
+from model.files import cache_dir
 from model.ramps import Ramp, RampStep
+from model.results import LATENCY_KEYS
 from model.scenarios import Scenario
 
-LATENCY_KEYS = ("avg", "p50", "p90", "p99", "max")
 SERVER_ERROR_KINDS = (
     "connect", "timeout", "reset", "read", "write", "status", "length", "wrong", "other",
 )  # fmt: skip
@@ -51,6 +53,11 @@ class DriverResult:
     achieved: float | None = None  # good replies/s as the tool reports it; else replies/duration
     driver_cpu_pct: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # open-loop drivers: the same requests timed from their actual send (latency_ms counts
+    # from the intended send)
+    latency_uncorrected_ms: dict[str, float | None] | None = None
+    # name (model.results.HISTOGRAM_NAMES) → base64 HdrHistogram of µs (drivers.histograms)
+    histograms: dict[str, str] = field(default_factory=dict)
 
     @property
     def errors_total(self) -> int:
@@ -73,7 +80,11 @@ def no_latency() -> dict[str, float | None]:
 
 
 def merge_results(results: Sequence[DriverResult]) -> DriverResult:
-    """Several processes that ran side by side (httperf --client i/n) as one result."""
+    """Several processes that ran side by side (httperf --client i/n) as one result.
+
+    Histograms every process kept are added (exact), and the latency figures are read
+    from the sum; without them only the average (weighted) and the maximum can be merged.
+    """
     if len(results) == 1:
         return results[0]
     replies = sum(r.replies for r in results)
@@ -95,6 +106,16 @@ def merge_results(results: Sequence[DriverResult]) -> DriverResult:
         for key, value in result.extra.items():
             if isinstance(value, int | float) and not isinstance(value, bool):
                 extra[key] = extra.get(key, 0) + value
+    histograms: dict[str, str] = {}
+    uncorrected = None
+    for name in {name for r in results for name in r.histograms}:
+        if all(name in r.histograms for r in results):
+            merged = hdr.merge([hdr.decode(r.histograms[name]) for r in results])
+            histograms[name] = hdr.encode(merged)
+            if name == "latency":
+                latency = hdr.latency_ms(merged)
+            elif name == "latency_uncorrected":
+                uncorrected = hdr.latency_ms(merged)
     return DriverResult(
         replies=replies,
         duration_s=max(r.duration_s for r in results),
@@ -103,6 +124,8 @@ def merge_results(results: Sequence[DriverResult]) -> DriverResult:
         achieved=sum(r.rate for r in results),
         driver_cpu_pct=sum(cpus) if cpus else None,
         extra=extra,
+        latency_uncorrected_ms=uncorrected,
+        histograms=histograms,
     )
 
 
@@ -139,9 +162,12 @@ class DriverClass(Protocol):
 
     name: ClassVar[str]
     tool: ClassVar[str]  # the executable it runs ("python": one of ours, nothing to install)
-    package: ClassVar[str | None]  # the Debian package that has `tool`; None: ships with us
+    # the Debian package that has `tool`, or `cargo:<crate>@<version>` for a tool built
+    # from crates.io into the harness's cache (`cargo_binary`); None: ships with us
+    package: ClassVar[str | None]
     tool_version_args: ClassVar[tuple[str, ...]]  # how `harness doctor` asks its version
     ramp_kinds: ClassVar[tuple[str, ...]]  # model.ramps kinds it runs
+    checks_bodies: ClassVar[bool]  # compares every reply's body (checked scenarios)
 
     @classmethod
     def from_profile(cls, ramp: Ramp, load_cpu_count: int, options: DriverOptions) -> Self:
@@ -158,7 +184,36 @@ class Driver(DriverClass, Protocol):
 
     def commands(self, step: RampStep, target: Target, workdir: Path) -> list[list[str]]: ...
 
-    def parse(self, text: str, target: Target) -> DriverResult: ...
+    # `text`: one process's output; `step` and `workdir` as given to `commands` (a driver
+    # that also writes files there, oha's request log, reads them back)
+    def parse(self, text: str, target: Target, step: RampStep, workdir: Path) -> DriverResult: ...
+
+
+CARGO_PREFIX = "cargo:"
+
+
+def cargo_crate(package: str | None) -> tuple[str, str] | None:
+    """(crate, version) of a `cargo:<crate>@<version>` package; None for a Debian one."""
+    if package is None or not package.startswith(CARGO_PREFIX):
+        return None
+    crate, _, version = package.removeprefix(CARGO_PREFIX).partition("@")
+    if not crate or not version:
+        raise ValueError(f"{package!r} is not cargo:<crate>@<version>")
+    return crate, version
+
+
+def cargo_root(crate: str, version: str) -> Path:
+    """Where `cargo install --root` puts one pinned crate: the harness's cache, one
+    directory per version (never the repository, never ~/.cargo/bin)."""
+    return cache_dir() / f"{crate}-{version}"
+
+
+def cargo_binary(tool: str, package: str) -> Path:
+    """The pinned build of a cargo-packaged `tool` (it may not exist yet)."""
+    crate = cargo_crate(package)
+    if crate is None:
+        raise ValueError(f"{tool}: {package!r} is not a cargo package")
+    return cargo_root(*crate) / "bin" / tool
 
 
 def pinned(command: list[str], cpus: str | None) -> list[str]:
@@ -267,4 +322,6 @@ def run_step(
     killed = processes.killed()
     if killed is not None:
         raise DriverOutputError(killed)
-    return merge_results([driver.parse(text, target) for text in processes.outputs()])
+    return merge_results(
+        [driver.parse(text, target, step, raw_dir) for text in processes.outputs()]
+    )

@@ -110,6 +110,7 @@ class HttperfDriver:
     tool_version_args = ("--version",)
     ramp_kinds = ("rate",)
     busy_polls = True
+    checks_bodies = False
 
     def __init__(self, calls_per_connection: int = 10) -> None:
         self.calls_per_connection = calls_per_connection
@@ -145,5 +146,5 @@ class HttperfDriver:
             commands.append(command)
         return commands
 
-    def parse(self, text: str, target: Target) -> DriverResult:
+    def parse(self, text: str, target: Target, step: RampStep, workdir: Path) -> DriverResult:
         return parse_httperf(text)

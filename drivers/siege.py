@@ -81,6 +81,7 @@ class SiegeDriver:
     tool_version_args = ("--version",)
     ramp_kinds = ("concurrency",)
     busy_polls = False
+    checks_bodies = False
 
     def __init__(self) -> None:
         # This driver's own directory (mode 0700, under the short system temp dir), for
@@ -120,5 +121,5 @@ class SiegeDriver:
             return [[*command, *url_file]]
         return [[*command, url]]
 
-    def parse(self, text: str, target: Target) -> DriverResult:
+    def parse(self, text: str, target: Target, step: RampStep, workdir: Path) -> DriverResult:
         return parse_siege(text)

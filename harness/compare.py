@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from drivers import DRIVER_RAMPS
+from drivers import DRIVER_RAMPS, driver_class
 from harness.affinity import parse_cpu_list
 from harness.database import check_backend, default_backend
 from harness.frameworks import select_frameworks
@@ -102,7 +102,7 @@ def build_plan(
     """
     names = select_frameworks(frameworks)
     profile = load_profile(profile_name, overrides)
-    get_scenario(profile.scenario)
+    scenario = get_scenario(profile.scenario)
     if profile.sink not in SINKS:
         raise UserError(f"unknown sink {profile.sink}: choose from {', '.join(SINKS)}")
     if profile.driver not in DRIVER_RAMPS:
@@ -112,6 +112,11 @@ def build_plan(
         raise UserError(
             f"driver {profile.driver} does not run {profile.ramp.kind} ramps "
             f"(profile {profile.name}): use --driver {' or '.join(fits)}"
+        )
+    if scenario.check_body and not driver_class(profile.driver).checks_bodies:
+        raise UserError(
+            f"driver {profile.driver} does not check reply bodies, which the {scenario.name} "
+            "scenario needs: use --driver wrk"
         )
     default_server, default_agent = default_cpus()
     server_cpus = server_cpus or default_server

@@ -29,7 +29,7 @@ from drivers.agent.plan import (
 from drivers.base import DriverProcesses
 from harness.monitor import Monitor, step_stats
 from model.ramps import ConnectionRamp
-from model.results import Step
+from model.results import LATENCY_KEYS, Step
 from model.scenarios import Scenario
 
 if TYPE_CHECKING:
@@ -277,7 +277,7 @@ def _finish_step(
             **{f"closed_{k}": v for k, v in dropped.items()},
         },
         error_rate=min(1.0, errors_total / attempts),
-        latency_ms=dict.fromkeys(("avg", "p50", "p90", "p99", "max")),
+        latency_ms=dict.fromkeys(LATENCY_KEYS),
         server_cpu_pct=stats["server_cpu_pct"],
         agent_cpu_pct=stats["agent_cpu_pct"],
         rss_max_bytes=rss,

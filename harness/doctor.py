@@ -8,12 +8,14 @@ import platform
 import resource
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 
 import psutil
 
+from drivers.base import cargo_root
 from harness.services import (
     FERRETDB_VERSION,
     build_ferretdb,
@@ -21,7 +23,7 @@ from harness.services import (
     known_w0_probe,
     probe_unacknowledged_writes,
 )
-from harness.tools import TOOLS, tool_path, tool_status
+from harness.tools import TOOLS, Tool, tool_path, tool_status
 from model.errors import UserError
 
 
@@ -74,9 +76,13 @@ def doctor_report() -> dict[str, object]:
 
 def install_missing(names: list[str] | None = None) -> list[str]:
     """Install what is missing: Debian packages of the tools (their services neither started
-    nor enabled), then FerretDB (built from the Go module proxy) with its w: 0 probe;
-    returns what was installed."""
+    nor enabled), the tools built with cargo (oha), then FerretDB (built from the Go module
+    proxy) with its w: 0 probe; returns what was installed."""
     installed = _install_packages(names)
+    for tool in _wanted(names):
+        if tool.crate is not None and tool_path(tool.name) is None:
+            install_crate(tool)
+            installed.append(tool.package)
     if install_node_modules():
         installed.append("servers/baselines/node/node_modules")
     if not ferretdb_binary().is_file():
@@ -111,8 +117,67 @@ def install_node_modules() -> bool:
     return True
 
 
+def _wanted(names: list[str] | None) -> list[Tool]:
+    return [TOOLS[n] for n in (names or list(TOOLS))]
+
+
+# rustc versions move on; a crate's newest dependencies may ask for a newer one than the
+# host has (oha 1.16's do, against rustc 1.95): --locked builds the crate's own lock file.
+CARGO_INSTALL_FLAGS = ("--locked", "--quiet")
+
+
+def install_crate(tool: Tool) -> Path:
+    """`cargo install <crate> --version V --locked` into the harness's cache (several
+    minutes for oha on two cores); returns the binary. Built into a partial directory and
+    renamed, so an interrupted build leaves nothing that looks installed, and the build's
+    own files go to a temporary target directory, removed after."""
+    assert tool.crate is not None
+    crate, version = tool.crate
+    cargo = shutil.which("cargo") or _home_cargo()
+    if cargo is None:
+        raise UserError(
+            f"cargo not found: install Rust (https://rustup.rs) to build {crate} {version}"
+        )
+    root = cargo_root(crate, version)
+    partial = root.with_name(root.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f"{crate}-build-") as target:
+        result = subprocess.run(
+            [
+                cargo,
+                "install",
+                crate,
+                "--version",
+                version,
+                *CARGO_INSTALL_FLAGS,
+                "--root",
+                str(partial),
+                "--target-dir",
+                target,
+            ],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+        )
+    if result.returncode != 0:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise UserError(
+            f"cargo install {crate} --version {version} failed: {result.stderr.strip()[-300:]}"
+        )
+    shutil.rmtree(root, ignore_errors=True)
+    partial.replace(root)
+    return root / "bin" / tool.name
+
+
+def _home_cargo() -> str | None:
+    """rustup's cargo when ~/.cargo/bin is not on PATH (a non-login shell, nox)."""
+    path = Path.home() / ".cargo" / "bin" / "cargo"
+    return str(path) if path.is_file() else None
+
+
 def _install_packages(names: list[str] | None) -> list[str]:
-    wanted = [TOOLS[n] for n in (names or list(TOOLS))]
+    wanted = [t for t in _wanted(names) if t.crate is None]  # cargo tools: install_crate
     packages = sorted({t.package for t in wanted if tool_path(t.name) is None})
     if not packages:
         return []

@@ -11,6 +11,9 @@ At each step's start and end the monitor also reads the CPU clocks (`read_cpu_sn
 each CPU's busy time from /proc/stat and the CPU time of every process the harness knows
 (itself, its reaped children, every live descendant). harness.run.analysis.step_noise
 turns two of them into what other processes used on the server's and the load's CPUs.
+Each process tree's CPU wait (how long it was ready to run while another process held
+its CPU: a shared machine, not the server, shaped the figures) is read from the kernel
+(schedstat) at each sample.
 """
 
 from __future__ import annotations
@@ -126,8 +129,21 @@ def read_cpu_snapshot() -> CpuSnapshot:
     )
 
 
+def run_delay_ns(pid: int) -> int:
+    """Nanoseconds the process's threads have spent runnable but waiting for a CPU (the
+    kernel's /proc/<pid>/task/<tid>/schedstat, second field); 0 when unreadable."""
+    total = 0
+    for path in Path(f"/proc/{pid}/task").glob("*/schedstat"):
+        try:
+            total += int(path.read_text().split()[1])
+        except (OSError, ValueError, IndexError):
+            continue  # the thread ended meanwhile
+    return total
+
+
 class _ProcessGroup:
-    """CPU % and RSS of some processes and their children (psutil keeps per-process clocks).
+    """CPU %, RSS and CPU wait of some processes and their children (psutil keeps
+    per-process CPU clocks; the run delay is read from the kernel at each sample).
 
     Finding the children reads every process's /proc entry (~3 ms with 130 processes), so
     the tree is looked at again only every TREE_REFRESH_S (and whenever the roots change):
@@ -139,6 +155,7 @@ class _ProcessGroup:
         self._roots: list[int] = []
         self._processes: dict[int, psutil.Process] = {}
         self._refreshed = 0.0  # time.monotonic() of the last look at the tree
+        self._delays: dict[int, tuple[float, int]] = {}  # pid → (monotonic s, run delay ns)
 
     def set_roots(self, pids: list[int]) -> None:
         """Watch these processes from now on; their CPU clocks start at once."""
@@ -159,27 +176,39 @@ class _ProcessGroup:
             try:
                 self._processes[pid] = psutil.Process(pid)
                 self._processes[pid].cpu_percent(None)  # the first call starts its clock
+                self._delays[pid] = (time.monotonic(), run_delay_ns(pid))
             except psutil.Error:
                 pass
         for gone in set(self._processes) - pids:
             del self._processes[gone]
+            self._delays.pop(gone, None)
         return pids
 
-    def sample(self) -> tuple[float, int]:
-        """CPU % (of one core, summed) since the last sample, and RSS, of the whole group."""
+    def sample(self) -> tuple[float, int, float]:
+        """CPU % (of one core, summed) since the last sample, RSS, and CPU wait (% of one
+        core spent runnable but not running), of the whole group."""
         with self._lock:
             known = dict(self._processes)
             if time.monotonic() - self._refreshed >= TREE_REFRESH_S:
                 self._refresh()
             cpu_pct = 0.0
+            wait_pct = 0.0
             rss = 0
+            now = time.monotonic()
             for pid, process in known.items():
                 try:
                     cpu_pct += process.cpu_percent(None)
                     rss += process.memory_info().rss
                 except psutil.Error:
                     self._processes.pop(pid, None)
-            return cpu_pct, rss
+                    self._delays.pop(pid, None)
+                    continue
+                before_t, before_ns = self._delays.get(pid, (now, 0))
+                delay_ns = run_delay_ns(pid)
+                if now > before_t:
+                    wait_pct += max(0, delay_ns - before_ns) / ((now - before_t) * 1e9) * 100.0
+                self._delays[pid] = (now, delay_ns)
+            return cpu_pct, rss, wait_pct
 
 
 class Monitor:
@@ -260,8 +289,8 @@ class Monitor:
         times = psutil.cpu_times_percent(None, percpu=False)
         per_core = psutil.cpu_percent(None, percpu=True)
         memory = psutil.virtual_memory()
-        server_cpu, server_rss = self._server.sample()
-        agent_cpu, agent_rss = self._agent.sample()
+        server_cpu, server_rss, server_wait = self._server.sample()
+        agent_cpu, agent_rss, agent_wait = self._agent.sample()
         row: dict[str, Any] = {
             "t": round(now, 3),
             "step": self._step if self._step is not None else "",
@@ -273,8 +302,10 @@ class Monitor:
             "mem_cached_bytes": getattr(memory, "cached", 0),
             "server_cpu_pct": round(server_cpu, 1),
             "server_rss_bytes": server_rss,
+            "server_cpu_wait_pct": round(server_wait, 1),
             "agent_cpu_pct": round(agent_cpu, 1),
             "agent_rss_bytes": agent_rss,
+            "agent_cpu_wait_pct": round(agent_wait, 1),
         }
         if self._database is not None:
             row["db_cpu_pct"] = round(self._database.sample()[0], 1)
@@ -319,9 +350,10 @@ def merge_telemetry(latest_by_pid: dict[int, dict[str, Any]]) -> dict[str, Any]:
 def step_stats(
     rows: list[dict[str, Any]], telemetry: list[dict[str, Any]], window: StepWindow
 ) -> dict[str, Any]:
-    """Server/agent/database CPU (mean), RSS (max), tick lag (mean of avgs, max of
-    maxima), and the sink's records refused (`sink_errors` gained) and waiting (`backlog`,
-    max) in a window; `db_cpu_pct` None when no database was watched."""
+    """Server/agent/database CPU and server/agent CPU wait (mean), RSS (max), tick lag
+    (mean of avgs, max of maxima), and the sink's records refused (`sink_errors` gained)
+    and waiting (`backlog`, max) in a window; `db_cpu_pct` None when no database was
+    watched."""
     end = window.ended or time.time()
     inside = [r for r in rows if window.started < r["t"] <= end + 0.5]
     lines = [t for t in telemetry if window.started < t["t"] <= end + 0.5]
@@ -329,6 +361,8 @@ def step_stats(
         "server_cpu_pct": None,
         "agent_cpu_pct": None,
         "db_cpu_pct": None,
+        "server_cpu_wait_pct": None,
+        "agent_cpu_wait_pct": None,
         "rss_max_bytes": None,
         "tick_ms": {"avg": None, "max": None},
         "sink_errors": None,
@@ -338,6 +372,9 @@ def step_stats(
         stats["server_cpu_pct"] = round(statistics.fmean(r["server_cpu_pct"] for r in inside), 1)
         stats["agent_cpu_pct"] = round(statistics.fmean(r["agent_cpu_pct"] for r in inside), 1)
         stats["rss_max_bytes"] = max(r["server_rss_bytes"] for r in inside)
+        for key in ("server_cpu_wait_pct", "agent_cpu_wait_pct"):
+            waits = [r[key] for r in inside if r.get(key) is not None]
+            stats[key] = round(statistics.fmean(waits), 1) if waits else None
         database = [r["db_cpu_pct"] for r in inside if "db_cpu_pct" in r]
         if database:
             stats["db_cpu_pct"] = round(statistics.fmean(database), 1)

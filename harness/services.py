@@ -30,16 +30,12 @@ from typing import Any
 from drivers.processes import spawn
 from harness.tools import tool_path
 from model.errors import UserError
+from model.files import cache_dir
 from servers import listeners
 
 FERRETDB_MODULE = "github.com/FerretDB/FerretDB"
 FERRETDB_VERSION = "v1.24.2"
 READY_TIMEOUT_S = 20.0
-
-
-def cache_dir() -> Path:
-    base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-    return base / "serverbench-harness"
 
 
 def ferretdb_binary() -> Path:

@@ -1,8 +1,11 @@
-"""The system tools the harness runs: where each is, its version, the Debian package that has it.
+"""The system tools the harness runs: where each is, its version, the package that has it.
 
 The table is derived, not kept by hand: every registered driver declares its tool and
 package (`drivers.DRIVERS`), and the services and baselines add their own programs below.
-FerretDB is not here: it is built from the Go module proxy (harness.services), not installed.
+A package is a Debian one (apt-get), or `cargo:<crate>@<version>` for a tool built from
+crates.io into the harness's cache (oha); only that pinned build is used, never another
+version found on PATH. FerretDB is not here: it is built from the Go module proxy
+(harness.services).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import subprocess
 from dataclasses import dataclass
 
 from drivers import driver_classes
+from drivers.base import cargo_binary, cargo_crate
 from harness import postgres
 from servers import PROGRAM_PATH
 
@@ -24,6 +28,11 @@ class Tool:
     name: str
     package: str
     version_args: tuple[str, ...]
+
+    @property
+    def crate(self) -> tuple[str, str] | None:
+        """(crate, version) when the tool is built with cargo; None for a Debian package."""
+        return cargo_crate(self.package)
 
 
 @dataclass(frozen=True)
@@ -46,7 +55,7 @@ SERVICE_TOOLS = (
 
 
 def driver_tools() -> list[Tool]:
-    """The tools of the registered drivers that come from a Debian package (not ours)."""
+    """The tools of the registered drivers that come from a package (not ours)."""
     return [
         Tool(cls.tool, cls.package, cls.tool_version_args)
         for cls in driver_classes().values()
@@ -59,8 +68,13 @@ _VERSION = re.compile(r"\d+(?:\.\d+)+[\w.-]*")
 
 
 def tool_path(name: str) -> str | None:
-    """Where `name` is, looking in sbin too (nginx lives there); `postgres` in Debian's
-    /usr/lib/postgresql/<major>/bin, outside PATH (harness.postgres.bin_dir)."""
+    """Where `name` is: a cargo-built tool's pinned build in the cache; `postgres` in
+    Debian's /usr/lib/postgresql/<major>/bin, outside PATH (harness.postgres.bin_dir); else
+    on PATH, looking in sbin too (nginx lives there)."""
+    tool = TOOLS.get(name)
+    if tool is not None and tool.crate is not None:
+        binary = cargo_binary(tool.name, tool.package)
+        return str(binary) if binary.is_file() else None
     if name == "postgres":
         directory = postgres.bin_dir()
         return str(directory / "postgres") if directory is not None else None

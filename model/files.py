@@ -1,5 +1,7 @@
-"""Result files are written whole or not at all: a reader (the report, a spreadsheet, a
-second harness) never sees half a file, and a run killed mid-write keeps the previous one."""
+"""Files: result files are written whole or not at all (a reader — the report, a
+spreadsheet, a second harness — never sees half a file, and a run killed mid-write keeps
+the previous one), and what the harness builds for itself (FerretDB, oha, the file set)
+is kept in one cache directory."""
 
 from __future__ import annotations
 
@@ -32,3 +34,10 @@ def write_text_atomically(path: Path, text: str) -> None:
     """`path.write_text(text)`, atomically."""
     with atomic_writer(path) as handle:
         handle.write(text)
+
+
+def cache_dir() -> Path:
+    """Where the harness keeps what it builds: `$XDG_CACHE_HOME/serverbench-harness`
+    (`~/.cache/serverbench-harness`), never the repository."""
+    base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    return base / "serverbench-harness"

@@ -4,6 +4,8 @@
   requests on each, `connections_per_step` connections per step, a reply timeout.
 - `ConcurrencyRamp` (wrk/siege/ab): closed-loop concurrency levels, each for `duration_s`.
 - `ConnectionRamp` (the WebSocket agent): connection counts opened at `open_rate_per_s`.
+- `ConstantRateRamp` (oha): open loop, requests sent on a fixed schedule at each offered
+  rate of a list for `duration_s`, whatever the replies do.
 A ramp is a plain iterable of `RampStep`s, unit-tested without any network.
 """
 
@@ -122,11 +124,56 @@ class ConnectionRamp:
             yield RampStep(index, offered=int(count), unit="conns", duration_s=self.hold_s)
 
 
-Ramp = RateRamp | ConcurrencyRamp | ConnectionRamp
+@dataclass(frozen=True)
+class ConstantRateRamp:
+    """Open loop (oha): each step offers one request rate (req/s) for `duration_s`, every
+    request sent at its scheduled time whatever the replies do, its latency counted from
+    that time (so a stalled server is charged for every request it held up).
+
+    `rates` is the same list for every framework: their latencies are compared at equal
+    load. `connections` bounds the requests in flight (oha -c); a request due while all
+    are busy waits for one, and its wait is part of its latency. With
+    `stop_when_saturated` the ramp ends after the first step that did not hold (the
+    runner's test: errors, too little achieved, or p99 above `saturation_p99_ms`), so a
+    ramp to saturation costs each framework only the steps it can take, plus one.
+    """
+
+    rates: tuple[float, ...]
+    duration_s: float = 5.0
+    connections: int = 100
+    stop_when_saturated: bool = False
+    saturation_p99_ms: float = 1000.0
+    kind: Literal["constant-rate"] = "constant-rate"
+
+    def __post_init__(self) -> None:
+        rates = self.rates
+        if isinstance(rates, str):  # `--set ramp.rates=500,1000,2000`
+            rates = tuple(float(r) for r in rates.split(",") if r.strip())
+        elif isinstance(rates, int | float):
+            rates = (float(rates),)
+        object.__setattr__(self, "rates", tuple(float(r) for r in rates))
+        if not self.rates:
+            raise ValueError("rates must list at least one offered rate (req/s)")
+        if any(r <= 0 for r in self.rates):
+            raise ValueError(f"rates must be positive, not {list(self.rates)}")
+        if list(self.rates) != sorted(set(self.rates)):
+            raise ValueError(f"rates must rise, each once, not {list(self.rates)}")
+        if self.duration_s <= 0 or self.saturation_p99_ms <= 0:
+            raise ValueError("duration_s and saturation_p99_ms must be positive")
+        if self.connections < 1:
+            raise ValueError(f"connections must be >= 1, not {self.connections}")
+
+    def __iter__(self) -> Iterator[RampStep]:
+        for index, rate in enumerate(self.rates):
+            yield RampStep(index, offered=rate, unit="req/s", duration_s=self.duration_s)
+
+
+Ramp = RateRamp | ConcurrencyRamp | ConnectionRamp | ConstantRateRamp
 RAMP_KINDS: dict[str, type] = {
     "rate": RateRamp,
     "concurrency": ConcurrencyRamp,
     "connections": ConnectionRamp,
+    "constant-rate": ConstantRateRamp,
 }
 
 

@@ -16,16 +16,20 @@ by name):
   failed); `config.interrupted` is gone. Read from /2 by `upgrade_run_2`: interrupted
   when `config.interrupted` was true, complete when `finished` is set, else `unknown`
   (/2 wrote no end for a run that died on a SIGTERM, an OOM kill or an exception).
-- harness.run/4 — confirmation rounds and intervals: a case's `rounds` (one Step per round,
+- harness.run/4 — intervals and whole latency. A case's `rounds` (one Step per round,
   measured at the ramp's peak, interleaved with the other frameworks); summary fields
-  `rounds`, `rounds_contended`, `ramp_peak` and the 95 % intervals `peak_ci`,
-  `ratio_to_nginx_ci`, `p99_at_peak_ci_ms`, `server_cpu_at_peak_ci_pct` ([low, high]);
-  the run's `verdict` (ranking in groups that admit ties, ratios with intervals, one
-  sentence); the run's `thresholds` (each rule judged against each case it names:
-  `rule`, `framework`, `case`, `value`, `interval`, `held`, `judged_on`); a step's
-  `bottleneck` (which side limited it) and the flag `contended`. Read from /3 as is: a /3
-  case has no rounds and no intervals, its steps no bottleneck, a /3 run no verdict and no
-  thresholds.
+  `rounds`, `rounds_contended`, `ramp_peak`, the 95 % intervals `peak_ci`,
+  `ratio_to_nginx_ci`, `p99_at_peak_ci_ms`, `server_cpu_at_peak_ci_pct` ([low, high])
+  and `knee` (rate ramps: where p99 leaves its floor); the run's `verdict` (ranking in
+  groups that admit ties, ratios with intervals, one sentence) and `thresholds` (each
+  rule judged against each case it names: `rule`, `framework`, `case`, `value`,
+  `interval`, `held`, `judged_on`); a step's `bottleneck` (which side limited it),
+  `latency_ms` with `p99.9` and `p99.99`, `latency_uncorrected_ms` (open-loop drivers:
+  from each request's actual send, beside `latency_ms` from its intended send; `null`
+  otherwise) and `histograms` (name → an HdrHistogram of microseconds, base64, `{}` where
+  the driver keeps none); the flags `contended` and `cpu_contended`. Read from /3 by
+  `upgrade_run_3`: the new percentiles `null`; no rounds, intervals, verdict, thresholds,
+  bottleneck, histograms or knee.
 """
 
 from __future__ import annotations
@@ -51,7 +55,12 @@ RUN_STATUSES = ("running", "complete", "interrupted", "failed", "unknown")
 STEP_UNITS = ("req/s", "conns", "concurrency")
 PEAK_UNITS = ("req/s", "conns")
 ROLES = ("framework", "baseline")
-LATENCY_KEYS = ("avg", "p50", "p90", "p99", "max")
+# every latency record has these keys (ms; None where not measured); percentiles by name
+LATENCY_KEYS = ("avg", "p50", "p90", "p99", "p99.9", "p99.99", "max")
+PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p99.9": 99.9, "p99.99": 99.99}
+# the histograms a step may keep (docs/results.md): same basis as latency_ms, and for
+# open-loop drivers the same requests timed from their actual send
+HISTOGRAM_NAMES = ("latency", "latency_uncorrected")
 FLAG_MEANINGS = {
     "driver_bound": "the load generator limited the step (≥ 90 % of its CPUs, or httperf "
     "short of the rate asked) while the server was not saturated: the step measures the driver",
@@ -59,6 +68,8 @@ FLAG_MEANINGS = {
     "driver_capped": "the driver could not offer the load asked (e.g. httperf's 1,024 sockets)",
     "limit_capped": "an OS limit (open files, ephemeral ports), not the server, capped the step",
     "contended": "other processes used > 10 % of a core on the server's or the load's CPUs",
+    "cpu_contended": "the server or the load generator waited >= 10 % of a core for a CPU "
+    "another process held: the machine, not only the server, shaped the step",
 }
 # which side limited a step (harness.run.analysis.step_bottleneck)
 BOTTLENECKS = ("server", "load generator", "database", "os limit", "none", "unknown")
@@ -84,6 +95,9 @@ class Step:
     latency_ms: dict[str, float | None]
     server_cpu_pct: float | None = None
     agent_cpu_pct: float | None = None
+    # open loop: the same requests timed from their actual send (the correction made visible)
+    latency_uncorrected_ms: dict[str, float | None] | None = None
+    histograms: dict[str, str] = field(default_factory=dict)  # name → base64 HdrHistogram (µs)
     rss_max_bytes: int | None = None
     tick_ms: dict[str, float | None] = field(default_factory=lambda: {"avg": None, "max": None})
     probe_ms: float | None = None
@@ -116,6 +130,16 @@ class Step:
         missing = set(LATENCY_KEYS) - set(self.latency_ms)
         if missing:
             raise ValueError(f"latency_ms lacks {sorted(missing)}")
+        if self.latency_uncorrected_ms is not None:
+            missing = set(LATENCY_KEYS) - set(self.latency_uncorrected_ms)
+            if missing:
+                raise ValueError(f"latency_uncorrected_ms lacks {sorted(missing)}")
+        unknown = set(self.histograms) - set(HISTOGRAM_NAMES)
+        if unknown:
+            raise ValueError(f"unknown histograms {sorted(unknown)}")
+        for name, encoded in self.histograms.items():
+            if not isinstance(encoded, str) or not encoded:
+                raise ValueError(f"histogram {name!r} must be a non-empty base64 string")
         unknown = set(self.flags) - set(FLAG_MEANINGS)
         if unknown:
             raise ValueError(f"unknown step flags {sorted(unknown)}")
@@ -174,6 +198,8 @@ class Summary:
     ratio_to_nginx_ci: tuple[float, float] | None = None
     p99_at_peak_ci_ms: tuple[float, float] | None = None
     server_cpu_at_peak_ci_pct: tuple[float, float] | None = None
+    # rate ramps: where p99 leaves its floor (harness.run.analysis.find_knee)
+    knee: dict[str, Any] | None = None  # offered, p99_ms, floor_p99_ms, threshold_ms, ...
 
     def __post_init__(self) -> None:
         if self.peak_unit not in PEAK_UNITS:
@@ -212,6 +238,8 @@ class Summary:
             raise ValueError(f"unknown summary flags {sorted(unknown)}")
         if self.breaking_point is not None and "connections" not in self.breaking_point:
             raise ValueError(f"breaking_point lacks 'connections': {self.breaking_point}")
+        if self.knee is not None and "offered" not in self.knee:
+            raise ValueError(f"knee lacks 'offered': {self.knee}")
 
 
 SUMMARY_FIELDS = tuple(f.name for f in fields(Summary))
@@ -384,9 +412,21 @@ def upgrade_run_2(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def upgrade_run_3(data: dict[str, Any]) -> dict[str, Any]:
-    """A harness.run/3 dict as harness.run/4: nothing to fill (no rounds, no intervals, no
-    verdict: every new field's default says so)."""
-    return {**data, "schema": SCHEMA}
+    """A harness.run/3 dict as harness.run/4: the new percentiles `null`, no histograms, no rounds,
+    no intervals, no verdict.
+
+    /3 read only avg, p50, p90, p99 and max from the drivers and kept no histogram, so
+    nothing is lost; `latency_uncorrected_ms` is `null` (no /3 driver was open-loop) and
+    the summary's `knee` is filled with its default (`null`) when the summary is read.
+    """
+    cases = []
+    for case in data.get("cases", ()):
+        steps = []
+        for step in case.get("steps", ()):
+            latency = {**dict.fromkeys(LATENCY_KEYS), **(step.get("latency_ms") or {})}
+            steps.append({**step, "latency_ms": latency})
+        cases.append({**case, "steps": steps})
+    return {**data, "schema": SCHEMA, "cases": cases}
 
 
 # each readable older schema and the function that brings it one version forward

@@ -139,7 +139,15 @@ def synthetic_step(achieved: float, *, p99_ms: float = 5.0, errors: int = 0) -> 
         replies=int(achieved),
         errors={"total": errors},
         error_rate=errors / (achieved + errors) if achieved + errors else 0.0,
-        latency_ms={"avg": 1.0, "p50": 1.0, "p90": 2.0, "p99": p99_ms, "max": 9.0},
+        latency_ms={
+            "avg": 1.0,
+            "p50": 1.0,
+            "p90": 2.0,
+            "p99": p99_ms,
+            "p99.9": None,
+            "p99.99": None,
+            "max": 9.0,
+        },
         server_cpu_pct=95.0,
     )
 

@@ -38,6 +38,7 @@ class AgentDriver:
     package = None
     tool_version_args = ("--version",)
     ramp_kinds = ("connections",)
+    checks_bodies = False  # WebSocket messages, not HTTP bodies
 
     @classmethod
     def from_profile(cls, ramp: Ramp, load_cpu_count: int, options: DriverOptions) -> Self:

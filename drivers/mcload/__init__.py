@@ -4,7 +4,8 @@
 keeps every connection open for the whole step, sends one `get` at a time on each, checks
 every answer against the expected value, and prints one `MCLOAD_JSON {...}` line: good
 replies, errors by kind (a wrong or missing value is `wrong`), latency percentiles from an
-HDR histogram. `McLoadDriver` runs it as the `mcload` driver and parses that line.
+HDR histogram and the histogram itself (base64). `McLoadDriver` runs it as the `mcload`
+driver and parses that line.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Self
 
+from drivers import histograms as hdr
 from drivers.base import DriverOptions, DriverOutputError, DriverResult, Target
 from model.ramps import Ramp, RampStep
 
@@ -21,23 +23,29 @@ REPORT_PREFIX = "MCLOAD_JSON "
 
 
 def parse_mcload(text: str) -> DriverResult:
-    """Merge-free parse of one mcload process's report line."""
+    """Merge-free parse of one mcload process's report line; its latency comes from the
+    histogram when the line carries one (every percentile), else from its figures."""
     for line in text.splitlines():
         if line.startswith(REPORT_PREFIX):
             report = json.loads(line[len(REPORT_PREFIX) :])
             latency_us = report["latency_us"]
+            latency: dict[str, float | None] = {
+                "avg": _ms(latency_us["mean"]),
+                "p50": _ms(latency_us["p50"]),
+                "p90": _ms(latency_us["p90"]),
+                "p99": _ms(latency_us["p99"]),
+                "max": _ms(latency_us["max"]),
+            }
+            encoded = report.get("histogram")  # absent from reports before harness.run/4
+            if encoded:
+                latency = hdr.latency_ms(hdr.decode(encoded))
             return DriverResult(
                 replies=int(report["replies"]),
                 duration_s=float(report["duration_s"]),
                 errors={kind: int(n) for kind, n in report["errors"].items()},
-                latency_ms={
-                    "avg": _ms(latency_us["mean"]),
-                    "p50": _ms(latency_us["p50"]),
-                    "p90": _ms(latency_us["p90"]),
-                    "p99": _ms(latency_us["p99"]),
-                    "max": _ms(latency_us["max"]),
-                },
+                latency_ms=latency,
                 extra={"connections": int(report["connections"])},
+                histograms={"latency": encoded} if encoded else {},
             )
     lines = [line for line in text.strip().splitlines() if line.strip()]
     raise DriverOutputError(f"mcload gave no report: {lines[-1] if lines else '(no output)'}")
@@ -56,6 +64,7 @@ class McLoadDriver:
     tool_version_args = ("--version",)
     ramp_kinds = ("concurrency",)
     busy_polls = False
+    checks_bodies = True
 
     def __init__(self, processes: int = 1) -> None:
         self.processes = processes
@@ -94,5 +103,5 @@ class McLoadDriver:
             for share in shares
         ]
 
-    def parse(self, text: str, target: Target) -> DriverResult:
+    def parse(self, text: str, target: Target, step: RampStep, workdir: Path) -> DriverResult:
         return parse_mcload(text)

@@ -11,7 +11,11 @@ from harness.cli.options import console
 
 
 def doctor_command(
-    install: bool = typer.Option(False, "--install", help="apt-get install missing tools."),
+    install: bool = typer.Option(
+        False,
+        "--install",
+        help="Install what is missing: apt-get packages, oha (cargo, minutes), FerretDB (go).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
     """Load tools found (with versions) and the limits that bound a run on this machine."""

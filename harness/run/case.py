@@ -26,6 +26,7 @@ from servers import FRAMEWORKS
 CASE_KINDS: dict[str, CaseKind] = {
     "rate": run_http_case,
     "concurrency": run_http_case,
+    "constant-rate": run_http_case,
     "connections": run_connection_case,
 }
 INTERRUPTED_STOP_S = 2.0

@@ -20,10 +20,13 @@ from harness import affinity as cpu_affinity
 from harness.monitor import Monitor, StepWindow, step_stats
 from harness.probe import Probe
 from harness.run.analysis import (
+    behind_schedule,
+    cpu_contended,
     database_bound_note,
     is_contended,
     is_driver_bound,
     step_bottleneck,
+    step_holds,
     step_noise,
     summarize,
 )
@@ -31,7 +34,7 @@ from harness.run.context import CaseContext, Measured
 from harness.run.ledger import count_before_load
 from harness.topology import Topology
 from model.ramps import Ramp, RampStep
-from model.results import Step
+from model.results import LATENCY_KEYS, Step
 
 
 def calls_per_connection(ramp: Ramp) -> int:
@@ -42,6 +45,13 @@ def calls_per_connection(ramp: Ramp) -> int:
 def request_timeout_s(ramp: Ramp, profile_timeout_s: float) -> float:
     """A rate ramp carries its own timeout (autobench's); the others use the profile's."""
     return ramp.timeout_s if ramp.kind == "rate" else profile_timeout_s  # type: ignore[union-attr]
+
+
+def saturated(ramp: Ramp, step: Step) -> bool:
+    """A constant-rate ramp run to saturation ends after this step (it did not hold)."""
+    if ramp.kind != "constant-rate" or not ramp.stop_when_saturated:  # type: ignore[union-attr]
+        return False
+    return not step_holds(step, ramp.saturation_p99_ms)  # type: ignore[union-attr]
 
 
 def server_exit(server: Topology) -> str | None:
@@ -95,6 +105,8 @@ def run_http_case(ctx: CaseContext, server: Topology, monitor: Monitor) -> Measu
                 error=f"{exited} during step {ramp_step.index}: {server.stderr_tail()}",
                 stored_before=stored_before,
             )
+        if saturated(profile.ramp, recorded[-1]):
+            break  # a ramp to saturation: the next, higher rates would only queue up
         if profile.cooldown_s:
             time.sleep(profile.cooldown_s)
     summary = dataclasses.replace(summarize(recorded), topology=server.describe())
@@ -160,17 +172,6 @@ def _run_one_step(
     if result is None:
         return failed_step(ramp_step, reason, stats, noise)
     flags = ["contended"] if noise and is_contended(noise) else []
-    if result.driver_errors:
-        flags.append("driver_capped")
-    extra = {
-        "probe_failures": probe.failures,
-        "driver_cpu_pct": result.driver_cpu_pct,
-        "sink_errors_in_step": stats["sink_errors"],
-        "backlog_max": stats["backlog_max"],
-        **(noise or {}),
-        **database_cpu(stats),
-    }
-    step = build_step(ramp_step, result, stats, probe_ms=probe_ms, flags=flags, extra=extra)
     driver_busy = is_driver_bound(
         driver,
         result,
@@ -179,6 +180,22 @@ def _run_one_step(
         agent_cpu_count=ctx.agent_cpu_count,
         calls_per_connection=calls_per_connection(ctx.profile.ramp),
     )
+    contended, driver_waited = cpu_contended(stats)
+    if result.driver_errors or behind_schedule(result, driver_limited=driver_busy or driver_waited):
+        flags.append("driver_capped")
+    if contended:
+        flags.append("cpu_contended")
+    extra = {
+        "probe_failures": probe.failures,
+        "driver_cpu_pct": result.driver_cpu_pct,
+        "server_cpu_wait_pct": stats["server_cpu_wait_pct"],
+        "agent_cpu_wait_pct": stats["agent_cpu_wait_pct"],
+        "sink_errors_in_step": stats["sink_errors"],
+        "backlog_max": stats["backlog_max"],
+        **(noise or {}),
+        **database_cpu(stats),
+    }
+    step = build_step(ramp_step, result, stats, probe_ms=probe_ms, flags=flags, extra=extra)
     model = ctx.process_model
     bottleneck = step_bottleneck(
         step,
@@ -239,9 +256,13 @@ def build_step(
         replies=result.replies,
         errors=errors,
         error_rate=round(total / attempts, 6) if attempts else 0.0,
-        latency_ms={
-            k: (round(v, 3) if v is not None else None) for k, v in result.latency_ms.items()
-        },
+        latency_ms=rounded_latency(result.latency_ms),
+        latency_uncorrected_ms=(
+            rounded_latency(result.latency_uncorrected_ms)
+            if result.latency_uncorrected_ms is not None
+            else None
+        ),
+        histograms=dict(result.histograms),
         server_cpu_pct=stats["server_cpu_pct"],
         agent_cpu_pct=stats["agent_cpu_pct"],
         rss_max_bytes=stats["rss_max_bytes"],
@@ -250,6 +271,14 @@ def build_step(
         flags=tuple(flags),
         extra={**result.extra, "duration_s": round(result.duration_s, 3), **extra},
     )
+
+
+def rounded_latency(latency_ms: dict[str, float | None]) -> dict[str, float | None]:
+    """Every latency key (None where the driver gave none), to the microsecond."""
+    return {
+        key: (round(value, 3) if value is not None else None)
+        for key, value in {**dict.fromkeys(LATENCY_KEYS), **latency_ms}.items()
+    }
 
 
 def failed_step(
@@ -266,7 +295,7 @@ def failed_step(
         replies=0,
         errors={"total": 1, "aborted": 1},
         error_rate=1.0,
-        latency_ms=dict.fromkeys(("avg", "p50", "p90", "p99", "max")),
+        latency_ms=dict.fromkeys(LATENCY_KEYS),
         server_cpu_pct=stats["server_cpu_pct"],
         agent_cpu_pct=stats["agent_cpu_pct"],
         rss_max_bytes=stats["rss_max_bytes"],

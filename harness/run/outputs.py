@@ -27,7 +27,10 @@ STEPS_CSV_COLUMNS = (
     "latency_p50_ms",
     "latency_p90_ms",
     "latency_p99_ms",
+    "latency_p99.9_ms",
+    "latency_p99.99_ms",
     "latency_max_ms",
+    "latency_p99_uncorrected_ms",
     "server_cpu_pct",
     "agent_cpu_pct",
     "rss_max_bytes",
@@ -59,6 +62,7 @@ def write_steps_csv(run: Run, path: Path) -> None:
                 writer.writerow(head + [""] * (len(STEPS_CSV_COLUMNS) - len(head)))
             for index, step in enumerate(case.steps):
                 latency = step.latency_ms
+                uncorrected = step.latency_uncorrected_ms or {}
                 writer.writerow(
                     [
                         *head,
@@ -73,7 +77,10 @@ def write_steps_csv(run: Run, path: Path) -> None:
                         latency["p50"],
                         latency["p90"],
                         latency["p99"],
+                        latency["p99.9"],
+                        latency["p99.99"],
                         latency["max"],
+                        uncorrected.get("p99"),
                         step.server_cpu_pct,
                         step.agent_cpu_pct,
                         step.rss_max_bytes,

@@ -117,6 +117,9 @@ def test_memcache_scenarios_check_every_answer(tmp_path: Path, scenario: str) ->
     assert case["driver"] == ("mcload" if scenario == "memcache-socket" else "wrk")
     for step in case["steps"]:
         assert step["replies"] > 0 and step["errors"]["total"] == 0
+        # mcload keeps its whole histogram (its processes' merged); wrk only percentiles
+        assert ("latency" in step["histograms"]) == (scenario == "memcache-socket")
+        assert step["latency_ms"]["p99.9"] is not None
     assert case["summary"]["backends"]["memcached"]["value_bytes"] == 100
 
 

@@ -47,6 +47,14 @@ def test_list_table_is_printed() -> None:
             "CPU 4096 is not available",
         ),
         (["bench", "--frameworks", "aiohttp", "--load-cpus", "a-b"], "is not like 0 or 1-3"),
+        (
+            ["compare", "--frameworks", "aiohttp", "--profile", "latency", "--driver", "wrk"],
+            "driver wrk does not run constant-rate ramps (profile latency): use --driver oha",
+        ),
+        (
+            ["compare", "--frameworks", "aiohttp", "--profile", "memcache-http", "--driver", "ab"],
+            "driver ab does not check reply bodies, which the memcache-http scenario needs",
+        ),
     ],
 )
 def test_user_mistakes_get_one_line_and_exit_1(args: list[str], message: str) -> None:

@@ -1,7 +1,7 @@
 """Runs written in older schemas still open: harness.run/1 (captured from the code before the
-runner split), harness.run/2 (run_v1 as /2 wrote it) and harness.run/3 (run_v2 as /3 wrote
-it) are upgraded by `read_run` to the
-current schema, with a status, and `harness report` draws them."""
+runner split), harness.run/2 (run_v1 as /2 wrote it) and harness.run/3 (a smoke run of
+aiohttp and nginx before histograms) are upgraded by `read_run` to the current schema,
+with a status, and `harness report` draws them."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ def test_a_run_1_file_rewritten_is_run_2_and_reads_back_equal(tmp_path: Path) ->
     assert read_run(tmp_path) == run
 
 
-@pytest.mark.parametrize("name", [*RUNS_1, "run_v2"])
+@pytest.mark.parametrize("name", [*RUNS_1, "run_v2", "run_v3"])
 def test_harness_report_draws_an_older_run_directory(tmp_path: Path, name: str) -> None:
     run_dir = tmp_path / name
     shutil.copytree(DATA / name, run_dir)
@@ -81,7 +81,8 @@ def test_harness_report_draws_an_older_run_directory(tmp_path: Path, name: str) 
     assert (run_dir / "report.html").stat().st_size > 1000
     assert list((run_dir / "charts").glob("*.png"))
     written = json.loads((run_dir / "run.json").read_text())["schema"]
-    assert written == (SCHEMA_2 if name == "run_v2" else SCHEMA_1)  # not rewritten
+    on_disk = {"run_v2": SCHEMA_2, "run_v3": SCHEMA_3}.get(name, SCHEMA_1)
+    assert written == on_disk  # not rewritten
     assert "status: complete" in (run_dir / "report.html").read_text()
 
 
@@ -181,12 +182,26 @@ def test_the_status_is_written_beside_the_times_and_reads_back(tmp_path: Path) -
     assert read_run(tmp_path) == run
 
 
+# -- harness.run/3 → /4: latency kept whole ---------------------------------------------------
+def test_a_run_3_file_reads_with_every_percentile_and_no_histograms() -> None:
+    on_disk = json.loads((DATA / "run_v3" / "run.json").read_text())
+    assert on_disk["schema"] == SCHEMA_3
+    run = read_run(DATA / "run_v3")
+    assert run.schema == SCHEMA and run.status == "complete"
+    for case, written in zip(run.cases, on_disk["cases"], strict=True):
+        assert case.summary.knee is None
+        for step, old in zip(case.steps, written["steps"], strict=True):
+            assert step.latency_ms == {**old["latency_ms"], "p99.9": None, "p99.99": None}
+            assert step.histograms == {} and step.latency_uncorrected_ms is None
+    assert [c.framework for c in run.cases] == ["aiohttp", "nginx"]
+
+
 def test_a_run_3_file_is_read_with_no_rounds_and_no_intervals() -> None:
     on_disk = json.loads((DATA / "run_v3" / "run.json").read_text())
     assert on_disk["schema"] == SCHEMA_3
     run = read_run(DATA / "run_v3")
     assert run.schema == SCHEMA
-    assert (run.status, run.verdict) == ("interrupted", None)
+    assert (run.status, run.verdict, run.thresholds) == ("complete", None, ())
     for case, written in zip(run.cases, on_disk["cases"], strict=True):
         assert case.rounds == ()
         assert (case.summary.rounds, case.summary.peak_ci) == (0, None)

@@ -328,7 +328,15 @@ def step(offered: float, achieved: float, errors: int = 0, unit: str = "req/s") 
         replies=int(achieved),
         errors={"total": errors},
         error_rate=0.0,
-        latency_ms={"avg": 1.0, "p50": 1.0, "p90": 2.0, "p99": offered / 100, "max": 5.0},
+        latency_ms={
+            "avg": 1.0,
+            "p50": 1.0,
+            "p90": 2.0,
+            "p99": offered / 100,
+            "p99.9": None,
+            "p99.99": None,
+            "max": 5.0,
+        },
     )
 
 

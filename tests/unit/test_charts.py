@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 from charts.figures import Series, ramp_figures
 from charts.render import build_series, render
 from charts.style import colour_for
+from drivers import histograms as hdr
 from model.errors import UserError
 from model.results import Case, Run, Step, Summary, write_run
 
@@ -38,7 +40,15 @@ def make_step(
         replies=int(achieved),
         errors={"total": errors},
         error_rate=errors / attempts if attempts else 0.0,
-        latency_ms={"avg": 1.0, "p50": 0.9, "p90": 1.5, "p99": p99, "max": 9.0},
+        latency_ms={
+            "avg": 1.0,
+            "p50": 0.9,
+            "p90": 1.5,
+            "p99": p99,
+            "p99.9": None,
+            "p99.99": None,
+            "max": 9.0,
+        },
         server_cpu_pct=cpu,
         agent_cpu_pct=40.0,
         rss_max_bytes=rss,
@@ -255,3 +265,59 @@ def test_overlay_refuses_different_kinds_of_ramp(tmp_path: Path) -> None:
     conc = write(tmp_path, "conc", (make_case("aiohttp", (make_step(50, 9000),)),))
     with pytest.raises(UserError, match="ramp different loads"):
         render([rate, conc])
+
+
+def open_loop_case(framework: str, p99s: list[float], knee_at: float | None) -> Case:
+    """A constant-rate case: 1,000 req/s steps with whole histograms (every request at
+    p50 except 1 % at its p99), the knee where `knee_at` says."""
+    steps = []
+    for index, p99 in enumerate(p99s):
+        rate = 1000.0 * (index + 1)
+        values = [0.5] * 990 + [p99] * 10
+        encoded = hdr.encode(hdr.histogram_of(v * 1000 for v in values))
+        step = make_step(rate, rate, unit="req/s", p99=p99)
+        steps.append(
+            dataclasses.replace(
+                step,
+                latency_uncorrected_ms=dict(step.latency_ms),
+                histograms={"latency": encoded, "latency_uncorrected": encoded},
+            )
+        )
+    knee = {"offered": knee_at, "p99_ms": p99s[int(knee_at / 1000) - 1]} if knee_at else None
+    return make_case(framework, tuple(steps), summary=Summary(peak=1000.0, knee=knee))
+
+
+def test_open_loop_runs_get_the_knee_and_the_spectrum_at_a_rate_all_held() -> None:
+    fast = open_loop_case("aiohttp", [1.0, 1.1, 1.2, 9.0], knee_at=4000)
+    slow = open_loop_case("tornado", [1.5, 30.0], knee_at=2000)
+    figures = ramp_figures(series_of((fast, slow)))
+    knees = lines_by_gid(figures["latency_rate"])
+    assert list(knees["knee:aiohttp"].get_xdata()) == [4000]
+    assert list(knees["knee:tornado"].get_ydata()) == [30.0]
+    spectrum = figures["spectrum"].axes[0]
+    assert "2,000 req/s" in spectrum.get_title()  # the highest rate both held
+    assert spectrum.get_xscale() == "log"
+    lines = lines_by_gid(figures["spectrum"])
+    assert {"spectrum:aiohttp", "spectrum:tornado (from actual send)"} <= set(lines)
+    xs = list(lines["spectrum:aiohttp"].get_xdata())
+    assert xs[0] == pytest.approx(2.0) and xs[-1] == pytest.approx(1000.0)  # 1,000 requests
+    plt.close("all")
+
+
+def test_closed_loop_latency_says_so_and_has_no_spectrum() -> None:
+    steps = (make_step(50, 9000), make_step(100, 9500))
+    figures = ramp_figures(series_of((make_case("aiohttp", steps),)))
+    assert "closed loop" in figures["latency"].axes[0].get_title()
+    assert "spectrum" not in figures and "latency_rate" not in figures
+    plt.close("all")
+
+
+def test_report_has_the_knees_and_the_latency_at_equal_load(tmp_path: Path) -> None:
+    cases = (
+        open_loop_case("aiohttp", [1.0, 1.1, 1.2, 9.0], knee_at=4000),
+        open_loop_case("tornado", [1.5, 30.0], knee_at=2000),
+    )
+    html = render([write(tmp_path, "open", cases)]).read_text()
+    assert "Knees" in html and "Latency at equal load" in html
+    assert html.count('src="data:image/png;base64,') == 8  # spectrum and knee figures too
+    assert "Percentile spectrum" in html

@@ -25,7 +25,7 @@ def step(offered: float, server_cpu: float, db_cpu: float | None) -> Step:
         replies=1000,
         errors={"total": 0},
         error_rate=0.0,
-        latency_ms=dict.fromkeys(("avg", "p50", "p90", "p99", "max"), 1.0),
+        latency_ms=dict.fromkeys(("avg", "p50", "p90", "p99", "p99.9", "p99.99", "max"), 1.0),
         server_cpu_pct=server_cpu,
         extra={} if db_cpu is None else {"db_cpu_pct": db_cpu},
     )

@@ -65,6 +65,14 @@ def test_install_neither_starts_nor_enables_the_services(host: FakeHost) -> None
     assert wants == ["ssh.service"]  # what was enabled before stays enabled
 
 
+def test_tools_built_with_cargo_are_not_asked_of_apt_get(host: FakeHost) -> None:
+    installed = doctor._install_packages(None)  # every tool missing
+    assert "wrk" in installed
+    assert not [p for p in installed if p.startswith("cargo:")]  # oha: doctor.install_crate
+    [apt_install] = [call for call in host.calls if call[:2] == ["apt-get", "install"]]
+    assert not [word for word in apt_install if "oha" in word]
+
+
 def test_an_existing_policy_rc_d_is_left_as_it_is(host: FakeHost) -> None:
     host.policy.write_text("#!/bin/sh\n# the administrator's\nexit 101\n")
     host.policy.chmod(0o755)

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import csv
+import json
+
 import pytest
 
+from drivers import histograms as hdr
 from drivers.ab import parse_ab
 from drivers.base import DriverOutputError, DriverResult, merge_results, no_latency
 from drivers.httperf import parse_httperf, processes_needed
+from drivers.oha import STORING_LINE as STORING
+from drivers.oha import Request, error_kind, max_in_flight, parse_oha
 from drivers.siege import parse_siege
 from drivers.wrk import parse_wrk
 from tests.helpers import DATA_DIR
@@ -97,7 +103,14 @@ def test_ab_clean_run_with_percentiles() -> None:
     assert result.replies == 5000
     assert result.duration_s == pytest.approx(0.378)
     assert result.errors_total == 0
-    assert result.latency_ms == {"avg": 7.0, "p50": 6.0, "p90": 12.0, "p99": 19.0, "max": 22.0}
+    assert result.latency_ms == {
+        **no_latency(),
+        "avg": 7.0,
+        "p50": 6.0,
+        "p90": 12.0,
+        "p99": 19.0,
+        "max": 22.0,
+    }
 
 
 def test_ab_length_failures_are_artefacts_when_bodies_vary() -> None:
@@ -165,3 +178,79 @@ def test_merge_adds_counts_and_weights_latency() -> None:
     assert merged.latency_ms["max"] == 9.0
     assert merged.rate == pytest.approx(100 / 2.0 + 300 / 2.5)
     assert merged.extra == {"processes": 2, "connections": 40}
+
+
+# -- oha ---------------------------------------------------------------------------------
+def captured_requests(name: str) -> list[Request]:
+    """A request log captured from oha's --db-url SQLite file, as CSV."""
+    with (DATA / name).open(newline="") as handle:
+        return [
+            Request(float(row[0]), float(row[1]), float(row[2]), int(row[3]))
+            for row in list(csv.reader(handle))[1:]
+        ]
+
+
+def test_oha_clean_step_reads_both_latencies_from_its_request_log() -> None:
+    requests = captured_requests("oha_ok_requests.csv")
+    result = parse_oha(
+        captured("oha_ok.txt"), requests, offered_per_s=1000, duration_s=1.0, connections=20
+    )
+    assert result.replies == 999 and result.errors_total == 0
+    assert result.rate == pytest.approx(999.0)
+    assert result.extra["schedule_error"] == pytest.approx(-0.001)
+    assert result.extra["max_in_flight"] <= 20
+    # the histogram's percentiles agree with oha's own (from the intended send) to 3 %
+    report = json.loads(STORING.sub("", captured("oha_ok.txt")))
+    assert result.latency_ms["p50"] == pytest.approx(
+        report["latencyPercentiles"]["p50"] * 1000, rel=0.03
+    )
+    assert result.latency_ms["max"] == pytest.approx(report["summary"]["slowest"] * 1000, rel=1e-3)
+    corrected = hdr.decode(result.histograms["latency"])
+    uncorrected = hdr.decode(result.histograms["latency_uncorrected"])
+    assert corrected.get_total_count() == uncorrected.get_total_count() == 999
+    assert result.latency_uncorrected_ms is not None
+    for key in ("p50", "p90", "p99", "max"):  # from its due time a request never waits less
+        assert result.latency_ms[key] >= result.latency_uncorrected_ms[key]  # type: ignore[operator]
+
+
+def test_oha_non_2xx_replies_are_status_errors_with_their_latency() -> None:
+    result = parse_oha(
+        captured("oha_status.txt"),
+        captured_requests("oha_status_requests.csv"),
+        offered_per_s=200,
+        duration_s=1.0,
+        connections=20,
+    )
+    assert result.replies == 0
+    assert result.errors == {"status": 200}
+    assert result.latency_ms["p99"] is not None
+
+
+def test_oha_refused_connections_are_connect_errors_and_no_histogram() -> None:
+    result = parse_oha(
+        captured("oha_refused.txt"), [], offered_per_s=100, duration_s=1.0, connections=20
+    )
+    assert result.errors == {"connect": 100}
+    assert result.replies == 0 and result.histograms == {}
+    assert result.latency_ms == no_latency()
+
+
+def test_oha_without_a_report_is_refused() -> None:
+    with pytest.raises(DriverOutputError, match="no JSON report: For more information"):
+        parse_oha(captured("oha_bad_url.txt"), [], offered_per_s=1, duration_s=1.0, connections=1)
+
+
+def test_oha_error_messages_map_to_the_common_kinds() -> None:
+    assert error_kind("Connection refused (os error 111)") == "connect"
+    assert error_kind("timeout") == "timeout"
+    assert error_kind("Connection reset by peer (os error 104)") == "reset"
+    assert error_kind("something new") == "other"
+
+
+def test_max_in_flight_counts_overlapping_requests() -> None:
+    requests = [
+        Request(0.0, 0.0, 1.0, 200),
+        Request(0.5, 0.5, 1.5, 200),
+        Request(1.0, 1.0, 2.0, 200),
+    ]
+    assert max_in_flight(requests) == 2  # the third starts as the first ends

@@ -8,7 +8,7 @@ from harness.monitor import merge_telemetry
 from harness.profile import load_profile, parse_settings, profile_names
 from harness.run.rounds import ROUND_WARMUP_S
 from model.errors import UserError
-from model.ramps import ConcurrencyRamp, RateRamp
+from model.ramps import ConcurrencyRamp, ConstantRateRamp, RateRamp
 
 
 def test_every_shipped_profile_loads() -> None:
@@ -111,3 +111,14 @@ def test_worker_telemetry_merges_into_one_row() -> None:
     assert merged["tick_max_ms"] == 9.0 and merged["tick_avg_ms"] == 1.0
     assert merged["telemetry_rss_bytes"] == 30
     assert merge_telemetry({}) == {}
+
+
+def test_latency_profile_offers_every_framework_the_same_rates_up_to_saturation() -> None:
+    latency = load_profile("latency")
+    assert latency.driver == "oha"
+    assert isinstance(latency.ramp, ConstantRateRamp)
+    assert latency.ramp.stop_when_saturated
+    rates = [step.offered for step in latency.ramp]
+    assert rates[0] == 500 and rates == sorted(rates) and max(rates) >= 20_000
+    shorter = load_profile("latency", parse_settings(["ramp.rates=1000,2000", "ramp.duration_s=2"]))
+    assert [(s.offered, s.duration_s) for s in shorter.ramp] == [(1000.0, 2), (2000.0, 2)]

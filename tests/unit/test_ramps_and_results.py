@@ -53,7 +53,15 @@ def make_step(**overrides: object) -> Step:
         "replies": 90005,
         "errors": {"total": 0},
         "error_rate": 0.0,
-        "latency_ms": {"avg": 1.0, "p50": 0.9, "p90": 1.5, "p99": 3.0, "max": 9.0},
+        "latency_ms": {
+            "avg": 1.0,
+            "p50": 0.9,
+            "p90": 1.5,
+            "p99": 3.0,
+            "p99.9": None,
+            "p99.99": None,
+            "max": 9.0,
+        },
     }
     return Step(**{**fields, **overrides})  # type: ignore[arg-type]
 

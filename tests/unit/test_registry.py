@@ -7,12 +7,13 @@ import pytest
 from drivers import DRIVER_RAMPS, DRIVERS, build_driver, driver_class
 from harness.cli.options import DRIVER_OPTION
 from harness.tools import SERVICE_TOOLS, TOOLS
-from model.ramps import RAMP_KINDS, ConcurrencyRamp, ConnectionRamp, RateRamp
+from model.ramps import RAMP_KINDS, ConcurrencyRamp, ConnectionRamp, ConstantRateRamp, RateRamp
 
 RAMPS = {
     "rate": RateRamp(low=10, high=20, step=10, calls_per_connection=4),
     "concurrency": ConcurrencyRamp(start=10, stop=20, step=10),
     "connections": ConnectionRamp(start=10, target=20, step=10),
+    "constant-rate": ConstantRateRamp(rates=(100, 200), connections=30),
 }
 
 
@@ -35,6 +36,8 @@ def test_drivers_are_built_from_the_profile_data() -> None:
         build_driver("ab", RAMPS["concurrency"], 1, {"requests_per_step": 7}).requests_per_step == 7
     )
     assert build_driver("ab", RAMPS["concurrency"], 1, {}).requests_per_step is None
+    oha = build_driver("oha", RAMPS["constant-rate"], 2, {})
+    assert (oha.connections, oha.worker_threads) == (30, 2)
 
 
 def test_an_unknown_driver_is_answered_with_the_known_ones() -> None:
@@ -46,6 +49,7 @@ def test_ramp_kinds_by_driver_come_from_the_classes() -> None:
     assert {name: driver_class(name).ramp_kinds for name in DRIVERS} == DRIVER_RAMPS
     assert DRIVER_RAMPS["agent"] == ("connections",)
     assert DRIVER_RAMPS["httperf"] == ("rate",)
+    assert DRIVER_RAMPS["oha"] == ("constant-rate", "rate")
 
 
 def test_doctor_tool_table_is_the_drivers_tools_and_the_services() -> None:
@@ -66,6 +70,7 @@ def test_doctor_tool_table_is_the_drivers_tools_and_the_services() -> None:
         "ruby",
     } <= set(TOOLS)
     assert "python" not in TOOLS  # the agent and mcload ship with the harness
+    assert TOOLS["oha"].crate == ("oha", "1.16.0")  # built with cargo, not apt-get
 
 
 def test_the_cli_driver_help_names_every_driver() -> None:

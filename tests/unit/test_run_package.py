@@ -13,7 +13,7 @@ from harness.run.analysis import is_driver_bound
 from harness.run.connection_case import connection_summary, run_connection_case
 from harness.run.http_case import run_http_case
 from model.ramps import RAMP_KINDS, ConnectionRamp, RampStep
-from model.results import Case, Step, Summary
+from model.results import LATENCY_KEYS, Case, Step, Summary
 
 
 def test_every_ramp_kind_has_a_case_kind() -> None:
@@ -107,7 +107,7 @@ def held(open_now: int, rss: int, errors_in_step: int = 0) -> Step:
         replies=open_now,
         errors={"total": errors_in_step},
         error_rate=0.0,
-        latency_ms=dict.fromkeys(("avg", "p50", "p90", "p99", "max")),
+        latency_ms=dict.fromkeys(LATENCY_KEYS),
         rss_max_bytes=rss,
         extra={"open": open_now, "errors_in_step": errors_in_step},
     )

@@ -90,7 +90,15 @@ def log_case(replies: int) -> Case:
         replies=replies,
         errors={"total": 0},
         error_rate=0.0,
-        latency_ms={"avg": 1.0, "p50": 1.0, "p90": 2.0, "p99": 1.0, "max": 5.0},
+        latency_ms={
+            "avg": 1.0,
+            "p50": 1.0,
+            "p90": 2.0,
+            "p99": 1.0,
+            "p99.9": None,
+            "p99.99": None,
+            "max": 5.0,
+        },
     )
     return Case("aiohttp", "log", "file", "wrk", "single", {"mode": "both"}, "ok", steps=(step,))
 
