@@ -13,7 +13,7 @@ from rich.table import Table
 
 from drivers import DRIVER_RAMPS
 from harness.affinity import parse_cpu_list
-from harness.frameworks import select_frameworks
+from harness.frameworks import register_servers, select_frameworks
 from harness.profile import load_profile
 from harness.run import Plan, Runner, claim_run_dir, default_cpus
 from harness.run.rounds import has_rounds
@@ -63,9 +63,18 @@ class RichReporter:
         self._offered = f"offered {offered:g} {unit}"
 
     def sample(self, *, row: dict[str, Any]) -> None:
-        live = (
-            f"{self._offered} | {row.get('requests_per_s', 0):,.0f} req/s | "
-            f"server CPU {row['server_cpu_pct']:.0f}% | tick max {row.get('tick_max_ms', 0):.0f} ms"
+        # a server without telemetry (one run as a command) has no req/s or tick of its own
+        served = row.get("requests_per_s")
+        tick = row.get("tick_max_ms")
+        live = " | ".join(
+            part
+            for part in (
+                self._offered,
+                f"{served:,.0f} req/s" if served is not None else "",
+                f"server CPU {row['server_cpu_pct']:.0f}%",
+                f"tick max {tick:.0f} ms" if tick is not None else "",
+            )
+            if part
         )
         self.progress.update(self.steps_task, live=live)
 
@@ -89,10 +98,15 @@ def build_plan(
     out: Path | None,
     verify: bool = True,
     mongo_url: str | None = None,
+    servers: list[str] | None = None,
+    servers_file: Path | None = None,
 ) -> Plan:
-    """Check every user choice up front (one-line errors), then fix the plan."""
-    names = select_frameworks(frameworks)
+    """Check every user choice up front (one-line errors), then fix the plan. Servers given
+    as commands (`servers`: NAME=COMMAND, a servers file, the profile's [servers] table)
+    are registered first, so that `frameworks` may name them."""
     profile = load_profile(profile_name, overrides)
+    register_servers(servers or (), servers_file, profile.servers, f"profile {profile.name}")
+    names = select_frameworks(frameworks)
     get_scenario(profile.scenario)
     if profile.sink not in SINKS:
         raise UserError(f"unknown sink {profile.sink}: choose from {', '.join(SINKS)}")

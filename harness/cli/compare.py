@@ -28,6 +28,8 @@ from harness.cli.options import (
     REPEAT_OPTION,
     SCENARIO_OPTION,
     SERVER_CPUS_OPTION,
+    SERVER_OPTION,
+    SERVERS_FILE_OPTION,
     SET_OPTION,
     SINK_OPTION,
     console,
@@ -57,6 +59,8 @@ def run_comparison(
     durable: bool,
     connections: int | None,
     mode: str | None,
+    servers: list[str] = (),  # type: ignore[assignment]
+    servers_file: Path | None = None,
 ) -> None:
     """Plan (every choice checked up front), run, print the tables, draw the report."""
     from harness.compare import build_plan, run_plan, summary_table, topology_table
@@ -88,6 +92,8 @@ def run_comparison(
         out=out,
         verify=not no_verify,
         mongo_url=mongo_url,
+        servers=list(servers),
+        servers_file=servers_file,
     )
     console.print(
         f"profile {plan.profile.name}: {plan.profile.description}\n"
@@ -144,6 +150,8 @@ def compare_command(
     durable: bool = DURABLE_OPTION,
     connections: int = CONNECTIONS_OPTION,
     mode: str = MODE_OPTION,
+    servers: list[str] = SERVER_OPTION,
+    servers_file: Path = SERVERS_FILE_OPTION,
 ) -> None:
     """Identical load ramps against every framework; run.json, steps.csv, charts, report."""
     run_comparison(**locals())

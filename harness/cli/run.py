@@ -26,6 +26,8 @@ from harness.cli.options import (
     REPEAT_OPTION,
     SCENARIO_OPTION,
     SERVER_CPUS_OPTION,
+    SERVER_OPTION,
+    SERVERS_FILE_OPTION,
     SET_OPTION,
     SINK_OPTION,
 )
@@ -54,6 +56,8 @@ def run_command(
     durable: bool = DURABLE_OPTION,
     connections: int = CONNECTIONS_OPTION,
     mode: str = MODE_OPTION,
+    servers: list[str] = SERVER_OPTION,
+    servers_file: Path = SERVERS_FILE_OPTION,
 ) -> None:
     """One framework through a profile (the same as compare --frameworks NAME)."""
     if "," in framework or framework == "all":
