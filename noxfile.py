@@ -20,7 +20,7 @@ PYTHON = "3.11"
 
 
 def install(session: nox.Session) -> None:
-    session.install("-e", ".[all,test]")
+    session.install("-e", ".[all,contenders,test]")
     session.run("harness", "doctor", "--install")
 
 

@@ -262,6 +262,7 @@ def placeholder_values(
 ) -> dict[str, str]:
     """What each placeholder of a command stands for in this start."""
     values = {
+        "python": sys.executable,
         "host": host,
         "port": str(port),
         "sink": sink,

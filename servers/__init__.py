@@ -40,6 +40,7 @@ ROLES = ("framework", "baseline")
 # What a `command` may contain, filled in by the harness for each start (docs/contract.md,
 # "Servers given as a command"): the contract's command-line options, as values.
 PLACEHOLDERS = (
+    "python",  # the Python running the harness (its virtualenv's: `{python} -m uvicorn`)
     "host",  # 127.0.0.1
     "port",  # a free loopback port the harness picked; the server must listen on it
     "sink",  # empty, file or mongo
