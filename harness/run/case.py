@@ -25,7 +25,13 @@ from harness.run.ledger import reconcile
 from harness.server_process import command_unsupported
 from harness.sink_store import SinkStore
 from harness.topology import ProcessModel, start_topology
-from harness.verify import check_text_route, checks_for, run_checks, served_routes
+from harness.verify import (
+    check_text_route,
+    checks_for,
+    not_supported,
+    run_checks,
+    served_routes,
+)
 from model.errors import UserError
 from model.results import Case, CaseStatus
 from servers import FRAMEWORKS
@@ -182,6 +188,8 @@ def _run_with_sink(ctx: CaseContext) -> Case:
             checks = run_checks(server.instance_url, checks_for(framework, routes))
             if server.balancer is not None:
                 checks += run_checks(server.url, {"balancer": check_text_route})
+            if routes is not None:  # what the probes found not served, said as such
+                checks += not_supported(framework, routes=routes)
             verify = {c.name: {"ok": c.ok, "detail": c.detail} for c in checks}
             if any(not c.ok for c in checks):
                 details = "; ".join(f"{c.name}: {c.detail}" for c in checks if not c.ok)

@@ -9,14 +9,21 @@ import os
 from servers.core.state import ServerState
 
 _state: ServerState | None = None
-_pid = 0
+
+
+def _forget_in_child() -> None:
+    # a server that forks its workers after importing the app (gunicorn) gives each a
+    # state of its own: counters per process, and records' ids carrying the worker's pid
+    global _state
+    _state = None
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
 
 
 def process_state() -> ServerState:
-    """This process's state, made on first use in it (a server that forks its workers
-    after the import gives each its own: the records' ids carry the worker's pid)."""
-    global _state, _pid
-    if _state is None or _pid != os.getpid():
+    """This process's state, made on first use in it."""
+    global _state
+    if _state is None:
         _state = ServerState(os.environ.get("SERVERBENCH_FRAMEWORK", "contender"), "", 0)
-        _pid = os.getpid()
     return _state
