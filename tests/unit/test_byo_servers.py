@@ -209,3 +209,26 @@ def test_the_contenders_are_plugin_entries_of_kind_command() -> None:
         assert dataclasses.replace(entry, origin="plugin x 1").origin == "plugin x 1"
     assert not entries["granian"].serves(contract.ROUTE_COUNTER)
     assert not entries["gunicorn-gevent"].serves(contract.ROUTE_WEBSOCKET)
+
+
+def test_a_plan_registers_the_servers_of_its_options_and_of_its_profile(
+    registry: None, tmp_path: Path
+) -> None:
+    from harness.compare import build_plan
+
+    profile = tmp_path / "mine.toml"
+    smoke = (Path(__file__).parents[2] / "harness" / "profiles" / "smoke.toml").read_text()
+    head, ramp = smoke.split("[ramp]")
+    profile.write_text(f'{head}\n[servers]\nfromprofile = "{UVICORN}"\n[ramp]{ramp}')
+    plan = build_plan(
+        frameworks="fromprofile,fromoption",
+        profile_name=str(profile),
+        overrides={},
+        server_cpus=None,
+        agent_cpus=None,
+        out=tmp_path / "results",
+        servers=[f"fromoption={UVICORN}"],
+    )
+    assert plan.frameworks == ("fromprofile", "fromoption")
+    assert FRAMEWORKS["fromprofile"].origin == "profile mine"
+    assert FRAMEWORKS["fromoption"].origin == "--server"
