@@ -321,10 +321,10 @@ def start_command_server(
     port, pinned when `cpus`, and wait until it is ready."""
     host = "127.0.0.1"
     port = free_port(host)
-    values = placeholder_values(
-        host=host, port=port, sink=sink, workers=workers, extra_args=extra_args
-    )
     try:
+        values = placeholder_values(
+            host=host, port=port, sink=sink, workers=workers, extra_args=extra_args
+        )
         command = fill_command(template, values)
     except (ValueError, KeyError, IndexError) as error:
         raise UserError(f"{framework.name}: command {template!r}: {error}") from None

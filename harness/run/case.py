@@ -177,7 +177,8 @@ def _run_with_sink(ctx: CaseContext) -> Case:
         if FRAMEWORKS[framework].routes is None:  # a command's: probed now it runs
             routes = served_routes(server.instance_url, run.backends)
             if run.scenario.route not in routes:
-                error = f"not supported: {framework} answers {run.scenario.route} with 404"
+                how = "refuses the handshake" if run.scenario.websocket else "answers 404"
+                error = f"not supported: {framework} {how} on {run.scenario.route}"
                 model = ctx.process_model
                 return new_case(run, framework, model, "skipped", affinity, error=error)
         verify: dict[str, Any] = {}

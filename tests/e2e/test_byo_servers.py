@@ -115,7 +115,7 @@ def test_a_command_given_with_server_is_verified_and_measured(tmp_path: Path) ->
     run, _ = only_run(skipped_results)
     [case] = run.cases
     assert case.status == "skipped", (case.status, case.error, skipped.stderr)
-    assert case.error == "not supported: oneapp answers /log with 404"
+    assert case.error == "not supported: oneapp answers 404 on /log"
 
 
 def test_a_plugin_package_is_listed_with_its_origin_and_runs_in_a_compare(
