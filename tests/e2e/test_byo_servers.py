@@ -231,3 +231,32 @@ def test_the_contenders_are_measured_with_the_file_sink_and_lose_nothing(
         assert case.summary.peak and case.summary.peak > 100
         assert case.reconcile and case.reconcile["lost"] == 0 and case.reconcile["stored"] > 0
         assert run.config["servers"][case.framework]["origin"].startswith("plugin ")
+
+
+def test_a_process_forked_by_the_server_is_its_own_not_another_listener() -> None:
+    """gunicorn forks its worker while the harness reads its tree: the worker holds the
+    listener too, and must count as the server's (not 'another process listens')."""
+    import signal
+    import subprocess
+    import time
+
+    import psutil
+
+    from servers.listeners import descends_from
+
+    parent = subprocess.Popen(
+        [sys.executable, "-c", "import os, time\nos.fork()\ntime.sleep(30)"],
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while not (children := psutil.Process(parent.pid).children()):
+            assert time.monotonic() < deadline, "the child never forked"
+            time.sleep(0.02)
+        assert descends_from(children[0].pid, parent.pid)
+        assert descends_from(parent.pid, parent.pid)
+        assert not descends_from(os.getpid(), parent.pid)
+        assert not descends_from(None, parent.pid)
+    finally:
+        os.killpg(parent.pid, signal.SIGKILL)
+        parent.wait()
