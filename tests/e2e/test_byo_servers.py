@@ -44,6 +44,9 @@ async def app(scope, receive, send):
     await send({"type": "http.response.body", "body": body})
 """
 CONTENDERS = ("uvicorn-starlette", "granian", "gunicorn-gevent")
+# several servers started, verified and measured one after the other: minutes on a busy
+# 2-core machine (the harness's own timeouts below bound each command)
+LONG_TEST_S = 600
 UNSERVED_BY_ONE_FILE_APP = ("counter", "log", "wrong-method", "ws-handshake", "ws-raw-frames")
 
 
@@ -65,6 +68,7 @@ def only_run(results: Path):
     return read_run(run_dir), run_dir
 
 
+@pytest.mark.timeout(LONG_TEST_S)
 def test_a_command_given_with_server_is_verified_and_measured(tmp_path: Path) -> None:
     require_uvicorn()
     require_tools("wrk")
@@ -118,6 +122,7 @@ def test_a_command_given_with_server_is_verified_and_measured(tmp_path: Path) ->
     assert case.error == "not supported: oneapp answers 404 on /log"
 
 
+@pytest.mark.timeout(LONG_TEST_S)
 def test_a_plugin_package_is_listed_with_its_origin_and_runs_in_a_compare(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -189,6 +194,7 @@ def contenders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, ..
     return CONTENDERS
 
 
+@pytest.mark.timeout(LONG_TEST_S)
 def test_the_contenders_pass_verify_on_the_routes_they_serve(contenders: tuple[str, ...]) -> None:
     verified = harness(
         "verify", "--frameworks", ",".join(contenders), "--no-backends", "--sinks", "empty,file",
@@ -214,6 +220,7 @@ def test_the_contenders_pass_verify_on_the_routes_they_serve(contenders: tuple[s
     assert not by_name[("gunicorn-gevent", "empty")]["ws-handshake"]["supported"]
 
 
+@pytest.mark.timeout(LONG_TEST_S)
 def test_the_contenders_are_measured_with_the_file_sink_and_lose_nothing(
     contenders: tuple[str, ...], tmp_path: Path
 ) -> None:
