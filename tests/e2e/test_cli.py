@@ -18,8 +18,8 @@ def test_list_names_every_framework_with_versions() -> None:
     assert {name for name, row in rows.items() if row["origin"] == "builtin"} == set(FRAMEWORKS)
     assert all(row["origin"].startswith("plugin ") for name, row in rows.items()
                if name not in FRAMEWORKS)  # fmt: skip
-    for name, row in rows.items():
-        framework = FRAMEWORKS[name]
+    for name, framework in FRAMEWORKS.items():
+        row = rows[name]
         assert row["role"] == framework.role
         if row["available"]:
             what = framework.distributions[:1] or framework.programs[:1]
