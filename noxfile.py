@@ -1,4 +1,5 @@
-"""nox sessions: tests, lint, compare, and bench-<framework> (one per framework).
+"""nox sessions: tests, lint, compare, and bench-<framework> (one per framework, and one
+per contender: servers/contenders).
 
 Each session installs what it needs: the package with every framework into its virtualenv,
 and the system load tools through `harness doctor --install`.
@@ -12,7 +13,7 @@ from pathlib import Path
 import nox
 
 sys.path.insert(0, str(Path(__file__).parent))
-from servers import FRAMEWORKS
+from servers import FRAMEWORKS, contenders
 
 nox.options.sessions = ["lint", "tests"]
 nox.options.reuse_existing_virtualenvs = True
@@ -20,7 +21,7 @@ PYTHON = "3.11"
 
 
 def install(session: nox.Session) -> None:
-    session.install("-e", ".[all,test]")
+    session.install("-e", ".[all,contenders,test]")
     session.run("harness", "doctor", "--install")
 
 
@@ -63,3 +64,5 @@ def _bench_session(framework: str) -> None:
 for _name, _framework in FRAMEWORKS.items():
     if _framework.role == "framework":  # baselines have no minimal app to measure against
         _bench_session(_name)
+for _contender in contenders.frameworks():  # plugins: registered by the installed package
+    _bench_session(_contender.name)

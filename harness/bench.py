@@ -1,27 +1,31 @@
 """`harness bench`: our server against the framework's minimal hello-world, same core, same run.
 
 Both run pinned to the server CPUs; wrk runs on the load CPUs. Rounds alternate the two
-apps so that drift on a noisy machine hits both alike; medians are reported.
+apps so that drift on a noisy machine hits both alike; medians are reported. A plugin's or
+a command's server is measured against its own `minimal_command`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from drivers.base import Target, run_step
 from drivers.processes import kill_group, spawn
 from drivers.wrk import WrkDriver
-from harness.server_process import start_server
+from harness.server_process import start_command_server, start_server
 from harness.services import wait_listening
 from model.errors import UserError
 from model.ramps import RampStep
 from model.scenarios import SCENARIOS
+from servers import FRAMEWORKS
 
 
 @dataclass(frozen=True)
@@ -37,17 +41,19 @@ class BenchResult:
         return self.ours_requests_per_s / self.minimal_requests_per_s
 
 
-def bench_framework(
-    framework: str,
-    *,
-    loop: str | None = None,
-    server_cpus: str = "0",
-    load_cpus: str = "1",
-    connections: int = 100,
-    duration_s: float = 10.0,
-    rounds: int = 3,
-) -> BenchResult:
-    """Alternate wrk runs against our server and the minimal app; medians of req/s."""
+@contextlib.contextmanager
+def minimal_app(framework: str, server_cpus: str) -> Iterator[int]:
+    """The framework's minimal app, pinned to `server_cpus`, running; yields its port.
+
+    A builtin framework's is servers/minimal (port 0, read back from the app's own
+    listening socket); a plugin's or a command's is its `minimal_command`, started as a
+    command server (a free port the harness picked, checked to be the app's own).
+    """
+    info = FRAMEWORKS[framework]
+    if info.minimal_command:
+        with start_command_server(info, info.minimal_command, cpus=server_cpus) as app:
+            yield app.port
+        return
     minimal = spawn(
         [
             "taskset",
@@ -63,29 +69,7 @@ def bench_framework(
         death_signal=signal.SIGTERM,
     )
     try:
-        port = wait_listening(minimal, f"the minimal {framework} app")
-        with (
-            start_server(framework, loop=loop, cpus=server_cpus) as ours,
-            tempfile.TemporaryDirectory(prefix="harness-bench-") as raw_dir,
-        ):
-            text = SCENARIOS["text"]
-            targets = {
-                "ours": Target("127.0.0.1", ours.port, text),
-                "minimal": Target("127.0.0.1", port, text),
-            }
-            driver = WrkDriver(threads=1)
-            warm_up = RampStep(0, connections, "concurrency", duration_s=2)
-            step = RampStep(0, connections, "concurrency", duration_s=duration_s)
-            for name, target in targets.items():
-                run_step(driver, warm_up, target, load_cpus, Path(raw_dir), f"warm-{name}")
-            measured: dict[str, list[float]] = {"ours": [], "minimal": []}
-            for round_index in range(rounds):
-                for name, target in targets.items():
-                    label = f"{name}-{round_index}"
-                    result = run_step(driver, step, target, load_cpus, Path(raw_dir), label)
-                    if result.errors_total:
-                        raise UserError(f"{framework} {name}: wrk saw errors {result.errors}")
-                    measured[name].append(result.rate)
+        yield wait_listening(minimal, f"the minimal {framework} app")
     finally:
         minimal.terminate()
         try:
@@ -95,6 +79,42 @@ def bench_framework(
         finally:  # whatever interrupts the wait, the app and what it forked end here
             kill_group(minimal)
             minimal.wait()
+
+
+def bench_framework(
+    framework: str,
+    *,
+    loop: str | None = None,
+    server_cpus: str = "0",
+    load_cpus: str = "1",
+    connections: int = 100,
+    duration_s: float = 10.0,
+    rounds: int = 3,
+) -> BenchResult:
+    """Alternate wrk runs against our server and the minimal app; medians of req/s."""
+    with (
+        minimal_app(framework, server_cpus) as port,
+        start_server(framework, loop=loop, cpus=server_cpus) as ours,
+        tempfile.TemporaryDirectory(prefix="harness-bench-") as raw_dir,
+    ):
+        text = SCENARIOS["text"]
+        targets = {
+            "ours": Target("127.0.0.1", ours.port, text),
+            "minimal": Target("127.0.0.1", port, text),
+        }
+        driver = WrkDriver(threads=1)
+        warm_up = RampStep(0, connections, "concurrency", duration_s=2)
+        step = RampStep(0, connections, "concurrency", duration_s=duration_s)
+        for name, target in targets.items():
+            run_step(driver, warm_up, target, load_cpus, Path(raw_dir), f"warm-{name}")
+        measured: dict[str, list[float]] = {"ours": [], "minimal": []}
+        for round_index in range(rounds):
+            for name, target in targets.items():
+                label = f"{name}-{round_index}"
+                result = run_step(driver, step, target, load_cpus, Path(raw_dir), label)
+                if result.errors_total:
+                    raise UserError(f"{framework} {name}: wrk saw errors {result.errors}")
+                measured[name].append(result.rate)
     return BenchResult(
         framework,
         loop,

@@ -14,7 +14,7 @@ from rich.table import Table
 from drivers import DRIVER_RAMPS, driver_class
 from harness.affinity import parse_cpu_list
 from harness.database import check_backend, default_backend
-from harness.frameworks import select_frameworks
+from harness.frameworks import register_servers, select_frameworks
 from harness.profile import load_profile
 from harness.run import Plan, Runner, claim_run_dir, default_cpus
 from harness.run.rounds import has_rounds
@@ -64,11 +64,19 @@ class RichReporter:
         self._offered = f"offered {offered:g} {unit}"
 
     def sample(self, *, row: dict[str, Any]) -> None:
-        database = f" | db CPU {row['db_cpu_pct']:.0f}%" if "db_cpu_pct" in row else ""
-        live = (
-            f"{self._offered} | {row.get('requests_per_s', 0):,.0f} req/s | "
-            f"server CPU {row['server_cpu_pct']:.0f}%{database} | "
-            f"tick max {row.get('tick_max_ms', 0):.0f} ms"
+        # a server without telemetry (one run as a command) has no req/s or tick of its own
+        served = row.get("requests_per_s")
+        tick = row.get("tick_max_ms")
+        live = " | ".join(
+            part
+            for part in (
+                self._offered,
+                f"{served:,.0f} req/s" if served is not None else "",
+                f"server CPU {row['server_cpu_pct']:.0f}%",
+                f"db CPU {row['db_cpu_pct']:.0f}%" if "db_cpu_pct" in row else "",
+                f"tick max {tick:.0f} ms" if tick is not None else "",
+            )
+            if part
         )
         self.progress.update(self.steps_task, live=live)
 
@@ -94,14 +102,19 @@ def build_plan(
     mongo_url: str | None = None,
     mongo_backend: str | None = None,
     db_cpus: str | None = None,
+    servers: list[str] | None = None,
+    servers_file: Path | None = None,
 ) -> Plan:
-    """Check every user choice up front (one-line errors), then fix the plan.
+    """Check every user choice up front (one-line errors), then fix the plan. Servers given
+    as commands (`servers`: NAME=COMMAND, a servers file, the profile's [servers] table)
+    are registered first, so that `frameworks` may name them.
 
     `mongo_backend` None: PostgreSQL when it is installed, else SQLite
     (harness.database.default_backend; `mongo_backend_note` says which and why).
     """
-    names = select_frameworks(frameworks)
     profile = load_profile(profile_name, overrides)
+    register_servers(servers or (), servers_file, profile.servers, f"profile {profile.name}")
+    names = select_frameworks(frameworks)
     scenario = get_scenario(profile.scenario)
     if profile.sink not in SINKS:
         raise UserError(f"unknown sink {profile.sink}: choose from {', '.join(SINKS)}")

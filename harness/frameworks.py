@@ -1,15 +1,140 @@
-"""Choosing frameworks by name: `all`, or a comma-separated list checked against the registry."""
+"""Choosing frameworks by name: `all`, or a comma-separated list checked against the registry.
+
+The registry (servers.FRAMEWORKS) holds the builtin servers, the plugins'
+(servers.plugins, loaded by `load_registry`) and the servers the user gives as commands:
+`--server NAME=COMMAND`, a servers file (`--servers FILE.toml`) or a profile's `[servers]`
+table, all in one shape:
+
+    [servers]
+    myapp = "uvicorn myapp:app --host {host} --port {port}"
+
+    [servers.flaskapp]
+    command = "gunicorn -k gevent -b {host}:{port} flaskapp:app"
+    minimal = "gunicorn -k gevent -b {host}:{port} hello:app"  # for harness bench
+    role = "framework"  # or baseline
+    routes = ["/", "/log"]  # optional: else probed (a route answered 404 is not served)
+    sinks = ["empty", "file"]  # optional: else read from the placeholders
+    deviations = { oversized-headers = "why it answers otherwise" }
+"""
 
 from __future__ import annotations
 
+import tomllib
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
 from model.errors import UserError
-from servers import FRAMEWORKS
+from servers import FRAMEWORKS, Framework, command_sinks, register
+from servers.plugins import PLUGIN_PROBLEMS, load_plugins
+
+# What a server table may say besides its command.
+SERVER_TABLE_KEYS = ("command", "minimal", "role", "routes", "sinks", "deviations", "loops")
+COMMAND_LOOPS = ("unknown",)  # a command's event loop is its own business
+
+
+def load_registry() -> None:
+    """Add the installed plugins' frameworks to the registry (once per process)."""
+    load_plugins()
+
+
+def command_framework(name: str, spec: str | Mapping[str, Any], origin: str) -> Framework:
+    """A registry entry for a server given as a command (`spec`: the command, or a table
+    with `command` and the optional keys of SERVER_TABLE_KEYS); UserError names a fault."""
+    table: Mapping[str, Any] = {"command": spec} if isinstance(spec, str) else spec
+    if not isinstance(table, Mapping):
+        raise UserError(f"server {name} ({origin}): give a command string or a table")
+    unknown = sorted(set(table) - set(SERVER_TABLE_KEYS))
+    if unknown or not isinstance(table.get("command"), str) or not table["command"].strip():
+        raise UserError(
+            f"server {name} ({origin}): needs a command string"
+            + (
+                f"; unknown keys {', '.join(unknown)} (known: {', '.join(SERVER_TABLE_KEYS)})"
+                if unknown
+                else ""
+            )
+        )
+    command = table["command"].strip()
+    try:
+        routes = table.get("routes")
+        return Framework(
+            name,
+            "",
+            (),
+            tuple(table.get("loops", COMMAND_LOOPS)),
+            tuple(table["sinks"]) if "sinks" in table else command_sinks(command),
+            kind="command",
+            role=table.get("role", "framework"),
+            routes=tuple(routes) if routes is not None else None,
+            command=command,
+            minimal_command=str(table.get("minimal", "")),
+            origin=origin,
+            deviations=dict(table.get("deviations", {})),
+        )
+    except (ValueError, TypeError) as error:
+        raise UserError(f"server {name} ({origin}): {error}") from None
+
+
+def parse_server_option(option: str) -> tuple[str, str]:
+    """`NAME=COMMAND` as (name, command); UserError when there is no `=`."""
+    name, sep, command = option.partition("=")
+    if not sep or not name.strip() or not command.strip():
+        raise UserError(
+            f"--server {option!r} is not NAME=COMMAND "
+            "(e.g. 'myapp=uvicorn myapp:app --host {host} --port {port}')"
+        )
+    return name.strip(), command.strip()
+
+
+def read_servers_file(path: Path) -> dict[str, Any]:
+    """The `[servers]` table of a TOML file; UserError when unreadable or absent."""
+    try:
+        data = tomllib.loads(path.read_text())
+    except OSError as error:
+        raise UserError(f"servers file {path}: {error.strerror}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise UserError(f"servers file {path}: {error}") from None
+    servers = data.get("servers")
+    if not isinstance(servers, dict) or not servers:
+        raise UserError(f"servers file {path}: no [servers] table")
+    return servers
+
+
+def register_servers(
+    options: Iterable[str] = (),
+    servers_file: Path | None = None,
+    table: Mapping[str, Any] | None = None,
+    table_origin: str = "profile",
+) -> list[str]:
+    """Register the servers given as commands (`--server` options, a servers file, a
+    profile's table); the names added. A name already registered is refused."""
+    given: list[tuple[str, str | Mapping[str, Any], str]] = []
+    for name, spec in (table or {}).items():
+        given.append((name, spec, table_origin))
+    if servers_file is not None:
+        for name, spec in read_servers_file(servers_file).items():
+            given.append((name, spec, str(servers_file)))
+    for option in options:
+        name, command = parse_server_option(option)
+        given.append((name, command, "--server"))
+    added = []
+    for name, spec, origin in given:
+        framework = command_framework(name, spec, origin)
+        existing = FRAMEWORKS.get(name)
+        if existing is not None and existing.kind == "command" and existing == framework:
+            continue  # the same server given again (a run's rounds, in-process callers)
+        try:
+            register(framework)
+        except ValueError as error:
+            raise UserError(str(error)) from None
+        added.append(name)
+    return added
 
 
 def select_frameworks(spec: str) -> list[str]:
-    """`all` (every framework and baseline installed here), `baselines` (nginx, Node.js,
-    EventMachine), or `a,b` (which may include `baselines`); an unknown name lists the
-    valid ones."""
+    """`all` (every framework and baseline installed here, plugins' and commands' too),
+    `baselines` (nginx, Node.js, EventMachine), or `a,b` (which may include `baselines`);
+    an unknown name lists the valid ones."""
     if spec.strip() in ("all", "baselines"):
         wanted = ("framework", "baseline") if spec.strip() == "all" else ("baseline",)
         available = [name for name, f in FRAMEWORKS.items() if f.available() and f.role in wanted]
@@ -24,9 +149,11 @@ def select_frameworks(spec: str) -> list[str]:
             names.append(name)
     unknown = [name for name in names if name not in FRAMEWORKS]
     if unknown or not names:
+        problems = f" (plugins left out: {'; '.join(PLUGIN_PROBLEMS)})" if PLUGIN_PROBLEMS else ""
         raise UserError(
             f"unknown framework {', '.join(unknown) or repr(spec)}: "
-            f"choose from all, baselines, {', '.join(FRAMEWORKS)}"
+            f"choose from all, baselines, {', '.join(FRAMEWORKS)}, "
+            f"or give one with --server NAME=COMMAND{problems}"
         )
     missing = [
         f"{n} (missing {', '.join(FRAMEWORKS[n].missing())})"

@@ -1,7 +1,9 @@
 """Profiles: named, shipped TOML files that fix a comparison's scenario, driver and ramp.
 
-`harness compare --profile quick` loads `harness/profiles/quick.toml`; command-line
-options and `--set key=value` (dotted for the ramp: `--set ramp.stop=100`) override it.
+`harness compare --profile quick` loads `harness/profiles/quick.toml` (`--profile
+path/to/mine.toml`: a profile of one's own); command-line options and `--set key=value`
+(dotted for the ramp: `--set ramp.stop=100`) override it. A profile's `[servers]` table
+adds servers given as commands (harness.frameworks explains its shape).
 A profile's `[thresholds]` table holds `rules = ["aiohttp: peak >= 20000", ...]`
 (model.thresholds); `--threshold` adds to them.
 """
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -67,8 +69,14 @@ class Profile:
     round_duration_s: float = 3.0
     # threshold rules (model.thresholds), canonical text: the profile's, then --threshold's
     thresholds: tuple[str, ...] = ()
+    # servers given as commands: name -> command, or a table (harness.frameworks)
+    servers: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.servers, dict):
+            raise ValueError(
+                "servers must be a table of NAME = COMMAND (or NAME = {command = ...})"
+            )
         if self.affinity not in AFFINITY_CHOICES:
             raise ValueError(
                 f"affinity {self.affinity!r} is not one of {', '.join(AFFINITY_CHOICES)}"
@@ -135,11 +143,21 @@ def _convert(value: str) -> Any:
 
 
 def load_profile(name: str, overrides: dict[str, Any] | None = None) -> Profile:
-    """The shipped profile `name` with `overrides` applied; UserError names a bad value."""
+    """The shipped profile `name` (or the profile file `name`, a path ending in .toml) with
+    `overrides` applied; UserError names a bad value."""
     path = PROFILES_DIR / f"{name}.toml"
+    if name.endswith(".toml"):
+        path = Path(name)
+        name = path.stem
     if not path.is_file():
-        raise UserError(f"unknown profile {name}: choose from {', '.join(profile_names())}")
-    data = tomllib.loads(path.read_text())
+        raise UserError(
+            f"unknown profile {name}: choose from {', '.join(profile_names())}, or give a "
+            "profile file (path/to/mine.toml)"
+        )
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as error:
+        raise UserError(f"profile {path}: {error}") from None
     rules = _profile_rules(name, data.pop("thresholds", {}))
     ramp_data = dict(data.pop("ramp", {}))
     connection_data = dict(data.pop("connection_ramp", {}))

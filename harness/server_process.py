@@ -3,6 +3,12 @@
 The server is always its own process, optionally under `taskset -c`. Its stdout carries
 one JSON telemetry line per second per worker; a reader thread collects them, and the
 first line of every worker is the readiness signal (it also tells the OS-chosen port).
+
+A server given as a command (kind `command`: `--server`, a servers file, a plugin) writes
+no such line, so the harness picks a free loopback port for it, fills the command's
+placeholders in, and takes it as ready once its own process tree holds the listening
+socket on that port (servers.listeners, as for memcached and FerretDB: not "something
+answered") and `GET /` gets an HTTP answer, whatever its status.
 """
 
 from __future__ import annotations
@@ -10,7 +16,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -21,7 +29,9 @@ from typing import Any
 
 from drivers.processes import kill_group, spawn
 from model.errors import UserError
-from servers.contract import SHUTDOWN_GRACE_S
+from servers import FRAMEWORKS, SINK_PLACEHOLDERS, Framework, command_placeholders, listeners
+from servers.contract import GRIDFS_DATABASE, SHUTDOWN_GRACE_S
+from servers.core.sinks import DEFAULT_MONGO_URL
 
 READY_TIMEOUT_S = 30.0
 
@@ -43,6 +53,7 @@ class ServerProcess:
         self._ready = threading.Event()
         self._stderr_file = tempfile.TemporaryFile(mode="w+b")  # noqa: SIM115 (lives with the process)
         self.port = 0
+        self._reader: threading.Thread | None = None
         # its own session (one group to kill; Ctrl-C reaches only the harness); SIGTERM if
         # the harness dies, which a server obeys by stopping its workers within the grace
         self.process = spawn(
@@ -90,7 +101,8 @@ class ServerProcess:
                     self.process.wait(timeout_s)
         finally:
             self.kill()
-        self._reader.join(2.0)
+        if self._reader is not None:
+            self._reader.join(2.0)
         return self.process.returncode
 
     def kill(self) -> None:
@@ -154,6 +166,186 @@ class ServerProcess:
         return text[-limit_chars:] if text else "(no output)"
 
 
+class CommandServerProcess(ServerProcess):
+    """A server run as a command: no telemetry line; ready once its own process tree
+    listens on the port it was given and answers `GET /` (any HTTP status).
+
+    Its stdout and stderr go to one file (access logs too, which a pipe nobody reads
+    would block on); `stderr_tail` reads that.
+    """
+
+    def __init__(self, command: list[str], framework: str, workers: int, port: int) -> None:
+        self.command = command
+        self.framework = framework
+        self.workers = workers
+        self.telemetry = []
+        self.other_output = []
+        self._lock = threading.Lock()
+        self._ready = threading.Event()
+        self._reader = None
+        self._stderr_file = tempfile.TemporaryFile(mode="w+b")  # noqa: SIM115 (lives with the process)
+        self.port = port
+        self.process = spawn(
+            command,
+            stdout=self._stderr_file,
+            stderr=subprocess.STDOUT,
+            death_signal=signal.SIGTERM,
+        )
+
+    def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
+        """Block until the tree holds the listener on `port` alone and `GET /` is answered."""
+        deadline = time.monotonic() + timeout_s
+        seen_ports: set[int] = set()
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise UserError(
+                    f"{self.framework} exited with status {self.process.returncode} before "
+                    f"listening on {self.port}: {self.stderr_tail()}"
+                )
+            pids = listeners.tree_pids(self.process.pid)
+            seen_ports = listeners.listening_ports(pids)
+            if self.port in seen_ports:
+                others = {
+                    port: pid
+                    for port, pid in listeners.other_listeners({self.port}, pids).items()
+                    if not listeners.descends_from(pid, self.process.pid)  # forked since
+                }
+                if others:
+                    self.kill()
+                    raise UserError(
+                        f"{self.framework}: another process listens on its port {self.port} "
+                        f"too: {others}"
+                    )
+                if _answers_http(self.port):
+                    self._ready.set()
+                    return
+            time.sleep(0.05)
+        self.kill()
+        elsewhere = f" (it listens on {sorted(seen_ports)}: does the command use {{port}}?)"
+        raise UserError(
+            f"{self.framework} did not listen on port {self.port} and answer GET / within "
+            f"{timeout_s:.0f} s{elsewhere if seen_ports else ''}: {self.stderr_tail()}"
+        )
+
+
+def _answers_http(port: int, timeout_s: float = 1.0) -> bool:
+    """Whether a `GET /` on `port` gets an HTTP status line back (any status)."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as sock:
+            sock.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            return sock.recv(16).startswith(b"HTTP/1.")
+    except OSError:
+        return False
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port free on `host` now (bound, then released). A command server cannot be told
+    port 0 and say which it got, so the harness picks one; readiness then checks that the
+    server's own tree holds it, which catches another process taking it meanwhile."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+# The contract options (SinkStore.server_args, Backends.server_args) and the placeholders
+# they fill; flags without a value are in FLAG_PLACEHOLDERS.
+OPTION_PLACEHOLDERS = {
+    "--sink-path": "sink_path",
+    "--mongo-url": "mongo_url",
+    "--mongo-w": "mongo_w",
+    "--mongo-db": "mongo_db",
+    "--files-dir": "files_dir",
+    "--memcached": "memcached",
+    "--mc-socket-port": None,  # the memcached socket service: a command does not serve it
+}
+FLAG_PLACEHOLDERS = {"--durable": "durable"}
+
+
+def placeholder_values(
+    *, host: str, port: int, sink: str, workers: int, extra_args: Sequence[str] = ()
+) -> dict[str, str]:
+    """What each placeholder of a command stands for in this start."""
+    values = {
+        "python": sys.executable,
+        "host": host,
+        "port": str(port),
+        "sink": sink,
+        "sink_path": "",
+        "mongo_url": DEFAULT_MONGO_URL,
+        "mongo_db": GRIDFS_DATABASE,
+        "mongo_w": "1",
+        "durable": "0",
+        "files_dir": "",
+        "memcached": "127.0.0.1:11211",
+        "workers": str(workers),
+    }
+    args = list(extra_args)
+    while args:
+        option = args.pop(0)
+        if option in FLAG_PLACEHOLDERS:
+            values[FLAG_PLACEHOLDERS[option]] = "1"
+        elif option in OPTION_PLACEHOLDERS and args:
+            value = args.pop(0)
+            name = OPTION_PLACEHOLDERS[option]
+            if name is not None:
+                values[name] = value
+        else:
+            raise ValueError(f"no placeholder takes the server option {option!r}")
+    return values
+
+
+def fill_command(template: str, values: dict[str, str]) -> list[str]:
+    """The argv of a command template: split as a shell would (no shell runs it), then
+    each word's placeholders filled, so a path with spaces stays one argument."""
+    return [word.format(**values) for word in shlex.split(template)]
+
+
+def command_unsupported(framework: Framework, *, sink: str, workers: int) -> str | None:
+    """Why a command server cannot run this case (a sink, workers), or None."""
+    names = command_placeholders(framework.command)
+    if sink not in framework.sinks:
+        needed = SINK_PLACEHOLDERS.get(sink, "sink")
+        return f"{framework.name} has no {sink} sink (its command has no {{sink}} and {{{needed}}})"
+    if workers > 1 and "workers" not in names:
+        return f"{framework.name} runs one process only (its command has no {{workers}})"
+    return None
+
+
+def start_command_server(
+    framework: Framework,
+    template: str,
+    *,
+    sink: str = "empty",
+    workers: int = 1,
+    cpus: str | None = None,
+    extra_args: Sequence[str] = (),
+    ready_timeout_s: float = READY_TIMEOUT_S,
+) -> CommandServerProcess:
+    """Start `template` (the command or the minimal app of `framework`) on a free loopback
+    port, pinned when `cpus`, and wait until it is ready."""
+    host = "127.0.0.1"
+    port = free_port(host)
+    try:
+        values = placeholder_values(
+            host=host, port=port, sink=sink, workers=workers, extra_args=extra_args
+        )
+        command = fill_command(template, values)
+    except (ValueError, KeyError, IndexError) as error:
+        raise UserError(f"{framework.name}: command {template!r}: {error}") from None
+    if cpus is not None:
+        command = ["taskset", "-c", cpus, *command]
+    try:
+        server = CommandServerProcess(command, framework.name, workers, port)
+    except OSError as error:  # the program is not there
+        raise UserError(f"{framework.name}: cannot run {command[0]!r}: {error}") from None
+    try:
+        server.wait_ready(ready_timeout_s)
+    except BaseException:
+        server.kill()
+        raise
+    return server
+
+
 def server_command(
     framework: str,
     *,
@@ -198,7 +390,19 @@ def start_server(
     extra_args: Sequence[str] = (),
     ready_timeout_s: float = READY_TIMEOUT_S,
 ) -> ServerProcess:
-    """Start a server on an OS-chosen loopback port and wait until it listens."""
+    """Start a server on an OS-chosen loopback port and wait until it listens (a command
+    server: on a port the harness picked)."""
+    registered = FRAMEWORKS.get(framework)
+    if registered is not None and registered.kind == "command":
+        return start_command_server(
+            registered,
+            registered.command,
+            sink=sink,
+            workers=workers,
+            cpus=cpus,
+            extra_args=extra_args,
+            ready_timeout_s=ready_timeout_s,
+        )
     command = server_command(
         framework, sink=sink, workers=workers, loop=loop, cpus=cpus, extra_args=extra_args
     )

@@ -6,7 +6,9 @@ requests refused with the server still serving, the WebSocket handshake and its 
 and closes, file escapes, the memcached socket service, and a sequential-latency check
 over one keep-alive connection that catches delayed-ACK stalls (a socket without
 TCP_NODELAY). Each check names the route it needs (`CHECK_ROUTES`,
-`BACKEND_CHECK_ROUTES`), so a baseline is checked on the routes it serves.
+`BACKEND_CHECK_ROUTES`), so a baseline is checked on the routes it serves. A server that
+does not say which routes it serves (one given as a command) is probed first
+(`served_routes`): a route answered 404 is not served, and its checks are `not supported`.
 
 These checks are the one contract checker: the test suite runs them over every registered
 server (tests/e2e/test_conformance.py) and the runner before every case.
@@ -18,6 +20,7 @@ import email.utils
 import json
 import os
 import re
+import signal
 import socket
 import statistics
 import time
@@ -184,11 +187,23 @@ def check_log_route(base_url: str) -> str:
     return f"{', '.join(LOG_METHODS)} answered 'success'"
 
 
-def _unserved_targets(framework: str) -> list[str]:
+Routes = tuple[str, ...]
+
+
+def routes_of(framework: str, routes: Routes | None = None) -> Routes:
+    """`routes` when given (found by probing), else the registry's; a server that has not
+    been probed yet is taken at its word: every route."""
+    if routes is not None:
+        return routes
+    return FRAMEWORKS[framework].routes or contract.ALL_ROUTES
+
+
+def _unserved_targets(framework: str, routes: Routes | None = None) -> list[str]:
     """Paths on the routes `framework` does not serve (a baseline): each must be 404."""
     targets: list[str] = []
+    served = routes_of(framework, routes)
     for route in contract.ALL_ROUTES:
-        if FRAMEWORKS[framework].serves(route):
+        if route in served:
             continue
         if route.endswith("/"):  # a prefix: a name under it, and the bare prefix
             targets += [route + "img-00000.jpg", route.rstrip("/")]
@@ -306,6 +321,8 @@ def check_malformed_requests(base_url: str, framework: str = "") -> str:
         responses = _responses(reply)
         ok = status in accepted and responses <= 1
         reason = MALFORMED_DEVIATIONS.get((framework, name))
+        if reason is None and framework in FRAMEWORKS:  # a plugin's or a command's own
+            reason = FRAMEWORKS[framework].deviations.get(name)
         if reason is None:
             _expect(status in accepted, f"{name} answered {reply[:60]!r}")
             _expect(responses <= 1, f"{name}: {responses} responses on one connection")
@@ -584,31 +601,133 @@ CHECK_ROUTES: dict[str, str] = {
 }
 
 
-def checks_for(framework: str) -> dict[str, Callable[[str], str]]:
-    """The HTTP and WebSocket checks of the routes `framework` serves."""
-    served = FRAMEWORKS[framework]
+def checks_for(framework: str, routes: Routes | None = None) -> dict[str, Callable[[str], str]]:
+    """The HTTP and WebSocket checks of the routes `framework` serves (`routes`: as found
+    by probing it)."""
+    served = routes_of(framework, routes)
     checks = {
         name: check
         for name, check in (HTTP_CHECKS | WEBSOCKET_CHECKS).items()
-        if served.serves(CHECK_ROUTES[name])
+        if CHECK_ROUTES[name] in served
     }
     if "malformed" in checks:
         checks["malformed"] = lambda url: check_malformed_requests(url, framework)
     if "not-found" in checks:
-        unserved = tuple(_unserved_targets(framework))
+        unserved = tuple(_unserved_targets(framework, routes))
         checks["not-found"] = lambda url: check_not_found(url, unserved)
+    for name, reason in FRAMEWORKS[framework].deviations.items():
+        if name in checks:  # the others name malformed requests (check_malformed_requests)
+            checks[name] = _known_deviation(checks[name], reason)
     return checks
 
 
-def not_supported(framework: str, backends: bool = False) -> tuple[Check, ...]:
-    """The checks skipped because `framework` does not serve their route (a baseline);
-    with `backends`, the backend checks' too."""
-    routes = CHECK_ROUTES | (BACKEND_CHECK_ROUTES if backends else {})
-    return tuple(
-        Check(name, True, f"not supported ({route})", supported=False)
-        for name, route in routes.items()
-        if not FRAMEWORKS[framework].serves(route)
-    )
+def _known_deviation(check: Callable[[str], str], reason: str) -> Callable[[str], str]:
+    """A check a plugin's or a command's server is known to fail, for `reason` (not ours
+    to fix): its failure is reported, not failed; its passing fails (drop the entry)."""
+
+    def deviating(url: str) -> str:
+        try:
+            check(url)
+        except CheckFailed as failure:
+            return f"known deviation: {reason} (seen: {failure})"
+        raise CheckFailed(f"passes now: drop its known deviation ({reason})")
+
+    return deviating
+
+
+# The memcached socket service is `python -m servers`' own (--mc-socket-port): a server
+# run as a command does not have it, whether or not it serves /mc/{key}.
+NO_SOCKET_SERVICE = "not supported (the memcached socket service is python -m servers' own)"
+
+
+def not_supported(
+    framework: str, backends: bool = False, routes: Routes | None = None
+) -> tuple[Check, ...]:
+    """The checks skipped because `framework` does not serve their route (a baseline, or
+    a route a command's server answered 404 when probed); with `backends`, the backend
+    checks' too."""
+    served = routes_of(framework, routes)
+
+    def why(route: str) -> str:
+        if routes is None:
+            return route
+        return f"{route}: {'handshake refused' if route == contract.ROUTE_WEBSOCKET else '404'}"
+
+    checks = CHECK_ROUTES | (BACKEND_CHECK_ROUTES if backends else {})
+    skipped = [
+        Check(name, True, f"not supported ({why(route)})", supported=False)
+        for name, route in checks.items()
+        if route not in served
+    ]
+    if (
+        backends
+        and not FRAMEWORKS[framework].telemetry
+        and contract.ROUTE_MEMCACHED_PREFIX in served
+    ):
+        skipped.append(Check("memcached-socket", True, NO_SOCKET_SERVICE, supported=False))
+    return tuple(skipped)
+
+
+# -- which routes a server serves, when it does not say (a server given as a command) ------
+# The rule ("404 is not served"): an HTTP route is served unless its probe is answered 404
+# (what a baseline answers on the routes it lacks). Anything else — 200, a wrong body, 500,
+# a reset — means served, and the route's checks then judge the answer: a route answered
+# wrongly fails verify. `/ws` is served when the contract's own valid handshake (Origin
+# `agent`, subprotocol `myprotocol`) is accepted with 101; a refusal of any status means it
+# is not, because an ASGI or WSGI app without a WebSocket route cannot answer 404 to an
+# upgrade (uvicorn answers 403 or 500). The backend routes are probed only with the
+# backends running (a file of the set, its GridFS copy, the memcached key): without them no
+# case needs those routes, and they count as not served.
+NOT_SERVED_STATUS = 404
+PROBE_BODY = b'{"probe": "served_routes"}'
+
+
+def _probe_status(base_url: str, method: str, path: str, body: bytes | None = None) -> int | None:
+    try:
+        return httpx.request(method, base_url + path, content=body, timeout=5).status_code
+    except httpx.HTTPError:
+        return None  # no answer: not a 404, so the route's checks will say what is wrong
+
+
+def _probe_websocket(base_url: str) -> int | None:
+    """101 when the contract's handshake is accepted, else the refusal's status."""
+    try:
+        with _ws_connect(base_url):
+            return 101
+    except InvalidStatus as refused:
+        return refused.response.status_code
+    except (WebSocketException, OSError, TimeoutError):
+        return None
+
+
+def served_routes(base_url: str, backends: Backends | None = None) -> Routes:
+    """The routes a running server serves, by the rule above (`NOT_SERVED_STATUS`)."""
+    probes: dict[str, Callable[[], int | None]] = {
+        contract.ROUTE_TEXT: lambda: _probe_status(base_url, "GET", contract.ROUTE_TEXT),
+        contract.ROUTE_COUNTER: lambda: _probe_status(base_url, "GET", contract.ROUTE_COUNTER),
+        contract.ROUTE_LOG: lambda: _probe_status(base_url, "POST", contract.ROUTE_LOG, PROBE_BODY),
+        contract.ROUTE_WEBSOCKET: lambda: _probe_websocket(base_url),
+    }
+    fileset = backends.fileset if backends is not None else None
+    if backends is not None and fileset is not None:
+        files = contract.ROUTE_FILES_PREFIX + fileset.names[0]
+        probes[contract.ROUTE_FILES_PREFIX] = lambda: _probe_status(base_url, "GET", files)
+        if backends.mongo_url is not None:  # the set is in GridFS too
+            gridfs = contract.ROUTE_GRIDFS_PREFIX + fileset.names[0]
+            probes[contract.ROUTE_GRIDFS_PREFIX] = lambda: _probe_status(base_url, "GET", gridfs)
+    if backends is not None and backends.memcached is not None:
+        mc = contract.ROUTE_MEMCACHED_PREFIX + MC_KEY
+        probes[contract.ROUTE_MEMCACHED_PREFIX] = lambda: _probe_status(base_url, "GET", mc)
+    served = []
+    for route in contract.ALL_ROUTES:
+        if route not in probes:
+            continue
+        status = probes[route]()
+        if route == contract.ROUTE_WEBSOCKET and status in (101, None):
+            served.append(route)  # None: no answer at all; its checks say what is wrong
+        elif route != contract.ROUTE_WEBSOCKET and status != NOT_SERVED_STATUS:
+            served.append(route)
+    return tuple(served)
 
 
 def run_checks(base_url: str, checks: dict[str, Callable[[str], str]]) -> tuple[Check, ...]:
@@ -619,7 +738,7 @@ def run_checks(base_url: str, checks: dict[str, Callable[[str], str]]) -> tuple[
             results.append(Check(name, True, check(base_url)))
         except CheckFailed as failure:
             results.append(Check(name, False, str(failure)))
-        except (httpx.HTTPError, WebSocketException, OSError, ValueError) as error:
+        except (httpx.HTTPError, WebSocketException, OSError, ValueError, AssertionError) as error:
             results.append(Check(name, False, f"{type(error).__name__}: {error}"))
     return tuple(results)
 
@@ -723,32 +842,41 @@ BACKEND_CHECK_ROUTES = {
 
 
 def contract_checks(
-    framework: str, fileset: FileSet | None = None, mc_port: int = 0
+    framework: str,
+    fileset: FileSet | None = None,
+    mc_port: int = 0,
+    routes: Routes | None = None,
 ) -> dict[str, Callable[[str], str]]:
     """Every check of the routes `framework` serves; with a file set (and the server's
     memcached socket port), the backend checks too. The one contract checker: `harness
     verify` and the test suite run these; the runner's verify pass runs `checks_for`, the
     part that needs no backend."""
-    return checks_for(framework) | served_backend_checks(framework, fileset, mc_port)
+    return checks_for(framework, routes) | served_backend_checks(
+        framework, fileset, mc_port, routes
+    )
 
 
 def served_backend_checks(
-    framework: str, fileset: FileSet | None, mc_port: int
+    framework: str, fileset: FileSet | None, mc_port: int, routes: Routes | None = None
 ) -> dict[str, Callable[[str], str]]:
-    """The backend checks of the backend routes `framework` serves."""
-    served = FRAMEWORKS[framework]
+    """The backend checks of the backend routes `framework` serves (no socket service
+    check for a command server: it has none)."""
+    served = routes_of(framework, routes)
+    telemetry = FRAMEWORKS[framework].telemetry
     return {
         name: check
         for name, check in backend_checks(fileset, mc_port).items()
-        if served.serves(BACKEND_CHECK_ROUTES[name])
+        if BACKEND_CHECK_ROUTES[name] in served and (telemetry or name != "memcached-socket")
     }
 
 
 def contract_check_names(framework: str) -> list[str]:
     """The names `contract_checks(framework, fileset)` has, known without a server."""
-    served = FRAMEWORKS[framework]
+    served = routes_of(framework)
     return [*checks_for(framework)] + [
-        name for name, route in BACKEND_CHECK_ROUTES.items() if served.serves(route)
+        name
+        for name, route in BACKEND_CHECK_ROUTES.items()
+        if route in served and (FRAMEWORKS[framework].telemetry or name != "memcached-socket")
     ]
 
 
@@ -845,8 +973,10 @@ def verify_framework(
     mongo_db: str = contract.GRIDFS_DATABASE,
 ) -> Verification:
     """Start `framework` with `sink`, run every check of the routes it serves (with
-    `backends`: files, GridFS, memcached too), stop it (exit status checked too)."""
-    if sink not in FRAMEWORKS[framework].sinks:
+    `backends`: files, GridFS, memcached too), stop it (exit status checked too). A server
+    that does not say which routes it serves is probed for them first (`served_routes`)."""
+    info = FRAMEWORKS[framework]
+    if sink not in info.sinks:
         return Verification(framework, sink, skipped=f"{framework} has no {sink} sink")
     try:
         store = SinkStore(sink, mongo_url=mongo_url, mongo_db=mongo_db)
@@ -863,20 +993,40 @@ def verify_framework(
         except Exception as error:  # a server that cannot start is a failed verification
             return Verification(framework, sink, error=str(error))
         try:
-            checks = run_checks(server.url, checks_for(framework))
+            routes = None if info.routes is not None else served_routes(server.url, backends)
+            checks = run_checks(server.url, checks_for(framework, routes))
             if sink != "empty":
                 checks += run_checks(
                     server.url, {"sink-record": lambda url: check_sink_record(url, store)}
                 )
             if backends is not None:
-                mc_port = int(server.telemetry_lines()[0].get("mc_port") or 0)
+                lines = server.telemetry_lines()
+                mc_port = int(lines[0].get("mc_port") or 0) if lines else 0
                 checks += run_checks(
-                    server.url, served_backend_checks(framework, backends.fileset, mc_port)
+                    server.url,
+                    served_backend_checks(framework, backends.fileset, mc_port, routes),
                 )
-            checks += not_supported(framework, backends=backends is not None)
+            checks += not_supported(framework, backends=backends is not None, routes=routes)
         finally:
             status = server.stop()
-    stopped = Check("sigterm", status == 0, f"exit status {status}")
-    return Verification(
-        framework, sink, (*checks, check_telemetry(server.telemetry_lines()), stopped)
+    stopped = Check("sigterm", *stopped_cleanly(status, info.telemetry))
+    telemetry = (
+        check_telemetry(server.telemetry_lines())
+        if info.telemetry
+        else Check("telemetry", True, NO_TELEMETRY, supported=False)
     )
+    return Verification(framework, sink, (*checks, telemetry, stopped))
+
+
+NO_TELEMETRY = "not supported (a server run as a command writes no telemetry line)"
+
+
+def stopped_cleanly(status: int, contract_server: bool) -> tuple[bool, str]:
+    """Whether an exit status after SIGTERM is a clean stop, and how it reads. Ours exit 0
+    (the contract); a server run as a command may also end by the SIGTERM itself once
+    it has shut down (uvicorn re-raises it), which `stop` saw within the grace."""
+    if status == 0:
+        return True, "exit status 0"
+    if not contract_server and status == -signal.SIGTERM:
+        return True, f"exit status {status}: ended by the SIGTERM, within the grace"
+    return False, f"exit status {status}"

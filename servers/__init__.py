@@ -2,6 +2,10 @@
 
 The registry is an explicit dict. Framework modules are imported only by the server
 process that runs them (gevent and eventlet monkey-patch at import), never by the harness.
+Entries come from three places, each named in `Framework.origin`: the builtin ones below,
+plugins (the `serverbench.frameworks` entry point group: servers.plugins), and commands
+the user gives (`harness compare --server NAME=COMMAND`, a servers file, a profile's
+`[servers]` table: harness.frameworks); `register` adds the last two.
 """
 
 from __future__ import annotations
@@ -10,9 +14,11 @@ import importlib.metadata
 import importlib.util
 import os
 import re
+import shlex
 import shutil
+import string
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
@@ -25,31 +31,150 @@ EVENTMACHINE_SCRIPT = SERVERS_DIR / "baselines" / "eventmachine" / "server.rb"
 # What `kind` means: how `python -m servers NAME` runs the server.
 #   python: imports `module` and calls its serve(); node/ruby: execs the program on the
 #   script `module` with the same arguments; nginx: servers.baselines.nginx renders a config and
-#   runs nginx, writing the telemetry lines for it.
-KINDS = ("python", "node", "ruby", "nginx")
+#   runs nginx, writing the telemetry lines for it. command: the harness runs `command` itself
+#   (not through `python -m servers`), its placeholders filled in; it writes no telemetry.
+KINDS = ("python", "node", "ruby", "nginx", "command")
 # Programs are looked up in sbin too: nginx lives in /usr/sbin, often outside a user's PATH.
 PROGRAM_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
 ROLES = ("framework", "baseline")
+# What a `command` may contain, filled in by the harness for each start (docs/contract.md,
+# "Servers given as a command"): the contract's command-line options, as values.
+PLACEHOLDERS = (
+    "python",  # the Python running the harness (its virtualenv's: `{python} -m uvicorn`)
+    "host",  # 127.0.0.1
+    "port",  # a free loopback port the harness picked; the server must listen on it
+    "sink",  # empty, file or mongo
+    "sink_path",  # the file sink's file ("" with another sink)
+    "mongo_url",  # the mongo sink's (and /gridfs's) database server
+    "mongo_db",  # the database in it
+    "mongo_w",  # the mongo sink's write concern: 0 or 1
+    "durable",  # 1: acknowledge a record once on disk (fsync, j: true); else 0
+    "files_dir",  # the directory /files/{name} serves ("" when the run has none)
+    "memcached",  # HOST:PORT of the memcached /mc/{key} reads
+    "workers",  # --process-model workers:N (a command without it runs single only)
+)
+# The sinks a command serves, read from its placeholders when it does not say: with {sink}
+# every sink whose own placeholder it has too (file: {sink_path}; mongo: {mongo_url}).
+SINK_PLACEHOLDERS = {"file": "sink_path", "mongo": "mongo_url"}
+BUILTIN = "builtin"
+
+
+def command_placeholders(command: str) -> set[str]:
+    """The `{name}` fields of a command template; ValueError names an unknown one."""
+    try:
+        names = {name for _, name, _, _ in string.Formatter().parse(command) if name is not None}
+    except ValueError as error:  # a lone { or }: write {{ and }} for literal braces
+        raise ValueError(f"command {command!r}: {error}") from None
+    unknown = sorted(names - set(PLACEHOLDERS))
+    if unknown:
+        raise ValueError(
+            f"command {command!r}: unknown placeholder {', '.join('{' + n + '}' for n in unknown)}"
+            f" (known: {', '.join('{' + n + '}' for n in PLACEHOLDERS)})"
+        )
+    return names
+
+
+def command_program(command: str) -> str:
+    """The program a command runs (after `env` and its VAR=value words); "" if none."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return ""
+    if words[:1] == ["env"]:
+        words = words[1:]
+        while words and ("=" in words[0] or words[0].startswith("-")):
+            words = words[1:]
+    return words[0] if words and "{" not in words[0] else ""
+
+
+def command_sinks(command: str) -> tuple[str, ...]:
+    """The sinks a command can be given, by its placeholders (see SINK_PLACEHOLDERS)."""
+    names = command_placeholders(command)
+    if "sink" not in names:
+        return ("empty",)
+    return ("empty", *(sink for sink, needed in SINK_PLACEHOLDERS.items() if needed in names))
 
 
 @dataclass(frozen=True)
 class Framework:
-    """One server implementation: its module and the distributions it needs."""
+    """One server implementation: its module and the distributions it needs.
+
+    A plugin returns these too (servers.plugins); a server run as a command has kind
+    `command`, its command line in `command` and, for `harness bench`, its minimal app's
+    in `minimal_command`.
+    """
 
     name: str
-    module: str
+    module: str  # python: the module with serve(); node, ruby: the script; command: ""
     distributions: tuple[str, ...]
     loops: tuple[str, ...]  # event loops it can run on; the first is the default
     sinks: tuple[str, ...] = ("empty",)  # the sinks it implements so far
     kind: str = "python"
     role: str = "framework"
-    routes: tuple[str, ...] = contract.ALL_ROUTES  # routes it serves; others "not supported"
+    # routes it serves, others "not supported"; None: found by probing the running server
+    # (harness.verify.served_routes), for commands that do not say
+    routes: tuple[str, ...] | None = contract.ALL_ROUTES
     programs: tuple[str, ...] = ()  # executables it needs on PATH (node, ruby, nginx)
+    command: str = ""  # kind command: the command line, with PLACEHOLDERS
+    minimal_command: str = ""  # its minimal app for `harness bench` ({host}, {port})
+    origin: str = BUILTIN  # builtin, `plugin DIST VERSION`, `--server`, a file's path
+    # check name -> why this server answers otherwise, and why it is not ours to fix
+    # (harness.verify.MALFORMED_DEVIATIONS has the builtin servers')
+    deviations: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", self.name or ""):
+            raise ValueError(f"framework name {self.name!r}: letters, digits, _ . - (at most 64)")
+        if self.kind not in KINDS:
+            raise ValueError(f"{self.name}: kind {self.kind!r} is not one of {', '.join(KINDS)}")
+        if self.role not in ROLES:
+            raise ValueError(f"{self.name}: role {self.role!r} is not one of {', '.join(ROLES)}")
+        if not self.loops:
+            raise ValueError(f"{self.name}: loops is empty (name at least the one it runs on)")
+        unknown_sinks = sorted(set(self.sinks) - set(contract.SINKS))
+        if unknown_sinks or "empty" not in self.sinks:
+            raise ValueError(
+                f"{self.name}: sinks {self.sinks!r} must include empty, of {contract.SINKS}"
+            )
+        if self.routes is not None and not set(self.routes) <= set(contract.ALL_ROUTES):
+            unknown = sorted(set(self.routes) - set(contract.ALL_ROUTES))
+            raise ValueError(f"{self.name}: unknown routes {unknown} (of {contract.ALL_ROUTES})")
+        if (self.kind == "command") != bool(self.command):
+            raise ValueError(f"{self.name}: a command is given exactly when kind is command")
+        if self.kind != "command" and self.routes is None:
+            raise ValueError(f"{self.name}: only a command's routes may be found by probing")
+        for template in (self.command, self.minimal_command):
+            if template:
+                command_placeholders(template)
+        if self.kind == "command":
+            offered = set(command_sinks(self.command))
+            if not set(self.sinks) <= offered:
+                raise ValueError(
+                    f"{self.name}: sinks {sorted(set(self.sinks) - offered)} need {{sink}} and "
+                    "their placeholders in the command (file: {sink_path}; mongo: {mongo_url})"
+                )
+
+    @property
+    def telemetry(self) -> bool:
+        """Whether it writes the contract's telemetry line (a command does not)."""
+        return self.kind != "command"
+
+    @property
+    def has_minimal(self) -> bool:
+        """Whether `harness bench` has a minimal app to measure it against."""
+        if self.minimal_command:
+            return True
+        minimal = SERVERS_DIR / "minimal" / f"{self.name}_app.py"
+        return self.origin == BUILTIN and self.kind == "python" and minimal.is_file()
 
     def missing(self) -> list[str]:
         """What is not installed (empty when the server can run): distributions, programs."""
         missing = [d for d in self.distributions if _version(d) is None]
         missing += [p for p in self.programs if shutil.which(p, path=PROGRAM_PATH) is None]
+        if self.kind == "command" and not missing:
+            program = command_program(self.command)
+            if program and shutil.which(program, path=PROGRAM_PATH) is None:
+                missing.append(program)
         if self.kind == "node" and not (NODE_DIR / "node_modules").is_dir():
             missing.append("servers/baselines/node/node_modules (harness doctor --install)")
         if self.kind == "ruby" and not missing and not _ruby_has("eventmachine"):
@@ -57,8 +182,9 @@ class Framework:
         return missing
 
     def serves(self, route: str) -> bool:
-        """Whether this server implements `route` (one of contract.ALL_ROUTES)."""
-        return route in self.routes
+        """Whether this server implements `route` (one of contract.ALL_ROUTES); a server
+        whose routes are found by probing is taken at its word until probed."""
+        return self.routes is None or route in self.routes
 
     def available(self) -> bool:
         return not self.missing()
@@ -186,9 +312,23 @@ FRAMEWORKS: dict[str, Framework] = {
 }
 
 
+def register(framework: Framework) -> None:
+    """Add a plugin's or a command's entry; ValueError when its name is taken."""
+    taken = FRAMEWORKS.get(framework.name)
+    if taken is not None:
+        raise ValueError(
+            f"framework {framework.name} ({framework.origin}) is {taken.origin}'s already"
+        )
+    FRAMEWORKS[framework.name] = framework
+
+
 def full_contract_servers() -> list[str]:
     """Servers that implement every route and sink kind: the contract suite runs on these."""
-    return [name for name, f in FRAMEWORKS.items() if set(f.routes) == set(contract.ALL_ROUTES)]
+    return [
+        name
+        for name, f in FRAMEWORKS.items()
+        if f.routes is not None and set(f.routes) == set(contract.ALL_ROUTES)
+    ]
 
 
 def baselines() -> list[str]:

@@ -223,6 +223,9 @@ def exec_program(options: ServerOptions, argv: list[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from servers.plugins import load_plugins
+
+    load_plugins()  # a plugin's python-kind server runs here too
     argv = sys.argv[1:] if argv is None else argv
     options = parse_options(argv)
     kind = FRAMEWORKS[options.framework].kind

@@ -53,3 +53,15 @@ def other_listeners(ports: Collection[int], pids: Collection[int]) -> dict[int, 
         ):
             others[connection.laddr.port] = connection.pid
     return others
+
+
+def descends_from(pid: int | None, root: int) -> bool:
+    """Whether `pid` is `root` or one of its descendants now (a worker forked after the
+    tree was last read is one: gunicorn forks its workers while it starts)."""
+    if pid is None:
+        return False
+    try:
+        process = psutil.Process(pid)
+        return pid == root or any(parent.pid == root for parent in process.parents())
+    except psutil.Error:
+        return False

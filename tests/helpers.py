@@ -8,11 +8,13 @@ Test modules import from here (and get fixtures from conftest.py), never from ea
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -216,3 +218,63 @@ def synthetic_run(
 
 
 __all__ = ["raw_ws_close_code", "raw_ws_connect", "ws_frame"]  # re-exported from verify
+
+
+# -- servers the user brings (tests/*/test_byo_servers.py) ----------------------------------
+@contextlib.contextmanager
+def fresh_registry() -> Iterator[None]:
+    """Whatever is registered inside (plugins, commands) is gone after: the registry, the
+    plugin problems and the plugins loaded are put back as they were."""
+    from servers import plugins
+
+    frameworks = dict(FRAMEWORKS)
+    problems = list(plugins.PLUGIN_PROBLEMS)
+    loaded = set(plugins._loaded)
+    try:
+        yield
+    finally:
+        FRAMEWORKS.clear()
+        FRAMEWORKS.update(frameworks)
+        plugins.PLUGIN_PROBLEMS[:] = problems
+        plugins._loaded.clear()
+        plugins._loaded.update(loaded)
+
+
+def write_plugin(directory: Path, module: str, source: str, attribute: str = "frameworks") -> Path:
+    """A plugin distribution installed into `directory` (put it on sys.path or PYTHONPATH):
+    the module `module` with `source`, and a .dist-info naming `module:attribute` in the
+    serverbench.frameworks entry point group, as pip would install it."""
+    (directory / f"{module}.py").write_text(source)
+    dist_info = directory / f"{module}-1.0.dist-info"
+    dist_info.mkdir(parents=True, exist_ok=True)
+    name = module.replace("_", "-")
+    (dist_info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    (dist_info / "entry_points.txt").write_text(
+        f"[serverbench.frameworks]\n{module} = {module}:{attribute}\n"
+    )
+    (dist_info / "RECORD").write_text("")
+    return dist_info
+
+
+CONTENDERS_ENTRY_POINT = "servers.contenders:frameworks"
+
+
+def contenders_path(directory: Path) -> str | None:
+    """A directory to put on PYTHONPATH so that the contenders' entry point is seen, or
+    None when the installed harness declares it already. An editable install made before
+    the entry point existed (a developer's virtualenv) has stale metadata: this writes
+    what `pip install -e .` would, in `directory`."""
+    import importlib.metadata
+
+    declared = importlib.metadata.entry_points(group="serverbench.frameworks")
+    if any(entry.value == CONTENDERS_ENTRY_POINT for entry in declared):
+        return None
+    dist_info = directory / "serverbench_contenders_dev-0.dist-info"
+    dist_info.mkdir(parents=True, exist_ok=True)
+    (dist_info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: serverbench-contenders-dev\nVersion: 0\n"
+    )
+    (dist_info / "entry_points.txt").write_text(
+        f"[serverbench.frameworks]\ncontenders = {CONTENDERS_ENTRY_POINT}\n"
+    )
+    return str(directory)

@@ -47,6 +47,9 @@ def main() -> None:
     Ctrl-C, SIGTERM and SIGHUP stop any command alike (harness.lifecycle): everything it
     started is stopped, and the exit status is 128 + the signal's number.
     """
+    from harness.frameworks import load_registry
+
+    load_registry()  # the plugins' frameworks (servers.plugins)
     with signals_as_interrupts() as stopping:
         try:
             app()  # usage errors: typer's own message and exit status 2

@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import typer
 from rich.table import Table
 
-from harness.cli.options import AGENT_CPUS_OPTION, check_cpus, console
+from harness.cli.options import (
+    AGENT_CPUS_OPTION,
+    SERVER_OPTION,
+    SERVERS_FILE_OPTION,
+    check_cpus,
+    console,
+)
 from model.errors import UserError
 from servers import FRAMEWORKS
 
@@ -22,17 +29,25 @@ def bench_command(
     duration_s: float = typer.Option(10.0, "--duration", help="Seconds per wrk run."),
     rounds: int = typer.Option(3, help="Alternating rounds (ours, minimal) per framework."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    servers: list[str] = SERVER_OPTION,
+    servers_file: Path = SERVERS_FILE_OPTION,
 ) -> None:
-    """GET / on our server against the framework's minimal app, same core, same run (wrk)."""
+    """GET / on our server against the framework's minimal app, same core, same run (wrk).
+    A plugin's or a command's server is measured against its `minimal` command."""
     from harness.bench import bench_framework
-    from harness.frameworks import select_frameworks
+    from harness.frameworks import register_servers, select_frameworks
     from harness.tools import tool_path
 
     load_cpus = agent_cpus or load_cpus
+    register_servers(servers, servers_file)
     # baselines have no minimal app: bench measures our server against the framework's own
-    names = [n for n in select_frameworks(frameworks) if FRAMEWORKS[n].role == "framework"]
+    chosen = select_frameworks(frameworks)
+    names = [n for n in chosen if FRAMEWORKS[n].role == "framework" and FRAMEWORKS[n].has_minimal]
     if not names:
-        raise UserError("bench compares frameworks with their minimal apps; baselines have none")
+        raise UserError(
+            "bench compares frameworks with their minimal apps; none of "
+            f"{', '.join(chosen)} has one (a servers file's table gives one: minimal = ...)"
+        )
     check_cpus(server_cpus)
     check_cpus(load_cpus)
     if tool_path("wrk") is None:

@@ -31,6 +31,8 @@ from harness.cli.options import (
     REPEAT_OPTION,
     SCENARIO_OPTION,
     SERVER_CPUS_OPTION,
+    SERVER_OPTION,
+    SERVERS_FILE_OPTION,
     SET_OPTION,
     SINK_OPTION,
     THRESHOLD_OPTION,
@@ -66,6 +68,8 @@ def run_comparison(
     connections: int | None,
     mode: str | None,
     thresholds: list[str],
+    servers: list[str] = (),  # type: ignore[assignment]
+    servers_file: Path | None = None,
 ) -> None:
     """Plan (every choice checked up front), run, print the tables, draw the report.
 
@@ -119,6 +123,8 @@ def run_comparison(
         mongo_url=mongo_url,
         mongo_backend=mongo_backend,
         db_cpus=db_cpus,
+        servers=list(servers),
+        servers_file=servers_file,
     )
     console.print(
         f"profile {plan.profile.name}: {plan.profile.description}\n"
@@ -192,6 +198,8 @@ def compare_command(
     connections: int = CONNECTIONS_OPTION,
     mode: str = MODE_OPTION,
     thresholds: list[str] = THRESHOLD_OPTION,
+    servers: list[str] = SERVER_OPTION,
+    servers_file: Path = SERVERS_FILE_OPTION,
 ) -> None:
     """Identical load ramps against every framework; run.json, steps.csv, charts, report."""
     run_comparison(**locals())

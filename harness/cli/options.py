@@ -52,7 +52,18 @@ def read_run_arg(path: Path) -> Run:
 FRAMEWORKS_OPTION = typer.Option(
     "all", help="all, baselines, or a comma-separated list of frameworks and baselines."
 )
-PROFILE_OPTION = typer.Option("quick", help="A shipped profile (harness/profiles/*.toml).")
+PROFILE_OPTION = typer.Option(
+    "quick", help="A shipped profile (harness/profiles/*.toml), or a profile file (mine.toml)."
+)
+SERVER_OPTION = typer.Option(
+    [],
+    "--server",
+    help="Also compare a server given as a command: 'NAME=COMMAND', with placeholders "
+    "{host} {port} (and {sink} {sink_path} {files_dir} {memcached} ...). Repeatable.",
+)
+SERVERS_FILE_OPTION = typer.Option(
+    None, "--servers", help="A TOML file whose [servers] table gives servers as commands."
+)
 SCENARIO_OPTION = typer.Option(
     None, help="Override the profile's scenario (see `harness list --scenarios`)."
 )

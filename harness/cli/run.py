@@ -29,6 +29,8 @@ from harness.cli.options import (
     REPEAT_OPTION,
     SCENARIO_OPTION,
     SERVER_CPUS_OPTION,
+    SERVER_OPTION,
+    SERVERS_FILE_OPTION,
     SET_OPTION,
     SINK_OPTION,
     THRESHOLD_OPTION,
@@ -62,6 +64,8 @@ def run_command(
     connections: int = CONNECTIONS_OPTION,
     mode: str = MODE_OPTION,
     thresholds: list[str] = THRESHOLD_OPTION,
+    servers: list[str] = SERVER_OPTION,
+    servers_file: Path = SERVERS_FILE_OPTION,
 ) -> None:
     """One framework through a profile (the same as compare --frameworks NAME)."""
     if "," in framework or framework == "all":

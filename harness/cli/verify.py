@@ -10,7 +10,13 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from harness.cli.options import check_cpus, console, parse_sinks
+from harness.cli.options import (
+    SERVER_OPTION,
+    SERVERS_FILE_OPTION,
+    check_cpus,
+    console,
+    parse_sinks,
+)
 
 
 def verify_command(
@@ -22,14 +28,17 @@ def verify_command(
         True, help="Also check /files, /gridfs, /mc and the memcached socket service."
     ),
     mongo_url: str = typer.Option(None, help="A real MongoDB (default: FerretDB started here)."),
+    servers: list[str] = SERVER_OPTION,
+    servers_file: Path = SERVERS_FILE_OPTION,
 ) -> None:
     """Start each server and check every route it serves, WebSocket rules, latency and
-    the sinks asked for; routes a baseline does not serve are `not supported`. Exit 1 on
-    a failure."""
-    from harness.frameworks import select_frameworks
+    the sinks asked for; routes a baseline does not serve (or a command's server answers
+    404) are `not supported`. Exit 1 on a failure."""
+    from harness.frameworks import register_servers, select_frameworks
     from harness.services import new_database_name, own_database
     from harness.verify import verify_backends, verify_framework
 
+    register_servers(servers, servers_file)
     names = select_frameworks(frameworks)
     sink_names = parse_sinks(sinks)
     cpus = check_cpus(server_cpus) if server_cpus else None

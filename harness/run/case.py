@@ -3,10 +3,16 @@
 Never raises for the framework's faults: a missing framework is `skipped`, a server that
 will not start or fails verify is `failed` with the reason. The case kind is chosen by
 the ramp's kind through CASE_KINDS.
+
+A server given as a command is probed for the routes it serves once it runs
+(harness.verify.served_routes): a scenario on a route it answers 404 is `skipped: not
+supported`, as for a baseline. It writes no telemetry line, so its figures that need one
+(tick lag, the server's own counters) are empty and the summary's `limit_note` says why.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any
 
@@ -16,9 +22,16 @@ from harness.run.connection_case import run_connection_case
 from harness.run.context import CaseContext, CaseKind, Measured, RunContext
 from harness.run.http_case import run_http_case
 from harness.run.ledger import reconcile
+from harness.server_process import command_unsupported
 from harness.sink_store import SinkStore
 from harness.topology import ProcessModel, start_topology
-from harness.verify import check_text_route, checks_for, run_checks
+from harness.verify import (
+    check_text_route,
+    checks_for,
+    not_supported,
+    run_checks,
+    served_routes,
+)
 from model.errors import UserError
 from model.results import Case, CaseStatus
 from servers import FRAMEWORKS
@@ -30,6 +43,10 @@ CASE_KINDS: dict[str, CaseKind] = {
     "connections": run_connection_case,
 }
 INTERRUPTED_STOP_S = 2.0
+NO_TELEMETRY_NOTE = (
+    "no telemetry line (a server run as a command): tick lag and the server's own "
+    "counters are not measured; CPU and RSS are its process tree's"
+)
 
 
 def new_case(
@@ -87,6 +104,14 @@ def run_case(
     if profile.sink not in info.sinks:
         error = f"not supported: {framework} has no {profile.sink} sink"
         return new_case(run, framework, model, "skipped", unpinned, error=error)
+    if info.kind == "command":
+        why = command_unsupported(info, sink=profile.sink, workers=model.workers)
+        if run.scenario.protocol == "memcached":
+            why = "the memcached socket service is python -m servers' own"
+        if why is not None:
+            return new_case(
+                run, framework, model, "skipped", unpinned, error=f"not supported: {why}"
+            )
     server_cpus = run.plan.server_cpus if mode in ("both", "server") else None
     agent_cpus = run.plan.agent_cpus if mode in ("both", "agent") else None
     agent_count = (
@@ -149,14 +174,24 @@ def _run_with_sink(ctx: CaseContext) -> Case:
             server.latest_telemetry, on_sample=lambda row: run.reporter.sample(row=row)
         )
         affinity["server"] = cpu_affinity.cpus_allowed(server.pid)
+        routes = None
+        if FRAMEWORKS[framework].routes is None:  # a command's: probed now it runs
+            routes = served_routes(server.instance_url, run.backends)
+            if run.scenario.route not in routes:
+                how = "refuses the handshake" if run.scenario.websocket else "answers 404"
+                error = f"not supported: {framework} {how} on {run.scenario.route}"
+                model = ctx.process_model
+                return new_case(run, framework, model, "skipped", affinity, error=error)
         verify: dict[str, Any] = {}
         if run.plan.verify:
             # the contract on the (first) instance itself; behind a balancer, also that
             # the balancer passes GET / through (per-instance counters and proxied
             # WebSocket closes are not the contract's to judge through nginx)
-            checks = run_checks(server.instance_url, checks_for(framework))
+            checks = run_checks(server.instance_url, checks_for(framework, routes))
             if server.balancer is not None:
                 checks += run_checks(server.url, {"balancer": check_text_route})
+            if routes is not None:  # what the probes found not served, said as such
+                checks += not_supported(framework, routes=routes)
             verify = {c.name: {"ok": c.ok, "detail": c.detail} for c in checks}
             if any(not c.ok for c in checks):
                 details = "; ".join(f"{c.name}: {c.detail}" for c in checks if not c.ok)
@@ -183,6 +218,11 @@ def _run_with_sink(ctx: CaseContext) -> Case:
             else:
                 server.stop()
     affinity["agent"] = measured.agent_cpus
+    if not FRAMEWORKS[framework].telemetry:
+        note = "; ".join(filter(None, (measured.summary.limit_note, NO_TELEMETRY_NOTE)))
+        measured = dataclasses.replace(
+            measured, summary=dataclasses.replace(measured.summary, limit_note=note)
+        )
     case = new_case(
         run,
         framework,

@@ -32,7 +32,7 @@ from model.errors import UserError
 from model.results import FLAG_MEANINGS, SCHEMA, Case, Run, RunStatus, write_run
 from model.scenarios import get_scenario
 from model.thresholds import judge_thresholds, parse_threshold
-from servers import FRAMEWORKS
+from servers import BUILTIN, FRAMEWORKS
 
 
 @dataclass
@@ -172,6 +172,12 @@ class Runner:
         config = {
             "profile": self.plan.profile.to_dict(),
             "frameworks": list(self.plan.frameworks),
+            # servers not builtin: where each came from, and a command's command line
+            "servers": {
+                name: {"origin": f.origin, "kind": f.kind, "command": f.command}
+                for name in self.plan.frameworks
+                if (f := FRAMEWORKS[name]).origin != BUILTIN
+            },
             "server_cpus": self.plan.server_cpus,
             "agent_cpus": self.plan.agent_cpus,
             "db_cpus": self.plan.db_cpus,

@@ -1,0 +1,180 @@
+"""The wire contract as a Starlette app, for uvicorn (`app`) and Granian
+(`app_without_counter`): `/`, `/counter`, `/log` with the three sinks, `/ws`.
+
+Written in Starlette's idiom; what must be identical to our servers is reused: the
+counters and records (servers.core.state), the sinks (servers.runtimes.asyncio.sinks:
+the file sink's batching on a worker thread, pymongo's async client), the WebSocket
+rules (servers.core.websocket). The server does the HTTP parsing and the WebSocket
+framing (uvicorn: httptools and websockets' sans-I/O protocol; Granian: hyper and
+tungstenite); one contract rule httptools does not keep is kept here: headers over
+`MAX_HEADER_BYTES` are refused with 431 (httptools takes 200 kB of them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route, WebSocketRoute
+from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from servers import contract
+from servers.contenders.environment import options_from_environment
+from servers.contenders.state import process_state
+from servers.core.sinks import SinkUnavailable
+from servers.core.websocket import websocket_close_code, websocket_handshake_status
+from servers.runtimes.asyncio.sinks import AsyncSink, open_async_sink
+
+MAX_HEADER_BYTES = 64 * 1024  # aiohttp's and Node's order of magnitude
+MAX_MESSAGE = contract.WS_MAX_MESSAGE_BYTES
+
+
+def _utf8_size(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8"))
+
+
+LOG_METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
+TEXT = contract.TEXT_CONTENT_TYPE
+_sink: AsyncSink | None = None  # opened at startup (lifespan), on the server's own loop
+
+
+def _plain(status: int, body: bytes, **headers: str) -> Response:
+    return Response(body, status_code=status, media_type=TEXT, headers=headers or None)
+
+
+async def text(request: Request) -> Response:
+    return Response(contract.TEXT_BODY, media_type=TEXT)
+
+
+async def counter(request: Request) -> Response:
+    body = process_state().counter_payload()
+    return Response(body, media_type=contract.JSON_CONTENT_TYPE)
+
+
+async def log(request: Request) -> Response:
+    declared = request.headers.get("content-length")
+    if declared is not None and int(declared) > contract.LOG_MAX_BODY_BYTES:
+        return _plain(413, b"413: Request Entity Too Large", connection="close")  # unread
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > contract.LOG_MAX_BODY_BYTES:  # a chunked body past the limit
+            return _plain(413, b"413: Request Entity Too Large", connection="close")
+        chunks.append(chunk)
+    state = process_state()
+    record = state.make_record(
+        request.method,
+        request.url.path,
+        dict(request.headers),
+        b"".join(chunks).decode("utf-8", "replace"),
+    )
+    assert _sink is not None
+    try:
+        await _sink.store_and_wait(record)
+    except SinkUnavailable:
+        return _plain(contract.UNAVAILABLE_STATUS, contract.SINK_UNAVAILABLE_BODY)
+    return Response(contract.LOG_REPLY_BODY, media_type=TEXT)
+
+
+async def websocket(ws: WebSocket) -> None:
+    state = process_state()
+    state.connection_opened()
+    try:
+        refusal = websocket_handshake_status(
+            ws.headers.get("origin"), ws.headers.get("sec-websocket-protocol")
+        )
+        if refusal is not None:
+            if "websocket.http.response" in ws.scope.get("extensions", {}):
+                await ws.send_denial_response(_plain(refusal, str(refusal).encode()))
+            else:  # the server cannot send a status of our choosing: its own refusal
+                await ws.close()
+            return
+        await ws.accept(subprotocol=contract.WS_SUBPROTOCOL)
+        await _session(ws, state)
+    finally:
+        state.connection_closed()
+
+
+async def _session(ws: WebSocket, state: Any) -> None:
+    """Each text message judged and stored; anything else closes with its code."""
+    assert _sink is not None
+    while True:
+        try:
+            message = await ws.receive()
+        except WebSocketDisconnect:
+            return
+        if message["type"] == "websocket.disconnect":
+            return
+        data = message.get("text")
+        if data is None:
+            code: int | None = contract.WS_CLOSE_UNSUPPORTED_DATA
+        elif len(data) > MAX_MESSAGE // 4 and _utf8_size(data) > MAX_MESSAGE:
+            # Granian's WebSocket (tungstenite) takes messages up to 64 MiB and has no
+            # option for less: the limit is judged here, on the whole message
+            code = contract.WS_CLOSE_TOO_BIG
+        else:
+            code = websocket_close_code(data)
+        if code is not None:
+            state.bad += 1
+            await ws.close(code)
+            return
+        state.messages += 1
+        record = state.make_record(
+            contract.WEBSOCKET_RECORD_METHOD, contract.ROUTE_WEBSOCKET, {}, data
+        )
+        if not _sink.store(record):  # the sink's queue is full: counted in sink_errors
+            await ws.close(contract.WS_CLOSE_TRY_AGAIN_LATER)
+            return
+
+
+@contextlib.asynccontextmanager
+async def lifespan(app: Starlette) -> AsyncIterator[None]:
+    """The sink, opened on the server's loop; drained and closed at shutdown."""
+    global _sink
+    _sink = open_async_sink(options_from_environment(), process_state())
+    try:
+        yield
+    finally:
+        await _sink.aclose()
+
+
+class CountRequests:
+    """Counts every request and handshake (`requests`), and refuses oversized headers."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket"):
+            process_state().requests += 1
+            size = sum(len(name) + len(value) for name, value in scope["headers"])
+            if size > MAX_HEADER_BYTES and scope["type"] == "http":
+                await _plain(431, b"431: Request Header Fields Too Large", connection="close")(
+                    scope, receive, send
+                )
+                return
+        await self.app(scope, receive, send)
+
+
+def make_app(with_counter: bool) -> ASGIApp:
+    """The contract's routes; Starlette answers unknown paths 404 and wrong methods 405."""
+    routes = [
+        Route(contract.ROUTE_TEXT, text, methods=["GET"]),
+        Route(contract.ROUTE_LOG, log, methods=LOG_METHODS),
+        WebSocketRoute(contract.ROUTE_WEBSOCKET, websocket),
+    ]
+    if with_counter:
+        routes.append(Route(contract.ROUTE_COUNTER, counter, methods=["GET"]))
+    return CountRequests(Starlette(routes=routes, lifespan=lifespan))
+
+
+# uvicorn, with servers.contenders.uvicorn_protocol counting connections
+app = make_app(with_counter=True)
+# Granian: no hook sees a connection open or close, so no /counter (answered 404)
+app_without_counter = make_app(with_counter=False)

@@ -1,0 +1,33 @@
+"""How a contender's app learns the contract's options: environment variables, set by its
+command (`env NAME={placeholder} ... uvicorn ...`), since a stock server's command line
+has no room for an app's own options."""
+
+from __future__ import annotations
+
+import os
+
+from servers.contract import ServerOptions
+
+# variable -> the placeholder (servers.PLACEHOLDERS) its command sets it from
+ENVIRONMENT = {
+    "SERVERBENCH_SINK": "sink",
+    "SERVERBENCH_SINK_PATH": "sink_path",
+    "SERVERBENCH_MONGO_URL": "mongo_url",
+    "SERVERBENCH_MONGO_DB": "mongo_db",
+    "SERVERBENCH_MONGO_W": "mongo_w",
+    "SERVERBENCH_DURABLE": "durable",
+}
+
+
+def options_from_environment() -> ServerOptions:
+    """The sink options this process was started with (the empty sink when none)."""
+    env = os.environ
+    return ServerOptions(
+        framework=env.get("SERVERBENCH_FRAMEWORK", "contender"),
+        sink=env.get("SERVERBENCH_SINK") or "empty",
+        sink_path=env.get("SERVERBENCH_SINK_PATH") or None,
+        mongo_url=env.get("SERVERBENCH_MONGO_URL") or None,
+        mongo_db=env.get("SERVERBENCH_MONGO_DB") or ServerOptions.mongo_db,
+        mongo_w=int(env.get("SERVERBENCH_MONGO_W") or 1),
+        durable=env.get("SERVERBENCH_DURABLE") == "1",
+    )

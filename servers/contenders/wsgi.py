@@ -1,0 +1,147 @@
+"""The wire contract as a plain WSGI app on gunicorn's gevent workers: `/`, `/counter`,
+`/log` with the three sinks (no `/ws`: WSGI has no WebSocket).
+
+gunicorn parses HTTP (its parser refuses ambiguous framing and oversized headers itself);
+gevent's monkey-patching (done by the worker before the app is imported) makes the sinks'
+blocking calls block one greenlet only. What must be identical to our servers is reused:
+the counters and records (servers.core.state), the green sinks (servers.runtimes.green.sinks:
+the file sink's writes on a real thread, pymongo on green sockets).
+
+`CountingGeventWorker` is gunicorn's stock gevent worker with one addition, since a WSGI
+app sees requests, never connections: it counts each connection for `/counter` around
+gunicorn's own per-connection handler, and closes the sink when the worker ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from http import HTTPStatus
+from typing import Any
+
+import gevent
+from gevent.event import Event
+from gevent.queue import Queue
+from gevent.threadpool import ThreadPool
+from gunicorn.workers.ggevent import GeventWorker
+
+from servers import contract
+from servers.contenders.environment import options_from_environment
+from servers.contenders.state import process_state
+from servers.core.sinks import SinkUnavailable
+from servers.runtimes.green.sinks import GreenRuntime, GreenSink, open_green_sink
+
+Environ = dict[str, Any]
+StartResponse = Callable[..., Any]
+TEXT = contract.TEXT_CONTENT_TYPE
+_sink: GreenSink | None = None  # opened in the worker process, on first use
+_EMPTY: tuple[bytes, ...] = ()
+
+
+def _call_later(seconds: float, function: Callable[[], None]) -> Callable[[], None]:
+    timer = gevent.get_hub().loop.timer(seconds)
+    timer.start(function)
+    return timer.close
+
+
+def worker_sink() -> GreenSink:
+    """This worker's sink, opened on first use (after gunicorn forked the worker)."""
+    global _sink
+    if _sink is None:
+        threads = ThreadPool(1)
+        runtime = GreenRuntime(
+            spawn=gevent.spawn,
+            event=Event,
+            run_in_thread=lambda function, *args: threads.apply(function, args),
+            queue=Queue,
+            call_later=_call_later,
+        )
+        _sink = open_green_sink(options_from_environment(), process_state(), runtime)
+    return _sink
+
+
+def _answer(
+    start_response: StartResponse,
+    code: int,
+    body: bytes,
+    content_type: str = TEXT,
+    extra: Iterable[tuple[str, str]] = (),
+) -> list[bytes]:
+    headers = [("Content-Type", content_type), ("Content-Length", str(len(body))), *extra]
+    start_response(f"{code} {HTTPStatus(code).phrase}", headers)
+    return [body]
+
+
+# The hot path answers from precomputed values, as our green servers do.
+_OK = "200 OK"
+_TEXT_HEADERS = [("Content-Type", TEXT), ("Content-Length", str(len(contract.TEXT_BODY)))]
+_TEXT_RESULT = [contract.TEXT_BODY]
+_READS = ("GET", "HEAD")
+
+
+def application(environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
+    """The contract's routes: unknown paths 404, wrong methods 405 with Allow."""
+    state = process_state()
+    state.requests += 1
+    path, method = environ["PATH_INFO"], environ["REQUEST_METHOD"]
+    if path == contract.ROUTE_TEXT and method == "GET":
+        start_response(_OK, _TEXT_HEADERS)
+        return _TEXT_RESULT
+    if path == contract.ROUTE_LOG:
+        return _log(environ, start_response, method)
+    if path == contract.ROUTE_TEXT:
+        body, content_type = contract.TEXT_BODY, TEXT
+    elif path == contract.ROUTE_COUNTER:
+        body, content_type = state.counter_payload(), contract.JSON_CONTENT_TYPE
+    else:
+        return _answer(start_response, 404, b"404: Not Found")
+    if method not in _READS:
+        allow = [("Allow", "GET,HEAD")]
+        return _answer(start_response, 405, b"405: Method Not Allowed", extra=allow)
+    answered = _answer(start_response, 200, body, content_type)
+    return _EMPTY if method == "HEAD" else answered
+
+
+def _log(environ: Environ, start_response: StartResponse, method: str) -> Iterable[bytes]:
+    declared = environ.get("CONTENT_LENGTH")
+    too_big = b"413: Request Entity Too Large"
+    if declared and int(declared) > contract.LOG_MAX_BODY_BYTES:
+        return _answer(start_response, 413, too_big, extra=[("Connection", "close")])
+    body = environ["wsgi.input"].read(contract.LOG_MAX_BODY_BYTES + 1)
+    if len(body) > contract.LOG_MAX_BODY_BYTES:  # a chunked body
+        return _answer(start_response, 413, too_big, extra=[("Connection", "close")])
+    headers = {
+        key[5:].replace("_", "-").title(): value
+        for key, value in environ.items()
+        if key.startswith("HTTP_")
+    }
+    if environ.get("CONTENT_TYPE"):
+        headers["Content-Type"] = environ["CONTENT_TYPE"]
+    if declared:
+        headers["Content-Length"] = declared
+    state = process_state()
+    record = state.make_record(method, contract.ROUTE_LOG, headers, body.decode("utf-8", "replace"))
+    try:
+        worker_sink().store_and_wait(record)  # blocks this greenlet only
+    except SinkUnavailable:
+        return _answer(start_response, contract.UNAVAILABLE_STATUS, contract.SINK_UNAVAILABLE_BODY)
+    answered = _answer(start_response, 200, contract.LOG_REPLY_BODY)
+    return _EMPTY if method == "HEAD" else answered
+
+
+class CountingGeventWorker(GeventWorker):
+    """gunicorn's gevent worker, counting connections and closing the sink at its end."""
+
+    def handle(self, listener: Any, client: Any, addr: Any) -> None:
+        state = process_state()
+        state.connection_opened()
+        try:
+            super().handle(listener, client, addr)
+        finally:
+            state.connection_closed()
+
+    def run(self) -> None:
+        try:
+            super().run()
+        finally:
+            if _sink is not None:
+                _sink.close()  # the file's last batch written, inserts drained
