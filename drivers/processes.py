@@ -69,6 +69,7 @@ def spawn(
     stderr: int | IO[Any] | None = subprocess.DEVNULL,
     cwd: Path | str | None = None,
     death_signal: int = signal.SIGKILL,
+    env: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start `command` in its own session, tied to the harness by `death_signal`.
 
@@ -80,6 +81,7 @@ def spawn(
         stdout=stdout,
         stderr=stderr,
         cwd=cwd,
+        env=env,
         start_new_session=True,
         preexec_fn=parent_death_signal(death_signal),  # only prctl: safe with threads
     )

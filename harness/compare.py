@@ -89,6 +89,8 @@ def build_plan(
     out: Path | None,
     verify: bool = True,
     mongo_url: str | None = None,
+    fleet: str | None = None,
+    server_address: str | None = None,
 ) -> Plan:
     """Check every user choice up front (one-line errors), then fix the plan."""
     names = select_frameworks(frameworks)
@@ -104,6 +106,10 @@ def build_plan(
             f"driver {profile.driver} does not run {profile.ramp.kind} ramps "
             f"(profile {profile.name}): use --driver {' or '.join(fits)}"
         )
+    if fleet is not None:
+        check_fleet_plan(fleet, profile.driver, server_address)
+    elif server_address is not None:
+        raise UserError("--server-address is for --fleet runs (servers stay on loopback)")
     default_server, default_agent = default_cpus()
     server_cpus = server_cpus or default_server
     agent_cpus = agent_cpus or default_agent
@@ -119,7 +125,27 @@ def build_plan(
         run_id,
         verify,
         mongo_url,
+        fleet=fleet,
+        server_address=server_address,
     )
+
+
+FLEET_DRIVERS = ("wrk", "agent")  # the drivers a fleet's hosts run (harness.fleet)
+
+
+def check_fleet_plan(fleet: str, driver: str, server_address: str | None) -> None:
+    """A --fleet run's choices, checked before anything starts."""
+    from harness.fleet.client import parse_fleet
+    from harness.server_process import UNSPECIFIED_HOSTS
+
+    parse_fleet(fleet)
+    if driver not in FLEET_DRIVERS:
+        raise UserError(
+            f"driver {driver} does not run on a fleet yet: use --driver "
+            f"{' or '.join(FLEET_DRIVERS)}"
+        )
+    if server_address in UNSPECIFIED_HOSTS:
+        raise UserError(f"--server-address {server_address!r}: give the address itself")
 
 
 def run_plan(plan: Plan, console: Console) -> tuple[Run, float]:

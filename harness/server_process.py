@@ -24,6 +24,8 @@ from model.errors import UserError
 from servers.contract import SHUTDOWN_GRACE_S
 
 READY_TIMEOUT_S = 30.0
+# Every address of the machine: a server benchmarked here never listens on one of these.
+UNSPECIFIED_HOSTS = ("0.0.0.0", "::", "")
 
 
 class ServerProcess:
@@ -33,10 +35,13 @@ class ServerProcess:
     does not end it in time, so no child is ever left behind.
     """
 
-    def __init__(self, command: list[str], framework: str, workers: int) -> None:
+    def __init__(
+        self, command: list[str], framework: str, workers: int, host: str = "127.0.0.1"
+    ) -> None:
         self.command = command
         self.framework = framework
         self.workers = workers
+        self.host = host  # the address it listens on (given explicitly: never 0.0.0.0)
         self.telemetry: list[dict[str, Any]] = []
         self.other_output: list[str] = []
         self._lock = threading.Lock()
@@ -62,7 +67,7 @@ class ServerProcess:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
         """Block until every worker printed its first telemetry line; raise if it died."""
@@ -197,12 +202,22 @@ def start_server(
     cpus: str | None = None,
     extra_args: Sequence[str] = (),
     ready_timeout_s: float = READY_TIMEOUT_S,
+    host: str = "127.0.0.1",
 ) -> ServerProcess:
-    """Start a server on an OS-chosen loopback port and wait until it listens."""
+    """Start a server on an OS-chosen port of `host` (loopback unless a fleet's load hosts
+    must reach it: then the address they reach, given explicitly) and wait until it listens."""
+    if host in UNSPECIFIED_HOSTS:
+        raise UserError(f"a server listens on an address given explicitly, not {host}")
     command = server_command(
-        framework, sink=sink, workers=workers, loop=loop, cpus=cpus, extra_args=extra_args
+        framework,
+        sink=sink,
+        workers=workers,
+        loop=loop,
+        host=host,
+        cpus=cpus,
+        extra_args=extra_args,
     )
-    server = ServerProcess(command, framework, workers)
+    server = ServerProcess(command, framework, workers, host)
     try:
         server.wait_ready(ready_timeout_s)
     except BaseException:

@@ -13,6 +13,7 @@ import typer
 from harness.cli.bench import bench_command
 from harness.cli.compare import compare_command
 from harness.cli.doctor import doctor_command
+from harness.cli.fleet import fleet_app
 from harness.cli.list import list_command
 from harness.cli.report import report_command
 from harness.cli.run import run_command
@@ -33,6 +34,7 @@ app.command("bench")(bench_command)
 app.command("compare")(compare_command)
 app.command("run")(run_command)
 app.command("report")(report_command)
+app.add_typer(fleet_app, name="fleet")
 
 
 def main() -> None:

@@ -15,6 +15,7 @@ from harness.cli.options import (
     DRIVER_OPTION,
     DURABLE_OPTION,
     DURATION_OPTION,
+    FLEET_OPTION,
     FRAMEWORKS_OPTION,
     LOAD_CPUS_OPTION,
     LOOP_OPTION,
@@ -27,6 +28,7 @@ from harness.cli.options import (
     PROFILE_OPTION,
     REPEAT_OPTION,
     SCENARIO_OPTION,
+    SERVER_ADDRESS_OPTION,
     SERVER_CPUS_OPTION,
     SET_OPTION,
     SINK_OPTION,
@@ -57,6 +59,8 @@ def run_comparison(
     durable: bool,
     connections: int | None,
     mode: str | None,
+    fleet: str | None = None,
+    server_address: str | None = None,
 ) -> None:
     """Plan (every choice checked up front), run, print the tables, draw the report."""
     from harness.compare import build_plan, run_plan, summary_table, topology_table
@@ -88,11 +92,14 @@ def run_comparison(
         out=out,
         verify=not no_verify,
         mongo_url=mongo_url,
+        fleet=fleet,
+        server_address=server_address,
     )
     console.print(
         f"profile {plan.profile.name}: {plan.profile.description}\n"
         f"frameworks {', '.join(plan.frameworks)}; server CPUs {plan.server_cpus}, "
         f"load CPUs {plan.agent_cpus}; results {plan.out_dir}"
+        + (f"\nload from the fleet {plan.fleet}" if plan.fleet else "")
     )
     try:
         run, wall_s = run_plan(plan, console)
@@ -144,6 +151,8 @@ def compare_command(
     durable: bool = DURABLE_OPTION,
     connections: int = CONNECTIONS_OPTION,
     mode: str = MODE_OPTION,
+    fleet: str = FLEET_OPTION,
+    server_address: str = SERVER_ADDRESS_OPTION,
 ) -> None:
     """Identical load ramps against every framework; run.json, steps.csv, charts, report."""
     run_comparison(**locals())

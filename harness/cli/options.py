@@ -71,3 +71,15 @@ CONNECTIONS_OPTION = typer.Option(None, help="Connection ramp target (WebSocket 
 MODE_OPTION = typer.Option(
     None, help="Connection ramps: load (hold each step) or stress (stop at the breaking point)."
 )
+FLEET_OPTION = typer.Option(
+    None,
+    "--fleet",
+    help="Drive the load from a Dask fleet's hosts: tcp://SCHEDULER:PORT or local:N "
+    "(namespace hosts; root). wrk and agent only.",
+)
+SERVER_ADDRESS_OPTION = typer.Option(
+    None,
+    "--server-address",
+    help="With --fleet: the address servers listen on, which the load hosts reach "
+    "(default: the local fleet's bridge, or this machine's address toward the scheduler).",
+)

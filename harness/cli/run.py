@@ -14,6 +14,7 @@ from harness.cli.options import (
     DRIVER_OPTION,
     DURABLE_OPTION,
     DURATION_OPTION,
+    FLEET_OPTION,
     LOAD_CPUS_OPTION,
     LOOP_OPTION,
     MODE_OPTION,
@@ -25,6 +26,7 @@ from harness.cli.options import (
     PROFILE_OPTION,
     REPEAT_OPTION,
     SCENARIO_OPTION,
+    SERVER_ADDRESS_OPTION,
     SERVER_CPUS_OPTION,
     SET_OPTION,
     SINK_OPTION,
@@ -54,6 +56,8 @@ def run_command(
     durable: bool = DURABLE_OPTION,
     connections: int = CONNECTIONS_OPTION,
     mode: str = MODE_OPTION,
+    fleet: str = FLEET_OPTION,
+    server_address: str = SERVER_ADDRESS_OPTION,
 ) -> None:
     """One framework through a profile (the same as compare --frameworks NAME)."""
     if "," in framework or framework == "all":

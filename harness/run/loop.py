@@ -55,6 +55,7 @@ class Runner:
                 "choose another with --out"
             ) from None
         self.started = now_iso()
+        self.fleet_description: dict[str, Any] | None = None  # set once the fleet is open
         self.host = host_facts()
         self.versions = self._versions()
 
@@ -126,10 +127,16 @@ class Runner:
         scenario = get_scenario(self.plan.profile.scenario)
         uses_mongo = self.plan.profile.sink == "mongo" or scenario.backend == "gridfs"
         with contextlib.ExitStack() as stack:
+            fleet = None
+            if self.plan.fleet is not None:
+                from harness.fleet.client import open_fleet
+
+                fleet = stack.enter_context(open_fleet(self.plan.fleet, self.plan.server_address))
+                self.fleet_description = fleet.describe()
             if self.plan.mongo_url is not None and uses_mongo:  # a user's MongoDB
                 stack.enter_context(own_database(self.plan.mongo_url, self.plan.mongo_db))
             if scenario.backend is None:
-                yield RunContext(self.plan, scenario, self.reporter)
+                yield RunContext(self.plan, scenario, self.reporter, fleet=fleet)
                 return
 
             def progress(done: int, total: int) -> None:
@@ -144,7 +151,7 @@ class Runner:
                     progress=progress,
                 )
             )
-            yield RunContext(self.plan, scenario, self.reporter, backends)
+            yield RunContext(self.plan, scenario, self.reporter, backends, fleet)
 
     def write(
         self,
@@ -161,6 +168,8 @@ class Runner:
             "agent_cpus": self.plan.agent_cpus,
             "flags": FLAG_MEANINGS,
         }
+        if self.fleet_description is not None:
+            config["fleet"] = self.fleet_description
         run = Run(
             self.plan.run_id,
             self.started,

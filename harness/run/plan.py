@@ -51,6 +51,8 @@ class Plan:
     mongo_url: str | None = None  # a real MongoDB instead of the FerretDB the harness starts
     # the run's own database there (records, GridFS): created by the run, dropped after it
     mongo_db: str = field(default_factory=new_database_name)
+    fleet: str | None = None  # --fleet: local:N or tcp://SCHEDULER:PORT (None: load from here)
+    server_address: str | None = None  # where servers listen for a fleet (None: its default)
 
 
 def default_cpus() -> tuple[str, str]:
