@@ -183,7 +183,8 @@ def combine_agent_lines(latest: dict[Any, dict[str, Any]]) -> dict[str, Any]:
         steps.add(line.get("step"))
         phases.add(line.get("phase"))
     combined["step"] = min((s for s in steps if s is not None), default=-1)
-    combined["phase"] = phases.pop() if len(phases) == 1 else "mixed"
+    # a hold is every agent holding the same step (hosts of a fleet may drift apart)
+    combined["phase"] = phases.pop() if len(phases) == 1 and len(steps) == 1 else "mixed"
     if hosts:
         combined["hosts"] = hosts
     return combined
