@@ -56,8 +56,8 @@ def status_command(
     fleet: str = FLEET_OPTION,
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
-    """The fleet's load hosts: cores, open files, port range, addresses, tool and harness
-    versions. Exit status 1 when a host runs another harness version (it would be refused)."""
+    """A fleet's load hosts: cores, open files, port range, addresses, tools, harness version."""
+    # exit status 1 when a host runs another harness version: a run would refuse it
     rows, ours = fleet_status(fleet)
     if as_json:
         print(json.dumps({"harness": ours, "hosts": rows}, indent=2))
@@ -92,8 +92,7 @@ def up_command(
         1, "--addresses-per-host", min=1, help="Source addresses per host (~28,000 ports each)."
     ),
 ) -> None:
-    """(root) N network-namespace load hosts on a bridge (198.51.100.0/24), a scheduler on
-    198.51.100.1 and one Dask worker per host; they run until `harness fleet down`."""
+    """(root) N network-namespace load hosts on 198.51.100.0/24, until `harness fleet down`."""
     from harness.fleet.local import fleet_up
 
     state = fleet_up(hosts, addresses_per_host, detach=True)
@@ -106,8 +105,7 @@ def up_command(
 
 
 def down_command() -> None:
-    """(root) Stop the local fleet's processes; remove its namespaces, links and state (all
-    found by name, also after a crash)."""
+    """(root) Stop the local fleet; remove its namespaces, links and state (also after a crash)."""
     from harness.fleet.local import fleet_down
 
     removed = fleet_down()
