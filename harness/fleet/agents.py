@@ -10,7 +10,6 @@ ramp reads them as it reads local agents' files. A lost host ends the ramp namin
 
 from __future__ import annotations
 
-import contextlib
 import time
 import uuid
 from pathlib import Path
@@ -27,6 +26,8 @@ from harness.fleet.steps import BARRIER_TIMEOUT_S, HostTasks, split_evenly, star
 from harness.fleet.tasks import StepSignals, hold_connections_on_host
 from model.ramps import ConnectionRamp
 from model.scenarios import Scenario
+
+VARIABLE_TIMEOUT_S = 10.0  # a host's published lines must be readable within this
 
 if TYPE_CHECKING:
     from harness.fleet.client import Fleet, LoadHost
@@ -136,10 +137,9 @@ class FleetAgents:
     def latest(self) -> dict[Any, dict[str, Any]]:
         """Every host's agents' newest lines, keyed host/index, each marked with its host."""
         latest: dict[Any, dict[str, Any]] = {}
-        for name, variable in self._lines.items():
-            with contextlib.suppress(TimeoutError, Exception):  # not published yet
-                for index, line in (variable.get(timeout=0.2) or {}).items():
-                    latest[f"{name}/{index}"] = {**line, "host": name}
+        for name, variable in self._lines.items():  # each host set its own before the go
+            for index, line in (variable.get(timeout=VARIABLE_TIMEOUT_S) or {}).items():
+                latest[f"{name}/{index}"] = {**line, "host": name}
         return latest
 
     def lost(self) -> str | None:

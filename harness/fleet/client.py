@@ -89,8 +89,12 @@ class Fleet:
         self.local = spec.local_hosts is not None
 
     def present(self) -> set[str]:
-        """Addresses of the workers the scheduler knows now."""
-        return set(self.client.scheduler_info(n_workers=-1)["workers"])
+        """Addresses of the workers the scheduler knows now; UserError when the scheduler
+        itself is gone (every host with it: the run cannot go on)."""
+        try:
+            return set(scheduler_workers(self.client))
+        except (OSError, TimeoutError) as error:
+            raise UserError(f"the fleet's scheduler is gone: {error}") from None
 
     def describe(self) -> dict[str, Any]:
         """What run.json records of the fleet (config.fleet)."""
@@ -116,9 +120,18 @@ def connect(address: str) -> Any:
         raise UserError(f"no Dask scheduler answers at {address}: {error}") from None
 
 
+def scheduler_workers(client: Any) -> dict[str, dict[str, Any]]:
+    """The scheduler's workers now (address → info), asked of it directly.
+
+    Not `client.scheduler_info()`: that returns an attribute the client's own periodic
+    refresh overwrites with a worker-less summary, so a host could seem gone when it is not.
+    """
+    return dict(client.sync(client.scheduler.identity, n_workers=-1)["workers"])
+
+
 def list_load_hosts(client: Any) -> list[LoadHost]:
     """Every worker with the `load` resource, by name, with the facts it reports."""
-    workers = client.scheduler_info(n_workers=-1)["workers"]
+    workers = scheduler_workers(client)
     loaders = {
         address: info
         for address, info in workers.items()

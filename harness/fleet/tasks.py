@@ -185,6 +185,8 @@ def hold_connections_on_host(
     _claim(signals, host)
     outcome = HostOutcome(host)
     workdir = Path(tempfile.mkdtemp(prefix="harness-fleet-"))
+    lines = Variable(signals.lines(host))
+    lines.set({})  # before the barrier: the harness reads it from the go on
     try:
         if not _await_go(signals, host, outcome, barrier_timeout_s):
             return outcome
@@ -193,7 +195,6 @@ def hold_connections_on_host(
         outcome.started_at = time.time()
         processes = DriverProcesses(commands, cpus, paths)
         outputs = AgentOutputs(paths)
-        lines = Variable(signals.lines(host))
         stop = Event(signals.stop)
         ending = False
         try:

@@ -116,6 +116,9 @@ def test_status_lists_each_host_with_its_limits(two_hosts: local.LocalFleetState
         assert len(row["port_range"]) == 2  # type: ignore[arg-type]
         assert row["tools"]["wrk"] and row["harness"] == ours  # type: ignore[index]
         assert row["refused"] is None
+    # the same fleet named by its scheduler, as real machines are
+    by_address, _ = fleet_status(two_hosts.scheduler_address)
+    assert [row["name"] for row in by_address] == list(HOSTS)
 
 
 def test_a_smoke_compare_through_the_fleet_sums_the_hosts(
