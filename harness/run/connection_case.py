@@ -103,12 +103,23 @@ def connection_summary(
             "capped_by": "the server processes' open-file limit, not the server: "
             "use --process-model workers:N",
         }
-    limit_note = None
+    notes = []
     if ramp.target > sockets_max:
-        limit_note = (
+        notes.append(
             f"{ramp.target} connections exceed what {server_workers} server process(es) may "
             f"open ({sockets_max}): use --process-model workers:N"
         )
+    # agents (a fleet's hosts above all) drift apart while opening: a step none held at the
+    # same time as the others is missing, and said so
+    held = {step.offered for step in steps}
+    last = max(held, default=0)
+    skipped = [step.offered for step in ramp if step.offered not in held and step.offered < last]
+    if skipped:
+        notes.append(
+            f"{', '.join(f'{t:g}' for t in skipped)} conns: never held by every agent at "
+            f"once (they drifted apart while opening): lengthen ramp.hold_s"
+        )
+    limit_note = "; ".join(notes) or None
     return dataclasses.replace(
         summarize(steps),
         peak=max((s.achieved for s in clean), default=None),
