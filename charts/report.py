@@ -197,6 +197,60 @@ def _equal_load_rows(run: Run) -> list[list[str]]:
     return rows
 
 
+HOST_HEADERS = (
+    "framework", "step", "host", "offered", "replies / opened", "errors", "achieved",
+    "p50 ms", "p99 ms", "max ms", "load CPU %", "start skew ms",
+)  # fmt: skip
+
+
+def _host_rows(case: Case) -> list[list[str]]:
+    """A fleet run's per-host figures for each step, then the merged row ("all hosts").
+
+    HTTP steps keep a list of host figures (harness.fleet.steps); connection steps a dict of
+    each host's open, opened and failed connections. Merged percentiles are not the hosts'
+    mean (wrk gives percentiles, not histograms): the merged p99 shows its upper bound, ≤.
+    """
+    rows = []
+    for step in case.steps:
+        hosts = step.extra.get("hosts")
+        if not hosts:
+            continue
+        label = f"{step.offered:g} {step.unit}"
+        if isinstance(hosts, dict):  # a connection ramp's held step
+            for name, counts in hosts.items():
+                rows.append([escape(case.framework), label, escape(name), "–",
+                             _number(counts.get("opened")), _number(counts.get("failed")),
+                             _number(counts.get("open")), "–", "–", "–", "–", "–"])  # fmt: skip
+            rows.append([escape(case.framework), label, "<b>all hosts</b>", "–",
+                         _number(step.replies), _number(step.errors["total"]),
+                         _number(step.achieved), "–", "–", "–", "–", "–"])  # fmt: skip
+            continue
+        for host in hosts:
+            latency = host.get("latency_ms", {})
+            own = host.get("errors", {}).items()
+            errors = sum(n for kind, n in own if not kind.startswith("driver_"))
+            rows.append([
+                escape(case.framework), label, escape(str(host.get("host"))),
+                _number(host.get("offered")), _number(host.get("replies")), _number(errors),
+                _number(host.get("achieved")), _number(latency.get("p50"), "{:.2f}"),
+                _number(latency.get("p99"), "{:.2f}"), _number(latency.get("max"), "{:.2f}"),
+                _number(host.get("driver_cpu_pct"), "{:.1f}"),
+                _number(host.get("start_skew_ms"), "{:.1f}"),
+            ])  # fmt: skip
+        bound = (step.extra.get("latency_upper_bound_ms") or {}).get("p99")
+        p99 = step.latency_ms.get("p99")
+        merged_p99 = _number(p99, "{:.2f}") if p99 is not None else "≤ " + _number(bound, "{:.2f}")
+        rows.append([
+            escape(case.framework), label, "<b>all hosts</b>", _number(step.offered, "{:g}"),
+            _number(step.replies), _number(step.errors["total"]), _number(step.achieved),
+            _number(step.latency_ms.get("p50"), "{:.2f}"), merged_p99,
+            _number(step.latency_ms.get("max"), "{:.2f}"),
+            _number(step.agent_cpu_pct, "{:.1f}"),
+            _number(step.extra.get("start_skew_ms_max"), "{:.1f}"),
+        ])  # fmt: skip
+    return rows
+
+
 def _image(path: Path) -> str:
     encoded = base64.b64encode(path.read_bytes()).decode()
     return f'<img alt="{escape(path.stem)}" src="data:image/png;base64,{encoded}">'
@@ -309,6 +363,18 @@ def render_html(runs: Sequence[Run], images: dict[str, Path]) -> str:
         )
     )
     for run in runs:
+        host_rows = [row for case in run.cases for row in _host_rows(case)]
+        if host_rows:
+            fleet = run.config.get("fleet", {})
+            parts.append(f"<h2>Load hosts — {escape(run.run_id)}</h2>")
+            parts.append(
+                f"<p>The load came from {len(fleet.get('hosts', []))} hosts of the fleet "
+                f"{escape(str(fleet.get('spec', '')))}; servers listened on "
+                f"{escape(str(fleet.get('server_address', '')))}. Each step: every host's own "
+                "figures, then the merged ones (counts summed exactly; a merged percentile is "
+                "not the hosts' mean: ≤ marks its upper bound, the largest host's).</p>"
+            )
+            parts.append(_table(HOST_HEADERS, host_rows, numeric=set(range(3, 12))))
         verify_rows = [row for case in run.cases for row in _verify_rows(case)]
         if verify_rows:
             parts.append(f"<h2>Verify — {escape(run.run_id)}</h2>")

@@ -113,6 +113,7 @@ def spawn(
     cwd: Path | str | None = None,
     death_signal: int = signal.SIGKILL,
     run_as: tuple[int, int] | None = None,
+    env: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start `command` in its own session, tied to the harness by `death_signal`.
 
@@ -128,6 +129,7 @@ def spawn(
         stdout=stdout,
         stderr=stderr,
         cwd=cwd,
+        env=env,
         start_new_session=True,
         user=user,
         group=group,

@@ -104,6 +104,8 @@ def build_plan(
     db_cpus: str | None = None,
     servers: list[str] | None = None,
     servers_file: Path | None = None,
+    fleet: str | None = None,
+    server_address: str | None = None,
 ) -> Plan:
     """Check every user choice up front (one-line errors), then fix the plan. Servers given
     as commands (`servers`: NAME=COMMAND, a servers file, the profile's [servers] table)
@@ -131,6 +133,10 @@ def build_plan(
             f"driver {profile.driver} does not check reply bodies, which the {scenario.name} "
             "scenario needs: use --driver wrk"
         )
+    if fleet is not None:
+        check_fleet_plan(fleet, profile.driver, server_address)
+    elif server_address is not None:
+        raise UserError("--server-address is for --fleet runs (servers stay on loopback)")
     default_server, default_agent = default_cpus()
     server_cpus = server_cpus or default_server
     agent_cpus = agent_cpus or default_agent
@@ -156,6 +162,8 @@ def build_plan(
         mongo_url,
         mongo_backend=backend,
         db_cpus=db_cpus,
+        fleet=fleet,
+        server_address=server_address,
     )
 
 
@@ -167,6 +175,24 @@ def mongo_backend_note(plan: Plan, asked: str | None) -> str | None:
     if not uses_mongo or plan.mongo_url is not None or asked is not None:
         return None
     return default_backend()[1]
+
+
+FLEET_DRIVERS = ("wrk", "agent")  # the drivers a fleet's hosts run (harness.fleet)
+
+
+def check_fleet_plan(fleet: str, driver: str, server_address: str | None) -> None:
+    """A --fleet run's choices, checked before anything starts."""
+    from harness.fleet.client import parse_fleet
+    from harness.server_process import UNSPECIFIED_HOSTS
+
+    parse_fleet(fleet)
+    if driver not in FLEET_DRIVERS:
+        raise UserError(
+            f"driver {driver} does not run on a fleet yet: use --driver "
+            f"{' or '.join(FLEET_DRIVERS)}"
+        )
+    if server_address in UNSPECIFIED_HOSTS:
+        raise UserError(f"--server-address {server_address!r}: give the address itself")
 
 
 def run_plan(plan: Plan, console: Console) -> tuple[Run, float]:

@@ -17,12 +17,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from drivers.agent.plan import (
+    AgentOutputs,
     agent_command,
     combine_agent_lines,
-    parse_agent_line,
     per_process_limit,
     split_schedule,
 )
@@ -61,6 +61,7 @@ class ConnectionRampResult:
     seconds: int = 0
     messages_sent: int = 0  # by every agent, over the whole ramp
     server_exit: int | None = None  # the server died during the ramp: its exit status
+    lost: str | None = None  # a load host was lost during the ramp: which, and why
 
 
 def _total(counts: dict[str, int]) -> int:
@@ -111,50 +112,111 @@ def find_breaking_point(seconds: list[_Second]) -> dict[str, Any] | None:
     return None
 
 
-def run_connection_ramp(
-    *,
-    ramp: ConnectionRamp,
-    scenario: Scenario,
-    server: Topology,
-    monitor: Monitor,
-    agent_cpus: str | None,
-    raw_dir: Path,
-    server_workers: int,
-    baseline_rss_bytes: int | None,
-    on_step: Callable[[int, float], None],
-    on_step_done: Callable[[Step], None],
-) -> ConnectionRampResult:
-    """Run the whole ramp with agent processes; one Step per held target."""
-    targets = [int(step.offered) for step in ramp]
-    per_process = per_process_limit()
-    shares = split_schedule(targets, per_process)
-    commands = [
-        agent_command(
-            share,
-            host="127.0.0.1",
-            port=server.port,
-            path=scenario.path,
-            hold_s=ramp.hold_s,
-            open_rate_per_s=ramp.open_rate_per_s,
-            payload=scenario.payload,
-            interval_s=scenario.message_interval_s,
-            processes=len(shares),
-        )
-        for share in shares
-    ]
-    raw_dir.mkdir(parents=True, exist_ok=True)
-    paths = [raw_dir / f"agent-{share.index}.txt" for share in shares]
-    result = ConnectionRampResult(
-        limits={
+class AgentGroup(Protocol):
+    """The agent processes of one ramp, wherever they run: this machine's (`LocalAgents`)
+    or a fleet's load hosts (harness.fleet.agents). The ramp reads them, never starts them."""
+
+    limits: dict[str, Any]  # agent processes, sockets per process, source addresses
+
+    @property
+    def pids(self) -> list[int]:
+        """Agent processes on this machine, for the monitor (none for remote hosts)."""
+        ...
+
+    def running(self) -> bool: ...
+
+    def latest(self) -> dict[Any, dict[str, Any]]:
+        """The newest report line of every agent process that reported so far."""
+        ...
+
+    def lost(self) -> str | None:
+        """Why part of the load is gone (a load host lost); None while all is well."""
+        ...
+
+    def end(self) -> None:
+        """Ask every agent to close its connections and stop (the stress mode's end)."""
+        ...
+
+    def finish(self) -> dict[Any, dict[str, Any]]:
+        """Stop whatever still runs; every agent's final line."""
+        ...
+
+
+class LocalAgents:
+    """Agent processes on this machine, each from its own 127.0.0.x addresses."""
+
+    def __init__(
+        self, ramp: ConnectionRamp, scenario: Scenario, server: Topology, agent_cpus: str | None,
+        raw_dir: Path, server_workers: int,
+    ) -> None:  # fmt: skip
+        targets = [int(step.offered) for step in ramp]
+        per_process = per_process_limit()
+        shares = split_schedule(targets, per_process)
+        commands = [
+            agent_command(
+                share,
+                host=server.host,
+                port=server.port,
+                path=scenario.path,
+                hold_s=ramp.hold_s,
+                open_rate_per_s=ramp.open_rate_per_s,
+                payload=scenario.payload,
+                interval_s=scenario.message_interval_s,
+                processes=len(shares),
+            )
+            for share in shares
+        ]
+        raw_dir.mkdir(parents=True, exist_ok=True)
+        paths = [raw_dir / f"agent-{share.index}.txt" for share in shares]
+        self.limits = {
             "agent_processes": len(shares),
             "connections_per_agent_process_max": per_process,
             "agent_sources": [source for share in shares for source in share.sources],
             "server_sockets_max": server_workers * per_process,
         }
-    )
-    processes = DriverProcesses(commands, agent_cpus, paths)
-    offsets = [0] * len(paths)
-    latest: dict[int, dict[str, Any]] = {}
+        self._processes = DriverProcesses(commands, agent_cpus, paths)
+        self._outputs = AgentOutputs(paths)
+
+    @property
+    def pids(self) -> list[int]:
+        return self._processes.pids
+
+    def running(self) -> bool:
+        return self._processes.running()
+
+    def latest(self) -> dict[Any, dict[str, Any]]:
+        return dict(self._outputs.read())
+
+    def lost(self) -> str | None:
+        return None
+
+    def end(self) -> None:
+        for pid in self._processes.pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+
+    def finish(self) -> dict[Any, dict[str, Any]]:
+        self._processes.kill()
+        return dict(self._outputs.read_final())
+
+
+def run_connection_ramp(
+    *,
+    ramp: ConnectionRamp,
+    agents: AgentGroup,
+    server: Topology,
+    monitor: Monitor,
+    baseline_rss_bytes: int | None,
+    on_step: Callable[[int, float], None],
+    on_step_done: Callable[[Step], None],
+) -> ConnectionRampResult:
+    """Follow the started `agents` through the whole ramp; one Step per held target.
+
+    Whatever ends the ramp (its end, the server's death, a lost load host, Ctrl-C), the
+    agents are stopped before this returns.
+    """
+    targets = [int(step.offered) for step in ramp]
+    result = ConnectionRampResult(limits=dict(agents.limits))
     seconds: list[_Second] = []
     current = -1
     window_start: _Second | None = None
@@ -167,39 +229,33 @@ def run_connection_ramp(
         on_step_done(result.steps[-1])
 
     try:  # whatever happens from here (Ctrl-C included), no agent outlives the ramp
-        monitor.set_agent_pids(processes.pids)
-        while processes.running():
+        monitor.set_agent_pids(agents.pids)
+        while agents.running():
             time.sleep(POLL_INTERVAL_S)
             if server.process.poll() is not None:  # a dead server ends the ramp at once
                 result.server_exit = server.process.returncode
                 break
-            for index, path in enumerate(paths):
-                with path.open("rb") as raw:
-                    raw.seek(offsets[index])
-                    chunk = raw.read()
-                complete = chunk[: chunk.rfind(b"\n") + 1]
-                offsets[index] += len(complete)
-                for line in complete.decode(errors="replace").splitlines():
-                    record = parse_agent_line(line)
-                    if record is not None:
-                        latest[index] = record
-            if len(latest) < len(paths):
+            result.lost = agents.lost()
+            if result.lost is not None:  # part of the load is gone: the ramp means nothing
+                break
+            latest = agents.latest()
+            if len(latest) < result.limits["agent_processes"]:
                 continue
-            agents = combine_agent_lines(latest)
+            combined = combine_agent_lines(latest)
             telemetry = server.latest_telemetry()
             second = _Second(
                 time.time(),
-                agents,
+                combined,
                 max((t["tick_max_ms"] for t in telemetry.values()), default=0.0),
                 sum(t["messages"] for t in telemetry.values()),
             )
             if not seconds or second.t - seconds[-1].t >= 1.0:
                 seconds.append(second)  # the breaking point is judged second by second
-            if agents["phase"] == "holding":
-                if window_start is None or agents["step"] != current:
+            if combined["phase"] == "holding":
+                if window_start is None or combined["step"] != current:
                     if window_start is not None and last_hold is not None:
                         finish(window_start, last_hold)
-                    current, window_start = agents["step"], second
+                    current, window_start = combined["step"], second
                     on_step(current, targets[current])
                     monitor.begin_step(current)
                 last_hold = second
@@ -209,21 +265,14 @@ def run_connection_ramp(
             if result.breaking_point is None:
                 result.breaking_point = find_breaking_point(seconds)
                 if result.breaking_point and ramp.mode == "stress":
-                    for pid in processes.pids:  # the ramp ends at the breaking point
-                        with contextlib.suppress(ProcessLookupError):
-                            os.kill(pid, signal.SIGTERM)
-        if window_start is not None and last_hold is not None:
+                    agents.end()  # the ramp ends at the breaking point
+        if window_start is not None and last_hold is not None and result.lost is None:
             finish(window_start, last_hold)
     finally:
-        processes.kill()
+        final = agents.finish()
     result.seconds = len(seconds)
-    for index, path in enumerate(paths):  # the agents' final lines: every message they sent
-        for line in path.read_text(errors="replace").splitlines():
-            record = parse_agent_line(line)
-            if record is not None:
-                latest[index] = record
-    if latest:
-        result.messages_sent = combine_agent_lines(latest)["messages_sent"]
+    if final:  # the agents' final lines: every message they sent
+        result.messages_sent = combine_agent_lines(final)["messages_sent"]
     return result
 
 
@@ -296,6 +345,7 @@ def _finish_step(
             else None,
             "agent_rss_bytes": agents_end["rss_bytes"],
             "hold_s": round(span_s, 1),
+            **({"hosts": agents_end["hosts"]} if "hosts" in agents_end else {}),
         },
     )
 

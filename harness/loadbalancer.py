@@ -26,7 +26,13 @@ class LoadBalancer:
     `cpus` is a taskset CPU list for nginx (None: not pinned); `workers` its worker count.
     """
 
-    def __init__(self, upstream_ports: list[int], cpus: str | None, workers: int = 1) -> None:
+    def __init__(
+        self,
+        upstream_ports: list[int],
+        cpus: str | None,
+        workers: int = 1,
+        listen_host: str = LISTEN_HOST,
+    ) -> None:
         if not upstream_ports:
             raise ValueError("a load balancer needs at least one upstream port")
         if workers < 1:
@@ -34,6 +40,7 @@ class LoadBalancer:
         self.upstream_ports = list(upstream_ports)
         self.cpus = cpus
         self.workers = workers
+        self.listen_host = listen_host  # its instances stay on loopback behind it
         self.port = 0
         self._nginx: nginx.Nginx | None = None
 
@@ -46,7 +53,7 @@ class LoadBalancer:
 
     @property
     def url(self) -> str:
-        return f"http://{LISTEN_HOST}:{self.port}"
+        return f"http://{self.listen_host}:{self.port}"
 
     def pids(self) -> Sequence[int]:
         """The master's and the workers' pids (for the monitor's process tree)."""
@@ -63,9 +70,9 @@ class LoadBalancer:
             return self
 
         def render() -> nginx.Site:
-            port = nginx.free_port(LISTEN_HOST)
-            blocks = nginx.proxy_blocks(LISTEN_HOST, port, self.upstream_ports)
-            return nginx.Site(blocks, LISTEN_HOST, port)
+            port = nginx.free_port(self.listen_host)
+            blocks = nginx.proxy_blocks(self.listen_host, port, self.upstream_ports)
+            return nginx.Site(blocks, self.listen_host, port)
 
         try:
             self._nginx, site = nginx.start_nginx(

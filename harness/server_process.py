@@ -34,6 +34,8 @@ from servers.contract import GRIDFS_DATABASE, SHUTDOWN_GRACE_S
 from servers.core.sinks import DEFAULT_MONGO_URL
 
 READY_TIMEOUT_S = 30.0
+# Every address of the machine: a server benchmarked here never listens on one of these.
+UNSPECIFIED_HOSTS = ("0.0.0.0", "::", "")
 
 
 class ServerProcess:
@@ -43,10 +45,13 @@ class ServerProcess:
     does not end it in time, so no child is ever left behind.
     """
 
-    def __init__(self, command: list[str], framework: str, workers: int) -> None:
+    def __init__(
+        self, command: list[str], framework: str, workers: int, host: str = "127.0.0.1"
+    ) -> None:
         self.command = command
         self.framework = framework
         self.workers = workers
+        self.host = host  # the address it listens on (given explicitly: never 0.0.0.0)
         self.telemetry: list[dict[str, Any]] = []
         self.other_output: list[str] = []
         self._lock = threading.Lock()
@@ -73,7 +78,7 @@ class ServerProcess:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
         """Block until every worker printed its first telemetry line; raise if it died."""
@@ -389,11 +394,17 @@ def start_server(
     cpus: str | None = None,
     extra_args: Sequence[str] = (),
     ready_timeout_s: float = READY_TIMEOUT_S,
+    host: str = "127.0.0.1",
 ) -> ServerProcess:
-    """Start a server on an OS-chosen loopback port and wait until it listens (a command
-    server: on a port the harness picked)."""
+    """Start a server on an OS-chosen port of `host` (loopback unless a fleet's load hosts
+    must reach it: then the address they reach, given explicitly) and wait until it listens
+    (a command server: on a port the harness picked)."""
+    if host in UNSPECIFIED_HOSTS:
+        raise UserError(f"a server listens on an address given explicitly, not {host}")
     registered = FRAMEWORKS.get(framework)
     if registered is not None and registered.kind == "command":
+        if host != "127.0.0.1":
+            raise UserError(f"{framework} is a server given as a command: it runs on loopback only")
         return start_command_server(
             registered,
             registered.command,
@@ -404,9 +415,15 @@ def start_server(
             ready_timeout_s=ready_timeout_s,
         )
     command = server_command(
-        framework, sink=sink, workers=workers, loop=loop, cpus=cpus, extra_args=extra_args
+        framework,
+        sink=sink,
+        workers=workers,
+        loop=loop,
+        host=host,
+        cpus=cpus,
+        extra_args=extra_args,
     )
-    server = ServerProcess(command, framework, workers)
+    server = ServerProcess(command, framework, workers, host)
     try:
         server.wait_ready(ready_timeout_s)
     except BaseException:

@@ -129,8 +129,13 @@ class Topology:
         return self.balancer.port if self.balancer is not None else self.servers[0].port
 
     @property
+    def host(self) -> str:
+        """The address the server (or its balancer) listens on."""
+        return self.balancer.listen_host if self.balancer is not None else self.servers[0].host
+
+    @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     @property
     def instance_url(self) -> str:
@@ -221,8 +226,10 @@ def start_topology(
     loop: str | None = None,
     server_cpus: str | None = None,
     extra_args: Sequence[str] = (),
+    host: str = "127.0.0.1",
 ) -> Topology:
-    """Start the instances (and the balancer) of `model`; everything is stopped on failure."""
+    """Start the instances (and the balancer) of `model` listening on `host` (the balancer
+    there, its instances behind it on loopback); everything is stopped on failure."""
     if not model.balanced:
         server = start_server(
             framework,
@@ -231,6 +238,7 @@ def start_topology(
             loop=loop,
             cpus=server_cpus,
             extra_args=extra_args,
+            host=host,
         )
         return Topology(model, [server], instance_cpus=[server_cpus])
     from harness.loadbalancer import LoadBalancer
@@ -249,7 +257,7 @@ def start_topology(
                     extra_args=extra_args,
                 )
             )
-        balancer = LoadBalancer([server.port for server in servers], server_cpus)
+        balancer = LoadBalancer([server.port for server in servers], server_cpus, listen_host=host)
         balancer.__enter__()
     except BaseException:
         try:

@@ -466,12 +466,12 @@ def ws_frame(
     return head + key + bytes(b ^ key[i % 4] for i, b in enumerate(payload))
 
 
-def raw_ws_connect(port: int, timeout_s: float = 5.0) -> socket.socket:
+def raw_ws_connect(port: int, timeout_s: float = 5.0, host: str = "127.0.0.1") -> socket.socket:
     """A raw socket to `/ws` past a valid handshake (the contract's Origin and protocol)."""
-    sock = socket.create_connection(("127.0.0.1", port), timeout=timeout_s)
+    sock = socket.create_connection((host, port), timeout=timeout_s)
     sock.sendall(
         (
-            f"GET {contract.ROUTE_WEBSOCKET} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+            f"GET {contract.ROUTE_WEBSOCKET} HTTP/1.1\r\nHost: {host}:{port}\r\n"
             "Upgrade: websocket\r\nConnection: Upgrade\r\n"
             f"Sec-WebSocket-Key: {_WS_KEY}\r\nSec-WebSocket-Version: 13\r\n"
             f"Origin: {contract.WS_ORIGIN}\r\nSec-WebSocket-Protocol: {contract.WS_SUBPROTOCOL}\r\n"
@@ -540,8 +540,9 @@ RAW_FRAME_CASES: dict[str, tuple[bytes, int]] = {
 def check_websocket_raw_frames(base_url: str) -> str:
     """Raw frames no client library sends: each closes with RFC 6455's code, at once."""
     port = _port_of(base_url)
+    host = _address(base_url)[0]
     for what, (frame, code) in RAW_FRAME_CASES.items():
-        with raw_ws_connect(port) as sock:
+        with raw_ws_connect(port, host=host) as sock:
             sock.sendall(frame)
             closed = raw_ws_close_code(sock, timeout_s=3.0)
         _expect(closed == code, f"{what} closed with {closed}, not {code}")

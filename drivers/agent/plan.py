@@ -53,12 +53,12 @@ def read_port_range() -> tuple[int, int]:
         return 32768, 60999
 
 
-def per_process_limit() -> int:
+def per_process_limit(sources_per_process: int = SOURCES_PER_PROCESS) -> int:
     """Sockets one agent process may hold: the open-file limit (or the ports of its
     addresses, were they fewer), less headroom."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     low, high = read_port_range()
-    return max(1, min(soft, (high - low + 1) * SOURCES_PER_PROCESS) - FD_HEADROOM)
+    return max(1, min(soft, (high - low + 1) * sources_per_process) - FD_HEADROOM)
 
 
 @dataclass(frozen=True)
@@ -70,14 +70,28 @@ class AgentShare:
     schedule: tuple[int, ...]
 
 
-def split_schedule(targets: list[int], per_process: int) -> list[AgentShare]:
-    """Every step's target split evenly over as few processes as the largest target needs."""
+def split_schedule(
+    targets: list[int], per_process: int, source_pool: tuple[str, ...] | None = None
+) -> list[AgentShare]:
+    """Every step's target split evenly over as few processes as the largest target needs.
+
+    Without a `source_pool` each process connects from eight 127.0.0.x addresses of its
+    own; a load host of a fleet gives its own addresses, dealt out to its processes in turn
+    (two processes may then share one, and with it that address's source ports).
+    """
     processes = max(1, math.ceil(max(targets, default=0) / per_process))
     shares = []
     for index in range(processes):
         schedule = tuple(t // processes + (1 if index < t % processes else 0) for t in targets)
-        first = FIRST_SOURCE_HOST + index * SOURCES_PER_PROCESS
-        sources = tuple(f"127.0.0.{first + k}" for k in range(SOURCES_PER_PROCESS))
+        if source_pool:
+            count = min(SOURCES_PER_PROCESS, len(source_pool))
+            first_source = index * count
+            sources = tuple(
+                source_pool[(first_source + k) % len(source_pool)] for k in range(count)
+            )
+        else:
+            first = FIRST_SOURCE_HOST + index * SOURCES_PER_PROCESS
+            sources = tuple(f"127.0.0.{first + k}" for k in range(SOURCES_PER_PROCESS))
         shares.append(AgentShare(index, sources, schedule))
     return shares
 
@@ -93,14 +107,17 @@ def agent_command(
     payload: str | None,
     interval_s: tuple[float, float] | None,
     processes: int,
+    python: str = sys.executable,
 ) -> list[str]:
-    """The agent's command line; it stops by itself a margin after its schedule's end."""
+    """The agent's command line; it stops by itself a margin after its schedule's end.
+
+    `processes` share `open_rate_per_s` evenly; `python` runs it (a load host's own)."""
     rate = open_rate_per_s / processes
     opening_s = (max(share.schedule, default=0) / rate) if rate > 0 else 0.0
     time_limit_s = opening_s * 2 + hold_s * len(share.schedule) + 30.0
     low, high = interval_s or (3.0, 6.0)
     return [
-        sys.executable,
+        python,
         "-m",
         "drivers.agent",
         "--host",
@@ -135,8 +152,9 @@ def parse_agent_line(line: str) -> dict[str, Any] | None:
     return record if isinstance(record, dict) and "opened" in record else None
 
 
-def combine_agent_lines(latest: dict[int, dict[str, Any]]) -> dict[str, Any]:
-    """The newest line of every agent process as one: counts summed, reasons merged."""
+def combine_agent_lines(latest: dict[Any, dict[str, Any]]) -> dict[str, Any]:
+    """The newest line of every agent process as one: counts summed, reasons merged (and,
+    for lines marked with a load host, each host's own counts under `hosts`)."""
     combined: dict[str, Any] = {
         "agents": len(latest),
         "open": 0,
@@ -150,7 +168,13 @@ def combine_agent_lines(latest: dict[int, dict[str, Any]]) -> dict[str, Any]:
         "rss_bytes": 0,
     }
     steps, phases = set(), set()
+    hosts: dict[str, dict[str, int]] = {}  # lines marked with their load host (a fleet's)
     for line in latest.values():
+        if "host" in line:
+            host = hosts.setdefault(line["host"], {"open": 0, "opened": 0, "failed": 0})
+            host["open"] += int(line.get("open", 0))
+            host["opened"] += int(line.get("opened", 0))
+            host["failed"] += sum(int(n) for n in line.get("failed", {}).values())
         for key in ("open", "opened", "attempts", "messages_sent", "send_errors", "rss_bytes"):
             combined[key] += int(line.get(key, 0))
         combined["cpu_pct"] += float(line.get("cpu_pct", 0.0))
@@ -160,5 +184,41 @@ def combine_agent_lines(latest: dict[int, dict[str, Any]]) -> dict[str, Any]:
         steps.add(line.get("step"))
         phases.add(line.get("phase"))
     combined["step"] = min((s for s in steps if s is not None), default=-1)
-    combined["phase"] = phases.pop() if len(phases) == 1 else "mixed"
+    # a hold is every agent holding the same step (hosts of a fleet may drift apart)
+    combined["phase"] = phases.pop() if len(phases) == 1 and len(steps) == 1 else "mixed"
+    if hosts:
+        combined["hosts"] = hosts
     return combined
+
+
+class AgentOutputs:
+    """The newest report line of each agent process, read from their raw output files as
+    the processes write them (only complete lines; what an agent printed besides is skipped)."""
+
+    def __init__(self, paths: list[Path]) -> None:
+        self.paths = paths
+        self._offsets = [0] * len(paths)
+        self.latest: dict[int, dict[str, Any]] = {}
+
+    def read(self) -> dict[int, dict[str, Any]]:
+        """Read what was added since the last call; the newest line of each process so far."""
+        for index, path in enumerate(self.paths):
+            with path.open("rb") as raw:
+                raw.seek(self._offsets[index])
+                chunk = raw.read()
+            complete = chunk[: chunk.rfind(b"\n") + 1]
+            self._offsets[index] += len(complete)
+            for line in complete.decode(errors="replace").splitlines():
+                record = parse_agent_line(line)
+                if record is not None:
+                    self.latest[index] = record
+        return dict(self.latest)
+
+    def read_final(self) -> dict[int, dict[str, Any]]:
+        """Every file read to its end (the agents' final lines: every message they sent)."""
+        for index, path in enumerate(self.paths):
+            for line in path.read_text(errors="replace").splitlines():
+                record = parse_agent_line(line)
+                if record is not None:
+                    self.latest[index] = record
+        return dict(self.latest)

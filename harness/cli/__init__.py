@@ -14,6 +14,7 @@ from harness.cli.bench import bench_command
 from harness.cli.compare import compare_command
 from harness.cli.diff import diff_command
 from harness.cli.doctor import doctor_command
+from harness.cli.fleet import fleet_app
 from harness.cli.history import history_command
 from harness.cli.list import list_command
 from harness.cli.report import report_command
@@ -39,6 +40,7 @@ app.command("report")(report_command)
 app.command("diff")(diff_command)
 app.command("history")(history_command)
 app.command("trend")(trend_command)
+app.add_typer(fleet_app, name="fleet")
 
 
 def main() -> None:

@@ -16,6 +16,7 @@ from harness.cli.options import (
     DRIVER_OPTION,
     DURABLE_OPTION,
     DURATION_OPTION,
+    FLEET_OPTION,
     FRAMEWORKS_OPTION,
     LOAD_CPUS_OPTION,
     LOOP_OPTION,
@@ -30,6 +31,7 @@ from harness.cli.options import (
     PROFILE_OPTION,
     REPEAT_OPTION,
     SCENARIO_OPTION,
+    SERVER_ADDRESS_OPTION,
     SERVER_CPUS_OPTION,
     SERVER_OPTION,
     SERVERS_FILE_OPTION,
@@ -70,6 +72,8 @@ def run_comparison(
     thresholds: list[str],
     servers: list[str] = (),  # type: ignore[assignment]
     servers_file: Path | None = None,
+    fleet: str | None = None,
+    server_address: str | None = None,
 ) -> None:
     """Plan (every choice checked up front), run, print the tables, draw the report.
 
@@ -125,11 +129,14 @@ def run_comparison(
         db_cpus=db_cpus,
         servers=list(servers),
         servers_file=servers_file,
+        fleet=fleet,
+        server_address=server_address,
     )
     console.print(
         f"profile {plan.profile.name}: {plan.profile.description}\n"
         f"frameworks {', '.join(plan.frameworks)}; server CPUs {plan.server_cpus}, "
         f"load CPUs {plan.agent_cpus}; results {plan.out_dir}"
+        + (f"\nload from the fleet {plan.fleet}" if plan.fleet else "")
     )
     backend_note = mongo_backend_note(plan, mongo_backend)
     if backend_note is not None:
@@ -200,6 +207,8 @@ def compare_command(
     thresholds: list[str] = THRESHOLD_OPTION,
     servers: list[str] = SERVER_OPTION,
     servers_file: Path = SERVERS_FILE_OPTION,
+    fleet: str = FLEET_OPTION,
+    server_address: str = SERVER_ADDRESS_OPTION,
 ) -> None:
     """Identical load ramps against every framework; run.json, steps.csv, charts, report."""
     run_comparison(**locals())

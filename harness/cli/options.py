@@ -112,3 +112,15 @@ THRESHOLD_OPTION = typer.Option(
 MODE_OPTION = typer.Option(
     None, help="Connection ramps: load (hold each step) or stress (stop at the breaking point)."
 )
+FLEET_OPTION = typer.Option(
+    None,
+    "--fleet",
+    help="Drive the load from a Dask fleet's hosts: tcp://SCHEDULER:PORT or local:N "
+    "(namespace hosts; root). wrk and agent only.",
+)
+SERVER_ADDRESS_OPTION = typer.Option(
+    None,
+    "--server-address",
+    help="With --fleet: the address servers listen on, which the load hosts reach "
+    "(default: the local fleet's bridge, or this machine's address toward the scheduler).",
+)

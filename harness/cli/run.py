@@ -15,6 +15,7 @@ from harness.cli.options import (
     DRIVER_OPTION,
     DURABLE_OPTION,
     DURATION_OPTION,
+    FLEET_OPTION,
     LOAD_CPUS_OPTION,
     LOOP_OPTION,
     MODE_OPTION,
@@ -28,6 +29,7 @@ from harness.cli.options import (
     PROFILE_OPTION,
     REPEAT_OPTION,
     SCENARIO_OPTION,
+    SERVER_ADDRESS_OPTION,
     SERVER_CPUS_OPTION,
     SERVER_OPTION,
     SERVERS_FILE_OPTION,
@@ -66,6 +68,8 @@ def run_command(
     thresholds: list[str] = THRESHOLD_OPTION,
     servers: list[str] = SERVER_OPTION,
     servers_file: Path = SERVERS_FILE_OPTION,
+    fleet: str = FLEET_OPTION,
+    server_address: str = SERVER_ADDRESS_OPTION,
 ) -> None:
     """One framework through a profile (the same as compare --frameworks NAME)."""
     if "," in framework or framework == "all":

@@ -164,6 +164,7 @@ def _run_with_sink(ctx: CaseContext) -> Case:
             loop=profile.loop if profile.loop in FRAMEWORKS[framework].loops else None,
             server_cpus=ctx.server_cpus,
             extra_args=[*sink_args, *backend_args],
+            host=run.server_host,
         )
     except UserError as error:
         return new_case(run, framework, ctx.process_model, "failed", affinity, error=str(error))

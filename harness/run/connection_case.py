@@ -10,8 +10,15 @@ from __future__ import annotations
 import dataclasses
 import time
 
+from drivers.base import DriverOutputError
 from drivers.processes import how_it_ended
-from harness.connections import ConnectionRampResult, memory_per_connection, run_connection_ramp
+from harness.connections import (
+    ConnectionRampResult,
+    LocalAgents,
+    memory_per_connection,
+    run_connection_ramp,
+)
+from harness.fleet.agents import FleetAgents
 from harness.monitor import Monitor
 from harness.run.analysis import summarize
 from harness.run.context import CaseContext, Measured
@@ -32,14 +39,22 @@ def run_connection_case(ctx: CaseContext, server: Topology, monitor: Monitor) ->
     time.sleep(IDLE_READING_S)
     baseline_rss = monitor.rows[-1]["server_rss_bytes"] if monitor.rows else None
     reporter = ctx.run.reporter
+    fleet = ctx.run.fleet
+    try:
+        agents = (
+            LocalAgents(ramp, ctx.scenario, server, ctx.agent_cpus, ctx.raw_dir, server.workers)
+            if fleet is None
+            else FleetAgents(
+                fleet, ramp, ctx.scenario, server, ctx.agent_cpus, ctx.raw_dir, server.workers
+            )
+        )
+    except DriverOutputError as error:  # a fleet's hosts did not all start
+        return Measured((), Summary(), None, error=str(error), stored_before=stored_before)
     result = run_connection_ramp(
         ramp=ramp,
-        scenario=ctx.scenario,
+        agents=agents,
         server=server,
         monitor=monitor,
-        agent_cpus=ctx.agent_cpus,
-        raw_dir=ctx.raw_dir,
-        server_workers=server.workers,
         baseline_rss_bytes=baseline_rss,
         on_step=lambda index, offered: reporter.step_started(
             index=index, offered=offered, unit="conns"
@@ -49,7 +64,10 @@ def run_connection_case(ctx: CaseContext, server: Topology, monitor: Monitor) ->
     steps = tuple(result.steps)
     summary = connection_summary(ramp, result, server.workers, baseline_rss)
     error = None
-    if result.server_exit is not None:
+    if result.lost is not None:
+        open_now = steps[-1].extra["open"] if steps else 0
+        error = f"{result.lost} at {open_now} connections"
+    elif result.server_exit is not None:
         exited = f"server {how_it_ended(result.server_exit)}"
         error = (
             f"{exited} at {steps[-1].extra['open'] if steps else 0} connections: "
@@ -85,12 +103,23 @@ def connection_summary(
             "capped_by": "the server processes' open-file limit, not the server: "
             "use --process-model workers:N",
         }
-    limit_note = None
+    notes = []
     if ramp.target > sockets_max:
-        limit_note = (
+        notes.append(
             f"{ramp.target} connections exceed what {server_workers} server process(es) may "
             f"open ({sockets_max}): use --process-model workers:N"
         )
+    # agents (a fleet's hosts above all) drift apart while opening: a step none held at the
+    # same time as the others is missing, and said so
+    held = {step.offered for step in steps}
+    last = max(held, default=0)
+    skipped = [step.offered for step in ramp if step.offered not in held and step.offered < last]
+    if skipped:
+        notes.append(
+            f"{', '.join(f'{t:g}' for t in skipped)} conns: never held by every agent at "
+            f"once (they drifted apart while opening): lengthen ramp.hold_s"
+        )
+    limit_note = "; ".join(notes) or None
     return dataclasses.replace(
         summarize(steps),
         peak=max((s.achieved for s in clean), default=None),

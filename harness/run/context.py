@@ -17,6 +17,7 @@ from model.results import Step, Summary
 from model.scenarios import Scenario
 
 if TYPE_CHECKING:
+    from harness.fleet.client import Fleet
     from harness.monitor import Monitor
     from harness.run.plan import Plan, Reporter
     from harness.topology import Topology
@@ -26,13 +27,19 @@ if TYPE_CHECKING:
 class RunContext:
     """Fixed for the whole run: the plan, its scenario, the backends, who watches, and the
     database the harness started for the mongo sink and GridFS (None: none needed, or a
-    user's MongoDB)."""
+    user's MongoDB), and the fleet whose hosts drive the load (None: this machine)."""
 
     plan: Plan
     scenario: Scenario
     reporter: Reporter
     backends: Backends | None = None
     database: HarnessDatabase | None = None
+    fleet: Fleet | None = None
+
+    @property
+    def server_host(self) -> str:
+        """Where servers listen: loopback, or the address the fleet's hosts reach."""
+        return self.fleet.server_address if self.fleet is not None else "127.0.0.1"
 
     @property
     def profile(self) -> Profile:

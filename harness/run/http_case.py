@@ -7,16 +7,16 @@ with the steps it finished.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from drivers import build_driver
-from drivers.base import Driver, DriverOutputError, DriverResult, Target, run_step
+from drivers.base import Driver, DriverOptions, DriverOutputError, DriverResult, Target, run_step
 from harness import affinity as cpu_affinity
+from harness.fleet.steps import HostLost, run_fleet_step
 from harness.monitor import Monitor, StepWindow, step_stats
 from harness.probe import Probe
 from harness.run.analysis import (
@@ -35,6 +35,9 @@ from harness.run.ledger import count_before_load
 from harness.topology import Topology
 from model.ramps import Ramp, RampStep
 from model.results import LATENCY_KEYS, Step
+
+if TYPE_CHECKING:
+    from harness.fleet.client import Fleet
 
 
 def calls_per_connection(ramp: Ramp) -> int:
@@ -59,8 +62,61 @@ def server_exit(server: Topology) -> str | None:
     return server.process.exit_reason()
 
 
+# Runs one step's load: (step, label, on_start, abort) -> the merged result.
+StepRunner = Callable[
+    [RampStep, str, Callable[[list[int]], None] | None, Callable[[], str | None] | None],
+    DriverResult,
+]
+
+
+def local_runner(ctx: CaseContext, driver: Driver, target: Target) -> StepRunner:
+    """The step's driver processes on this machine, on the load CPUs."""
+
+    def run(
+        step: RampStep,
+        label: str,
+        on_start: Callable[[list[int]], None] | None,
+        abort: Callable[[], str | None] | None,
+    ) -> DriverResult:
+        return run_step(driver, step, target, ctx.agent_cpus, ctx.raw_dir, label, on_start, abort)
+
+    return run
+
+
+def fleet_runner(ctx: CaseContext, fleet: Fleet, target: Target) -> StepRunner:
+    """The step split over the fleet's hosts, each driver sized for its host: a namespace
+    host shares this machine's load CPUs with the others (and is pinned to them), a real
+    machine uses all its cores."""
+    profile = ctx.profile
+    load_cpus = {
+        host.name: max(1, ctx.agent_cpu_count // len(fleet.hosts))
+        if fleet.local
+        else int(host.facts["cores"])
+        for host in fleet.hosts
+    }
+    options: DriverOptions = {"requests_per_step": profile.requests_per_step}
+    drivers = {
+        name: build_driver(profile.driver, profile.ramp, cpus, options)
+        for name, cpus in load_cpus.items()
+    }
+    cpus = ctx.agent_cpus if fleet.local else None
+
+    def run(
+        step: RampStep,
+        label: str,
+        on_start: Callable[[list[int]], None] | None,
+        abort: Callable[[], str | None] | None,
+    ) -> DriverResult:
+        return run_fleet_step(
+            fleet, drivers, load_cpus, step, target, cpus, ctx.raw_dir, label, abort
+        )
+
+    return run
+
+
 def run_http_case(ctx: CaseContext, server: Topology, monitor: Monitor) -> Measured:
-    """Every step of the profile's ramp against the server, one driver run per step."""
+    """Every step of the profile's ramp against the server, one driver run per step (on
+    this machine, or split over the fleet's hosts)."""
     profile, scenario, backends = ctx.profile, ctx.scenario, ctx.run.backends
     steps = list(profile.ramp)
     driver = build_driver(
@@ -70,7 +126,7 @@ def run_http_case(ctx: CaseContext, server: Topology, monitor: Monitor) -> Measu
         {"requests_per_step": profile.requests_per_step},
     )
     target = Target(
-        "127.0.0.1",
+        server.host,
         server.mc_port() if scenario.protocol == "memcached" else server.port,
         scenario,
         request_timeout_s(profile.ramp, profile.timeout_s),
@@ -86,16 +142,32 @@ def run_http_case(ctx: CaseContext, server: Topology, monitor: Monitor) -> Measu
             time.sleep(0.05)  # taskset has exec'd the driver by now
             seen["agent"] = cpu_affinity.cpus_allowed(pids[0])
 
+    fleet = ctx.run.fleet
+    runner = (
+        local_runner(ctx, driver, target) if fleet is None else fleet_runner(ctx, fleet, target)
+    )
     if profile.warmup_s > 0:
         warm = warmup_step(steps[0], profile.warmup_s)
-        # a warm-up that fails says nothing the counted steps will not say
-        with contextlib.suppress(DriverOutputError):
-            run_step(driver, warm, target, ctx.agent_cpus, ctx.raw_dir, "warmup")
+        try:
+            runner(warm, "warmup", None, None)
+        except HostLost as lost:  # the fleet is short of a host before the first step
+            return Measured((), summarize([]), None, error=f"{lost} during the warm-up")
+        except DriverOutputError:  # a failed warm-up says nothing the steps will not say
+            pass
     stored_before = count_before_load(ctx.store)  # what warm-up and verify stored is not counted
     recorded: list[Step] = []
     for ramp_step in steps:
-        recorded.append(_run_one_step(ctx, driver, ramp_step, target, server, monitor, note_agent))
+        step, lost = _run_one_step(ctx, driver, runner, ramp_step, server, monitor, note_agent)
+        recorded.append(step)
         ctx.run.reporter.step_finished(step=recorded[-1])
+        if lost is not None:  # the load from here on would not be the load asked for
+            return Measured(
+                tuple(recorded),
+                summarize(recorded),
+                seen["agent"],
+                error=f"{lost} during step {ramp_step.index}",
+                stored_before=stored_before,
+            )
         exited = server_exit(server)
         if exited is not None:
             return Measured(
@@ -137,12 +209,13 @@ def _database_note(ctx: CaseContext, steps: list[Step]) -> str | None:
 def _run_one_step(
     ctx: CaseContext,
     driver: Driver,
+    runner: StepRunner,
     ramp_step: RampStep,
-    target: Target,
     server: Topology,
     monitor: Monitor,
     note_agent: Callable[[list[int]], None],
-) -> Step:
+) -> tuple[Step, HostLost | None]:
+    """One step, recorded; and the load host lost during it, if one was."""
     ctx.run.reporter.step_started(
         index=ramp_step.index, offered=ramp_step.offered, unit=ramp_step.unit
     )
@@ -150,29 +223,29 @@ def _run_one_step(
     monitor.begin_step(ramp_step.index)
     try:
         probe.start()
-        result: DriverResult | None = run_step(
-            driver,
+        result: DriverResult | None = runner(
             ramp_step,
-            target,
-            ctx.agent_cpus,
-            ctx.raw_dir,
             f"step{ramp_step.index:03d}",
-            on_start=note_agent,
-            abort=lambda: server_exit(server),  # a dead server ends the step at once
+            note_agent,
+            lambda: server_exit(server),  # a dead server ends the step at once
         )
-        reason = ""
+        reason, lost = "", None
     except DriverOutputError as error:
         result, reason = None, str(error)
+        lost = error if isinstance(error, HostLost) else None
     finally:
         probe_ms = probe.stop()
         window = monitor.end_step()
     stats = step_stats(monitor.rows, server.telemetry_lines(), window)
+    if ctx.run.fleet is not None:  # the load ran on the hosts: their drivers' CPU, summed
+        stats["agent_cpu_pct"] = result.driver_cpu_pct if result is not None else None
     server_cpus = cpus_of(ctx.server_cpus)
     noise = step_noise_of(window, server_cpus, cpus_of(ctx.agent_cpus))
     if result is None:
-        return failed_step(ramp_step, reason, stats, noise)
+        return failed_step(ramp_step, reason, stats, noise), lost
     flags = ["contended"] if noise and is_contended(noise) else []
-    driver_busy = is_driver_bound(
+    # a fleet's step is driver-bound when any host's driver was
+    driver_busy = bool(result.extra.get("driver_bound_hosts")) or is_driver_bound(
         driver,
         result,
         ramp_step,
@@ -206,7 +279,7 @@ def _run_one_step(
     )
     if bottleneck == "load generator" and driver_busy:
         flags.append("driver_bound")
-    return dataclasses.replace(step, flags=tuple(sorted(flags)), bottleneck=bottleneck)
+    return dataclasses.replace(step, flags=tuple(sorted(flags)), bottleneck=bottleneck), None
 
 
 def cpus_of(cpu_list: str | None) -> frozenset[int]:

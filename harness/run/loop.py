@@ -58,6 +58,7 @@ class Runner:
                 "choose another with --out"
             ) from None
         self.started = now_iso()
+        self.fleet_description: dict[str, Any] | None = None  # set once the fleet is open
         self.host = host_facts()
         self.versions = self._versions()
 
@@ -132,6 +133,12 @@ class Runner:
         uses_mongo = plan.profile.sink == "mongo" or scenario.backend == "gridfs"
         with contextlib.ExitStack() as stack:
             database: HarnessDatabase | None = None
+            fleet = None
+            if plan.fleet is not None:
+                from harness.fleet.client import open_fleet
+
+                fleet = stack.enter_context(open_fleet(plan.fleet, plan.server_address))
+                self.fleet_description = fleet.describe()
             if plan.mongo_url is not None and uses_mongo:  # a user's MongoDB
                 stack.enter_context(own_database(plan.mongo_url, plan.mongo_db))
             elif uses_mongo:  # started here, from this (the main) thread: see spawn
@@ -142,7 +149,7 @@ class Runner:
                     )
                 )
             if scenario.backend is None:
-                yield RunContext(plan, scenario, self.reporter, database=database)
+                yield RunContext(plan, scenario, self.reporter, database=database, fleet=fleet)
                 return
 
             def progress(done: int, total: int) -> None:
@@ -158,7 +165,7 @@ class Runner:
                     progress=progress,
                 )
             )
-            yield RunContext(plan, scenario, self.reporter, backends, database)
+            yield RunContext(plan, scenario, self.reporter, backends, database, fleet)
 
     def write(
         self,
@@ -184,6 +191,8 @@ class Runner:
             "mongo_backend": None if self.plan.mongo_url else self.plan.mongo_backend,
             "flags": FLAG_MEANINGS,
         }
+        if self.fleet_description is not None:
+            config["fleet"] = self.fleet_description
         run = Run(
             self.plan.run_id,
             self.started,

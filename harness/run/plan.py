@@ -54,6 +54,8 @@ class Plan:
     # what the FerretDB the harness starts runs on (harness.database.MONGO_BACKENDS)
     mongo_backend: str = "sqlite"
     db_cpus: str | None = None  # CPUs for FerretDB and PostgreSQL (None: not pinned)
+    fleet: str | None = None  # --fleet: local:N or tcp://SCHEDULER:PORT (None: load from here)
+    server_address: str | None = None  # where servers listen for a fleet (None: its default)
 
 
 def default_cpus() -> tuple[str, str]:

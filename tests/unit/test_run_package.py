@@ -128,3 +128,14 @@ def test_connection_summary_peak_memory_and_limits() -> None:
     assert "open-file limit" in summary.breaking_point["capped_by"]
     assert result.breaking_point is not None and "capped_by" not in result.breaking_point
     assert summary.limit_note is not None and "400 connections exceed" in summary.limit_note
+
+
+def test_a_step_no_agent_held_with_the_others_is_named() -> None:
+    ramp = ConnectionRamp(start=100, target=300, step=100)
+    result = ConnectionRampResult(
+        steps=[held(100, 11_000_000), held(300, 13_000_000)],  # 200: never held together
+        limits={"server_sockets_max": 19_900, "agent_processes": 2},
+    )
+    summary = connection_summary(ramp, result, server_workers=1, baseline_rss_bytes=None)
+    assert summary.limit_note is not None
+    assert summary.limit_note.startswith("200 conns: never held by every agent at once")

@@ -1,0 +1,357 @@
+"""Load hosts on this machine: network namespaces joined to it by veth pairs on a bridge.
+
+`harness fleet up --hosts N` (root) makes namespaces `harness-fleet-1..N`, each with its own
+veth pair (`hfleet<i>h` on the bridge, `hfleet<i>n` inside) and its own addresses from
+198.51.100.0/24 — TEST-NET-2, a documentation range (RFC 5737) that is never routed and
+is no private network anyone uses. The bridge `hfleet0` holds 198.51.100.1: the scheduler
+listens there, and so do the servers the fleet loads. One Dask worker runs in each
+namespace (`--resources load=1 --nthreads 1 --no-nanny`: a killed worker stays dead, no
+nanny restarts it under the same name). Each host has its own source addresses, so its own
+~28,000 ports toward one server port.
+
+Everything it makes is named with the prefix (namespaces `harness-fleet-`, links `hfleet`,
+processes by the state directory on their command line), and `harness fleet down` removes
+whatever has those names — also after a crash that lost the state file.
+
+Detached (`fleet up`): the scheduler and workers outlive the command (`setsid -f`).
+Attached (a run's own fleet, `--fleet local:N` when none is up): they are this process's
+children, tied to it by a parent-death signal, stopped and reaped at the run's end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import psutil
+
+from drivers.processes import spawn
+from model.errors import UserError
+from model.files import write_text_atomically
+
+STATE_DIR = Path("/run/harness-fleet")
+STATE_FORMAT = "harness.fleet-state/1"
+NAMESPACE_PREFIX = "harness-fleet-"
+LINK_PREFIX = "hfleet"
+BRIDGE = "hfleet0"
+NETWORK = ipaddress.ip_network("198.51.100.0/24")  # TEST-NET-2: documentation only
+BRIDGE_ADDRESS = "198.51.100.1"
+FIRST_HOST_ADDRESS = 10  # 198.51.100.10 onwards: the hosts' addresses
+SCHEDULER_PORT = 8786
+READY_TIMEOUT_S = 90.0
+STOP_GRACE_S = 5.0
+
+# the children of an attached fleet (this process started them; it reaps them)
+_ATTACHED: list[subprocess.Popen[bytes]] = []
+
+
+@dataclass(frozen=True)
+class LocalFleetState:
+    """What `fleet up` made, written to STATE_DIR/state.json for `down` and for runs."""
+
+    hosts: tuple[str, ...]  # namespace names, which are also the Dask workers' names
+    addresses: dict[str, list[str]]  # host → its addresses
+    bridge_address: str
+    scheduler_address: str
+    detached: bool
+    format: str = STATE_FORMAT
+
+    def __post_init__(self) -> None:
+        if self.format != STATE_FORMAT:
+            raise ValueError(f"fleet state {self.format!r} is not {STATE_FORMAT}")
+
+
+def state_path() -> Path:
+    return STATE_DIR / "state.json"
+
+
+def read_state() -> LocalFleetState | None:
+    """The local fleet that is up, or None; UserError for a state file we cannot read."""
+    path = state_path()
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text())
+        data["hosts"] = tuple(data["hosts"])
+        return LocalFleetState(**data)
+    except (OSError, ValueError, TypeError, KeyError) as error:
+        raise UserError(
+            f"{path} is unreadable ({error}): `harness fleet down` removes it"
+        ) from None
+
+
+def host_addresses(index: int, per_host: int) -> list[str]:
+    """Host `index`'s addresses (1-based): 198.51.100.10.. for host 1, then onwards."""
+    first = int(NETWORK.network_address) + FIRST_HOST_ADDRESS + (index - 1) * per_host
+    addresses = [ipaddress.ip_address(first + k) for k in range(per_host)]
+    if addresses[-1] not in NETWORK or addresses[-1] == NETWORK.broadcast_address:
+        raise UserError(f"{index} hosts of {per_host} addresses do not fit in {NETWORK}")
+    return [str(a) for a in addresses]
+
+
+def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30)
+    if check and result.returncode != 0:
+        raise UserError(f"ip {' '.join(args)}: {result.stderr.strip()}")
+    return result
+
+
+def our_namespaces() -> list[str]:
+    output = _ip("netns", "list", check=False).stdout
+    names = [line.split()[0] for line in output.splitlines() if line.strip()]
+    return [name for name in names if name.startswith(NAMESPACE_PREFIX)]
+
+
+def our_links() -> list[str]:
+    output = _ip("-o", "link", "show", check=False).stdout
+    names = [line.split(":")[1].strip().split("@")[0] for line in output.splitlines()]
+    return [name for name in names if name.startswith(LINK_PREFIX)]
+
+
+def _namespace_pids() -> list[int]:
+    pids = []
+    for namespace in our_namespaces():
+        output = _ip("netns", "pids", namespace, check=False).stdout
+        pids.extend(int(p) for p in output.split() if p.isdigit())
+    return pids
+
+
+def our_processes() -> list[psutil.Process]:
+    """Live processes of a local fleet: in one of our namespaces, or carrying the state
+    directory on their command line (the scheduler and workers' --pid-file). Zombies are
+    dead already (left for a parent to reap) and not counted."""
+    pids = set(_namespace_pids())
+    marker = str(STATE_DIR)
+    for process in psutil.process_iter(["cmdline"]):
+        with contextlib.suppress(psutil.Error):
+            if any(marker in part for part in process.info["cmdline"] or ()):
+                pids.add(process.pid)
+    pids.discard(os.getpid())
+    found = []
+    for pid in sorted(pids):
+        with contextlib.suppress(psutil.Error):
+            process = psutil.Process(pid)
+            if process.status() != psutil.STATUS_ZOMBIE:
+                found.append(process)
+    return found
+
+
+def leftovers() -> dict[str, list[str]]:
+    """What of a local fleet exists now (namespaces, links, live processes); empty lists
+    when nothing does."""
+    processes = []
+    for process in our_processes():
+        with contextlib.suppress(psutil.Error):
+            processes.append(f"{process.pid} {' '.join(process.cmdline())}")
+    return {"namespaces": our_namespaces(), "links": our_links(), "processes": processes}
+
+
+def _require_root() -> None:
+    if os.geteuid() != 0:
+        raise UserError("a local fleet needs root (network namespaces): run it with sudo")
+    if shutil.which("ip") is None:
+        raise UserError("ip not found: install iproute2")
+
+
+def _make_network(hosts: int, per_host: int) -> dict[str, list[str]]:
+    _ip("link", "add", BRIDGE, "type", "bridge")
+    _ip("addr", "add", f"{BRIDGE_ADDRESS}/{NETWORK.prefixlen}", "dev", BRIDGE)
+    _ip("link", "set", BRIDGE, "up")
+    addresses: dict[str, list[str]] = {}
+    for index in range(1, hosts + 1):
+        namespace = f"{NAMESPACE_PREFIX}{index}"
+        outside, inside = f"{LINK_PREFIX}{index}h", f"{LINK_PREFIX}{index}n"
+        addresses[namespace] = host_addresses(index, per_host)
+        _ip("netns", "add", namespace)
+        _ip("link", "add", outside, "type", "veth", "peer", "name", inside, "netns", namespace)
+        _ip("link", "set", outside, "master", BRIDGE)
+        _ip("link", "set", outside, "up")
+        _ip("-n", namespace, "link", "set", "lo", "up")
+        for address in addresses[namespace]:
+            _ip("-n", namespace, "addr", "add", f"{address}/{NETWORK.prefixlen}", "dev", inside)
+        _ip("-n", namespace, "link", "set", inside, "up")
+    return addresses
+
+
+def _start(command: list[str], log_name: str, detach: bool, env: dict[str, str]) -> None:
+    log_path = STATE_DIR / "logs" / log_name
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("ab") as log:
+        if detach:  # setsid -f: its own session, its parent gone at once (not our child)
+            subprocess.run(
+                ["setsid", "-f", *command],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                check=True,
+            )
+        else:
+            _ATTACHED.append(
+                spawn(command, stdout=log, stderr=log, death_signal=signal.SIGTERM, env=env)
+            )
+
+
+def scheduler_command(port: int) -> list[str]:
+    return [
+        sys.executable, "-m", "distributed.cli.dask_scheduler",
+        "--host", BRIDGE_ADDRESS, "--port", str(port), "--no-dashboard",
+        "--pid-file", str(STATE_DIR / "scheduler.pid"),
+    ]  # fmt: skip
+
+
+def worker_command(namespace: str, address: str, scheduler: str) -> list[str]:
+    """One load host's worker: in its namespace, one task at a time, `load=1`, no nanny."""
+    return [
+        "ip", "netns", "exec", namespace,
+        sys.executable, "-m", "distributed.cli.dask_worker", scheduler,
+        "--name", namespace, "--host", address, "--nthreads", "1",
+        "--resources", "load=1", "--no-nanny", "--no-dashboard", "--memory-limit", "0",
+        # a worker whose scheduler is gone (a crashed harness) stops by itself
+        "--death-timeout", "60",
+        "--local-directory", str(STATE_DIR / "work" / namespace),
+        "--pid-file", str(STATE_DIR / f"{namespace}.pid"),
+    ]  # fmt: skip
+
+
+def _wait_for_port(host: str, port: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection((host, port), 1.0):
+            return
+        time.sleep(0.2)
+    raise UserError(f"the fleet's scheduler did not listen on {host}:{port}: {_log_tail()}")
+
+
+def _log_tail(limit_chars: int = 600) -> str:
+    texts = []
+    for path in sorted((STATE_DIR / "logs").glob("*.log")):
+        text = path.read_text(errors="replace").strip()
+        if text:
+            texts.append(f"{path.name}: {text[-limit_chars:]}")
+    return " | ".join(texts) or "(no log)"
+
+
+def fleet_up(
+    hosts: int, addresses_per_host: int = 1, detach: bool = True, port: int = SCHEDULER_PORT
+) -> LocalFleetState:
+    """Make `hosts` namespace hosts, the scheduler and one worker in each; wait until every
+    worker joined. On any failure, everything made so far is removed again."""
+    _require_root()
+    if hosts < 1 or addresses_per_host < 1:
+        raise UserError("a local fleet needs at least one host of at least one address")
+    if read_state() is not None or any(leftovers().values()):
+        raise UserError("a local fleet is up (or left over): `harness fleet down` first")
+    host_addresses(hosts, addresses_per_host)  # fits in the range, before anything is made
+    scheduler = f"tcp://{BRIDGE_ADDRESS}:{port}"
+    try:
+        STATE_DIR.mkdir(parents=True, exist_ok=True)
+        addresses = _make_network(hosts, addresses_per_host)
+        state = LocalFleetState(
+            tuple(addresses), addresses, BRIDGE_ADDRESS, scheduler, detached=detach
+        )
+        write_text_atomically(state_path(), json.dumps(asdict(state), indent=2) + "\n")
+        env = {**os.environ, "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0"}
+        _start(scheduler_command(port), "scheduler.log", detach, env)
+        _wait_for_port(BRIDGE_ADDRESS, port, READY_TIMEOUT_S)
+        for namespace, own in addresses.items():
+            _start(worker_command(namespace, own[0], scheduler), f"{namespace}.log", detach, env)
+        _wait_for_workers(scheduler, hosts)
+        return state
+    except BaseException:
+        with contextlib.suppress(Exception):
+            fleet_down()
+        raise
+
+
+def _wait_for_workers(scheduler: str, hosts: int) -> None:
+    from distributed import Client
+
+    with Client(scheduler, timeout=READY_TIMEOUT_S, set_as_default=False) as client:
+        try:
+            client.wait_for_workers(hosts, timeout=READY_TIMEOUT_S)
+        except TimeoutError:
+            raise UserError(
+                f"{hosts} load hosts did not join within {READY_TIMEOUT_S:.0f} s: {_log_tail()}"
+            ) from None
+
+
+def _running(process: psutil.Process) -> bool:
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _wait_gone(processes: list[psutil.Process], timeout_s: float) -> list[psutil.Process]:
+    """Wait until each process ended (a zombie has: a detached one has no parent here to
+    reap it); those still running after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    alive = [p for p in processes if _running(p)]
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.05)
+        alive = [p for p in alive if _running(p)]
+    return alive
+
+
+def fleet_down() -> dict[str, list[str]]:
+    """Stop every process of a local fleet, remove its namespaces, links and state; what
+    was removed. Finds them by name, so a crash that lost the state leaves nothing either.
+    UserError if anything is still there afterwards."""
+    _require_root()
+    removed: dict[str, list[str]] = {"processes": [], "namespaces": [], "links": []}
+    # the workers first: a worker whose scheduler went first waits to reconnect
+    processes = our_processes()
+    in_namespaces = set(_namespace_pids())
+    for group in (
+        [p for p in processes if p.pid in in_namespaces],
+        [p for p in processes if p.pid not in in_namespaces],
+    ):
+        for process in group:
+            with contextlib.suppress(psutil.Error):
+                removed["processes"].append(f"{process.pid} {' '.join(process.cmdline()[:4])}")
+                process.terminate()
+        alive = _wait_gone(group, STOP_GRACE_S)
+        for process in alive:
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+        _wait_gone(alive, STOP_GRACE_S)
+    while _ATTACHED:  # our own children: reaped, not left as zombies
+        child = _ATTACHED.pop()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            child.wait(STOP_GRACE_S)
+    for namespace in our_namespaces():
+        _ip("netns", "del", namespace, check=False)
+        removed["namespaces"].append(namespace)
+    deadline = time.monotonic() + STOP_GRACE_S
+    while our_links() and time.monotonic() < deadline:
+        for link in our_links():  # the veths go with their namespaces; the bridge stays
+            if _ip("link", "del", link, check=False).returncode == 0:
+                removed["links"].append(link)
+        time.sleep(0.1)
+    shutil.rmtree(STATE_DIR, ignore_errors=True)
+    left = leftovers()
+    if any(left.values()):
+        raise UserError(f"fleet down left {left}")
+    return removed
+
+
+@contextlib.contextmanager
+def attached_fleet(hosts: int) -> Iterator[LocalFleetState]:
+    """A local fleet for one run: this process's children, removed when the run ends."""
+    state = fleet_up(hosts, detach=False)
+    try:
+        yield state
+    finally:
+        fleet_down()

@@ -1,0 +1,263 @@
+"""A fleet of two network-namespace load hosts on Dask, end to end (root only).
+
+In file order: `fleet up`/`down` from the command line (down after a lost state file);
+then one fleet for the rest: status, a smoke compare through it (merged counts are the
+sum of the hosts'), a WebSocket connection ramp split over the hosts, a worker killed
+mid-step (that step fails naming the host), and `fleet down` leaving no namespace, link
+or process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from charts.report import render_html
+from harness.compare import build_plan
+from harness.fleet import local
+from harness.fleet.facts import harness_version
+from harness.run import Runner
+from model.results import read_run
+from tests.helpers import harness, require_framework, require_tools
+
+HOSTS = ("harness-fleet-1", "harness-fleet-2")
+
+
+def require_namespaces() -> None:
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        pytest.skip("a local fleet needs root and iproute2 (network namespaces)")
+    pytest.importorskip("distributed")
+
+
+def namespaces() -> list[str]:
+    output = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return [line.split()[0] for line in output.splitlines() if line.startswith("harness-fleet")]
+
+
+def links() -> list[str]:
+    output = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    return [line.split(":")[1].strip() for line in output.splitlines() if ": hfleet" in line]
+
+
+def fleet_processes() -> list[str]:
+    """Live (not zombie) processes that are a fleet's: Dask's scheduler and workers started
+    by it (the state directory on their command line), and any wrk or agent in a namespace."""
+    found = []
+    for process in psutil.process_iter(["cmdline", "status"]):
+        cmdline = " ".join(process.info["cmdline"] or ())
+        if process.info["status"] != psutil.STATUS_ZOMBIE and str(local.STATE_DIR) in cmdline:
+            found.append(f"{process.pid} {cmdline}")
+    return found
+
+
+def assert_nothing_left() -> None:
+    assert namespaces() == []
+    assert links() == []
+    assert fleet_processes() == []
+    assert not local.STATE_DIR.exists()
+
+
+def test_fleet_up_status_and_down_after_the_state_is_lost() -> None:
+    require_namespaces()
+    if local.read_state() is not None or any(local.leftovers().values()):
+        pytest.skip("a local fleet is up on this machine")
+    up = harness("fleet", "up", "--hosts", "1", timeout_s=180)
+    try:
+        assert up.returncode == 0, up.stdout + up.stderr
+        assert namespaces() == ["harness-fleet-1"] and "hfleet0" in links()
+        assert "198.51.100.10" in up.stdout
+        status = harness("fleet", "status", timeout_s=60)
+        assert status.returncode == 0, status.stdout + status.stderr
+        assert "harness-fleet-1" in status.stdout and "20,000" in status.stdout
+        again = harness("fleet", "up", "--hosts", "1", timeout_s=60)
+        assert again.returncode == 1 and "fleet down" in again.stderr
+        local.state_path().unlink()  # as after a crash: down finds its own by name
+    finally:
+        down = harness("fleet", "down", timeout_s=120)
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert "removed" in down.stdout
+    assert_nothing_left()
+
+
+@pytest.fixture(scope="module")
+def two_hosts() -> Iterator[local.LocalFleetState]:
+    """Two namespace hosts (this process's children), removed at the end in any case."""
+    require_namespaces()
+    require_tools("wrk")
+    require_framework("aiohttp")
+    if local.read_state() is not None or any(local.leftovers().values()):
+        pytest.skip("a local fleet is up on this machine")
+    state = local.fleet_up(len(HOSTS), detach=False)
+    try:
+        yield state
+    finally:
+        if local.read_state() is not None or any(local.leftovers().values()):
+            local.fleet_down()
+
+
+def test_status_lists_each_host_with_its_limits(two_hosts: local.LocalFleetState) -> None:
+    from harness.cli.fleet import fleet_status
+
+    rows, ours = fleet_status(None)
+    assert [row["name"] for row in rows] == list(HOSTS)
+    assert ours == harness_version()
+    for row, address in zip(rows, ("198.51.100.10", "198.51.100.11"), strict=True):
+        assert row["addresses"] == [address]
+        assert row["cores"] >= 1 and row["nofile_soft"] > 1000
+        assert len(row["port_range"]) == 2  # type: ignore[arg-type]
+        assert row["tools"]["wrk"] and row["harness"] == ours  # type: ignore[index]
+        assert row["refused"] is None
+    # the same fleet named by its scheduler, as real machines are
+    by_address, _ = fleet_status(two_hosts.scheduler_address)
+    assert [row["name"] for row in by_address] == list(HOSTS)
+
+
+def test_a_smoke_compare_through_the_fleet_sums_the_hosts(
+    two_hosts: local.LocalFleetState, tmp_path: Path
+) -> None:
+    plan = build_plan(
+        frameworks="aiohttp",
+        profile_name="smoke",
+        overrides={"warmup_s": 0},
+        server_cpus=None,
+        agent_cpus=None,
+        out=tmp_path,
+        fleet="local:2",
+    )
+    run = Runner(plan).run()
+    [case] = run.cases
+    assert case.status == "ok", case.error
+    assert run.config["fleet"]["server_address"] == two_hosts.bridge_address
+    assert [h["name"] for h in run.config["fleet"]["hosts"]] == list(HOSTS)
+    assert [s.offered for s in case.steps] == [10, 20]
+    for index, step in enumerate(case.steps):
+        hosts = step.extra["hosts"]
+        assert [h["host"] for h in hosts] == list(HOSTS)
+        assert sum(h["offered"] for h in hosts) == step.offered
+        assert all(h["replies"] > 0 for h in hosts)
+        # merged counts are exactly the sums of the hosts' counts
+        assert step.replies == sum(h["replies"] for h in hosts)
+        assert step.extra["requests"] == sum(h["requests"] for h in hosts)
+        assert step.extra["bytes_read"] == sum(h["bytes_read"] for h in hosts)
+        host_errors = sum(n for h in hosts for k, n in h["errors"].items() if k != "driver")
+        assert step.errors["total"] == host_errors
+        # percentiles of parts are not averaged: unavailable, bounded by the largest
+        assert step.latency_ms["p99"] is None
+        bound = step.extra["latency_upper_bound_ms"]["p99"]
+        assert bound == max(h["latency_ms"]["p99"] for h in hosts)
+        assert step.latency_ms["max"] == max(h["latency_ms"]["max"] for h in hosts)
+        assert all(h["start_skew_ms"] is not None for h in hosts)
+        assert min(h["start_skew_ms"] for h in hosts) == 0.0
+        raw = plan.out_dir / case.key / "raw"
+        for host in HOSTS:
+            assert "WRK_JSON" in (raw / host / f"step{index:03d}-0.txt").read_text()
+        assert (raw / f"step{index:03d}-hosts.json").is_file()
+    assert read_run(plan.out_dir) == run
+    html = render_html([run], {})
+    assert "Load hosts" in html and "all hosts" in html and HOSTS[1] in html
+
+
+def test_a_connection_ramp_splits_over_the_hosts_own_addresses(
+    two_hosts: local.LocalFleetState, tmp_path: Path
+) -> None:
+    plan = build_plan(
+        frameworks="aiohttp",
+        profile_name="smoke",
+        overrides={"scenario": "ws-idle", "connection_ramp.hold_s": 3},
+        server_cpus=None,
+        agent_cpus=None,
+        out=tmp_path,
+        fleet="local:2",
+    )
+    run = Runner(plan).run()
+    [case] = run.cases
+    assert case.status == "ok", case.error
+    assert [s.offered for s in case.steps] == [50, 100]
+    for step in case.steps:
+        hosts = step.extra["hosts"]
+        assert sorted(hosts) == list(HOSTS)
+        assert step.achieved == step.offered == sum(h["open"] for h in hosts.values())
+        assert step.errors["total"] == 0
+    limits = case.summary.limits or {}
+    assert limits["agent_sources"] == ["198.51.100.10", "198.51.100.11"]
+    assert {h["start_skew_ms"] for h in limits["hosts"].values()} >= {0.0}
+    for host in HOSTS:
+        assert (plan.out_dir / case.key / "raw" / host / "agent-0.txt").is_file()
+
+
+def kill_worker_when_its_load_runs(namespace: str, timeout_s: float, killed: list[str]) -> None:
+    """SIGKILL the Dask worker of `namespace` once its wrk is running (a lost host)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and not killed:
+        output = subprocess.run(
+            ["ip", "netns", "pids", namespace], capture_output=True, text=True
+        ).stdout
+        processes = []
+        for pid in output.split():
+            with contextlib.suppress(psutil.Error):
+                processes.append(psutil.Process(int(pid)))
+        names = {p.pid: p.name() for p in processes if p.is_running()}
+        if "wrk" in names.values():
+            for process in processes:
+                with contextlib.suppress(psutil.Error):
+                    if "dask_worker" in " ".join(process.cmdline()):
+                        process.kill()
+                        killed.append(namespace)
+                        return
+        time.sleep(0.1)
+
+
+def test_killing_a_worker_mid_step_fails_that_step_by_name(
+    two_hosts: local.LocalFleetState, tmp_path: Path
+) -> None:
+    plan = build_plan(
+        frameworks="aiohttp",
+        profile_name="smoke",
+        # one 20-second step: the worker dies within its first second or two
+        overrides={"warmup_s": 0, "ramp.stop": 10, "ramp.duration_s": 20},
+        server_cpus=None,
+        agent_cpus=None,
+        out=tmp_path,
+        fleet="local:2",
+    )
+    killed: list[str] = []
+    killer = threading.Thread(
+        target=kill_worker_when_its_load_runs, args=(HOSTS[1], 60.0, killed), daemon=True
+    )
+    killer.start()
+    run = Runner(plan).run()
+    killer.join(5)
+    assert killed == [HOSTS[1]]
+    [case] = run.cases
+    assert case.status == "failed"
+    assert case.error is not None and f"host {HOSTS[1]} lost" in case.error, case.error
+    [step] = case.steps
+    assert step.errors.get("aborted") == 1
+    assert f"host {HOSTS[1]} lost" in step.extra["driver_error"]
+    # the other host's load was stopped with the step: no wrk left in any namespace
+    for namespace in HOSTS:
+        output = subprocess.run(
+            ["ip", "netns", "pids", namespace], capture_output=True, text=True
+        ).stdout
+        for pid in output.split():
+            with contextlib.suppress(psutil.Error):
+                process = psutil.Process(int(pid))
+                assert process.name() != "wrk" or process.status() == psutil.STATUS_ZOMBIE
+
+
+def test_fleet_down_leaves_no_namespace_link_or_process(
+    two_hosts: local.LocalFleetState,
+) -> None:
+    assert namespaces() == list(HOSTS)
+    removed = local.fleet_down()
+    assert sorted(removed["namespaces"]) == list(HOSTS)
+    assert_nothing_left()

@@ -1,0 +1,119 @@
+"""The fleet's pure parts: specs, splits, addresses, merging, refusals (no network)."""
+
+from __future__ import annotations
+
+import ipaddress
+
+import pytest
+
+from drivers.agent.plan import combine_agent_lines, split_schedule
+from drivers.base import DriverResult
+from harness.fleet.agents import host_per_process_limit
+from harness.fleet.client import LoadHost, parse_fleet
+from harness.fleet.local import NETWORK, host_addresses
+from harness.fleet.steps import merge_host_results, split_evenly
+from harness.fleet.tasks import StepSignals
+from model.errors import UserError
+
+
+def test_fleet_specs_parse_and_bad_ones_are_named() -> None:
+    assert parse_fleet("local:4").local_hosts == 4
+    assert parse_fleet("tcp://10.1.2.3:8786").scheduler == "tcp://10.1.2.3:8786"
+    for bad in ("local:0", "local:x", "tcp://nohost", "8786", "tls://a:1"):
+        with pytest.raises(UserError, match="fleet"):
+            parse_fleet(bad)
+
+
+@pytest.mark.parametrize(("total", "parts"), [(20, 2), (21, 4), (3, 4), (100_000, 4), (0, 3)])
+def test_a_step_splits_exactly_over_the_hosts(total: int, parts: int) -> None:
+    shares = split_evenly(total, parts)
+    assert sum(shares) == total and len(shares) == parts
+    assert max(shares) - min(shares) <= 1
+
+
+def test_each_hosts_schedule_never_decreases() -> None:
+    targets = [1, 2, 3, 5, 8, 13, 21]
+    for index in range(4):
+        schedule = [split_evenly(t, 4)[index] for t in targets]
+        assert schedule == sorted(schedule)
+
+
+def test_local_host_addresses_stay_in_the_documentation_range() -> None:
+    assert ipaddress.ip_network("198.51.100.0/24") == NETWORK
+    addresses = [a for index in range(1, 5) for a in host_addresses(index, 4)]
+    assert len(set(addresses)) == 16
+    assert all(ipaddress.ip_address(a) in NETWORK for a in addresses)
+    assert "198.51.100.1" not in addresses  # the bridge's
+    with pytest.raises(UserError, match="do not fit"):
+        host_addresses(100, 4)
+
+
+def test_a_hosts_agents_connect_from_its_own_addresses() -> None:
+    pool = ("198.51.100.10", "198.51.100.11")
+    shares = split_schedule([30_000, 45_000], 19_900, pool)
+    assert len(shares) == 3
+    assert all(set(share.sources) <= set(pool) for share in shares)
+    facts = {"port_range": [32768, 60999], "addresses": list(pool), "nofile_soft": 20_000}
+    assert host_per_process_limit(facts) == 19_900
+    facts_few_ports = {**facts, "port_range": [60000, 60999], "addresses": pool[:1]}
+    assert host_per_process_limit(facts_few_ports) == 900
+
+
+def result(replies: int, p99: float, maximum: float) -> DriverResult:
+    return DriverResult(
+        replies=replies,
+        duration_s=2.0,
+        errors={"connect": 0, "timeout": replies // 100},
+        latency_ms={"avg": p99 / 2, "p50": p99 / 3, "p90": p99 / 1.5, "p99": p99, "max": maximum},
+        extra={"requests": replies + 3, "bytes_read": replies * 100},
+    )
+
+
+def test_merged_counts_are_exact_and_percentiles_are_not_averaged() -> None:
+    parts = [result(1000, 10.0, 30.0), result(3000, 20.0, 25.0)]
+    figures = [
+        {"host": h, "start_skew_ms": s, "driver_bound": False, "driver_cpu_pct": 40.0}
+        for h, s in (("a", 0.0), ("b", 3.5))
+    ]
+    merged = merge_host_results(parts, figures)
+    assert merged.replies == 4000
+    assert merged.errors == {"connect": 0, "timeout": 40}
+    assert merged.extra["requests"] == 4006 and merged.extra["bytes_read"] == 400_000
+    assert merged.latency_ms["max"] == 30.0
+    assert merged.latency_ms["avg"] == pytest.approx((5.0 * 1000 + 10.0 * 3000) / 4000)
+    # never a mean of percentiles: unavailable, bounded above by the largest host's
+    assert merged.latency_ms["p99"] is None and merged.latency_ms["p50"] is None
+    assert merged.extra["latency_upper_bound_ms"]["p99"] == 20.0
+    assert merged.extra["hosts"] == figures and merged.extra["start_skew_ms_max"] == 3.5
+    assert merged.driver_cpu_pct == 80.0
+
+
+def test_a_host_running_another_harness_is_refused() -> None:
+    host = LoadHost("h1", "tcp://198.51.100.10:1", {"harness": "0.1.0+src.aaaa"})
+    assert host.refusal("0.1.0+src.aaaa") is None
+    refusal = host.refusal("0.1.0+src.bbbb")
+    assert refusal is not None and "0.1.0+src.aaaa" in refusal and "bbbb" in refusal
+
+
+def test_step_events_are_named_per_step_and_host() -> None:
+    signals = StepSignals("harness/abc/step001")
+    names = signals.events(["h1", "h2"])
+    assert len(set(names)) == len(names) == 6
+    assert signals.ready("h1") != signals.ready("h2") and signals.go in names
+
+
+def test_host_lines_combine_per_host_and_hold_only_when_all_hold_one_step() -> None:
+    line = {"open": 5, "opened": 6, "attempts": 6, "failed": {"refused": 1}, "phase": "holding"}
+    lines = {
+        "h1/0": {**line, "step": 1, "host": "h1"},
+        "h2/0": {**line, "step": 1, "host": "h2"},
+        "h2/1": {**line, "step": 1, "host": "h2"},
+    }
+    combined = combine_agent_lines(lines)
+    assert combined["hosts"] == {
+        "h1": {"open": 5, "opened": 6, "failed": 1},
+        "h2": {"open": 10, "opened": 12, "failed": 2},
+    }
+    assert combined["phase"] == "holding"
+    lines["h2/1"] = {**line, "step": 2, "host": "h2"}  # one host already holds the next step
+    assert combine_agent_lines(lines)["phase"] == "mixed"
