@@ -110,7 +110,12 @@ def make_app(state: ServerState, sink: AsyncSink, backends: AsyncBackends) -> we
             body = (await request.read()).decode("utf-8", "replace")
         except web.HTTPRequestEntityTooLarge:  # a chunked body past client_max_size
             return _too_large()
-        record = state.make_record(request.method, request.path, dict(request.headers), body)
+        # Each header byte one character (ISO-8859-1), as on every other server: aiohttp's
+        # own strings hold bytes that are not UTF-8 as surrogates, which no record can store.
+        headers: dict[str, str] = {}
+        for name, value in request.raw_headers:
+            headers.setdefault(name.decode("latin-1"), value.decode("latin-1"))
+        record = state.make_record(request.method, request.path, headers, body)
         try:
             await sink.store_and_wait(record)
         except SinkUnavailable:
