@@ -526,10 +526,11 @@ RAW_FRAME_CASES: dict[str, tuple[bytes, int]] = {
         ws_frame(0x1, b"", declared_length=2**31),
         contract.WS_CLOSE_TOO_BIG,
     ),
-    # found by the fuzz suite (tests/e2e/test_fuzz.py): tornado dropped the first and the
-    # third without a close frame, twisted the second and the third, and the Python
-    # servers stored the fourth
+    # found by the fuzz suite (tests/e2e/test_fuzz.py): tornado dropped a reserved opcode
+    # and a bad close reason without a close frame, twisted a one-byte close and a bad
+    # reason, aiohttp echoed 1006 with 1000, and the Python servers stored NaN
     "a reserved opcode": (ws_frame(0x3, b"x"), contract.WS_CLOSE_PROTOCOL_ERROR),
+    "close code 1006": (ws_frame(0x8, (1006).to_bytes(2)), contract.WS_CLOSE_PROTOCOL_ERROR),
     "a one-byte close payload": (ws_frame(0x8, b"\x03"), contract.WS_CLOSE_PROTOCOL_ERROR),
     "a close reason not UTF-8": (
         ws_frame(0x8, (1000).to_bytes(2) + b"\xff"),

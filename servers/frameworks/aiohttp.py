@@ -21,6 +21,7 @@ from servers.core.sinks import SinkUnavailable
 from servers.core.state import ServerState, TelemetryTimers
 from servers.core.websocket import (
     ClientFrameWatch,
+    peer_close_code_valid,
     websocket_close_code,
     websocket_handshake_status,
 )
@@ -175,11 +176,24 @@ def make_app(state: ServerState, sink: AsyncSink, backends: AsyncBackends) -> we
             protocols=(contract.WS_SUBPROTOCOL,),
             max_msg_size=contract.WS_MAX_MESSAGE_BYTES,
             compress=False,
+            autoclose=False,  # the client's close frame is judged below
         )
         await ws.prepare(request)
         _masked_frames_only(request, ws)
         websockets.add(ws)
-        async for message in ws:
+        while True:
+            message = await ws.receive()
+            if message.type == WSMsgType.CLOSE:
+                # aiohttp's reader takes 1006 and codes from 5000 on, which a peer may
+                # never send (RFC 6455 §7.4): 1002 for them, 1000 for the others (0: none)
+                if message.data == 0 or peer_close_code_valid(message.data):
+                    await ws.close(drain=False)
+                else:
+                    state.bad += 1
+                    await ws.close(code=contract.WS_CLOSE_PROTOCOL_ERROR, drain=False)
+                break
+            if message.type in (WSMsgType.CLOSING, WSMsgType.CLOSED):
+                break
             if message.type == WSMsgType.TEXT:
                 close_code = websocket_close_code(message.data)
                 if close_code is None:
