@@ -311,6 +311,15 @@ LOG_FLAWS = (
     "declared-too-large",
     "truncated-body",
 )
+# The flaws docs/contract.md's "Hostile input" table answers with a refusal *and a close*
+# (a body whose framing is in doubt must not be read as the next request). The others get
+# any answer but 200: a 404 for a target holding a NUL may keep the connection, and
+# aiohttp lingers up to 10 s after a 413, reading what the client still sends, so that
+# the client gets its answer before the close.
+CLOSING_FLAWS = frozenset(
+    {"te-not-chunked", "two-te", "two-lengths", "bad-length", "length-and-chunked"}
+    | {"control-in-value"}
+)
 # Control characters a header value may not hold (RFC 9110 §5.5): all but HTAB.
 VALUE_CONTROLS = bytes([*range(0x00, 0x09), *range(0x0B, 0x0D), *range(0x0E, 0x20), 0x7F])
 

@@ -35,6 +35,7 @@ from harness.sink_store import SinkStore
 from harness.verify import _responses, read_until_close
 from servers import FRAMEWORKS, contract
 from tests.fuzz_strategies import (
+    CLOSING_FLAWS,
     HttpInput,
     LogRequest,
     WsScript,
@@ -280,7 +281,7 @@ def _check_log_batch(fuzzed: Fuzzed, batch: list[LogRequest]) -> None:
             continue
         assert final != 200, f"{request.flaw}: acknowledged: {reply[:200]!r}"
         assert _responses(reply) <= 1, f"{request.flaw}: two answers: {reply[:300]!r}"
-        if request.complete:  # a refusal is one response, then the close
+        if request.flaw in CLOSING_FLAWS:  # a refusal is one response, then the close
             assert closed, f"{request.flaw}: not closed after {reply[:200]!r}"
     if any(not r.well_formed for r in batch):
         time.sleep(0.15)  # a record wrongly taken reaches the file within 100 ms
@@ -303,6 +304,36 @@ def test_a_header_value_that_is_not_utf8_is_stored_byte_for_byte(fuzzed: Fuzzed)
     _check_log_batch(fuzzed, [request])
     stored = fuzzed.store.records(fuzzed.stored()) if fuzzed.store else []
     assert stored[-1]["headers"]["X-Bytes"] == "\x80\xc3\xa9", stored[-1]
+
+
+# Found by the long profile: eventlet.wsgi reads a chunk size with int(size, 16), which
+# takes "0x5" and "+5", and skips the line after a chunk's data unread, so "2" followed
+# by five bytes stores two of them. Each was a record from a malformed request (and on a
+# kept-alive connection, a way to smuggle one). Not fixed here: it is eventlet's parser.
+BROKEN_CHUNKS = {
+    "size-0x5": b"0x5\r\nhello\r\n0\r\n\r\n",
+    "size-plus-5": b"+5\r\nhello\r\n0\r\n\r\n",
+    "data-overruns-size": b"2\r\nhello\r\n0\r\n\r\n",
+}
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN_CHUNKS))
+def test_a_broken_chunk_is_never_a_record(
+    fuzzed: Fuzzed, case: str, request: pytest.FixtureRequest
+) -> None:
+    if not fuzzed.serves(contract.ROUTE_LOG):
+        pytest.skip(f"{fuzzed.server.framework} does not serve {contract.ROUTE_LOG}")
+    known_bug = fuzzed.server.framework == "eventlet"
+    if known_bug:  # strict: the day eventlet refuses it, this fails and the mark goes
+        request.applymarker(pytest.mark.xfail(strict=True, reason="eventlet.wsgi stores it"))
+    head = b"POST /log HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+    broken = LogRequest(head + BROKEN_CHUNKS[case], well_formed=False, flaw=case)
+    try:
+        _check_log_batch(fuzzed, [broken])
+    finally:
+        if known_bug:  # the ledger takes the known bug's record: later inputs judged alone
+            time.sleep(0.15)
+            fuzzed.records_allowed = max(fuzzed.records_allowed, fuzzed.stored())
 
 
 def test_log_requests(fuzzed: Fuzzed) -> None:
