@@ -448,21 +448,30 @@ def ws_frame(
     fin: bool = True,
     mask: bool = True,
     declared_length: int | None = None,
+    rsv: int = 0,
+    mask_key: bytes | None = None,
+    length_bytes: int | None = None,
 ) -> bytes:
     """One frame as a client sends it: masked unless `mask=False`; `declared_length` puts
-    another length than the payload's in the header (a 2 GiB frame, sent as a header)."""
+    another length than the payload's in the header (a 2 GiB frame, sent as a header).
+
+    For the fuzz suite: `rsv` sets the three RSV bits (0-7, no extension allows them),
+    `mask_key` is the 4-byte key (a random one by default), and `length_bytes` (2 or 8)
+    writes the length in that extended form even when a shorter one would do."""
     length = len(payload) if declared_length is None else declared_length
-    head = bytes([(0x80 if fin else 0) | opcode])
+    head = bytes([(0x80 if fin else 0) | (rsv << 4) | opcode])
     mask_bit = 0x80 if mask else 0
-    if length < 126:
+    if length_bytes is None:
+        length_bytes = 0 if length < 126 else 2 if length < 1 << 16 else 8
+    if length_bytes == 0:
         head += bytes([mask_bit | length])
-    elif length < 1 << 16:
+    elif length_bytes == 2:
         head += bytes([mask_bit | 126]) + length.to_bytes(2)
     else:
         head += bytes([mask_bit | 127]) + length.to_bytes(8)
     if not mask:
         return head + payload
-    key = os.urandom(4)
+    key = os.urandom(4) if mask_key is None else mask_key
     return head + key + bytes(b ^ key[i % 4] for i, b in enumerate(payload))
 
 
@@ -534,6 +543,17 @@ RAW_FRAME_CASES: dict[str, tuple[bytes, int]] = {
         ws_frame(0x1, b"", declared_length=2**31),
         contract.WS_CLOSE_TOO_BIG,
     ),
+    # found by the fuzz suite (tests/e2e/test_fuzz.py): tornado dropped a reserved opcode
+    # and a bad close reason without a close frame, twisted a one-byte close and a bad
+    # reason, aiohttp echoed 1006 with 1000, and the Python servers stored NaN
+    "a reserved opcode": (ws_frame(0x3, b"x"), contract.WS_CLOSE_PROTOCOL_ERROR),
+    "close code 1006": (ws_frame(0x8, (1006).to_bytes(2)), contract.WS_CLOSE_PROTOCOL_ERROR),
+    "a one-byte close payload": (ws_frame(0x8, b"\x03"), contract.WS_CLOSE_PROTOCOL_ERROR),
+    "a close reason not UTF-8": (
+        ws_frame(0x8, (1000).to_bytes(2) + b"\xff"),
+        contract.WS_CLOSE_INVALID_PAYLOAD,
+    ),
+    "NaN, which is not JSON": (ws_frame(0x1, b'{"a": NaN}'), contract.WS_CLOSE_INVALID_PAYLOAD),
 }
 
 

@@ -2,7 +2,8 @@
 
 Beyond the contract's own codes, RFC 6455 rules every server applies (most through its
 framework's parser; where a framework does not, its module enforces them with these):
-a client's frames are masked (§5.1, else 1002), text is valid UTF-8 (§8.1, else 1007),
+a client's frames are masked and framed as §5.2-§5.5 says (else 1002), text is valid
+UTF-8 (§8.1, else 1007),
 a close frame's code is one a peer may send (§7.4, else 1002), and a frame whose declared
 length takes its message over the limit is refused (1009) before its payload arrives.
 """
@@ -22,12 +23,51 @@ def websocket_close_code(message: str | bytes) -> int | None:
     if isinstance(message, bytes):
         return contract.WS_CLOSE_UNSUPPORTED_DATA
     try:
-        value = json.loads(message)
-    except ValueError:
+        # RFC 8259 JSON, read as the Node servers' JSON.parse reads it: NaN and Infinity
+        # are not JSON, and a number is a double (5,000 digits are a number, not Python's
+        # int-conversion limit). Nesting past Python's recursion limit (about 1,000 levels,
+        # which JSON.parse takes) is refused here rather than raised out of the handler.
+        value = json.loads(message, parse_constant=_not_json, parse_int=float)
+    except (ValueError, RecursionError):
         return contract.WS_CLOSE_INVALID_PAYLOAD
     if not isinstance(value, dict):
         return contract.WS_CLOSE_INVALID_PAYLOAD
     return None
+
+
+# RFC 6455 §5.2: opcodes 0x3-0x7 and 0xB-0xF are reserved for frames not defined yet
+_RESERVED_OPCODES = frozenset({0x3, 0x4, 0x5, 0x6, 0x7, 0xB, 0xC, 0xD, 0xE, 0xF})
+
+
+def frame_header_error(header: bytes, inside_message: bool) -> str | None:
+    """Why a client frame whose first two bytes are `header` breaks RFC 6455's framing
+    (§5.1-§5.5: the server closes with 1002), or None. `inside_message`: a fragmented
+    message has begun and not ended. No extension is negotiated, so no RSV bit may be set.
+
+    For a framework whose parser drops such a connection without a close frame (tornado).
+    """
+    first, second = header[0], header[1]
+    opcode = first & 0x0F
+    if not second & 0x80:
+        return "an unmasked frame"
+    if first & 0x70:
+        return "RSV bits set without an extension"
+    if opcode in _RESERVED_OPCODES:
+        return f"reserved opcode {opcode:#x}"
+    if opcode & 0x8:
+        if not first & 0x80:
+            return "a fragmented control frame"
+        if second & 0x7F > 125:
+            return "a control frame over 125 bytes"
+    elif opcode == 0 and not inside_message:
+        return "a continuation frame outside a fragmented message"
+    elif opcode != 0 and inside_message:
+        return "a new message inside a fragmented one"
+    return None
+
+
+def _not_json(constant: str) -> None:
+    raise ValueError(f"{constant} is not JSON (RFC 8259)")
 
 
 def websocket_handshake_status(origin: str | None, offered_protocols: str | None) -> int | None:

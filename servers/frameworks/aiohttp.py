@@ -21,6 +21,7 @@ from servers.core.sinks import SinkUnavailable
 from servers.core.state import ServerState, TelemetryTimers
 from servers.core.websocket import (
     ClientFrameWatch,
+    peer_close_code_valid,
     websocket_close_code,
     websocket_handshake_status,
 )
@@ -133,7 +134,12 @@ def make_app(
         except TimeoutError:  # the body missed its deadline: close, store nothing
             return _closed(request)
         body = raw_body.decode("utf-8", "replace")
-        record = state.make_record(request.method, request.path, dict(request.headers), body)
+        # Each header byte one character (ISO-8859-1), as on every other server: aiohttp's
+        # own strings hold bytes that are not UTF-8 as surrogates, which no record can store.
+        headers: dict[str, str] = {}
+        for name, value in request.raw_headers:
+            headers.setdefault(name.decode("latin-1"), value.decode("latin-1"))
+        record = state.make_record(request.method, request.path, headers, body)
         try:
             await sink.store_and_wait(record)
         except SinkUnavailable:
@@ -193,11 +199,24 @@ def make_app(
             protocols=(contract.WS_SUBPROTOCOL,),
             max_msg_size=contract.WS_MAX_MESSAGE_BYTES,
             compress=False,
+            autoclose=False,  # the client's close frame is judged below
         )
         await ws.prepare(request)
         _masked_frames_only(request, ws)
         websockets.add(ws)
-        async for message in ws:
+        while True:
+            message = await ws.receive()
+            if message.type == WSMsgType.CLOSE:
+                # aiohttp's reader takes 1006 and codes from 5000 on, which a peer may
+                # never send (RFC 6455 §7.4): 1002 for them, 1000 for the others (0: none)
+                if message.data == 0 or peer_close_code_valid(message.data):
+                    await ws.close(drain=False)
+                else:
+                    state.bad += 1
+                    await ws.close(code=contract.WS_CLOSE_PROTOCOL_ERROR, drain=False)
+                break
+            if message.type in (WSMsgType.CLOSING, WSMsgType.CLOSED):
+                break
             if message.type == WSMsgType.TEXT:
                 close_code = websocket_close_code(message.data)
                 if close_code is None:

@@ -22,6 +22,7 @@ from servers.core.backends import BackendUnavailable
 from servers.core.sinks import SinkUnavailable
 from servers.core.state import ServerState, TelemetryTimers
 from servers.core.websocket import (
+    frame_header_error,
     peer_close_code_valid,
     websocket_close_code,
     websocket_handshake_status,
@@ -225,10 +226,12 @@ class _CountingProtocol(tornado.websocket.WebSocketProtocol13):
     1009 and tearing the connection down without telling the handler why; count it here.
 
     Where tornado does not apply RFC 6455's rules (servers.core.websocket) this applies
-    them: an unmasked client frame closes with 1002 (tornado takes it), invalid UTF-8 with
-    1007 (tornado drops the connection without a close frame), and a close frame with an
-    invalid code is answered 1002 (tornado echoes the code, 999 included). Each counts in
-    `bad`, as on the other servers.
+    them: an unmasked client frame closes with 1002 (tornado takes it), and so does any
+    other broken framing (RSV bits, a reserved opcode, a fragmented or oversized control
+    frame, a misplaced continuation), invalid UTF-8 closes with 1007, and so does a close
+    reason that is not UTF-8 (tornado drops these connections without a close frame), and
+    a close frame with an invalid code is answered 1002 (tornado echoes the code, 999
+    included). Each counts in `bad`, as on the other servers.
     """
 
     _frame_start = False  # the next _read_bytes reads a frame's first two bytes
@@ -251,8 +254,10 @@ class _CountingProtocol(tornado.websocket.WebSocketProtocol13):
         data = await super()._read_bytes(n)
         if self._frame_start:
             self._frame_start = False
-            if not data[1] & 0x80:  # RFC 6455 §5.1: every client frame is masked
-                self._refuse(contract.WS_CLOSE_PROTOCOL_ERROR, "unmasked frame")
+            inside_message = self._fragmented_message_buffer is not None
+            error = frame_header_error(data, inside_message)
+            if error is not None:
+                self._refuse(contract.WS_CLOSE_PROTOCOL_ERROR, error)
                 raise tornado.iostream.StreamClosedError()  # the frame loop ends here
         return data
 
@@ -279,6 +284,11 @@ class _CountingProtocol(tornado.websocket.WebSocketProtocol13):
             code = int.from_bytes(data[:2]) if len(data) >= 2 else None
             if code is None or not peer_close_code_valid(code):
                 self._refuse(contract.WS_CLOSE_PROTOCOL_ERROR, "invalid close code")
+                return None
+            try:
+                data[2:].decode("utf-8")
+            except UnicodeDecodeError:
+                self._refuse(contract.WS_CLOSE_INVALID_PAYLOAD, "close reason not UTF-8")
                 return None
         return super()._handle_message(opcode, data)
 

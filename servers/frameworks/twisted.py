@@ -541,6 +541,14 @@ class MessageProtocol(WebSocketServerProtocol):
             return True
         return super().onCloseFrame(code, reasonRaw)
 
+    def dropConnection(self, abort: bool = False) -> None:
+        # autobahn resets the connection once a closing handshake completes cleanly, which
+        # discards a close frame of ours still unsent: a close frame refused with 1002 (a
+        # one-byte payload) or 1007 (a reason that is not UTF-8) is also taken for the
+        # answer to that refusal, in the same read. Closed gracefully, the frame leaves
+        # first. An unclean end (a closing-handshake timeout) still resets.
+        super().dropConnection(abort=abort and not self.wasClean)
+
     def onClose(self, wasClean: bool, code: int | None, reason: str | None) -> None:
         if self.failedByMe:  # autobahn refused a frame: too big (1009), bad UTF-8, ...
             self.factory.server_state.bad += 1

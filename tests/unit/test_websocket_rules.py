@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from servers.core.websocket import ClientFrameWatch, peer_close_code_valid
+from servers import contract
+from servers.core.websocket import (
+    ClientFrameWatch,
+    frame_header_error,
+    peer_close_code_valid,
+    websocket_close_code,
+)
 from tests.helpers import ws_frame
 
 
@@ -13,6 +19,34 @@ from tests.helpers import ws_frame
     (1006, False), (1015, False), (2000, False), (5000, False), (0, False)])  # fmt: skip
 def test_close_codes_a_peer_may_send(code: int, valid: bool) -> None:
     assert peer_close_code_valid(code) is valid
+
+
+# Found by the fuzz suite (tests/e2e/test_fuzz.py): NaN was stored as JSON, 5,000 digits
+# were refused, and 5,000 levels of nesting raised RecursionError out of the handler (the
+# connection dropped without a close frame); the Node servers' JSON.parse judged all three.
+@pytest.mark.parametrize(("message", "code"), [('{"a": 1}', None), (' {"a": [1, {}]}\n', None),
+    ('{"a": NaN}', 1007), ('{"a": -Infinity}', 1007), ('{"a": ' + "1" * 5000 + "}", None),
+    ("[" * 5000 + "]" * 5000, 1007), ('{"a": ' + "[" * 5000 + "]" * 5000 + "}", 1007),
+    ("[1]", 1007), ("", 1007), (b"{}", contract.WS_CLOSE_UNSUPPORTED_DATA)])  # fmt: skip
+def test_the_close_code_a_message_earns(message: str | bytes, code: int | None) -> None:
+    assert websocket_close_code(message) == code
+
+
+# (first two bytes of a client frame, inside a fragmented message?) -> refused?
+@pytest.mark.parametrize(("header", "inside", "refused"), [
+    (ws_frame(0x1, b"x")[:2], False, False), (ws_frame(0x1, b"x", fin=False)[:2], False, False),
+    (ws_frame(0x0, b"x")[:2], True, False), (ws_frame(0x9, b"p" * 125)[:2], True, False),
+    (ws_frame(0x8, b"")[:2], False, False),
+    (ws_frame(0x2, b"", declared_length=2**31)[:2], False, False),
+    (ws_frame(0x1, b"x", mask=False)[:2], False, True),
+    (ws_frame(0x1, b"x", rsv=4)[:2], False, True),
+    (ws_frame(0x3, b"x")[:2], False, True), (ws_frame(0xB, b"x")[:2], False, True),
+    (ws_frame(0x9, b"p", fin=False)[:2], False, True), (ws_frame(0xA, b"p" * 126)[:2], False, True),
+    (ws_frame(0x0, b"x")[:2], False, True), (ws_frame(0x1, b"x")[:2], True, True)])  # fmt: skip
+def test_broken_framing_is_found_in_a_frames_first_two_bytes(
+    header: bytes, inside: bool, refused: bool
+) -> None:
+    assert (frame_header_error(header, inside) is not None) is refused
 
 
 def test_the_watch_finds_an_unmasked_frame_wherever_the_stream_splits() -> None:
