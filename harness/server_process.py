@@ -181,6 +181,7 @@ class CommandServerProcess(ServerProcess):
 
     def __init__(self, command: list[str], framework: str, workers: int, port: int) -> None:
         self.command = command
+        self.host = "127.0.0.1"  # a command server listens on loopback only (start_server)
         self.framework = framework
         self.workers = workers
         self.telemetry = []
