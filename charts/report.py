@@ -47,7 +47,9 @@ table { border-collapse: collapse; margin: .5em 0 1.5em; font-size: .92em; }
 th, td { border: 1px solid #ddd; padding: .3em .6em; text-align: left; vertical-align: top; }
 th { background: #f4f4f4; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .ok { color: #1a7f37; } .failed { color: #cf222e; } .skipped { color: #9a6700; }
-figure { margin: 1em 0 2em; } figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
+figure { margin: 1em 0 2em; }
+/* border-box: a bordered image at 100 % would be 2 px wider than the page */
+figure img { max-width: 100%; height: auto; border: 1px solid #eee; box-sizing: border-box; }
 figcaption { color: #555; font-size: .9em; }
 pre { background: #f6f8fa; padding: 1em; overflow-x: auto; }
 .wide { max-width: 100%; overflow-x: auto; } td { overflow-wrap: anywhere; }

@@ -148,14 +148,19 @@ class Browser:
         for event in self.events:
             params = event.get("params", {})
             if event.get("method") == "Runtime.exceptionThrown":
-                errors.append(json.dumps(params.get("exceptionDetails", {}))[:300])
+                details = params.get("exceptionDetails", {})
+                thrown = details.get("exception", {}).get("description", "")
+                errors.append(f"{details.get('text', 'exception')} {thrown}"[:300])
             elif event.get("method") == "Runtime.consoleAPICalled" and params.get("type") in (
                 "error",
                 "assert",
             ):
-                errors.append(json.dumps(params.get("args", []))[:300])
+                args = params.get("args", [])
+                said = " ".join(str(a.get("value", a.get("description", ""))) for a in args)
+                errors.append(f"console.{params['type']}: {said}"[:300])
             elif event.get("method") == "Log.entryAdded" and params["entry"]["level"] == "error":
-                errors.append(params["entry"].get("text", "")[:300])
+                entry = params["entry"]
+                errors.append(f"{entry.get('text', '')} {entry.get('url', '')}"[:300])
         return errors
 
     def close(self) -> None:
@@ -256,3 +261,25 @@ def test_an_older_runs_report_opens_whole_in_chromium(tmp_path: Path) -> None:
     figures = len(list((run_dir / "charts").glob("*.png")))
     found = assert_page_is_sound(report, figures, tmp_path / "chromium-profile")
     assert found["verdict"] is None
+
+
+BROKEN_PAGE = """<!doctype html><html><head><meta charset="utf-8"></head><body>
+<img alt="missing" src="missing.png">
+<div style="width: 3000px">too wide</div>
+<script>console.error("drawn wrong"); undefined_function();</script>
+</body></html>"""
+
+
+def test_the_check_sees_a_broken_page(tmp_path: Path) -> None:
+    """What the checks above rely on: a missing image, a 3,000 px block, console.error
+    and an uncaught exception are all seen."""
+    require_tool("chromium")
+    page = tmp_path / "broken.html"
+    page.write_text(BROKEN_PAGE)
+    with chromium(tmp_path / "chromium-profile") as browser:
+        found = check_page(browser, page, 800)
+    assert found["broken"] == ["missing"]
+    assert found["scroll_width"] > 2900 and found["overflowing"][0].startswith("div")
+    errors = "\n".join(found["console_errors"])
+    assert "drawn wrong" in errors and "undefined_function" in errors
+    assert "missing.png" in errors  # the failed load, from the browser's own log
