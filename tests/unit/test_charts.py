@@ -340,6 +340,8 @@ def test_a_baseline_ten_times_the_rest_gets_a_log_throughput_axis() -> None:
     assert axes.get_yscale() == "log"
     low, high = axes.get_ylim()
     assert 0 < low < 9000 and high >= 166_000
+    minor = axes.yaxis.get_minor_formatter()
+    assert [minor(v, 0) for v in (20_000, 30_000, 50_000)] == ["20,000", "", "50,000"]
     # frameworks within a few times of each other keep a linear axis from 0
     close = ramp_figures(series_of((make_case("aiohttp", python), make_case("gevent", python))))
     assert close["throughput"].axes[0].get_yscale() == "linear"
