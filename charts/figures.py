@@ -10,8 +10,10 @@ rate with each framework's knee, and the percentile spectrum at a rate all of th
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import matplotlib
 
@@ -19,7 +21,7 @@ matplotlib.use("Agg")  # files only, never a window
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.ticker import MaxNLocator, NullLocator, StrMethodFormatter
+from matplotlib.ticker import FuncFormatter, MaxNLocator, NullLocator, StrMethodFormatter
 
 from charts.histograms import spectrum
 from charts.style import HOLLOW_FLAGS, colour_for, linestyle_for
@@ -63,8 +65,22 @@ def _new(
 THOUSANDS = StrMethodFormatter("{x:,.0f}")
 
 
-def _legend(axes: plt.Axes, hollow_used: set[str]) -> None:
-    handles, labels = axes.get_legend_handles_labels()
+def _log_minor_label(value: float, _position: int) -> str:
+    """A log axis's minor ticks labelled at 2 and 5 of each decade (20,000, 50,000), in the
+    major ticks' style rather than matplotlib's 2×10⁴."""
+    if value <= 0:
+        return ""
+    mantissa = value / 10 ** math.floor(math.log10(value))
+    return f"{value:,.0f}" if round(mantissa) in (2, 5) else ""
+
+
+def _legend(
+    axes: plt.Axes,
+    hollow_used: set[str],
+    entries: tuple[list[Any], list[str]] | None = None,
+) -> None:
+    """The legend beside `axes`: its own lines (or `entries`), and what hollow marks mean."""
+    handles, labels = entries or axes.get_legend_handles_labels()
     if hollow_used:
         handles.append(
             Line2D(
@@ -134,20 +150,49 @@ def _title(what: str, context: str) -> str:
     return f"{what} — {context}" if context else what
 
 
+# Peaks further apart than this get a log y axis: nginx at 166k req/s would otherwise
+# flatten five Python frameworks at 5–26k into the bottom tenth of a linear one.
+LOG_SPREAD = 5.0
+
+
+def _spread(values: Sequence[float]) -> float:
+    """Largest over smallest of the positive values (1.0 when there are fewer than two)."""
+    positive = [v for v in values if v > 0]
+    return max(positive) / min(positive) if len(positive) > 1 else 1.0
+
+
 def throughput_figure(series: Sequence[Series], context: str = "") -> Figure:
+    """Achieved against offered load, one line per framework; a log y axis when the
+    frameworks' best steps are more than LOG_SPREAD apart (a baseline 10× the rest)."""
     unit = _unit(series)
     figure, axes = _new(_title("Throughput", context), UNIT_LABELS[unit], "achieved (replies/s)")
     flags: set[str] = set()
     for one in series:
         flags |= _plot_metric(axes, one, lambda s: s.achieved)
+    best = [max(s.achieved for s in one.steps) for one in series if one.steps]
+    log = _spread(best) > LOG_SPREAD
     if unit == "req/s":
         offered = [s.offered for one in series for s in one.steps]
         if offered:
             top = max(offered)
+            # a log axis has no 0: the ideal line starts at the lightest load offered
+            start = min(o for o in offered if o > 0) if log else 0
             axes.plot(
-                [0, top], [0, top], color="grey", linestyle=":", label="ideal (y = x)", gid="ideal"
+                [start, top],
+                [start, top],
+                color="grey",
+                linestyle=":",
+                label="ideal (y = x)",
+                gid="ideal",
             )
-    axes.set_ylim(bottom=0)
+    if log:
+        axes.set_yscale("log")
+        lowest = min(s.achieved for one in series for s in one.steps if s.achieved > 0)
+        axes.set_ylim(bottom=lowest / 1.5)
+        axes.set_ylabel("achieved (replies/s, log scale)")
+        axes.yaxis.set_minor_formatter(FuncFormatter(_log_minor_label))
+    else:
+        axes.set_ylim(bottom=0)
     axes.yaxis.set_major_formatter(THOUSANDS)
     _legend(axes, flags)
     return figure
@@ -187,23 +232,42 @@ def errors_figure(series: Sequence[Series], context: str = "") -> Figure:
 
 
 def latency_figure(series: Sequence[Series], context: str = "") -> Figure:
+    """Average (left) and p99 (right) latency, a panel each sharing the y axis, so nine
+    frameworks draw nine lines a panel rather than eighteen in one; log when they span
+    decades."""
     unit = _unit(series)
     what = (
         "Latency" if unit == "req/s" else "Latency (closed loop: read at a concurrency, not a load)"
     )
-    figure, axes = _new(_title(what, context), UNIT_LABELS[unit], "latency (ms)")
+    figure, (avg_axes, p99_axes) = plt.subplots(
+        1, 2, figsize=FIGSIZE, layout="constrained", sharey=True
+    )
+    figure.suptitle(_title(what, context))
+    for axes, name in ((avg_axes, "average"), (p99_axes, "p99")):
+        axes.set_title(name)
+        axes.set_xlabel(UNIT_LABELS[unit])
+        axes.grid(True, alpha=0.3)
+        axes.xaxis.set_major_locator(MaxNLocator(nbins=6))
+    avg_axes.set_ylabel("latency (ms)")
     flags: set[str] = set()
     values: list[float] = []
     for one in series:
-        flags |= _plot_metric(axes, one, lambda s: s.latency_ms.get("avg"), label_suffix=" avg")
-        _plot_metric(
-            axes, one, lambda s: s.latency_ms.get("p99"), label_suffix=" p99", linestyle="--"
-        )
+        flags |= _plot_metric(avg_axes, one, lambda s: s.latency_ms.get("avg"), label_suffix=" avg")
+        _plot_metric(p99_axes, one, lambda s: s.latency_ms.get("p99"), label_suffix=" p99")
         for step in one.steps:
             values += [v for v in (step.latency_ms.get("avg"), step.latency_ms.get("p99")) if v]
     if values and min(values) > 0 and max(values) / min(values) > 100:
-        axes.set_yscale("log")  # it spans decades
-    _legend(axes, flags)
+        avg_axes.set_yscale("log")  # it spans decades (the y axis is shared)
+    # one legend, by framework: a line's panel already says avg or p99
+    handles, labels = avg_axes.get_legend_handles_labels()
+    more, more_labels = p99_axes.get_legend_handles_labels()
+    seen = set(labels)
+    for handle, label in zip(more, more_labels, strict=True):
+        if label.removesuffix(" p99") + " avg" not in seen:
+            handles.append(handle)
+            labels.append(label)
+    labels = [label.removesuffix(" avg").removesuffix(" p99") for label in labels]
+    _legend(p99_axes, flags, (handles, labels))
     return figure
 
 
@@ -340,7 +404,8 @@ def memory_figure(series: Sequence[Series], context: str = "") -> Figure:
 
 
 def peak_figure(series: Sequence[Series], context: str = "") -> Figure:
-    """Peak sustained throughput per framework (baselines hatched)."""
+    """Peak sustained throughput per framework (baselines hatched), each bar with its 95 %
+    interval as an error bar when it was measured in rounds."""
     figure, axes = _new(
         _title("Peak sustained throughput", context),
         "framework",
@@ -348,6 +413,7 @@ def peak_figure(series: Sequence[Series], context: str = "") -> Figure:
         categorical=True,
     )
     labels, peaks, colours, hatches, texts = [], [], [], [], []
+    intervals: list[tuple[float, float] | None] = []
     for one in series:
         if one.case.status != "ok" or one.case.summary.peak is None:
             continue
@@ -355,14 +421,45 @@ def peak_figure(series: Sequence[Series], context: str = "") -> Figure:
         peaks.append(float(one.case.summary.peak))
         colours.append(colour_for(one.framework))
         hatches.append("//" if one.case.summary.role == "baseline" else "")
+        intervals.append(one.case.summary.peak_ci)
         ratio = one.case.summary.ratio_to_nginx
         # the affinity study: the ratio to nginx measured in the same run is the figure that travels
         texts.append(f"{peaks[-1]:,.0f}" + (f"\n{ratio:.2f}× nginx" if ratio is not None else ""))
     bars = axes.bar(labels, peaks, color=colours, hatch=hatches, edgecolor="black", gid="peaks")
-    axes.bar_label(bars, labels=texts, padding=2, fontsize=9)
+    tops = list(peaks)
+    measured = [(i, ci) for i, ci in enumerate(intervals) if ci is not None]
+    if measured:
+        # asymmetric: the interval need not be centred on the mean it surrounds; bars
+        # without rounds get none rather than a zero-length one
+        below = [max(peaks[i] - ci[0], 0.0) for i, ci in measured]
+        above = [max(ci[1] - peaks[i], 0.0) for i, ci in measured]
+        errorbar = axes.errorbar(
+            [i for i, _ in measured],
+            [peaks[i] for i, _ in measured],
+            yerr=[below, above],
+            fmt="none",
+            ecolor="black",
+            capsize=4,
+        )
+        for bar_lines in errorbar.lines[2]:  # the vertical segments (a container has no gid)
+            bar_lines.set_gid("peak-ci")
+        tops = [max(ci[1], peak) if ci else peak for peak, ci in zip(peaks, intervals, strict=True)]
+        # said on the axis, not in a legend that could cover a bar's label
+        axes.set_ylabel("peak (replies/s, error-free; error bars: 95 % interval)")
+    # labels above the interval's top, so the error bar never runs through them
+    for bar, top, text in zip(bars, tops, texts, strict=True):
+        axes.annotate(
+            text,
+            (bar.get_x() + bar.get_width() / 2, top),
+            xytext=(0, 3),
+            textcoords="offset points",
+            ha="center",
+            va="bottom",
+            fontsize=9,
+        )
     if len(labels) > 5:
         axes.tick_params(axis="x", labelrotation=30)
-    axes.set_ylim(0, max(peaks, default=1) * 1.15)
+    axes.set_ylim(0, max(tops, default=1) * 1.18)
     axes.yaxis.set_major_formatter(THOUSANDS)
     return figure
 

@@ -14,9 +14,10 @@ from model.results import FLAG_MEANINGS, Case, Run
 # the reconcile fields the report shows (docs/results.md); old runs lack the last two
 REPORTED_RECONCILE = ("sent", "stored", "lost", "duplicates", "unparseable")
 FIGURE_CAPTIONS = {
-    "throughput": "Achieved replies/s against the offered load (rate ramps: the ideal y = x).",
+    "throughput": "Achieved replies/s against the offered load (rate ramps: the ideal y = x); "
+    "a log scale when one framework's best is more than 5× another's.",
     "errors": "Errors per step and error rate: timeouts, refused and reset connections, non-2xx.",
-    "latency": "Average (solid) and p99 (dashed) latency seen by the load generator. On a "
+    "latency": "Average (left) and p99 (right) latency seen by the load generator. On a "
     "concurrency ramp (closed loop: wrk, ab, siege) each framework's latency is read at "
     "whatever rate it reached, so two frameworks' figures are not at the same load.",
     "latency_rate": "Open loop: p99 (solid) and p50 (dotted) from each request's intended "
@@ -30,7 +31,8 @@ FIGURE_CAPTIONS = {
     "cpu": "Server process-tree CPU, % of one core, averaged over each step.",
     "memory": "Server resident memory, the maximum in each step.",
     "peak": "Peak sustained throughput: the best error-free step (rate ramps: autobench's "
-    "reading, the highest offered rate achieved at ≥ 95 % with no errors).",
+    "reading, the highest offered rate achieved at ≥ 95 % with no errors); with rounds, "
+    "their mean and its 95 % interval (the error bar).",
     "affinity": "Peak per framework under each CPU affinity mode (the affinity study).",
     "conn_cpu": "Server CPU against open connections.",
     "conn_rss": "Server memory against open connections.",
@@ -45,9 +47,15 @@ table { border-collapse: collapse; margin: .5em 0 1.5em; font-size: .92em; }
 th, td { border: 1px solid #ddd; padding: .3em .6em; text-align: left; vertical-align: top; }
 th { background: #f4f4f4; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .ok { color: #1a7f37; } .failed { color: #cf222e; } .skipped { color: #9a6700; }
-figure { margin: 1em 0 2em; } figure img { max-width: 100%; border: 1px solid #eee; }
+figure { margin: 1em 0 2em; }
+/* border-box: a bordered image at 100 % would be 2 px wider than the page */
+figure img { max-width: 100%; height: auto; border: 1px solid #eee; box-sizing: border-box; }
 figcaption { color: #555; font-size: .9em; }
 pre { background: #f6f8fa; padding: 1em; overflow-x: auto; }
+.wide { max-width: 100%; overflow-x: auto; } td { overflow-wrap: break-word; }
+.ci { color: #555; font-size: .85em; white-space: nowrap; }
+.verdict { background: #f6f8fa; border-left: 4px solid #0969da; padding: .6em 1em; }
+.verdict ul { margin: .3em 0; padding-left: 1.2em; } .ratios { color: #555; font-size: .9em; }
 """
 
 
@@ -66,7 +74,16 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], numeric: set[i
         + "</tr>"
         for row in rows
     )
-    return f"<table><tr>{head}</tr>{body}</table>"
+    # a wide table scrolls inside its own box: the page itself never scrolls sideways
+    return f'<div class="wide"><table><tr>{head}</tr>{body}</table></div>'
+
+
+def _with_interval(cell: str, interval: tuple[float, float] | None, pattern: str) -> str:
+    """A table cell's figure with its 95 % interval beneath it, "[low, high]", when it has one."""
+    if interval is None or cell == "–":
+        return cell
+    low, high = (pattern.format(v) for v in interval)
+    return f'{cell}<br><span class="ci">[{low}, {high}]</span>'
 
 
 def _summary_rows(run: Run) -> list[list[str]]:
@@ -81,11 +98,13 @@ def _summary_rows(run: Run) -> list[list[str]]:
                 escape(case.affinity.get("mode") or ""),
                 escape(case.process_model),
                 f'<span class="{case.status}">{case.status}</span>',
-                _number(s.peak),
-                f"{ratio:.2f}×" if ratio is not None else "–",
+                _with_interval(_number(s.peak), s.peak_ci, "{:,.0f}"),
+                _with_interval(
+                    f"{ratio:.2f}×" if ratio is not None else "–", s.ratio_to_nginx_ci, "{:.2f}"
+                ),
                 _number(s.megabytes_per_s_at_peak, "{:.1f}"),
                 _number(s.peak_offered, "{:g}"),
-                _number(s.p99_at_peak_ms, "{:.2f}"),
+                _with_interval(_number(s.p99_at_peak_ms, "{:.2f}"), s.p99_at_peak_ci_ms, "{:.2f}"),
                 _number(s.server_cpu_at_peak_pct),
                 _number(rss / 1e6 if rss else None, "{:.1f}"),
                 _number(s.errors_total),
@@ -101,6 +120,30 @@ def _figure(value: float | None) -> str:
     if value is None:
         return "–"
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def _verdict(run: Run) -> str:
+    """The run's verdict in words (harness.run.verdict), first in its section: the ranking
+    with ties ("aiohttp ≈ twisted") and each neighbour ratio with its interval; one line
+    per comparable set when the run has several. "" for a run without one (before rounds)."""
+    if not run.verdict or not run.verdict.get("sets"):
+        return ""
+    sets = run.verdict["sets"]
+    lines = []
+    for part in sets:
+        where = ""
+        if len(sets) > 1:
+            keys = ("scenario", "driver", "sink", "affinity", "process_model")
+            where = "<b>" + escape(", ".join(str(part.get(k)) for k in keys)) + ":</b> "
+        ratios = [
+            f"{escape(r['a'])} / {escape(r['b'])} = {r['ratio']:.2f}× "
+            f"[{r['ci'][0]:.2f}, {r['ci'][1]:.2f}]" + ("" if r.get("separated") else " (a tie)")
+            for r in part.get("ratios", ())
+            if r.get("ratio") is not None and r.get("ci")
+        ]
+        ratio_line = f'<br><span class="ratios">{"; ".join(ratios)}</span>' if ratios else ""
+        lines.append(f"<li>{where}{escape(part['text'])}{ratio_line}</li>")
+    return f'<div class="verdict"><b>Verdict</b> (95 % intervals)<ul>{"".join(lines)}</ul></div>'
 
 
 def _thresholds(run: Run) -> str:
@@ -272,11 +315,13 @@ def render_html(runs: Sequence[Run], images: dict[str, Path]) -> str:
     title = "Server comparison — " + ", ".join(run.run_id for run in runs)
     parts = [
         f"<!doctype html><html><head><meta charset='utf-8'><title>{escape(title)}</title>",
+        f"<meta name='viewport' content='width=device-width, initial-scale=1'>"
         f"<style>{STYLE}</style></head><body><h1>{escape(title)}</h1>",
     ]
     for run in runs:
         profile = run.config.get("profile", {})
         parts.append(f"<h2>Run {escape(run.run_id)}</h2>")
+        parts.append(_verdict(run))
         parts.append(
             f"<p>{escape(str(profile.get('name', '')))}: "
             f"{escape(str(profile.get('description', '')))}<br>started {escape(run.started)}, "

@@ -51,6 +51,7 @@ SERVICE_TOOLS = (
     Tool("node", "nodejs", ("--version",)),  # the Node http and Express baselines
     Tool("ruby", "ruby-eventmachine", ("-v",)),  # the EventMachine baseline
     Tool("postgres", "postgresql", ("--version",)),  # FerretDB's backend (harness.postgres)
+    Tool("chromium", "chromium", ("--version",)),  # report.html checked headless (tests/e2e)
 )
 
 

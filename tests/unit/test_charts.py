@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from html import escape
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -11,10 +12,14 @@ import pytest
 
 from charts.figures import Series, ramp_figures
 from charts.render import build_series, render
+from charts.report import render_html
 from charts.style import colour_for
 from drivers import histograms as hdr
+from harness.run.analysis import with_baseline_ratios
+from harness.run.verdict import verdict
 from model.errors import UserError
 from model.results import Case, Run, Step, Summary, write_run
+from tests.helpers import synthetic_case, synthetic_run
 
 HOST = {"cpu_model": "Test CPU", "cores": 2, "memory_bytes": 1 << 34, "kernel": "6.1"}
 
@@ -307,7 +312,7 @@ def test_open_loop_runs_get_the_knee_and_the_spectrum_at_a_rate_all_held() -> No
 def test_closed_loop_latency_says_so_and_has_no_spectrum() -> None:
     steps = (make_step(50, 9000), make_step(100, 9500))
     figures = ramp_figures(series_of((make_case("aiohttp", steps),)))
-    assert "closed loop" in figures["latency"].axes[0].get_title()
+    assert "closed loop" in figures["latency"].get_suptitle()
     assert "spectrum" not in figures and "latency_rate" not in figures
     plt.close("all")
 
@@ -321,3 +326,104 @@ def test_report_has_the_knees_and_the_latency_at_equal_load(tmp_path: Path) -> N
     assert "Knees" in html and "Latency at equal load" in html
     assert html.count('src="data:image/png;base64,') == 8  # spectrum and knee figures too
     assert "Percentile spectrum" in html
+
+
+NINE = ("gevent", "eventlet", "tornado", "twisted", "aiohttp", "nginx", "node-http",
+        "node-express", "eventmachine")  # fmt: skip
+
+
+def test_a_baseline_ten_times_the_rest_gets_a_log_throughput_axis() -> None:
+    python = (make_step(50, 9000), make_step(100, 9500))
+    nginx = (make_step(50, 150_000), make_step(100, 166_000))
+    figures = ramp_figures(series_of((make_case("aiohttp", python), make_case("nginx", nginx))))
+    axes = figures["throughput"].axes[0]
+    assert axes.get_yscale() == "log"
+    low, high = axes.get_ylim()
+    assert 0 < low < 9000 and high >= 166_000
+    minor = axes.yaxis.get_minor_formatter()
+    assert [minor(v, 0) for v in (20_000, 30_000, 50_000)] == ["20,000", "", "50,000"]
+    # frameworks within a few times of each other keep a linear axis from 0
+    close = ramp_figures(series_of((make_case("aiohttp", python), make_case("gevent", python))))
+    assert close["throughput"].axes[0].get_yscale() == "linear"
+    assert close["throughput"].axes[0].get_ylim()[0] == 0
+    plt.close("all")
+
+
+def test_a_log_rate_ramp_keeps_the_ideal_line_off_zero() -> None:
+    slow = (make_step(1000, 1000, unit="req/s"), make_step(2000, 1900, unit="req/s"))
+    fast = (make_step(1000, 1000, unit="req/s"), make_step(20000, 20000, unit="req/s"))
+    figures = ramp_figures(series_of((make_case("tornado", slow), make_case("nginx", fast))))
+    ideal = lines_by_gid(figures["throughput"])["ideal"]
+    assert figures["throughput"].axes[0].get_yscale() == "log"
+    assert list(ideal.get_xdata()) == [1000, 20000]
+    plt.close("all")
+
+
+def test_latency_is_split_into_an_average_and_a_p99_panel() -> None:
+    steps = (make_step(50, 9000, p99=4.0), make_step(100, 9500, p99=6.0))
+    figures = ramp_figures(series_of(tuple(make_case(name, steps) for name in NINE)))
+    avg_axes, p99_axes = figures["latency"].axes
+    assert (avg_axes.get_title(), p99_axes.get_title()) == ("average", "p99")
+    assert {line.get_gid() for line in avg_axes.get_lines()} == {f"{n} avg" for n in NINE}
+    assert {line.get_gid() for line in p99_axes.get_lines()} == {f"{n} p99" for n in NINE}
+    # one legend entry per framework, in its colour, not one per line
+    legend = p99_axes.get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == list(NINE)
+    assert avg_axes.get_legend() is None
+    plt.close("all")
+
+
+def test_peak_bars_carry_their_intervals() -> None:
+    cases = (
+        make_case("aiohttp", (make_step(50, 9000),),
+                  summary=Summary(peak=9000.0, peak_ci=(8500.0, 9800.0))),
+        make_case("gevent", (make_step(50, 4000),), summary=Summary(peak=4000.0)),
+    )  # fmt: skip
+    axes = ramp_figures(series_of(cases))["peak"].axes[0]
+    (segments,) = [c for c in axes.collections if c.get_gid() == "peak-ci"]
+    spans = [tuple(segment[:, 1]) for segment in segments.get_segments()]
+    assert spans == [(8500.0, 9800.0)]  # gevent: no rounds, no interval
+    assert axes.get_ylim()[1] > 9800.0  # the interval's top is inside the plot
+    texts = [t.get_text() for t in axes.texts]
+    assert texts == ["9,000", "4,000"]
+    # without any interval: no error bars, no legend for them
+    plain = ramp_figures(series_of((make_case("gevent", (make_step(50, 4000),)),)))["peak"]
+    assert not [c for c in plain.axes[0].collections if c.get_gid() == "peak-ci"]
+    assert "95 % interval" in axes.get_ylabel() and "interval" not in plain.axes[0].get_ylabel()
+    plt.close("all")
+
+
+def test_report_opens_each_run_with_its_verdict_and_gives_intervals() -> None:
+    cases = with_baseline_ratios(
+        [
+            synthetic_case(
+                "aiohttp",
+                [10000.0, 10150.0, 9900.0, 10050.0, 9950.0],
+                p99_ms=[5.0, 5.5, 4.8, 5.2, 5.1],
+            ),
+            synthetic_case("twisted", [10020.0, 10100.0, 9950.0, 10000.0, 9990.0]),
+            synthetic_case("nginx", [80000.0, 81000.0, 79000.0, 80500.0, 79500.0]),
+        ],
+        {"nginx": "baseline"},
+    )
+    run = synthetic_run("r1", cases)
+    run = dataclasses.replace(run, verdict=verdict(cases))
+    html = render_html([run], {})
+    section = html[html.index("<h2>Run r1</h2>") :]
+    assert section.index('class="verdict"') < section.index("<h3>Summary</h3>")
+    assert run.verdict and escape(run.verdict["text"]) in section
+    assert "aiohttp ≈ twisted" in section or "twisted ≈ aiohttp" in section
+    assert "nginx / " in section and "(a tie)" in section  # neighbour ratios, with intervals
+    aiohttp = next(c for c in cases if c.framework == "aiohttp").summary
+    assert aiohttp.peak_ci and aiohttp.ratio_to_nginx_ci and aiohttp.p99_at_peak_ci_ms
+    low, high = aiohttp.peak_ci
+    assert f'<span class="ci">[{low:,.0f}, {high:,.0f}]</span>' in section
+    low, high = aiohttp.ratio_to_nginx_ci
+    assert f'<span class="ci">[{low:.2f}, {high:.2f}]</span>' in section
+    low, high = aiohttp.p99_at_peak_ci_ms
+    assert f'<span class="ci">[{low:.2f}, {high:.2f}]</span>' in section
+
+
+def test_a_run_without_a_verdict_has_no_verdict_box(tmp_path: Path) -> None:
+    html = render([write(tmp_path, "old", (make_case("aiohttp", (make_step(50, 9000),)),))])
+    assert 'class="verdict"' not in html.read_text()
