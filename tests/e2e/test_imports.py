@@ -81,11 +81,14 @@ def test_importing_one_driver_loads_no_other_driver_and_nothing_of_the_harness()
     assert set(result.stdout.split()) == {
         "drivers",
         "drivers.base",
+        "drivers.histograms",  # latency figures every driver reports: shared
         "drivers.processes",  # how every child is started: shared, like drivers.base
         "drivers.wrk",
         "model",
         "model.errors",
+        "model.files",  # model.results writes atomically through it
         "model.ramps",
+        "model.results",  # LATENCY_KEYS: the latency record every driver fills
         "model.scenarios",
         "servers",
         "servers.contract",
