@@ -18,7 +18,6 @@ import json
 import os
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -222,7 +221,7 @@ class CommandServerProcess(ServerProcess):
                         f"{self.framework}: another process listens on its port {self.port} "
                         f"too: {others}"
                     )
-                if _answers_http(self.port):
+                if listeners.http_answers("127.0.0.1", self.port):
                     self._ready.set()
                     return
             time.sleep(0.05)
@@ -232,25 +231,6 @@ class CommandServerProcess(ServerProcess):
             f"{self.framework} did not listen on port {self.port} and answer GET / within "
             f"{timeout_s:.0f} s{elsewhere if seen_ports else ''}: {self.stderr_tail()}"
         )
-
-
-def _answers_http(port: int, timeout_s: float = 1.0) -> bool:
-    """Whether a `GET /` on `port` gets an HTTP status line back (any status)."""
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as sock:
-            sock.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-            return sock.recv(16).startswith(b"HTTP/1.")
-    except OSError:
-        return False
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port free on `host` now (bound, then released). A command server cannot be told
-    port 0 and say which it got, so the harness picks one; readiness then checks that the
-    server's own tree holds it, which catches another process taking it meanwhile."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
 
 
 # The contract options (SinkStore.server_args, Backends.server_args) and the placeholders
@@ -330,7 +310,7 @@ def start_command_server(
     """Start `template` (the command or the minimal app of `framework`) on a free loopback
     port, pinned when `cpus`, and wait until it is ready."""
     host = "127.0.0.1"
-    port = free_port(host)
+    port = listeners.free_port(host)
     try:
         values = placeholder_values(
             host=host, port=port, sink=sink, workers=workers, extra_args=extra_args

@@ -10,9 +10,34 @@ for the services it starts, the nginx wrapper for nginx.
 
 from __future__ import annotations
 
+import http.client
+import socket
 from collections.abc import Collection, Iterable
 
 import psutil
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port the OS considers free on `host` right now (bound, then released), for a
+    program that cannot listen on port 0 and say which it got (nginx, a server given as a
+    command): readiness then checks that the program holds it, alone."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def http_answers(host: str, port: int, path: str = "/", timeout_s: float = 1.0) -> bool:
+    """Whether an HTTP GET of `path` gets any response at all (status does not matter)."""
+    connection = http.client.HTTPConnection(host, port, timeout=timeout_s)
+    try:
+        connection.request("GET", path)
+        connection.getresponse().read()
+        return True
+    except (OSError, http.client.HTTPException):
+        return False
+    finally:
+        connection.close()
 
 
 def tree_pids(pid: int) -> list[int]:

@@ -27,7 +27,6 @@ import re
 import resource
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -42,6 +41,7 @@ import psutil
 
 from servers import PROGRAM_PATH, contract, listeners
 from servers.contract import ServerOptions
+from servers.listeners import free_port, http_answers  # nginx cannot listen on port 0
 
 TEMPLATE_PATH = Path(__file__).resolve().parent / "nginx.conf.template"
 STATUS_PATH = "/status"
@@ -276,28 +276,6 @@ def nginx_binary() -> str:
     if path is None:
         raise NginxError("nginx is not installed (harness doctor --install)")
     return path
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port the OS considers free on `host` right now (nginx binds it a moment later:
-    nginx cannot listen on port 0, so readiness checks that nginx holds it, alone)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
-
-
-def http_answers(host: str, port: int, path: str = "/", timeout_s: float = 1.0) -> bool:
-    """Whether an HTTP GET of `path` gets any response at all (status does not matter)."""
-    connection = http.client.HTTPConnection(host, port, timeout=timeout_s)
-    try:
-        connection.request("GET", path)
-        connection.getresponse().read()
-        return True
-    except (OSError, http.client.HTTPException):
-        return False
-    finally:
-        connection.close()
 
 
 @dataclass(frozen=True)
