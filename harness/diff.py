@@ -50,9 +50,8 @@ CaseIdentity = tuple[str, str, str, str, str, str]
 
 
 def case_identity(case: Case) -> CaseIdentity:
-    """What makes two cases of two runs the same case (Case.key's parts)."""
-    mode = case.affinity.get("mode") or "pinned"
-    return (case.framework, case.scenario, case.sink, case.driver, case.process_model, mode)
+    """What makes two cases of two runs the same case (model.results.Case.identity)."""
+    return case.identity
 
 
 def case_labels(identities: Sequence[CaseIdentity]) -> dict[CaseIdentity, str]:

@@ -282,12 +282,16 @@ class Case:
             raise ValueError(f"summary must be a Summary, not {type(self.summary).__name__}")
 
     @property
-    def key(self) -> str:
-        """A directory-safe name unique within a run."""
-        model = self.process_model.replace(":", "-")
+    def identity(self) -> tuple[str, str, str, str, str, str]:
+        """What makes two cases, of one run or of two, the same case: framework, scenario,
+        sink, driver, process model and affinity mode (`pinned` when none is recorded)."""
         mode = self.affinity.get("mode") or "pinned"
-        parts = [self.framework, self.scenario, self.sink, self.driver, model, mode]
-        return "_".join(str(p) for p in parts)
+        return (self.framework, self.scenario, self.sink, self.driver, self.process_model, mode)
+
+    @property
+    def key(self) -> str:
+        """A directory-safe name unique within a run: the identity, `:` as `-`."""
+        return "_".join(str(part) for part in self.identity).replace(":", "-")
 
 
 @dataclass(frozen=True)

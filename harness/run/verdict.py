@@ -20,8 +20,9 @@ from model.results import Case
 
 
 def comparable_key(case: Case) -> tuple[str, ...]:
-    mode = case.affinity.get("mode") or "both"
-    return (case.scenario, case.sink, case.driver, mode, case.process_model)
+    """The comparable set a case belongs to: its identity without the framework (scenario,
+    sink, driver, process model, affinity mode)."""
+    return case.identity[1:]
 
 
 def _ratio_text(interval: Interval) -> str:
@@ -75,8 +76,8 @@ def verdict(cases: Sequence[Case]) -> dict[str, Any] | None:
                 "scenario": key[0],
                 "sink": key[1],
                 "driver": key[2],
-                "affinity": key[3],
-                "process_model": key[4],
+                "process_model": key[3],
+                "affinity": key[4],
                 "ranking": [[c.framework for c in group] for group in groups],
                 "ratios": ratios,
                 "text": sentence(groups),

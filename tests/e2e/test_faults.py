@@ -199,20 +199,26 @@ def test_sigterm_during_verify_leaves_no_server_no_service_and_no_temp_dir(
     assert "killed processes left running" not in stderr
 
 
+def start_mongo_sink_compare(env: dict[str, str], tmp_path: Path) -> subprocess.Popen[str]:
+    """`harness compare` of aiohttp on /log into the mongo sink, its database FerretDB on
+    a PostgreSQL cluster of the run's own, with one long step to interrupt."""
+    require_framework("aiohttp")
+    require_tools("wrk", "postgres")
+    require_ferretdb()
+    return start_harness(
+        env, "compare", "--frameworks", "aiohttp", "--profile", "smoke", "--scenario", "log",
+        "--sink", "mongo", "--mongo-backend", "postgresql", "--out", str(tmp_path / "results"),
+        *LONG_STEP_ARGS,
+    )  # fmt: skip
+
+
 def test_sigterm_during_a_mongo_sink_compare_stops_ferretdb_and_postgresql(
     reachable_private_tmp: tuple[Path, dict[str, str]], tmp_path: Path
 ) -> None:
     """The run's database (FerretDB on a PostgreSQL cluster of its own) stops with the
     run, and its cluster directory goes with it."""
-    require_framework("aiohttp")
-    require_tools("wrk", "postgres")
-    require_ferretdb()
     tmpdir, env = reachable_private_tmp
-    harness = start_harness(
-        env, "compare", "--frameworks", "aiohttp", "--profile", "smoke", "--scenario", "log",
-        "--sink", "mongo", "--mongo-backend", "postgresql", "--out", str(tmp_path / "results"),
-        *LONG_STEP_ARGS,
-    )  # fmt: skip
+    harness = start_mongo_sink_compare(env, tmp_path)
     try:
         wait_until(lambda: find_wrk(str(tmpdir)), 90, "wrk to run")
         assert find_command(str(tmpdir), "--handler=postgresql")
@@ -232,15 +238,8 @@ def test_ferretdb_and_postgresql_die_with_a_harness_killed_outright(
 ) -> None:
     """SIGKILL: PostgreSQL, run as another user, still gets its parent-death signal (set
     after the change of user, which clears it) and shuts down with its backends."""
-    require_framework("aiohttp")
-    require_tools("wrk", "postgres")
-    require_ferretdb()
     tmpdir, env = reachable_private_tmp
-    harness = start_harness(
-        env, "compare", "--frameworks", "aiohttp", "--profile", "smoke", "--scenario", "log",
-        "--sink", "mongo", "--mongo-backend", "postgresql", "--out", str(tmp_path / "results"),
-        *LONG_STEP_ARGS,
-    )  # fmt: skip
+    harness = start_mongo_sink_compare(env, tmp_path)
     try:
         wait_until(lambda: find_wrk(str(tmpdir)), 90, "wrk to run")
         postmaster = find_command(str(tmpdir), "postgres -D")
