@@ -14,6 +14,7 @@ eventlet.monkey_patch()
 import contextlib
 import errno
 import functools
+import re
 import signal
 import socket
 import sys
@@ -44,6 +45,44 @@ _PROTOCOL_KEY = "servers.eventlet.protocol"
 _SIGNAL_POLL_S = 0.05
 # After an accept error such as EMFILE, wait this long before accepting again.
 _ACCEPT_RETRY_S = 0.01
+# A chunk-size line (RFC 9112 §7.1): hex digits, an optional extension, CRLF.
+_CHUNK_SIZE_LINE = re.compile(rb"[0-9A-Fa-f]{1,16}(;[^\r\n]*)?\r\n")
+
+
+class StrictChunkFraming:
+    """A chunked request's rfile as eventlet.wsgi.Input reads the body through it, with
+    the framing lines checked.
+
+    eventlet.wsgi reads a chunk size with `int(line, 16)`, which takes "0x5" and "+5", and
+    reads the line after a chunk's data without looking at it, so "2" followed by five
+    bytes gave a two-byte body (a record from a malformed request; on a kept-alive
+    connection, a way to smuggle one). Input reads the data with `read` and every framing
+    line with `readline`, in the order size line, CRLF after the data, size line, ...,
+    last size line "0", trailer fields: a bad line raises ValueError, which the app
+    answers 400.
+    """
+
+    def __init__(self, rfile) -> None:
+        self._rfile = rfile
+        self._next_line = "size"  # or "data-end", or "trailer"
+
+    def read(self, *args: int) -> bytes:
+        return self._rfile.read(*args)
+
+    def readline(self, *args: int) -> bytes:
+        line = self._rfile.readline(*args)
+        if self._next_line == "trailer":
+            return line
+        if self._next_line == "data-end":
+            if line != b"\r\n":
+                raise ValueError("chunk data longer than its chunk size")
+            self._next_line = "size"
+            return line
+        if not _CHUNK_SIZE_LINE.fullmatch(line):
+            raise ValueError("malformed chunk-size line")
+        last = int(line.split(b";", 1)[0], 16) == 0
+        self._next_line = "trailer" if last else "data-end"
+        return line
 
 
 class Protocol(wsgi.HttpProtocol):
@@ -96,6 +135,9 @@ class Protocol(wsgi.HttpProtocol):
     def get_environ(self) -> Environ:
         environ = super().get_environ()
         environ[_PROTOCOL_KEY] = self
+        request_input = environ["wsgi.input"]
+        if request_input.chunked_input:
+            request_input.rfile = StrictChunkFraming(request_input.rfile)
         return environ
 
     def log_message(self, format: str, *args) -> None:
