@@ -29,7 +29,7 @@ from harness.server_process import start_server
 from harness.services import FerretDB
 from harness.sink_store import SinkStore
 from servers import FRAMEWORKS, contract
-from servers.core.sinks import MONGO_COLLECTION
+from servers.core.sinks import MONGO_COLLECTION, MONGO_SERVER_SELECTION_TIMEOUT_MS
 from tests.helpers import require_ferretdb, require_framework
 
 MONGO_SERVERS = [name for name, f in FRAMEWORKS.items() if "mongo" in f.sinks]
@@ -253,8 +253,10 @@ def test_a_failed_batch_answers_503_to_each_of_its_requests(ferretdb, framework:
 def test_a_database_killed_mid_load_loses_no_acknowledged_record(
     framework: str, tmp_path: Path
 ) -> None:
-    """FerretDB is SIGKILLed after the first replies and restarted on its port 1.5 s later:
-    requests meanwhile answer 503, those after it 200, and every 200 is stored once."""
+    """FerretDB is SIGKILLed after the first replies and restarted on its port a second
+    after the servers' server-selection timeout: requests meanwhile answer 503 (a driver
+    gives up on a write after that timeout, so a shorter outage may be ridden out by
+    retries), those after it 200, and every 200 is stored once."""
     require_framework(framework)
     require_ferretdb()
     data_dir = tmp_path / "db"
@@ -286,7 +288,7 @@ def test_a_database_killed_mid_load_loses_no_acknowledged_record(
                         time.sleep(0.01)
                     os.killpg(database.process.pid, signal.SIGKILL)
                     database.process.wait()
-                    time.sleep(1.5)
+                    time.sleep(MONGO_SERVER_SELECTION_TIMEOUT_MS / 1000 + 1)
                     restarted = FerretDB(data_dir, port=database.port)
                     for load in loads:
                         load.result()
