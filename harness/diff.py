@@ -209,6 +209,12 @@ def diff_case(old: Case, new: Case, label: str, factor: float) -> CaseDiff:
                 f"{peak.rounds[0]} and {peak.rounds[1]} rounds cannot reach p < {ALPHA} "
                 f"(at best {smallest_p(*peak.rounds):.2f}): run at least 4 a side"
             )
+    if old.summary.peak_offered != new.summary.peak_offered:
+        moved = (
+            f"the ramps peaked at different loads (offered {old.summary.peak_offered:g} in "
+            f"A, {new.summary.peak_offered:g} in B): the rounds measured two operating points"
+        )
+        note = f"{note}; {moved}" if note else moved
     ratio = peak.ratio or 1.0
     beyond = peak.significant and (ratio < 1 / factor or ratio > factor)
     return CaseDiff(identity, label, peak, p99, verdict, beyond, note)

@@ -5,6 +5,7 @@ in-process, as their typer wrappers call them."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -142,6 +143,19 @@ def test_cases_without_rounds_failed_or_in_one_run_only_are_said_so() -> None:
     assert "3 and 3 rounds cannot reach p < 0.05" in (by_name["gevent"].note or "")
     assert (result.only_in_old, result.only_in_new) == (("twisted",), ("eventlet",))
     assert result.exit_status == 0
+
+
+def test_rounds_at_a_different_load_are_said_so() -> None:
+    """A ramp whose steps are within noise may peak at 50 connections in one run and 200 in
+    the next: the rounds then measure two operating points, and the note says so."""
+    old = synthetic_case("node-express", BASE)
+    moved = synthetic_case("node-express", scaled(BASE, 1.04))
+    moved = dataclasses.replace(moved, summary=dataclasses.replace(moved.summary, peak_offered=200))
+    [same] = diff_runs(synthetic_run("a", [old]), synthetic_run("b", [old])).cases
+    assert same.note is None
+    [change] = diff_runs(synthetic_run("a", [old]), synthetic_run("b", [moved])).cases
+    assert change.verdict == "faster" and not change.beyond_factor
+    assert change.note is not None and "offered 100 in A, 200 in B" in change.note
 
 
 def test_cases_are_matched_on_process_model_too() -> None:
