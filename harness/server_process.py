@@ -29,7 +29,7 @@ from typing import Any
 from drivers.processes import kill_group, spawn
 from model.errors import UserError
 from servers import FRAMEWORKS, SINK_PLACEHOLDERS, Framework, command_placeholders, listeners
-from servers.contract import GRIDFS_DATABASE, SHUTDOWN_GRACE_S
+from servers.contract import GRIDFS_DATABASE, MONGO_BATCH_MAX_RECORDS, SHUTDOWN_GRACE_S
 from servers.core.sinks import DEFAULT_MONGO_URL
 
 READY_TIMEOUT_S = 30.0
@@ -239,6 +239,7 @@ OPTION_PLACEHOLDERS = {
     "--sink-path": "sink_path",
     "--mongo-url": "mongo_url",
     "--mongo-w": "mongo_w",
+    "--mongo-batch": "mongo_batch",
     "--mongo-db": "mongo_db",
     "--files-dir": "files_dir",
     "--memcached": "memcached",
@@ -260,6 +261,7 @@ def placeholder_values(
         "mongo_url": DEFAULT_MONGO_URL,
         "mongo_db": GRIDFS_DATABASE,
         "mongo_w": "1",
+        "mongo_batch": str(MONGO_BATCH_MAX_RECORDS),
         "durable": "0",
         "files_dir": "",
         "memcached": "127.0.0.1:11211",

@@ -48,6 +48,7 @@ PLACEHOLDERS = (
     "mongo_url",  # the mongo sink's (and /gridfs's) database server
     "mongo_db",  # the database in it
     "mongo_w",  # the mongo sink's write concern: 0 or 1
+    "mongo_batch",  # the mongo sink's group commit: records per insert_many, at most
     "durable",  # 1: acknowledge a record once on disk (fsync, j: true); else 0
     "files_dir",  # the directory /files/{name} serves ("" when the run has none)
     "memcached",  # HOST:PORT of the memcached /mc/{key} reads

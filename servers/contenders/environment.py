@@ -15,6 +15,7 @@ ENVIRONMENT = {
     "SERVERBENCH_MONGO_URL": "mongo_url",
     "SERVERBENCH_MONGO_DB": "mongo_db",
     "SERVERBENCH_MONGO_W": "mongo_w",
+    "SERVERBENCH_MONGO_BATCH": "mongo_batch",
     "SERVERBENCH_DURABLE": "durable",
 }
 
@@ -29,5 +30,6 @@ def options_from_environment() -> ServerOptions:
         mongo_url=env.get("SERVERBENCH_MONGO_URL") or None,
         mongo_db=env.get("SERVERBENCH_MONGO_DB") or ServerOptions.mongo_db,
         mongo_w=int(env.get("SERVERBENCH_MONGO_W") or 1),
+        mongo_batch=int(env.get("SERVERBENCH_MONGO_BATCH") or ServerOptions.mongo_batch),
         durable=env.get("SERVERBENCH_DURABLE") == "1",
     )

@@ -14,6 +14,8 @@ import pytest
 from harness.frameworks import command_framework, register_servers, select_frameworks
 from harness.profile import load_profile
 from harness.server_process import (
+    FLAG_PLACEHOLDERS,
+    OPTION_PLACEHOLDERS,
     command_unsupported,
     fill_command,
     placeholder_values,
@@ -28,6 +30,7 @@ from servers import (
     contract,
 )
 from servers import plugins as plugin_loader
+from servers.contenders.environment import ENVIRONMENT
 from tests.helpers import fresh_registry, write_plugin
 
 UVICORN = "uvicorn app:app --host {host} --port {port}"
@@ -100,6 +103,23 @@ def test_placeholders_are_filled_word_by_word(tmp_path: Path) -> None:
     assert values["python"] == sys.executable
     with pytest.raises(ValueError, match="--nope"):
         placeholder_values(host="h", port=1, sink="empty", workers=1, extra_args=["--nope", "1"])
+
+
+def test_every_sink_option_has_a_placeholder_and_a_contender_variable() -> None:
+    """Found by a mongo-sink compare: `--mongo-batch` had no placeholder, so every command
+    server failed to start with the mongo sink."""
+    values = placeholder_values(
+        host="h", port=1, sink="mongo", workers=1,
+        extra_args=["--mongo-url", "mongodb://h:1", "--mongo-w", "0", "--mongo-batch", "7"],
+    )  # fmt: skip
+    assert (values["mongo_url"], values["mongo_w"], values["mongo_batch"]) == (
+        "mongodb://h:1",
+        "0",
+        "7",
+    )
+    sink_placeholders = {*OPTION_PLACEHOLDERS.values(), *FLAG_PLACEHOLDERS.values()}
+    sink_placeholders -= {None, "files_dir", "memcached"}  # backends: not the contenders'
+    assert sink_placeholders <= set(ENVIRONMENT.values())
 
 
 def test_a_case_a_command_cannot_run_is_named() -> None:
