@@ -424,7 +424,7 @@ def peak_figure(series: Sequence[Series], context: str = "") -> Figure:
         intervals.append(one.case.summary.peak_ci)
         ratio = one.case.summary.ratio_to_nginx
         # the affinity study: the ratio to nginx measured in the same run is the figure that travels
-        texts.append(f"{peaks[-1]:,.0f}" + (f"\n{ratio:.2f}× nginx" if ratio is not None else ""))
+        texts.append(f"{peaks[-1]:,.0f}" + (f"\n{ratio:.2f}×" if ratio is not None else ""))
     bars = axes.bar(labels, peaks, color=colours, hatch=hatches, edgecolor="black", gid="peaks")
     tops = list(peaks)
     measured = [(i, ci) for i, ci in enumerate(intervals) if ci is not None]
@@ -447,6 +447,8 @@ def peak_figure(series: Sequence[Series], context: str = "") -> Figure:
         # said on the axis, not in a legend that could cover a bar's label
         axes.set_ylabel("peak (replies/s, error-free; error bars: 95 % interval)")
     # labels above the interval's top, so the error bar never runs through them
+    if any(one.case.summary.ratio_to_nginx is not None for one in series):
+        axes.set_xlabel("framework (under each peak: its ratio to nginx in this run)")
     for bar, top, text in zip(bars, tops, texts, strict=True):
         axes.annotate(
             text,
