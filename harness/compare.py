@@ -177,7 +177,8 @@ def mongo_backend_note(plan: Plan, asked: str | None) -> str | None:
     return default_backend()[1]
 
 
-FLEET_DRIVERS = ("wrk", "agent")  # the drivers a fleet's hosts run (harness.fleet)
+# the drivers a fleet's hosts run (harness.fleet); mcload (memcached) runs here only
+FLEET_DRIVERS = ("wrk", "httperf", "ab", "siege", "oha", "agent")
 
 
 def check_fleet_plan(fleet: str, driver: str, server_address: str | None) -> None:

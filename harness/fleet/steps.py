@@ -12,11 +12,18 @@ are told to stop, and the case ends — a lost host's last seconds are lost, so 
 are not guessed (Locust's master keeps the last ones it had).
 
 Merging is exact where the drivers allow it: replies, errors, requests and bytes are summed
-and the mean latency weighted by replies; the maximum is the hosts' maximum. wrk gives
-percentiles, not histograms, and percentiles of parts do not average into the whole's: the
-merged p50/p90/p99 are left unavailable (null), each host's are kept in `extra.hosts`, and
+and the mean latency weighted by replies; the maximum is the hosts' maximum. A driver that
+keeps HdrHistograms (oha: corrected and uncorrected latency) has them added, and the merged
+percentiles are read from the sum — exact. wrk, httperf, ab and siege give percentiles (or
+none), not histograms, and percentiles of parts do not average into the whole's: the merged
+p50/p90/p99 are then left unavailable (null), each host's are kept in `extra.hosts`, and
 `extra.latency_upper_bound_ms` holds the hosts' largest — an upper bound of the merged
 percentile (if no host has more than 1 % of its replies above X, neither has the whole).
+
+The load is split evenly: a concurrency step's connections, a rate step's rate and the
+connections it opens (httperf), a connection ramp's target (harness.fleet.agents); the
+per-step request count of ab and the connections oha keeps open are split when the drivers
+are made (harness.run.http_case.fleet_runner).
 """
 
 from __future__ import annotations
@@ -229,7 +236,7 @@ def merge_host_results(results: list[DriverResult], figures: list[dict[str, Any]
     """The hosts' results as one (exact sums; percentiles: see the module's docstring)."""
     merged = merge_results(results)
     extra: dict[str, Any] = {**merged.extra, "hosts": figures}
-    if len(results) > 1:
+    if len(results) > 1 and merged.latency_ms["p99"] is None:  # no histograms to add
         extra["latency_upper_bound_ms"] = {
             key: max((r.latency_ms[key] for r in results if r.latency_ms[key] is not None),
                      default=None)
@@ -255,17 +262,23 @@ def run_fleet_step(
     label: str,
     abort: Callable[[], str | None] | None = None,
 ) -> DriverResult:
-    """One concurrency step across the fleet: each host runs its share of the connections
-    (hosts whose share is 0 sit out), all started together; the merged result.
+    """One concurrency or rate step across the fleet: each host runs its share of the
+    connections or of the rate (hosts whose share is 0 sit out), all started together; the
+    merged result.
 
     DriverOutputError names the host whose driver failed; HostLost a host that was lost.
     """
     names = [host.name for host in fleet.hosts]
     shares = dict(zip(names, split_evenly(int(step.offered), len(names)), strict=True))
+    opened = dict(zip(names, split_evenly(step.connections or 0, len(names)), strict=True))
     hosts = [host for host in fleet.hosts if shares[host.name] > 0]
 
     def submit(host: LoadHost, signals: StepSignals) -> Any:
-        host_step = dataclasses.replace(step, offered=float(shares[host.name]))
+        host_step = dataclasses.replace(
+            step,
+            offered=float(shares[host.name]),
+            connections=max(1, opened[host.name]) if step.connections else None,
+        )
         return fleet.client.submit(
             run_driver_on_host, host.name, signals, drivers[host.name], host_step, target,
             cpus, label, BARRIER_TIMEOUT_S,

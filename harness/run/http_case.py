@@ -33,7 +33,7 @@ from harness.run.analysis import (
 from harness.run.context import CaseContext, Measured
 from harness.run.ledger import count_before_load
 from harness.topology import Topology
-from model.ramps import Ramp, RampStep
+from model.ramps import ConstantRateRamp, Ramp, RampStep
 from model.results import LATENCY_KEYS, Step
 
 if TYPE_CHECKING:
@@ -94,10 +94,16 @@ def fleet_runner(ctx: CaseContext, fleet: Fleet, target: Target) -> StepRunner:
         else int(host.facts["cores"])
         for host in fleet.hosts
     }
-    options: DriverOptions = {"requests_per_step": profile.requests_per_step}
+    # what a driver is made with for the whole step, each host's share of it: ab's request
+    # count, and the connections oha keeps open for a constant-rate ramp
+    hosts = len(fleet.hosts)
+    requests = profile.requests_per_step
+    options: DriverOptions = {"requests_per_step": -(-requests // hosts) if requests else None}
+    ramp = profile.ramp
+    if isinstance(ramp, ConstantRateRamp) and ramp.connections:
+        ramp = dataclasses.replace(ramp, connections=max(1, -(-ramp.connections // hosts)))
     drivers = {
-        name: build_driver(profile.driver, profile.ramp, cpus, options)
-        for name, cpus in load_cpus.items()
+        name: build_driver(profile.driver, ramp, cpus, options) for name, cpus in load_cpus.items()
     }
     cpus = ctx.agent_cpus if fleet.local else None
 

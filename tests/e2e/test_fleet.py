@@ -22,6 +22,7 @@ import psutil
 import pytest
 
 from charts.report import render_html
+from drivers import histograms as hdr
 from harness.compare import build_plan
 from harness.fleet import local
 from harness.fleet.facts import harness_version
@@ -214,6 +215,61 @@ def kill_worker_when_its_load_runs(namespace: str, timeout_s: float, killed: lis
                         killed.append(namespace)
                         return
         time.sleep(0.1)
+
+
+# Each driver on a short ramp of its own kind: what a fleet run of it splits and merges.
+FLEET_DRIVER_PLANS = {
+    # httperf: autobench's rate ramp (the rate and the connections a step opens are split)
+    "httperf": ("autobench-vps", {"ramp.low": 100, "ramp.high": 200, "ramp.step": 100,
+                                  "ramp.connections_per_step": 200}),
+    # ab: a fixed request count per step (split too) at a concurrency
+    "ab": ("ab-keepalive", {"scenario": "text", "requests_per_step": 2000, "ramp.start": 20,
+                            "ramp.stop": 20}),
+    "siege": ("smoke", {"driver": "siege"}),
+    # oha: open loop at a rate; its HdrHistograms are added, so percentiles merge exactly
+    "oha": ("latency", {"ramp.rates": "200,400", "ramp.duration_s": 2,
+                        "ramp.connections": 20}),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("driver", sorted(FLEET_DRIVER_PLANS))
+def test_every_driver_splits_its_step_over_the_hosts_and_merges_exactly(
+    two_hosts: local.LocalFleetState, driver: str, tmp_path: Path
+) -> None:
+    require_tools(driver)
+    profile_name, overrides = FLEET_DRIVER_PLANS[driver]
+    plan = build_plan(
+        frameworks="aiohttp",
+        profile_name=profile_name,
+        overrides={**overrides, "warmup_s": 0, "cooldown_s": 0},
+        server_cpus=None,
+        agent_cpus=None,
+        out=tmp_path,
+        fleet="local:2",
+    )
+    run = Runner(plan).run()
+    [case] = run.cases
+    assert case.status == "ok", case.error
+    assert case.steps
+    for step in case.steps:
+        hosts = step.extra["hosts"]
+        assert [h["host"] for h in hosts] == list(HOSTS)
+        assert sum(h["offered"] for h in hosts) == step.offered
+        assert all(h["replies"] > 0 for h in hosts)
+        assert step.replies == sum(h["replies"] for h in hosts)
+        host_errors = sum(n for h in hosts for k, n in h["errors"].items() if k != "driver")
+        assert step.errors["total"] == host_errors
+        maxima = [h["latency_ms"]["max"] for h in hosts if h["latency_ms"]["max"] is not None]
+        assert step.latency_ms["max"] == (max(maxima) if maxima else None)  # httperf: none
+        if driver == "ab":  # the request count was split, not repeated on every host
+            assert step.extra["complete_requests"] == 2000
+        if driver == "oha":  # histograms added: the merged p99 is read from their sum
+            merged = hdr.decode(step.histograms["latency"])
+            assert merged.get_total_count() == step.replies + step.errors.get("status", 0)
+            assert step.latency_ms["p99"] == hdr.latency_ms(merged)["p99"]
+            assert "latency_upper_bound_ms" not in step.extra
+        else:  # percentiles of parts are not averaged
+            assert step.latency_ms["p99"] is None
 
 
 def test_killing_a_worker_mid_step_fails_that_step_by_name(

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 
 import pytest
 
+from drivers import histograms as hdr
 from drivers.agent.plan import combine_agent_lines, split_schedule
 from drivers.base import DriverResult
+from harness.compare import check_fleet_plan
 from harness.fleet.agents import host_per_process_limit
 from harness.fleet.client import LoadHost, parse_fleet
 from harness.fleet.local import NETWORK, host_addresses
@@ -86,6 +89,35 @@ def test_merged_counts_are_exact_and_percentiles_are_not_averaged() -> None:
     assert merged.extra["latency_upper_bound_ms"]["p99"] == 20.0
     assert merged.extra["hosts"] == figures and merged.extra["start_skew_ms_max"] == 3.5
     assert merged.driver_cpu_pct == 80.0
+
+
+def test_hosts_histograms_are_added_and_their_percentiles_read_from_the_sum() -> None:
+    """oha keeps HdrHistograms: merging hosts adds them, so the merged p99 is exact."""
+    fast = [1000.0] * 990 + [50_000.0] * 10  # µs: 1 % at 50 ms
+    slow = [2000.0] * 1000
+    parts = [
+        dataclasses.replace(
+            result(len(values), 1.0, 50.0),
+            histograms={"latency": hdr.encode(hdr.histogram_of(values))},
+        )
+        for values in (fast, slow)
+    ]
+    figures = [
+        {"host": h, "start_skew_ms": 0.0, "driver_bound": False, "driver_cpu_pct": None}
+        for h in ("a", "b")
+    ]
+    merged = merge_host_results(parts, figures)
+    whole = hdr.histogram_of(fast + slow)
+    assert merged.latency_ms == hdr.latency_ms(whole)
+    assert merged.latency_ms["p99"] == pytest.approx(2.0, rel=1e-3)  # 0.5 % above: 2 ms
+    assert "latency_upper_bound_ms" not in merged.extra
+
+
+def test_every_driver_but_mcload_runs_on_a_fleet() -> None:
+    for driver in ("wrk", "httperf", "ab", "siege", "oha", "agent"):
+        check_fleet_plan("local:2", driver, None)
+    with pytest.raises(UserError, match="driver mcload does not run on a fleet"):
+        check_fleet_plan("local:2", "mcload", None)
 
 
 def test_a_host_running_another_harness_is_refused() -> None:
