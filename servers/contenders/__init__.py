@@ -11,12 +11,12 @@ they are listed as not installed and left out of `--frameworks all`.
   httptools; `/`, `/counter`, `/log`, `/ws`.
 - granian: the same Starlette app on Granian (Rust, ASGI, uvloop); `/`, `/log`, `/ws`.
 - gunicorn-gevent: a plain WSGI app (servers.contenders.wsgi) on gunicorn's gevent
-  workers; `/`, `/counter`, `/log`.
+  workers; `/`, `/counter`, `/log`, `/ws` (on the connection gunicorn hands the app).
 Each has the empty, file and mongo sinks.
 
 Granian has no `/counter`: its Rust HTTP layer hands the app requests, never connections,
 so the open-connection count cannot be known (uvicorn's is counted by a protocol subclass,
-gunicorn's by a worker subclass). gunicorn has no `/ws`: WSGI has no WebSocket.
+gunicorn's by a worker subclass).
 
 This module is imported by every harness start: it only describes, it imports no server.
 """
@@ -32,6 +32,9 @@ _ENV = " ".join(
 )
 _SINKS = ("empty", "file", "mongo")
 _BACKLOG = contract.LISTEN_BACKLOG
+# gunicorn's gevent worker serves at most this many connections at once (its default, 1,000,
+# would queue a WebSocket ramp's); one process holds ~19,900 sockets here anyway
+_WORKER_CONNECTIONS = 20_000
 _COUNTING_PROTOCOL = "servers.contenders.uvicorn_protocol:CountingHttpToolsProtocol"
 _COUNTING_WORKER = "servers.contenders.wsgi.CountingGeventWorker"
 
@@ -59,7 +62,8 @@ def gunicorn(app: str, worker: str) -> str:
     """gunicorn with `worker` (gevent, or our counting subclass of its gevent worker)."""
     return (
         f"{{python}} -m gunicorn -k {worker} -b {{host}}:{{port}} -w {{workers}}"
-        f" --backlog {_BACKLOG} --graceful-timeout 3 --keep-alive 10 --log-level warning {app}"
+        f" --backlog {_BACKLOG} --worker-connections {_WORKER_CONNECTIONS} --graceful-timeout 3"
+        f" --keep-alive 10 --log-level warning {app}"
     )
 
 
@@ -110,7 +114,7 @@ def frameworks() -> list[Framework]:
             ("gevent",),
             _SINKS,
             kind="command",
-            routes=routes,
+            routes=(*routes, contract.ROUTE_WEBSOCKET),
             command=f"{_ENV} SERVERBENCH_FRAMEWORK=gunicorn-gevent "
             + gunicorn("servers.contenders.wsgi:application", _COUNTING_WORKER),
             minimal_command=gunicorn("servers.contenders.minimal_wsgi:app", "gevent"),

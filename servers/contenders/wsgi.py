@@ -1,5 +1,5 @@
 """The wire contract as a plain WSGI app on gunicorn's gevent workers: `/`, `/counter`,
-`/log` with the three sinks (no `/ws`: WSGI has no WebSocket).
+`/log` with the three sinks, and `/ws`.
 
 gunicorn parses HTTP (its parser refuses ambiguous framing and oversized headers itself);
 gevent's monkey-patching (done by the worker before the app is imported) makes the sinks'
@@ -7,9 +7,17 @@ blocking calls block one greenlet only. What must be identical to our servers is
 the counters and records (servers.core.state), the green sinks (servers.runtimes.green.sinks:
 the file sink's writes on a real thread, pymongo on green sockets).
 
-`CountingGeventWorker` is gunicorn's stock gevent worker with one addition, since a WSGI
+WSGI has no WebSocket, but gunicorn hands the app its connection (`gunicorn.socket`), as
+Flask-Sock and simple-websocket use it: `/ws` answers the handshake itself on that socket,
+runs our green servers' own session on it (servers.runtimes.green.app.WebSocketSession:
+wsproto, the same rules and records), then raises StopIteration, gunicorn's way to close a
+connection without writing a response.
+
+`CountingGeventWorker` is gunicorn's stock gevent worker with three additions, since a WSGI
 app sees requests, never connections: it counts each connection for `/counter` around
-gunicorn's own per-connection handler, and closes the sink when the worker ends.
+gunicorn's own per-connection handler, sends each open WebSocket a 1001 close when told to
+stop (gunicorn would cut them after its graceful timeout), and closes the sink when the
+worker ends.
 """
 
 from __future__ import annotations
@@ -28,12 +36,15 @@ from servers import contract
 from servers.contenders.environment import options_from_environment
 from servers.contenders.state import process_state
 from servers.core.sinks import SinkUnavailable
+from servers.core.websocket import websocket_handshake_status
+from servers.runtimes.green.app import WebSocketSession, accept_token
 from servers.runtimes.green.sinks import GreenRuntime, GreenSink, open_green_sink
 
 Environ = dict[str, Any]
 StartResponse = Callable[..., Any]
 TEXT = contract.TEXT_CONTENT_TYPE
 _sink: GreenSink | None = None  # opened in the worker process, on first use
+_websockets: set[WebSocketSession] = set()  # this worker's open /ws sessions
 _EMPTY: tuple[bytes, ...] = ()
 
 
@@ -88,10 +99,14 @@ def application(environ: Environ, start_response: StartResponse) -> Iterable[byt
         return _TEXT_RESULT
     if path == contract.ROUTE_LOG:
         return _log(environ, start_response, method)
+    if path == contract.ROUTE_WEBSOCKET and method == "GET":
+        return _websocket(environ, start_response)
     if path == contract.ROUTE_TEXT:
         body, content_type = contract.TEXT_BODY, TEXT
     elif path == contract.ROUTE_COUNTER:
         body, content_type = state.counter_payload(), contract.JSON_CONTENT_TYPE
+    elif path == contract.ROUTE_WEBSOCKET:  # any method but GET
+        return _answer(start_response, 405, b"405: Method Not Allowed", extra=[("Allow", "GET")])
     else:
         return _answer(start_response, 404, b"404: Not Found")
     if method not in _READS:
@@ -128,6 +143,33 @@ def _log(environ: Environ, start_response: StartResponse, method: str) -> Iterab
     return _EMPTY if method == "HEAD" else answered
 
 
+def _websocket(environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
+    """`/ws`: the handshake's refusals as the contract says, else the session on the
+    connection gunicorn hands over; gunicorn then closes it and writes nothing."""
+    refusal = websocket_handshake_status(
+        environ.get("HTTP_ORIGIN"), environ.get("HTTP_SEC_WEBSOCKET_PROTOCOL")
+    )
+    if refusal is not None:
+        return _answer(start_response, refusal, str(refusal).encode())
+    accept = accept_token(environ)
+    if accept is None:
+        return _answer(start_response, 400, b"400: not a WebSocket handshake")
+    sock = environ["gunicorn.socket"]
+    sock.sendall(
+        b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        b"Sec-WebSocket-Accept: %s\r\nSec-WebSocket-Protocol: %s\r\n\r\n"
+        % (accept.encode("ascii"), contract.WS_SUBPROTOCOL.encode("ascii"))
+    )
+    # A client sends its first frame after the 101, so gunicorn's parser holds none of it.
+    session = WebSocketSession(sock, sock.makefile("rb"), process_state(), worker_sink())
+    _websockets.add(session)
+    try:
+        session.run()
+    finally:
+        _websockets.discard(session)
+    raise StopIteration("the WebSocket session ended")  # gunicorn: close, write nothing
+
+
 class CountingGeventWorker(GeventWorker):
     """gunicorn's gevent worker, counting connections and closing the sink at its end."""
 
@@ -138,6 +180,11 @@ class CountingGeventWorker(GeventWorker):
             super().handle(listener, client, addr)
         finally:
             state.connection_closed()
+
+    def handle_exit(self, sig: int, frame: Any) -> None:
+        super().handle_exit(sig, frame)  # stop accepting; gunicorn waits its graceful timeout
+        for session in list(_websockets):  # a greenlet each: not from the signal handler
+            gevent.spawn(session.go_away)
 
     def run(self) -> None:
         try:

@@ -228,7 +228,7 @@ def test_the_contenders_are_plugin_entries_of_kind_command() -> None:
         )
         assert dataclasses.replace(entry, origin="plugin x 1").origin == "plugin x 1"
     assert not entries["granian"].serves(contract.ROUTE_COUNTER)
-    assert not entries["gunicorn-gevent"].serves(contract.ROUTE_WEBSOCKET)
+    assert entries["gunicorn-gevent"].serves(contract.ROUTE_WEBSOCKET)
 
 
 def test_a_plan_registers_the_servers_of_its_options_and_of_its_profile(

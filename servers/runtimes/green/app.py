@@ -266,7 +266,7 @@ class GreenApp:
             )
             if refusal is not None:
                 return plain(start_response, refusal, str(refusal).encode())
-            accept = _accept_token(environ)
+            accept = accept_token(environ)
             if accept is None:
                 return plain(start_response, 400, b"400: not a WebSocket handshake")
             sock, reader = connection.take_over(environ)
@@ -424,7 +424,7 @@ def report_forever(state: ServerState) -> None:
         time.sleep(contract.TELEMETRY_INTERVAL_S)
 
 
-def _accept_token(environ: Environ) -> str | None:
+def accept_token(environ: Environ) -> str | None:
     """Sec-WebSocket-Accept for a valid RFC 6455 upgrade request, else None."""
     if environ.get("HTTP_UPGRADE", "").lower() != "websocket":
         return None
