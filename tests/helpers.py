@@ -14,8 +14,9 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -116,6 +117,23 @@ def stop_in_time(server: ServerProcess) -> None:
         status = server.stop()
     assert status == 0, server.stderr_tail()
     assert time.monotonic() - started < contract.SHUTDOWN_GRACE_S
+
+
+# Servers whose code under test is another's: eventlet runs the green runtime gevent runs
+# (servers/runtimes/green: sinks, backends, WebSocket session), node-express the Node
+# modules node-http runs (sinks, backends, websocket.js). Tests of that shared code run the
+# second of each pair only in the `slow` run, which keeps the default run under 30 minutes
+# on the CI machine; tests of what differs (HTTP parsing, deadlines, signals) run both.
+SHARED_RUNTIME = {"eventlet": "gevent", "node-express": "node-http"}
+
+
+def one_per_runtime(names: Sequence[str]) -> list[Any]:
+    """`names` as test parameters, those whose shared code another of them covers marked
+    `slow` (SHARED_RUNTIME)."""
+    return [
+        pytest.param(name, marks=pytest.mark.slow) if SHARED_RUNTIME.get(name) in names else name
+        for name in names
+    ]
 
 
 def servers_serving(*routes: str) -> list[str]:

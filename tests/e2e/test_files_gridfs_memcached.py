@@ -28,6 +28,7 @@ from tests.helpers import (
     assert_still_serving,
     closed_port,
     mc_port,
+    one_per_runtime,
     require_framework,
     servers_serving,
 )
@@ -35,7 +36,7 @@ from tests.helpers import (
 BACKEND_SERVERS = servers_serving(contract.ROUTE_GRIDFS_PREFIX, contract.ROUTE_MEMCACHED_PREFIX)
 
 
-@pytest.fixture(params=BACKEND_SERVERS, scope="module")
+@pytest.fixture(params=one_per_runtime(BACKEND_SERVERS), scope="module")
 def framework(request: pytest.FixtureRequest) -> str:
     require_framework(request.param)
     return request.param

@@ -18,7 +18,9 @@ from websockets.sync.client import connect
 from harness.server_process import start_server
 from harness.sink_store import SinkStore
 from servers import FRAMEWORKS, contract
-from tests.helpers import require_ferretdb, require_framework
+from tests.helpers import one_per_runtime, require_ferretdb, require_framework
+
+MONGO_SINK_SERVERS = [name for name, f in FRAMEWORKS.items() if "mongo" in f.sinks]
 
 PAIRS = [(name, sink) for name, f in FRAMEWORKS.items() for sink in f.sinks if sink != "empty"]
 
@@ -76,7 +78,7 @@ def closed_port() -> int:
         return probe.getsockname()[1]
 
 
-@pytest.mark.parametrize("framework", [n for n, f in FRAMEWORKS.items() if "mongo" in f.sinks])
+@pytest.mark.parametrize("framework", one_per_runtime(MONGO_SINK_SERVERS))
 def test_database_down_answers_503_and_keeps_serving(framework: str) -> None:
     require_framework(framework)
     args = ["--mongo-url", f"mongodb://127.0.0.1:{closed_port()}/"]
@@ -87,7 +89,7 @@ def test_database_down_answers_503_and_keeps_serving(framework: str) -> None:
         assert server.wait_telemetry(lambda t: t["sink_errors"] >= 1)
 
 
-@pytest.mark.parametrize("framework", [n for n, f in FRAMEWORKS.items() if "mongo" in f.sinks])
+@pytest.mark.parametrize("framework", one_per_runtime(MONGO_SINK_SERVERS))
 def test_database_that_goes_away_answers_503(framework: str) -> None:
     require_framework(framework)
     require_ferretdb()
@@ -111,7 +113,7 @@ def test_database_that_goes_away_answers_503(framework: str) -> None:
 FILE_SINK_SERVERS = [name for name, f in FRAMEWORKS.items() if "file" in f.sinks]
 
 
-@pytest.mark.parametrize("framework", FILE_SINK_SERVERS)
+@pytest.mark.parametrize("framework", one_per_runtime(FILE_SINK_SERVERS))
 def test_a_failed_write_leaves_only_whole_records(framework: str) -> None:
     """A full disk, stood in for by RLIMIT_FSIZE on the server (SIGXFSZ ignored): the
     record that does not fit is refused (503) and leaves nothing; the next ones are whole."""
@@ -134,7 +136,7 @@ def test_a_failed_write_leaves_only_whole_records(framework: str) -> None:
         assert server.telemetry_lines()[-1]["sink_errors"] == 1
 
 
-@pytest.mark.parametrize("framework", FILE_SINK_SERVERS)
+@pytest.mark.parametrize("framework", one_per_runtime(FILE_SINK_SERVERS))
 def test_workers_store_records_with_distinct_ids(framework: str) -> None:
     require_framework(framework)
     requests = 40
@@ -154,7 +156,7 @@ def test_workers_store_records_with_distinct_ids(framework: str) -> None:
         assert {record_id.split("-")[0] for record_id in audit.ids} == {"0", "1"}
 
 
-@pytest.mark.parametrize("framework", FILE_SINK_SERVERS)
+@pytest.mark.parametrize("framework", one_per_runtime(FILE_SINK_SERVERS))
 def test_durable_file_sink_fsyncs_and_stores(framework: str) -> None:
     require_framework(framework)
     with (
@@ -167,7 +169,7 @@ def test_durable_file_sink_fsyncs_and_stores(framework: str) -> None:
         assert store.count() == 5
 
 
-@pytest.mark.parametrize("framework", [n for n, f in FRAMEWORKS.items() if "mongo" in f.sinks])
+@pytest.mark.parametrize("framework", one_per_runtime(MONGO_SINK_SERVERS))
 def test_a_full_sink_queue_closes_the_websocket_with_1013(framework: str) -> None:
     """The database stopped: messages wait for inserts that take the selection timeout to
     fail. One more than contract.WS_SINK_MAX_PENDING closes the connection with 1013."""

@@ -15,6 +15,7 @@ from harness.verify import RAW_FRAME_CASES
 from servers import contract
 from tests.helpers import (
     assert_still_serving,
+    one_per_runtime,
     raw_ws_close_code,
     raw_ws_connect,
     require_framework,
@@ -27,7 +28,7 @@ FLOOD_BYTES = 48 * 1024 * 1024  # of pings, from a client that never reads a pon
 FLOOD_GROWTH_LIMIT_BYTES = 24 * 1024 * 1024  # what the server's RSS may grow by meanwhile
 
 
-@pytest.fixture(scope="module", params=WS_SERVERS)
+@pytest.fixture(scope="module", params=one_per_runtime(WS_SERVERS))
 def ws_server(request: pytest.FixtureRequest) -> Iterator[ServerProcess]:
     require_framework(request.param)
     with start_server(request.param) as server:
