@@ -36,8 +36,7 @@ from servers import contract
 from servers.contenders.environment import options_from_environment
 from servers.contenders.state import process_state
 from servers.core.sinks import SinkUnavailable
-from servers.core.websocket import websocket_handshake_status
-from servers.runtimes.green.app import WebSocketSession, accept_token
+from servers.runtimes.green.app import WebSocketSession, websocket_handshake
 from servers.runtimes.green.sinks import GreenRuntime, GreenSink, open_green_sink
 
 Environ = dict[str, Any]
@@ -146,14 +145,9 @@ def _log(environ: Environ, start_response: StartResponse, method: str) -> Iterab
 def _websocket(environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
     """`/ws`: the handshake's refusals as the contract says, else the session on the
     connection gunicorn hands over; gunicorn then closes it and writes nothing."""
-    refusal = websocket_handshake_status(
-        environ.get("HTTP_ORIGIN"), environ.get("HTTP_SEC_WEBSOCKET_PROTOCOL")
-    )
-    if refusal is not None:
-        return _answer(start_response, refusal, str(refusal).encode())
-    accept = accept_token(environ)
-    if accept is None:
-        return _answer(start_response, 400, b"400: not a WebSocket handshake")
+    accept = websocket_handshake(environ)
+    if isinstance(accept, tuple):  # refused
+        return _answer(start_response, *accept)
     sock = environ["gunicorn.socket"]
     sock.sendall(
         b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"

@@ -26,8 +26,8 @@ from drivers import histograms as hdr
 from harness.compare import build_plan
 from harness.fleet import local
 from harness.fleet.facts import harness_version
-from harness.run import Runner
-from model.results import read_run
+from harness.run import Plan, Runner
+from model.results import Case, Run, read_run
 from tests.helpers import harness, require_framework, require_tools
 
 HOSTS = ("harness-fleet-1", "harness-fleet-2")
@@ -89,6 +89,25 @@ def test_fleet_up_status_and_down_after_the_state_is_lost() -> None:
     assert_nothing_left()
 
 
+def run_through_the_fleet(
+    profile_name: str, overrides: dict[str, object], out: Path
+) -> tuple[Plan, Run, Case]:
+    """aiohttp through a profile with its load from the two hosts; its one case, ok."""
+    plan = build_plan(
+        frameworks="aiohttp",
+        profile_name=profile_name,
+        overrides=overrides,
+        server_cpus=None,
+        agent_cpus=None,
+        out=out,
+        fleet="local:2",
+    )
+    run = Runner(plan).run()
+    [case] = run.cases
+    assert case.status == "ok", case.error
+    return plan, run, case
+
+
 @pytest.fixture(scope="module")
 def two_hosts() -> Iterator[local.LocalFleetState]:
     """Two namespace hosts (this process's children), removed at the end in any case."""
@@ -125,18 +144,7 @@ def test_status_lists_each_host_with_its_limits(two_hosts: local.LocalFleetState
 def test_a_smoke_compare_through_the_fleet_sums_the_hosts(
     two_hosts: local.LocalFleetState, tmp_path: Path
 ) -> None:
-    plan = build_plan(
-        frameworks="aiohttp",
-        profile_name="smoke",
-        overrides={"warmup_s": 0},
-        server_cpus=None,
-        agent_cpus=None,
-        out=tmp_path,
-        fleet="local:2",
-    )
-    run = Runner(plan).run()
-    [case] = run.cases
-    assert case.status == "ok", case.error
+    plan, run, case = run_through_the_fleet("smoke", {"warmup_s": 0}, tmp_path)
     assert run.config["fleet"]["server_address"] == two_hosts.bridge_address
     assert [h["name"] for h in run.config["fleet"]["hosts"]] == list(HOSTS)
     assert [s.offered for s in case.steps] == [10, 20]
@@ -170,18 +178,9 @@ def test_a_smoke_compare_through_the_fleet_sums_the_hosts(
 def test_a_connection_ramp_splits_over_the_hosts_own_addresses(
     two_hosts: local.LocalFleetState, tmp_path: Path
 ) -> None:
-    plan = build_plan(
-        frameworks="aiohttp",
-        profile_name="smoke",
-        overrides={"scenario": "ws-idle", "connection_ramp.hold_s": 3},
-        server_cpus=None,
-        agent_cpus=None,
-        out=tmp_path,
-        fleet="local:2",
+    plan, _, case = run_through_the_fleet(
+        "smoke", {"scenario": "ws-idle", "connection_ramp.hold_s": 3}, tmp_path
     )
-    run = Runner(plan).run()
-    [case] = run.cases
-    assert case.status == "ok", case.error
     assert [s.offered for s in case.steps] == [50, 100]
     for step in case.steps:
         hosts = step.extra["hosts"]
@@ -238,18 +237,9 @@ def test_every_driver_splits_its_step_over_the_hosts_and_merges_exactly(
 ) -> None:
     require_tools(driver)
     profile_name, overrides = FLEET_DRIVER_PLANS[driver]
-    plan = build_plan(
-        frameworks="aiohttp",
-        profile_name=profile_name,
-        overrides={**overrides, "warmup_s": 0, "cooldown_s": 0},
-        server_cpus=None,
-        agent_cpus=None,
-        out=tmp_path,
-        fleet="local:2",
+    _, _, case = run_through_the_fleet(
+        profile_name, {**overrides, "warmup_s": 0, "cooldown_s": 0}, tmp_path
     )
-    run = Runner(plan).run()
-    [case] = run.cases
-    assert case.status == "ok", case.error
     assert case.steps
     for step in case.steps:
         hosts = step.extra["hosts"]

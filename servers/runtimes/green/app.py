@@ -261,14 +261,9 @@ class GreenApp:
 
         def websocket(environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
             state.requests += 1
-            refusal = websocket_handshake_status(
-                environ.get("HTTP_ORIGIN"), environ.get("HTTP_SEC_WEBSOCKET_PROTOCOL")
-            )
-            if refusal is not None:
-                return plain(start_response, refusal, str(refusal).encode())
-            accept = accept_token(environ)
-            if accept is None:
-                return plain(start_response, 400, b"400: not a WebSocket handshake")
+            accept = websocket_handshake(environ)
+            if isinstance(accept, tuple):  # refused
+                return plain(start_response, *accept)
             sock, reader = connection.take_over(environ)
             connection.deadlines(environ).stop()  # an agent's WebSocket may idle all run
             write = start_response(
@@ -422,6 +417,18 @@ def report_forever(state: ServerState) -> None:
     while True:
         state.emit_telemetry()
         time.sleep(contract.TELEMETRY_INTERVAL_S)
+
+
+def websocket_handshake(environ: Environ) -> str | tuple[int, bytes]:
+    """A `/ws` request's Sec-WebSocket-Accept token when it may be upgraded, else the
+    status and body that refuse it."""
+    refusal = websocket_handshake_status(
+        environ.get("HTTP_ORIGIN"), environ.get("HTTP_SEC_WEBSOCKET_PROTOCOL")
+    )
+    if refusal is not None:
+        return refusal, str(refusal).encode()
+    accept = accept_token(environ)
+    return (400, b"400: not a WebSocket handshake") if accept is None else accept
 
 
 def accept_token(environ: Environ) -> str | None:
