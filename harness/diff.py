@@ -49,11 +49,6 @@ IDENTITY_KEYS = ("framework", "scenario", "sink", "driver", "process_model", "af
 CaseIdentity = tuple[str, str, str, str, str, str]
 
 
-def case_identity(case: Case) -> CaseIdentity:
-    """What makes two cases of two runs the same case (model.results.Case.identity)."""
-    return case.identity
-
-
 def case_labels(identities: Sequence[CaseIdentity]) -> dict[CaseIdentity, str]:
     """Each case as its framework, followed by only those other parts that vary
     (`aiohttp`, or `aiohttp [lb:2, server]` in a run of several process models and modes)."""
@@ -186,7 +181,7 @@ def _not_comparable(case: Case) -> str | None:
 
 def diff_case(old: Case, new: Case, label: str, factor: float) -> CaseDiff:
     """`old` against `new` (the same case in runs A and B), by the module's rule."""
-    identity = case_identity(old)
+    identity = old.identity
     sides = (("A", old), ("B", new))
     why = [f"{side}: {reason}" for side, case in sides if (reason := _not_comparable(case))]
     if why:
@@ -261,8 +256,8 @@ def diff_runs(old: Run, new: Run, factor: float = DEFAULT_FACTOR) -> RunDiff:
     """Every case of both runs compared, in run A's order; the cases in only one are named."""
     if not factor >= 1.0:
         raise ValueError(f"factor must be at least 1.0, not {factor}")
-    old_cases = {case_identity(c): c for c in old.cases}
-    new_cases = {case_identity(c): c for c in new.cases}
+    old_cases = {c.identity: c for c in old.cases}
+    new_cases = {c.identity: c for c in new.cases}
     labels = case_labels([*old_cases, *(i for i in new_cases if i not in old_cases)])
     both = [i for i in old_cases if i in new_cases]
     return RunDiff(

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.diff import SAME_HOST_FACTS, CaseIdentity, case_identity, case_labels
+from harness.diff import SAME_HOST_FACTS, CaseIdentity, case_labels
 from model.results import READ_ERRORS, Run, read_run
 
 
@@ -65,9 +65,9 @@ class HistoryEntry:
         """(case label, peak, its interval, its unit) for each case that peaked."""
         if self.run is None:
             return []
-        labels = case_labels([case_identity(c) for c in self.run.cases])
+        labels = case_labels([c.identity for c in self.run.cases])
         return [
-            (labels[case_identity(c)], c.summary.peak, c.summary.peak_ci, c.summary.peak_unit)
+            (labels[c.identity], c.summary.peak, c.summary.peak_ci, c.summary.peak_unit)
             for c in self.run.cases
             if c.status == "ok" and c.summary.peak is not None
         ]
@@ -157,7 +157,7 @@ def trend_series(runs: Sequence[Run]) -> dict[str, list[TrendPoint]]:
             if case.status != "ok" or case.summary.peak is None:
                 continue
             point = TrendPoint(run.run_id, run.started, case.summary.peak, case.summary.peak_ci)
-            series.setdefault(case_identity(case), []).append(point)
+            series.setdefault(case.identity, []).append(point)
     labels = case_labels(list(series))
     return {labels[identity]: points for identity, points in series.items()}
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from drivers import build_driver
 from drivers.base import Driver, DriverOptions, DriverOutputError, DriverResult, Target, run_step
 from harness import affinity as cpu_affinity
-from harness.fleet.steps import HostLost, run_fleet_step
+from harness.fleet.steps import HostLost, run_fleet_step, split_evenly
 from harness.monitor import Monitor, StepWindow, step_stats
 from harness.probe import Probe
 from harness.run.analysis import (
@@ -94,17 +94,22 @@ def fleet_runner(ctx: CaseContext, fleet: Fleet, target: Target) -> StepRunner:
         else int(host.facts["cores"])
         for host in fleet.hosts
     }
-    # what a driver is made with for the whole step, each host's share of it: ab's request
-    # count, and the connections oha keeps open for a constant-rate ramp
-    hosts = len(fleet.hosts)
-    requests = profile.requests_per_step
-    options: DriverOptions = {"requests_per_step": -(-requests // hosts) if requests else None}
+    # what a driver is made with for the whole step, split as the step's load is: ab's
+    # request count, and the connections oha keeps open for a constant-rate ramp
+    names = [host.name for host in fleet.hosts]
+    requests = split_evenly(profile.requests_per_step or 0, len(names))
     ramp = profile.ramp
-    if isinstance(ramp, ConstantRateRamp) and ramp.connections:
-        ramp = dataclasses.replace(ramp, connections=max(1, -(-ramp.connections // hosts)))
-    drivers = {
-        name: build_driver(profile.driver, ramp, cpus, options) for name, cpus in load_cpus.items()
-    }
+    oha_connections = ramp.connections if isinstance(ramp, ConstantRateRamp) else 0
+    opened = split_evenly(oha_connections, len(names))
+    drivers = {}
+    for name, host_requests, host_opened in zip(names, requests, opened, strict=True):
+        options: DriverOptions = {
+            "requests_per_step": max(1, host_requests) if profile.requests_per_step else None
+        }
+        host_ramp = ramp
+        if isinstance(ramp, ConstantRateRamp):
+            host_ramp = dataclasses.replace(ramp, connections=max(1, host_opened))
+        drivers[name] = build_driver(profile.driver, host_ramp, load_cpus[name], options)
     cpus = ctx.agent_cpus if fleet.local else None
 
     def run(

@@ -98,14 +98,16 @@ def application(environ: Environ, start_response: StartResponse) -> Iterable[byt
         return _TEXT_RESULT
     if path == contract.ROUTE_LOG:
         return _log(environ, start_response, method)
-    if path == contract.ROUTE_WEBSOCKET and method == "GET":
+    if path == contract.ROUTE_WEBSOCKET:
+        if method != "GET":
+            return _answer(
+                start_response, 405, b"405: Method Not Allowed", extra=[("Allow", "GET")]
+            )
         return _websocket(environ, start_response)
     if path == contract.ROUTE_TEXT:
         body, content_type = contract.TEXT_BODY, TEXT
     elif path == contract.ROUTE_COUNTER:
         body, content_type = state.counter_payload(), contract.JSON_CONTENT_TYPE
-    elif path == contract.ROUTE_WEBSOCKET:  # any method but GET
-        return _answer(start_response, 405, b"405: Method Not Allowed", extra=[("Allow", "GET")])
     else:
         return _answer(start_response, 404, b"404: Not Found")
     if method not in _READS:

@@ -427,11 +427,11 @@ def websocket_handshake(environ: Environ) -> str | tuple[int, bytes]:
     )
     if refusal is not None:
         return refusal, str(refusal).encode()
-    accept = accept_token(environ)
+    accept = _accept_token(environ)
     return (400, b"400: not a WebSocket handshake") if accept is None else accept
 
 
-def accept_token(environ: Environ) -> str | None:
+def _accept_token(environ: Environ) -> str | None:
     """Sec-WebSocket-Accept for a valid RFC 6455 upgrade request, else None."""
     if environ.get("HTTP_UPGRADE", "").lower() != "websocket":
         return None
