@@ -244,6 +244,9 @@ OPTION_PLACEHOLDERS = {
     "--files-dir": "files_dir",
     "--memcached": "memcached",
     "--mc-socket-port": None,  # the memcached socket service: a command does not serve it
+    "--protocol": "protocol",
+    "--tls-cert": "tls_cert",
+    "--tls-key": "tls_key",
 }
 FLAG_PLACEHOLDERS = {"--durable": "durable"}
 
@@ -266,6 +269,9 @@ def placeholder_values(
         "files_dir": "",
         "memcached": "127.0.0.1:11211",
         "workers": str(workers),
+        "protocol": "h1",
+        "tls_cert": "",
+        "tls_key": "",
     }
     args = list(extra_args)
     while args:

@@ -53,6 +53,9 @@ PLACEHOLDERS = (
     "files_dir",  # the directory /files/{name} serves ("" when the run has none)
     "memcached",  # HOST:PORT of the memcached /mc/{key} reads
     "workers",  # --process-model workers:N (a command without it runs single only)
+    "protocol",  # h1, h1-tls, h2 or h2c (servers.contract.PROTOCOLS)
+    "tls_cert",  # the PEM certificate chain a TLS case serves ("" for cleartext)
+    "tls_key",  # its PEM private key ("" for cleartext)
 )
 # The sinks a command serves, read from its placeholders when it does not say: with {sink}
 # every sink whose own placeholder it has too (file: {sink_path}; mongo: {mongo_url}).
@@ -122,6 +125,14 @@ class Framework:
     # check name -> why this server answers otherwise, and why it is not ours to fix
     # (harness.verify.MALFORMED_DEVIATIONS has the builtin servers')
     deviations: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    # protocols it speaks (servers.contract.PROTOCOLS), h1 always among them
+    protocols: tuple[str, ...] = (contract.PROTOCOL_H1,)
+    # protocol -> why it does not speak it (`harness list`: "skipped: not supported: …")
+    protocol_notes: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+
+    def why_not(self, protocol: str) -> str:
+        """Why this server does not speak `protocol` (one line for `harness list`)."""
+        return self.protocol_notes.get(protocol, f"{self.name} has no {protocol} server here")
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", self.name or ""):
@@ -144,6 +155,12 @@ class Framework:
             raise ValueError(f"{self.name}: a command is given exactly when kind is command")
         if self.kind != "command" and self.routes is None:
             raise ValueError(f"{self.name}: only a command's routes may be found by probing")
+        unknown_protocols = sorted(set(self.protocols) - set(contract.PROTOCOLS))
+        if unknown_protocols or contract.PROTOCOL_H1 not in self.protocols:
+            raise ValueError(
+                f"{self.name}: protocols {self.protocols!r} must include h1, "
+                f"of {contract.PROTOCOLS}"
+            )
         for template in (self.command, self.minimal_command):
             if template:
                 command_placeholders(template)

@@ -22,7 +22,7 @@ import socket
 import sys
 
 from servers import FRAMEWORKS, PROGRAM_PATH
-from servers.contract import LISTEN_BACKLOG, SINKS, ServerOptions
+from servers.contract import LISTEN_BACKLOG, PROTOCOL_H1, PROTOCOLS, SINKS, ServerOptions
 from servers.core.state import ServerState
 from servers.frameworks import Worker
 
@@ -55,11 +55,23 @@ def parse_options(argv: list[str]) -> ServerOptions:
         type=float,
         help="both slow-client deadlines (default: head 10 s, body 30 s; docs/contract.md)",
     )
+    parser.add_argument(
+        "--protocol",
+        choices=PROTOCOLS,
+        default=PROTOCOL_H1,
+        help="h1 (cleartext HTTP/1.1), h1-tls, h2 (over TLS, ALPN), h2c (prior knowledge)",
+    )
+    parser.add_argument("--tls-cert", help="PEM certificate chain (h1-tls, h2)")
+    parser.add_argument("--tls-key", help="PEM private key (h1-tls, h2)")
     args = parser.parse_args(argv)
     framework = FRAMEWORKS[args.framework]
     loop = args.loop or framework.loops[0]
     if loop not in framework.loops:
         parser.error(f"{args.framework} runs on {', '.join(framework.loops)}, not {loop!r}")
+    if args.protocol not in framework.protocols:
+        parser.error(
+            f"{args.framework} does not speak {args.protocol}: {framework.why_not(args.protocol)}"
+        )
     if loop not in framework.usable_loops():
         parser.error(f"loop {loop!r} is not installed (pip install {loop})")
     try:
@@ -80,6 +92,9 @@ def parse_options(argv: list[str]) -> ServerOptions:
             workers=args.workers,
             loop=loop,
             client_timeout_s=args.client_timeout_s,
+            protocol=args.protocol,
+            tls_cert=args.tls_cert,
+            tls_key=args.tls_key,
         )
     except ValueError as error:
         parser.error(str(error))

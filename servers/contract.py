@@ -119,6 +119,21 @@ LISTEN_BACKLOG = 65535  # the kernel caps it at net.core.somaxconn
 
 SINKS = ("empty", "file", "mongo")
 
+# -- protocols (docs/contract.md, "Protocols") --------------------------------------------
+# What a case speaks on the wire: cleartext HTTP/1.1 (today's figures), HTTP/1.1 over TLS
+# 1.3, HTTP/2 over TLS (ALPN "h2"), and cleartext HTTP/2 with prior knowledge (h2c).
+PROTOCOL_H1 = "h1"
+PROTOCOL_H1_TLS = "h1-tls"
+PROTOCOL_H2 = "h2"
+PROTOCOL_H2C = "h2c"
+PROTOCOLS = (PROTOCOL_H1, PROTOCOL_H1_TLS, PROTOCOL_H2, PROTOCOL_H2C)
+TLS_PROTOCOLS = (PROTOCOL_H1_TLS, PROTOCOL_H2)
+# The ALPN identifier a TLS server must select for each TLS protocol (RFC 7301, RFC 9113).
+ALPN_FOR_PROTOCOL = {PROTOCOL_H1_TLS: "http/1.1", PROTOCOL_H2: "h2"}
+TLS_MINIMUM_VERSION = "TLSv1.3"  # every TLS case: what production terminates today
+# The TLS connection's names a server certificate must cover (docs/contract.md).
+TLS_SERVER_NAMES = ("localhost", "127.0.0.1", "::1")
+
 # -- telemetry line ---------------------------------------------------------------------
 # docs/contract.md fixes the first fourteen; the rest say which process and loop produced
 # it, where its memcached socket service listens (`mc_port`, a name recorded runs use) and
@@ -173,6 +188,14 @@ class ServerOptions:
     # --client-timeout-s: both slow-client deadlines at once (tests, short runs); None:
     # HEAD_TIMEOUT_S and BODY_TIMEOUT_S
     client_timeout_s: float | None = None
+    protocol: str = PROTOCOL_H1  # one of PROTOCOLS
+    tls_cert: str | None = None  # PEM certificate chain (TLS protocols only)
+    tls_key: str | None = None  # PEM private key of that certificate
+
+    @property
+    def tls(self) -> bool:
+        """Whether this server speaks TLS on its port."""
+        return self.protocol in TLS_PROTOCOLS
 
     @property
     def head_timeout_s(self) -> float:
@@ -202,3 +225,9 @@ class ServerOptions:
             raise ValueError("durable needs an acknowledged write: mongo_w 1, not 0")
         if self.client_timeout_s is not None and not 0 < self.client_timeout_s <= 3600:
             raise ValueError(f"client_timeout_s must be in (0, 3600], not {self.client_timeout_s}")
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"protocol {self.protocol!r} is not one of {', '.join(PROTOCOLS)}")
+        if self.tls and not (self.tls_cert and self.tls_key):
+            raise ValueError(f"protocol {self.protocol} needs --tls-cert and --tls-key")
+        if not self.tls and (self.tls_cert or self.tls_key):
+            raise ValueError(f"protocol {self.protocol} is cleartext: no --tls-cert/--tls-key")
