@@ -75,6 +75,7 @@ class AbDriver:
     package = "apache2-utils"
     tool_version_args = ("-V",)
     ramp_kinds = ("concurrency",)
+    protocols = ("h1",)
     busy_polls = False
     checks_bodies = False
 

@@ -32,6 +32,7 @@ from model.files import cache_dir
 from model.ramps import Ramp, RampStep
 from model.results import LATENCY_KEYS
 from model.scenarios import Scenario
+from servers.contract import PROTOCOL_H1, TLS_PROTOCOLS
 
 SERVER_ERROR_KINDS = (
     "connect", "timeout", "reset", "read", "write", "status", "length", "wrong", "other",
@@ -58,6 +59,9 @@ class DriverResult:
     latency_uncorrected_ms: dict[str, float | None] | None = None
     # name (model.results.HISTOGRAM_NAMES) → base64 HdrHistogram of µs (drivers.histograms)
     histograms: dict[str, str] = field(default_factory=dict)
+    # the protocol the tool reports it spoke (servers.contract.PROTOCOLS); None: it does not
+    # say (a step is then judged by what its server was started with)
+    negotiated: str | None = None
 
     @property
     def errors_total(self) -> int:
@@ -139,15 +143,28 @@ class Target:
     timeout_s: float = 5.0
     paths: tuple[str, ...] = ()  # random-path scenarios: each request picks one of these
     expected_body: bytes | None = None  # checked scenarios: every reply must carry this
+    protocol: str = PROTOCOL_H1  # servers.contract.PROTOCOLS: what the step must speak
+    ca_path: Path | None = None  # the CA a TLS client trusts (None: the system's)
+
+    @property
+    def scheme(self) -> str:
+        """`https` for the TLS protocols, else `http` (h2c is cleartext)."""
+        return "https" if self.protocol in TLS_PROTOCOLS else "http"
+
+    @property
+    def authority(self) -> str:
+        """host:port as a URL writes it (an IPv6 address in brackets)."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}{self.scenario.path}"
+        return f"{self.scheme}://{self.authority}{self.scenario.path}"
 
     def urls(self) -> list[str]:
         """Every URL the step may ask for (the scenario's one, or one per random path)."""
         paths = self.paths or (self.scenario.path,)
-        return [f"http://{self.host}:{self.port}{path}" for path in paths]
+        return [f"{self.scheme}://{self.authority}{path}" for path in paths]
 
 
 class DriverOptions(TypedDict, total=False):
@@ -167,6 +184,7 @@ class DriverClass(Protocol):
     package: ClassVar[str | None]
     tool_version_args: ClassVar[tuple[str, ...]]  # how `harness doctor` asks its version
     ramp_kinds: ClassVar[tuple[str, ...]]  # model.ramps kinds it runs
+    protocols: ClassVar[tuple[str, ...]]  # servers.contract.PROTOCOLS it can speak
     checks_bodies: ClassVar[bool]  # compares every reply's body (checked scenarios)
 
     @classmethod

@@ -109,6 +109,7 @@ class HttperfDriver:
     package = "httperf"
     tool_version_args = ("--version",)
     ramp_kinds = ("rate",)
+    protocols = ("h1",)
     busy_polls = True
     checks_bodies = False
 

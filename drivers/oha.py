@@ -202,6 +202,7 @@ class OhaDriver:
     package = PACKAGE
     tool_version_args = ("--version",)
     ramp_kinds = ("constant-rate", "rate")
+    protocols = ("h1",)
     busy_polls = False
     checks_bodies = False
 

@@ -80,6 +80,7 @@ class SiegeDriver:
     package = "siege"
     tool_version_args = ("--version",)
     ramp_kinds = ("concurrency",)
+    protocols = ("h1",)
     busy_polls = False
     checks_bodies = False
 

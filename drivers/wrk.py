@@ -138,6 +138,7 @@ class WrkDriver:
     package = "wrk"
     tool_version_args = ("-v",)
     ramp_kinds = ("concurrency",)
+    protocols = ("h1", "h1-tls")
     busy_polls = False
     checks_bodies = True
 

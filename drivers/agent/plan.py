@@ -38,6 +38,7 @@ class AgentDriver:
     package = None
     tool_version_args = ("--version",)
     ramp_kinds = ("connections",)
+    protocols = ("h1",)
     checks_bodies = False  # WebSocket messages, not HTTP bodies
 
     @classmethod

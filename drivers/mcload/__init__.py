@@ -63,6 +63,7 @@ class McLoadDriver:
     package = None
     tool_version_args = ("--version",)
     ramp_kinds = ("concurrency",)
+    protocols = ("h1",)
     busy_polls = False
     checks_bodies = True
 
