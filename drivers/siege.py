@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import signal
 import tempfile
 from pathlib import Path
 from typing import Self
@@ -81,6 +82,8 @@ class SiegeDriver:
     tool_version_args = ("--version",)
     ramp_kinds = ("concurrency",)
     protocols = ("h1",)
+    # siege: SIGINT is its Ctrl-C: "Lifting the server siege" and the JSON report
+    stop_signal = signal.SIGINT
     busy_polls = False
     checks_bodies = False
 
