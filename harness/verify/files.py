@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import httpx
-
 from harness.fileset import FileSet
+from harness.verify.endpoint import EndpointOrUrl, http_client
 from harness.verify.failure import expect
 from harness.verify.wire import ESCAPE_BAIT, expect_still_serving, get_status
 
@@ -50,12 +49,12 @@ def one_of_each_kind(fileset: FileSet) -> list[str]:
     return sorted(picked.values())
 
 
-def check_file_route(base_url: str, fileset: FileSet, prefix: str) -> str:
+def check_file_route(server: EndpointOrUrl, fileset: FileSet, prefix: str) -> str:
     """One file of each kind and the first three: exact bytes, Content-Type and -Length."""
     from servers.core import static
 
     names = sorted({*one_of_each_kind(fileset), *fileset.names[:3]})
-    with httpx.Client(base_url=base_url, timeout=10) as client:
+    with http_client(server, 10) as client:
         for name in names:
             reply = client.get(prefix + name)
             expect(reply.status_code == 200, f"{prefix}{name} answered {reply.status_code}")
@@ -68,14 +67,14 @@ def check_file_route(base_url: str, fileset: FileSet, prefix: str) -> str:
     return f"{len(names)} files byte-exact with their type and length"
 
 
-def check_escapes(base_url: str, fileset: FileSet, prefix: str) -> str:
+def check_escapes(server: EndpointOrUrl, fileset: FileSet, prefix: str) -> str:
     """Traversals, encoded slashes, absolute paths, hidden and missing names: all 404, none
     leaks the file planted outside the directory, and the server keeps serving."""
     absolute = str(fileset.directory.parent / ESCAPE_BAIT_NAME)
     targets = [prefix + name for name in ESCAPES]
     targets += [prefix + absolute, prefix + absolute.replace("/", "%2f"), prefix.rstrip("/")]
     for target in targets:
-        status = get_status(base_url, target)
+        status = get_status(server, target)
         expect(status == 404, f"{target} answered {status}")
-    expect_still_serving(base_url, "the escapes")
+    expect_still_serving(server, "the escapes")
     return f"{len(targets)} escapes and missing names 404"
