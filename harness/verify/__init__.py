@@ -329,12 +329,12 @@ def checks_for(
     }
     if "malformed" in checks:
         checks["malformed"] = lambda server: check_malformed_requests(server, framework)
-    if "h2-malformed-frames" in checks:
-        checks["h2-malformed-frames"] = lambda server: check_h2_malformed_frames(server, framework)
     if "not-found" in checks:
         unserved = tuple(unserved_targets(framework, routes))
         checks["not-found"] = lambda server: check_not_found(server, unserved)
     checks |= protocol_checks(protocol, head_timeout_s)
+    if "h2-malformed-frames" in checks:
+        checks["h2-malformed-frames"] = lambda server: check_h2_malformed_frames(server, framework)
     for name, reason in FRAMEWORKS[framework].deviations.items():
         if name in checks:  # the others name malformed requests and frames
             checks[name] = _known_deviation(checks[name], reason)
