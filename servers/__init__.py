@@ -300,6 +300,7 @@ FRAMEWORKS: dict[str, Framework] = {
             role="baseline",
             routes=(contract.ROUTE_TEXT, contract.ROUTE_FILES_PREFIX),
             programs=("nginx",),
+            protocols=contract.PROTOCOLS,
         ),
         *(
             # one server.js; the variant (core http or Express routing) is its first argument
