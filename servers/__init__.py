@@ -326,6 +326,13 @@ FRAMEWORKS: dict[str, Framework] = {
             role="baseline",
             routes=(contract.ROUTE_TEXT, contract.ROUTE_COUNTER),
             programs=("ruby",),
+            # start_tls in post_init, TLS 1.3 only; EventMachine's TLS has no ALPN, so a
+            # client offering http/1.1 gets no ALPN answer (and speaks HTTP/1.1 anyway)
+            protocols=(contract.PROTOCOL_H1, contract.PROTOCOL_H1_TLS),
+            protocol_notes={
+                contract.PROTOCOL_H2: "EventMachine has no HTTP/2, and its TLS no ALPN",
+                contract.PROTOCOL_H2C: "EventMachine has no HTTP/2",
+            },
         ),
     )
 }

@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 import pytest
@@ -247,20 +248,64 @@ def test_nginx_h2c_speaks_http2_with_prior_knowledge_only(
         assert server.stop() == 0, server.stderr_tail()
 
 
-def test_nginx_refuses_a_certificate_that_does_not_load(
-    certificates: Certificates, tmp_path
-) -> None:
-    require_framework("nginx")
-    broken = tmp_path / "broken.pem"
-    broken.write_text("not a certificate\n")
-    args = ["--protocol", contract.PROTOCOL_H2, "--tls-cert", str(broken)]
-    args += ["--tls-key", str(certificates.key_path)]
-    done = subprocess.run(
-        [sys.executable, "-m", "servers", "nginx", *args],
+def run_servers(framework: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """`python -m servers FRAMEWORK ARGS` for a server that must refuse to start."""
+    require_framework(framework)
+    return subprocess.run(
+        [sys.executable, "-m", "servers", framework, *args],
         capture_output=True,
         text=True,
         timeout=30,
         stdin=subprocess.DEVNULL,
     )
+
+
+@pytest.mark.parametrize("framework", ["nginx", "eventmachine"])
+def test_a_certificate_that_does_not_load_is_refused_at_start(
+    framework: str, certificates: Certificates, tmp_path: Path
+) -> None:
+    broken = tmp_path / "broken.pem"
+    broken.write_text("not a certificate\n")
+    done = run_servers(
+        framework,
+        *("--protocol", contract.PROTOCOL_H1_TLS, "--tls-cert", str(broken)),
+        *("--tls-key", str(certificates.key_path)),
+    )
     assert done.returncode == 1
     assert "broken.pem" in done.stderr, done.stderr
+
+
+# -- EventMachine ------------------------------------------------------------------------
+def test_em_h1_tls_serves_tls13_without_alpn(certificates: Certificates) -> None:
+    """EventMachine's start_tls has no ALPN: whatever a client offers, the server answers
+    none, and the client speaks HTTP/1.1 (docs/contract.md, "Protocols")."""
+    with start("eventmachine", contract.PROTOCOL_H1_TLS, certificates) as server:
+        for offered in (["http/1.1"], ["h2", "http/1.1"], None):
+            chosen = handshake(server.port, client_context(certificates, offered))
+            assert chosen == Handshake(contract.TLS_MINIMUM_VERSION, None), offered
+        assert_tls_refused(server.port, tls12_only(certificates))
+        with https_client(server, certificates, http2=False) as client:
+            text = client.get(contract.ROUTE_TEXT)
+            assert_text(text.status_code, text.headers["content-type"], text.content)
+            assert text.headers["server"].startswith("EventMachine/")
+            counter = client.get(contract.ROUTE_COUNTER)  # the same kept-alive connection
+            assert counter.json()["open"] == 1
+            assert counter.json()["requests"] >= 2
+        assert server.stop() == 0, server.stderr_tail()
+
+
+def test_em_refuses_http2_and_a_key_that_is_not_the_certificate(
+    certificates: Certificates,
+) -> None:
+    refused = run_servers("eventmachine", "--protocol", contract.PROTOCOL_H2C)
+    assert refused.returncode == 2
+    assert "EventMachine has no HTTP/2" in refused.stderr, refused.stderr
+    holder, other = temporary_certificates()
+    with holder:
+        mismatched = run_servers(
+            "eventmachine",
+            *("--protocol", contract.PROTOCOL_H1_TLS, "--tls-cert", str(certificates.cert_path)),
+            *("--tls-key", str(other.key_path)),
+        )
+    assert mismatched.returncode == 1
+    assert "was not issued for" in mismatched.stderr, mismatched.stderr
