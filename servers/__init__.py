@@ -251,6 +251,12 @@ def _ruby_has(gem: str) -> bool:
     return done.returncode == 0
 
 
+# Why node-express has no HTTP/2 (node-http, on the same Node, has).
+EXPRESS_NO_HTTP2 = (
+    "Express 4 gives each request http.IncomingMessage's prototype, which Node's HTTP/2 "
+    "compatibility request is not built on: its first read throws and ends the process"
+)
+
 FRAMEWORKS: dict[str, Framework] = {
     f.name: f
     for f in (
@@ -303,7 +309,8 @@ FRAMEWORKS: dict[str, Framework] = {
             protocols=contract.PROTOCOLS,
         ),
         *(
-            # one server.js; the variant (core http or Express routing) is its first argument
+            # one server.js; the variant (core http or Express routing) is its first argument,
+            # and --protocol picks its listener (servers/baselines/node/protocols.js)
             Framework(
                 variant,
                 str(NODE_DIR / "server.js"),
@@ -313,8 +320,17 @@ FRAMEWORKS: dict[str, Framework] = {
                 kind="node",
                 role="baseline",
                 programs=("node",),
+                protocols=protocols,
+                protocol_notes=notes,
             )
-            for variant in ("node-http", "node-express")
+            for variant, protocols, notes in (
+                ("node-http", contract.PROTOCOLS, {}),
+                (
+                    "node-express",
+                    (contract.PROTOCOL_H1, contract.PROTOCOL_H1_TLS),
+                    dict.fromkeys((contract.PROTOCOL_H2, contract.PROTOCOL_H2C), EXPRESS_NO_HTTP2),
+                ),
+            )
         ),
         Framework(
             "eventmachine",
