@@ -52,10 +52,16 @@ def protocol_args(protocol: str, certificates: Certificates) -> list[str]:
 
 
 def start(
-    framework: str, protocol: str, certificates: Certificates, extra_args: Sequence[str] = ()
+    framework: str,
+    protocol: str,
+    certificates: Certificates,
+    extra_args: Sequence[str] = (),
+    sink: str = "empty",
 ) -> ServerProcess:
+    """`framework` speaking `protocol` (skipped when it is not installed)."""
     require_framework(framework)
-    return start_server(framework, extra_args=[*protocol_args(protocol, certificates), *extra_args])
+    args = [*protocol_args(protocol, certificates), *extra_args]
+    return start_server(framework, sink=sink, extra_args=args)
 
 
 def client_context(certificates: Certificates, alpn: Sequence[str] | None) -> ssl.SSLContext:
@@ -209,6 +215,18 @@ def assert_text(status: int, content_type: str, body: bytes) -> None:
     assert body == contract.TEXT_BODY
 
 
+def run_servers(framework: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """`python -m servers FRAMEWORK ARGS` for a server that must refuse to start."""
+    require_framework(framework)
+    return subprocess.run(
+        [sys.executable, "-m", "servers", framework, *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        stdin=subprocess.DEVNULL,
+    )
+
+
 # -- nginx -------------------------------------------------------------------------------
 @pytest.mark.parametrize("protocol", [contract.PROTOCOL_H1_TLS, contract.PROTOCOL_H2])
 def test_nginx_over_tls_serves_its_routes_with_tls13_and_the_case_alpn(
@@ -284,33 +302,6 @@ def test_nginx_h2c_speaks_http2_with_prior_knowledge_only(
         assert server.stop() == 0, server.stderr_tail()
 
 
-def run_servers(framework: str, *args: str) -> subprocess.CompletedProcess[str]:
-    """`python -m servers FRAMEWORK ARGS` for a server that must refuse to start."""
-    require_framework(framework)
-    return subprocess.run(
-        [sys.executable, "-m", "servers", framework, *args],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        stdin=subprocess.DEVNULL,
-    )
-
-
-@pytest.mark.parametrize("framework", ["nginx", "eventmachine", "node-http"])
-def test_a_certificate_that_does_not_load_is_refused_at_start(
-    framework: str, certificates: Certificates, tmp_path: Path
-) -> None:
-    broken = tmp_path / "broken.pem"
-    broken.write_text("not a certificate\n")
-    done = run_servers(
-        framework,
-        *("--protocol", contract.PROTOCOL_H1_TLS, "--tls-cert", str(broken)),
-        *("--tls-key", str(certificates.key_path)),
-    )
-    assert done.returncode == 1
-    assert "broken.pem" in done.stderr, done.stderr
-
-
 # -- EventMachine ------------------------------------------------------------------------
 def test_em_h1_tls_serves_tls13_without_alpn(certificates: Certificates) -> None:
     """EventMachine's start_tls has no ALPN: whatever a client offers, the server answers
@@ -381,10 +372,7 @@ def test_node_routes_and_the_file_sink_over_tls(
     http2 = protocol == contract.PROTOCOL_H2
     with SinkStore("file") as store:
         extra = [*store.server_args(), "--files-dir", str(fileset.directory)]
-        require_framework(framework)
-        server = start_server(
-            framework, sink="file", extra_args=[*protocol_args(protocol, certificates), *extra]
-        )
+        server = start(framework, protocol, certificates, extra, sink="file")
         with server, https_client(server, certificates, http2=http2) as client:
             text = client.get(contract.ROUTE_TEXT)
             assert text.http_version == ("HTTP/2" if http2 else "HTTP/1.1")
@@ -470,12 +458,7 @@ def test_node_gridfs_and_the_mongo_sink_over_h1_tls(
 ) -> None:
     with SinkStore("mongo", mongo_url=backends.mongo_url) as store:
         extra = [*store.server_args(), *backends.server_args(store.server_args())]
-        require_framework("node-http")
-        server = start_server(
-            "node-http",
-            sink="mongo",
-            extra_args=[*protocol_args(contract.PROTOCOL_H1_TLS, certificates), *extra],
-        )
+        server = start("node-http", contract.PROTOCOL_H1_TLS, certificates, extra, sink="mongo")
         with server, https_client(server, certificates, http2=False) as client:
             name = fileset.names[3]
             file = client.get(contract.ROUTE_GRIDFS_PREFIX + name)
@@ -598,6 +581,44 @@ def test_node_express_refuses_http2_with_the_reason(certificates: Certificates) 
     )
     assert direct.returncode == 2
     assert "node-express speaks h1, h1-tls, not h2c" in direct.stderr, direct.stderr
+
+
+# -- every baseline ----------------------------------------------------------------------
+@pytest.mark.parametrize("framework", ["nginx", "node-http"])
+def test_an_idle_http2_connection_is_closed(framework: str, certificates: Certificates) -> None:
+    """An HTTP/2 connection that opens no stream is closed after the head timeout (nginx:
+    client_header_timeout/keepalive_timeout, Node: its session timeout), with a GOAWAY."""
+    import h2.config
+    import h2.connection
+    import h2.events
+
+    extra = ["--client-timeout-s", "1"]
+    with start(framework, contract.PROTOCOL_H2C, certificates, extra) as server:
+        connection = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+        events: list[object] = []
+        with socket.create_connection(("127.0.0.1", server.port), TIMEOUT_S) as sock:
+            connection.initiate_connection()
+            sock.sendall(connection.data_to_send())
+            while data := sock.recv(65536):  # a TimeoutError here: never closed
+                events += connection.receive_data(data)
+                sock.sendall(connection.data_to_send())
+        assert any(isinstance(event, h2.events.ConnectionTerminated) for event in events)
+        assert server.stop() == 0, server.stderr_tail()
+
+
+@pytest.mark.parametrize("framework", ["nginx", "eventmachine", "node-http"])
+def test_a_certificate_that_does_not_load_is_refused_at_start(
+    framework: str, certificates: Certificates, tmp_path: Path
+) -> None:
+    broken = tmp_path / "broken.pem"
+    broken.write_text("not a certificate\n")
+    done = run_servers(
+        framework,
+        *("--protocol", contract.PROTOCOL_H1_TLS, "--tls-cert", str(broken)),
+        *("--tls-key", str(certificates.key_path)),
+    )
+    assert done.returncode == 1
+    assert "broken.pem" in done.stderr, done.stderr
 
 
 def test_baseline_protocols_are_listed_with_reasons_for_the_rest() -> None:
