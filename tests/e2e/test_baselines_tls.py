@@ -24,7 +24,7 @@ import pytest
 
 from harness.backends import Backends
 from harness.fileset import FileSet
-from harness.server_process import ServerProcess, start_server
+from harness.server_process import ServerProcess, protocol_args, start_server
 from harness.services import Memcached
 from harness.sink_store import SinkStore
 from harness.tls import Certificates, temporary_certificates
@@ -43,14 +43,6 @@ def certificates() -> Iterator[Certificates]:
         yield made
 
 
-def protocol_args(protocol: str, certificates: Certificates) -> list[str]:
-    """`--protocol P` and, for a TLS protocol, the certificate and key to serve."""
-    args = ["--protocol", protocol]
-    if protocol in contract.TLS_PROTOCOLS:
-        args += ["--tls-cert", str(certificates.cert_path), "--tls-key", str(certificates.key_path)]
-    return args
-
-
 def start(
     framework: str,
     protocol: str,
@@ -60,8 +52,9 @@ def start(
 ) -> ServerProcess:
     """`framework` speaking `protocol` (skipped when it is not installed)."""
     require_framework(framework)
-    args = [*protocol_args(protocol, certificates), *extra_args]
-    return start_server(framework, sink=sink, extra_args=args)
+    return start_server(
+        framework, sink=sink, extra_args=extra_args, protocol=protocol, certificates=certificates
+    )
 
 
 def client_context(certificates: Certificates, alpn: Sequence[str] | None) -> ssl.SSLContext:
