@@ -529,37 +529,6 @@ def test_node_h2_sigterm_with_a_stream_in_flight_exits_0_in_time(
             assert time.monotonic() - started < contract.SHUTDOWN_GRACE_S
 
 
-def test_node_h1_tls_deadlines_close_a_silent_connection(certificates: Certificates) -> None:
-    """The slow-client deadlines hold over TLS: a connection that never handshakes, and one
-    that handshakes and never sends a head, are both closed."""
-    extra = ["--client-timeout-s", "1"]
-    with start("node-http", contract.PROTOCOL_H1_TLS, certificates, extra) as server:
-        with socket.create_connection(("127.0.0.1", server.port), TIMEOUT_S) as silent:
-            assert closed_by_peer(silent)
-        context = client_context(certificates, ["http/1.1"])
-        with (
-            socket.create_connection(("127.0.0.1", server.port), TIMEOUT_S) as raw,
-            context.wrap_socket(raw, server_hostname="localhost") as tls,
-        ):
-            assert closed_by_peer(tls)
-        assert_text_over_tls(server, certificates)
-
-
-def assert_text_over_tls(server: ServerProcess, certificates: Certificates) -> None:
-    with https_client(server, certificates, http2=False) as client:
-        text = client.get(contract.ROUTE_TEXT)
-        assert_text(text.status_code, text.headers["content-type"], text.content)
-
-
-def closed_by_peer(sock: socket.socket, timeout_s: float = TIMEOUT_S) -> bool:
-    """Whether the server closes `sock` within `timeout_s` (it reads nothing else)."""
-    sock.settimeout(timeout_s)
-    try:
-        return sock.recv(1) == b""
-    except (ConnectionResetError, ssl.SSLError):
-        return True
-
-
 def test_node_express_refuses_http2_with_the_reason(certificates: Certificates) -> None:
     refused = run_servers("node-express", *protocol_args(contract.PROTOCOL_H2, certificates))
     assert refused.returncode == 2
@@ -597,6 +566,40 @@ def test_an_idle_http2_connection_is_closed(framework: str, certificates: Certif
                 sock.sendall(connection.data_to_send())
         assert any(isinstance(event, h2.events.ConnectionTerminated) for event in events)
         assert server.stop() == 0, server.stderr_tail()
+
+
+@pytest.mark.parametrize("framework", ["nginx", "node-http", "node-express", "eventmachine"])
+def test_h1_tls_deadlines_close_a_silent_connection(
+    framework: str, certificates: Certificates
+) -> None:
+    """The slow-client deadlines hold over TLS: a connection that never handshakes, and one
+    that handshakes and never sends a head, are both closed."""
+    extra = ["--client-timeout-s", "1"]
+    with start(framework, contract.PROTOCOL_H1_TLS, certificates, extra) as server:
+        with socket.create_connection(("127.0.0.1", server.port), TIMEOUT_S) as silent:
+            assert closed_by_peer(silent)
+        context = client_context(certificates, ["http/1.1"])
+        with (
+            socket.create_connection(("127.0.0.1", server.port), TIMEOUT_S) as raw,
+            context.wrap_socket(raw, server_hostname="localhost") as tls,
+        ):
+            assert closed_by_peer(tls)
+        assert_text_over_tls(server, certificates)
+
+
+def assert_text_over_tls(server: ServerProcess, certificates: Certificates) -> None:
+    with https_client(server, certificates, http2=False) as client:
+        text = client.get(contract.ROUTE_TEXT)
+        assert_text(text.status_code, text.headers["content-type"], text.content)
+
+
+def closed_by_peer(sock: socket.socket, timeout_s: float = TIMEOUT_S) -> bool:
+    """Whether the server closes `sock` within `timeout_s` (it reads nothing else)."""
+    sock.settimeout(timeout_s)
+    try:
+        return sock.recv(1) == b""
+    except (ConnectionResetError, ssl.SSLError):
+        return True
 
 
 @pytest.mark.parametrize("framework", ["nginx", "eventmachine", "node-http"])
