@@ -20,6 +20,7 @@ from harness.verify.h2wire import (
     FRAME_WINDOW_UPDATE,
     PREFACE,
     H2Session,
+    RawFrame,
     h2_frame,
     open_h2_socket,
     read_raw_frames,
@@ -35,6 +36,7 @@ OUR_SETTINGS = {SettingCodes.ENABLE_PUSH: 0, SettingCodes.INITIAL_WINDOW_SIZE: O
 WINDOW_QUIET_S = 0.5
 CONCURRENT_STREAMS = 50  # GET / at once on one connection
 CONCURRENT_WAIT_S = 10.0
+OVERSIZED_FRAME = "h2-oversized-frame"
 # Frames that are a connection error (RFC 9113 §5.4.1), each sent on a new connection
 # after a valid preface: each earns a GOAWAY. The names are what a Framework's
 # `deviations` names, as for the malformed HTTP/1.1 requests.
@@ -44,9 +46,13 @@ MALFORMED_FRAMES: dict[str, bytes] = {
     "h2-settings-5-bytes": h2_frame(FRAME_SETTINGS, b"\x00" * 5),  # §6.5: FRAME_SIZE_ERROR
     "h2-window-update-0": h2_frame(FRAME_WINDOW_UPDATE, bytes(4)),  # §6.9: PROTOCOL_ERROR
     "h2-push-promise-from-client": h2_frame(FRAME_PUSH_PROMISE, bytes(4), stream_id=1),  # §8.4
-    # a header declaring 16 MiB, past the default SETTINGS_MAX_FRAME_SIZE (§4.2)
-    "h2-oversized-frame": h2_frame(FRAME_DATA, b"", stream_id=1, declared_length=2**24 - 1),
+    # a header declaring one byte past the server's SETTINGS_MAX_FRAME_SIZE (§4.2): written
+    # once the server's SETTINGS are read (`oversized_frame`)
+    OVERSIZED_FRAME: b"",
 }
+SETTINGS_MAX_FRAME_SIZE = 0x5
+DEFAULT_MAX_FRAME_BYTES = 2**14
+LARGEST_FRAME_BYTES = 2**24 - 1  # a frame's length field holds no more
 GOAWAY_WAIT_S = 3.0
 
 
@@ -133,18 +139,52 @@ def check_h2_reset_stream(server: EndpointOrUrl) -> str:
     return "two streams reset (CANCEL); the next answered 200 on the same connection"
 
 
+def server_max_frame_bytes(frames: list[RawFrame]) -> int:
+    """SETTINGS_MAX_FRAME_SIZE in the server's first SETTINGS (the default when unset)."""
+    for frame in frames:
+        if frame.frame_type == FRAME_SETTINGS and not frame.flags & 0x1:
+            for at in range(0, len(frame.payload) - 5, 6):
+                if int.from_bytes(frame.payload[at : at + 2]) == SETTINGS_MAX_FRAME_SIZE:
+                    return int.from_bytes(frame.payload[at + 2 : at + 6])
+    return DEFAULT_MAX_FRAME_BYTES
+
+
+def oversized_frame(max_frame_bytes: int) -> bytes | None:
+    """A DATA frame header declaring one byte more than the server allows (None: it allows
+    the largest a frame can be, so no frame is too long for it)."""
+    if max_frame_bytes >= LARGEST_FRAME_BYTES:
+        return None
+    return h2_frame(FRAME_DATA, b"", stream_id=1, declared_length=max_frame_bytes + 1)
+
+
+def _has_settings(frames: list[RawFrame]) -> bool:
+    return any(f.frame_type == FRAME_SETTINGS and not f.flags & 0x1 for f in frames)
+
+
+def _has_goaway(frames: list[RawFrame]) -> bool:
+    return any(f.goaway_error is not None for f in frames)
+
+
 def check_h2_malformed_frames(server: EndpointOrUrl, framework: str = "") -> str:
-    """Each malformed frame after a valid preface: GOAWAY with an error code, and the
-    server still serves a new connection. `framework`'s known deviations are named."""
+    """Each malformed frame after a valid preface and the server's SETTINGS: GOAWAY with an
+    error code, and the server still serves a new connection. `framework`'s known
+    deviations are named."""
     endpoint = endpoint_of(server)
-    answered, deviated = [], []
+    answered, deviated, skipped = [], [], []
     for name, frame in MALFORMED_FRAMES.items():
         with open_h2_socket(endpoint) as sock:
-            sock.sendall(PREFACE + h2_frame(FRAME_SETTINGS) + frame)
-            frames, closed, _ = read_raw_frames(
-                sock, lambda got: any(f.goaway_error is not None for f in got), GOAWAY_WAIT_S
-            )
-        codes = [f.goaway_error for f in frames if f.goaway_error is not None]
+            sock.sendall(PREFACE + h2_frame(FRAME_SETTINGS))
+            first, closed, _ = read_raw_frames(sock, _has_settings, GOAWAY_WAIT_S)
+            expect(_has_settings(first), f"{name}: no SETTINGS from the server")
+            if name == OVERSIZED_FRAME:
+                limit = server_max_frame_bytes(first)
+                frame = oversized_frame(limit) or b""
+                if not frame:
+                    skipped.append(f"{name} (its SETTINGS_MAX_FRAME_SIZE is {limit})")
+                    continue
+            sock.sendall(frame)
+            frames, closed, _ = read_raw_frames(sock, _has_goaway, GOAWAY_WAIT_S)
+        codes = [f.goaway_error for f in first + frames if f.goaway_error is not None]
         how = "closed" if closed else f"open after {GOAWAY_WAIT_S:g} s"
         ok = bool(codes) and codes[0] != ErrorCodes.NO_ERROR
         reason = FRAMEWORKS[framework].deviations.get(name) if framework in FRAMEWORKS else None
@@ -161,6 +201,7 @@ def check_h2_malformed_frames(server: EndpointOrUrl, framework: str = "") -> str
         + ", ".join(answered)
         + "; still serving"
         + "".join(f"; {d}" for d in deviated)
+        + "".join(f"; no frame too long for it: {s}" for s in skipped)
     )
 
 

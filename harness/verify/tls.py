@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from harness.verify.endpoint import EndpointOrUrl, endpoint_of, open_connection
 from harness.verify.failure import expect
-from harness.verify.wire import STATUS_LINE, expect_still_serving, status_of, wait_for_close
+from harness.verify.wire import expect_still_serving, status_of, wait_for_close
 from servers import contract
 
 # Both offered, so a server that would speak the other protocol than its case is seen.
@@ -34,7 +34,8 @@ PLAINTEXT_QUIET_S = 2.0
 
 def check_tls_handshake(server: EndpointOrUrl) -> str:
     """The handshake completes at TLS 1.3, the certificate trusted through the run's CA,
-    and ALPN (h2 and http/1.1 offered) selects the case's protocol."""
+    and ALPN (h2 and http/1.1 offered) selects the case's protocol (for h1-tls, a server
+    without ALPN selecting none is HTTP/1.1 too)."""
     endpoint = endpoint_of(server)
     expect(endpoint.tls, f"{endpoint.protocol} is not a TLS protocol")
     wanted = contract.ALPN_FOR_PROTOCOL[endpoint.protocol]
@@ -42,11 +43,16 @@ def check_tls_handshake(server: EndpointOrUrl) -> str:
         assert isinstance(sock, ssl.SSLSocket)
         version, selected, cipher = sock.version(), sock.selected_alpn_protocol(), sock.cipher()
     expect(version == contract.TLS_MINIMUM_VERSION, f"negotiated {version}, not TLSv1.3")
+    # a server without ALPN selects none, and the client speaks HTTP/1.1 (RFC 7301 §3.2):
+    # right for h1-tls (EventMachine's TLS), never for h2
+    no_alpn_is_http1 = selected is None and wanted == "http/1.1"
     expect(
-        selected == wanted,
+        selected == wanted or no_alpn_is_http1,
         f"ALPN selected {selected!r} of {', '.join(OFFERED_ALPN)}: an {endpoint.protocol} "
         f"case speaks {wanted} only",
     )
+    if no_alpn_is_http1:
+        selected = "none (HTTP/1.1 by default)"
     cipher_name = cipher[0] if cipher else "?"
     trusted = "the system's CAs"
     if endpoint.certificates is not None:
@@ -75,17 +81,24 @@ def check_tls_12_refused(server: EndpointOrUrl) -> str:
 
 
 def check_tls_not_a_hello(server: EndpointOrUrl) -> str:
-    """Bytes that are not a ClientHello: the connection closed at once, no HTTP reply, and
-    the server keeps serving TLS."""
+    """Bytes that are not a ClientHello: the connection closed at once (after a refusal at
+    most: nothing served), and the server keeps serving TLS."""
     endpoint = endpoint_of(server)
     for what, data in NOT_A_HELLO.items():
         with socket.create_connection((endpoint.host, endpoint.port), timeout=5.0) as sock:
             sock.sendall(data)
             reply, seconds = wait_for_close(sock, NOT_A_HELLO_CLOSE_S)
         expect(seconds is not None, f"{what}: still open after {NOT_A_HELLO_CLOSE_S} s")
-        expect(not STATUS_LINE.search(reply), f"{what} answered in HTTP: {reply[:60]!r}")
+        expect(not _served(reply), f"{what} answered as a request: {reply[:60]!r}")
         expect_still_serving(endpoint, what)
     return f"{len(NOT_A_HELLO)} non-ClientHello openings closed, still serving"
+
+
+def _served(reply: bytes) -> bool:
+    """Whether a reply to bytes that are not TLS served something (a 2xx, or the body of
+    `/`): a refusal in plaintext HTTP (nginx's 400 for plain HTTP on its TLS port) is not."""
+    status = status_of(reply)
+    return (status is not None and 200 <= status < 300) or contract.TEXT_BODY in reply
 
 
 def client_hello(endpoint: EndpointOrUrl) -> bytes:
@@ -117,14 +130,14 @@ def check_tls_half_handshake(server: EndpointOrUrl, head_timeout_s: float) -> st
 
 
 def check_tls_plaintext(server: EndpointOrUrl) -> str:
-    """A plaintext HTTP request to the TLS port gets no 200 (a 400 or a close), and the
-    server keeps serving TLS."""
+    """A plaintext HTTP request to the TLS port is not served (a 400 or a close, no 2xx),
+    and the server keeps serving TLS."""
     endpoint = endpoint_of(server)
     with socket.create_connection((endpoint.host, endpoint.port), timeout=5.0) as sock:
         sock.sendall(PLAINTEXT_REQUEST)
         reply, seconds = wait_for_close(sock, PLAINTEXT_QUIET_S)
     status = status_of(reply)
-    expect(status != 200 and contract.TEXT_BODY not in reply, f"plaintext answered {reply[:60]!r}")
+    expect(not _served(reply), f"plaintext answered {reply[:60]!r}")
     expect_still_serving(endpoint, "a plaintext request")
     how = f"answered {status}" if status is not None else "no HTTP reply"
     closed = "closed" if seconds is not None else f"left open {PLAINTEXT_QUIET_S:g} s"

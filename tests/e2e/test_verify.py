@@ -201,7 +201,7 @@ def test_the_tls_checks_fail_on_a_cleartext_server(certificates: Certificates) -
         checks = by_name(run_checks(pretending, tls_checks(HEAD_TIMEOUT_S)))
     assert not checks["tls-handshake"].ok and "SSL" in checks["tls-handshake"].detail
     assert not checks["tls-plaintext"].ok, checks["tls-plaintext"].detail  # answered 200
-    assert not checks["tls-not-a-hello"].ok, checks["tls-not-a-hello"].detail
+    assert not checks["tls-1.2-refused"].ok, checks["tls-1.2-refused"].detail
 
 
 def test_the_tls_checks_fail_on_tls_12_and_an_alpn_of_another_protocol(
