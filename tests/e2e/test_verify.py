@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import http.server
+import json
 import threading
 from collections.abc import Iterator
 
@@ -28,7 +29,7 @@ from harness.verify import (
 from harness.verify.h2 import CONCURRENT_STREAMS, check_h2_malformed_frames
 from harness.verify.tls import check_tls_half_handshake
 from servers import FRAMEWORKS, Framework, contract
-from tests.helpers import require_framework
+from tests.helpers import harness, require_framework
 from tests.hypercorn_server import running_hypercorn
 
 
@@ -278,3 +279,37 @@ def test_verify_framework_over_each_protocol(protocol: str) -> None:
     names = {c.name for c in result.checks if c.supported}
     assert set(protocol_checks(protocol)) <= names
     assert "text" in names and "sigterm" in names
+
+
+def test_harness_verify_over_protocols_with_the_users_certificate(
+    certificates: Certificates,
+) -> None:
+    require_framework("nginx")
+    result = harness(
+        "verify",
+        "--frameworks",
+        "nginx",
+        "--no-backends",
+        "--protocol",
+        "h2c,h1-tls",
+        "--tls-cert",
+        str(certificates.cert_path),
+        "--tls-key",
+        str(certificates.key_path),
+        "--json",
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    verifications = {v["protocol"]: v for v in json.loads(result.stdout)}
+    assert set(verifications) == {"h2c", "h1-tls"}
+    assert all(v["ok"] for v in verifications.values())
+    checks = {c["name"]: c for c in verifications["h1-tls"]["checks"]}
+    assert "trusted through the user's certificate" in checks["tls-handshake"]["detail"]
+    assert checks["tls-plaintext"]["ok"] and "h2-settings" not in checks
+    h2c = {c["name"]: c for c in verifications["h2c"]["checks"]}
+    assert h2c["h2-settings"]["ok"] and "tls-handshake" not in h2c
+
+
+def test_harness_verify_names_an_unknown_protocol() -> None:
+    result = harness("verify", "--frameworks", "nginx", "--protocol", "h1,h3")
+    assert result.returncode == 1
+    assert "unknown protocol h3: choose from h1, h1-tls, h2, h2c" in result.stderr
