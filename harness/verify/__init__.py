@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import contextlib
 import signal
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 import httpx
@@ -55,6 +54,7 @@ from harness.verify.backends import (
 )
 from harness.verify.endpoint import (
     H2_PROTOCOLS,
+    CheckFunction,
     Endpoint,
     EndpointOrUrl,
     endpoint_for,
@@ -256,10 +256,6 @@ class Verification:
             "checks": [asdict(c) for c in self.checks],
         }
 
-
-# A check: the server (an Endpoint, or a cleartext URL) in, what was seen out; it raises
-# CheckFailed (or a client library's error) when the property does not hold.
-CheckFunction = Callable[[EndpointOrUrl], str]
 
 HTTP_CHECKS: dict[str, CheckFunction] = {
     "text": check_text_route,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import socket
 import ssl
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import httpx
@@ -84,6 +84,9 @@ class Endpoint:
 
 
 EndpointOrUrl = Endpoint | str
+# A check: the server in, what was seen out; it raises CheckFailed (or a client library's
+# error) when the property does not hold.
+CheckFunction = Callable[[EndpointOrUrl], str]
 
 
 def endpoint_of(target: EndpointOrUrl) -> Endpoint:

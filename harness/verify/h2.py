@@ -5,12 +5,10 @@ while the server keeps serving new connections."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from h2.errors import ErrorCodes
 from h2.settings import SettingCodes
 
-from harness.verify.endpoint import EndpointOrUrl, endpoint_of
+from harness.verify.endpoint import CheckFunction, EndpointOrUrl, endpoint_of
 from harness.verify.failure import expect
 from harness.verify.h2wire import (
     FRAME_DATA,
@@ -205,7 +203,7 @@ def check_h2_malformed_frames(server: EndpointOrUrl, framework: str = "") -> str
     )
 
 
-H2_CHECKS: dict[str, Callable[[EndpointOrUrl], str]] = {
+H2_CHECKS: dict[str, CheckFunction] = {
     "h2-settings": check_h2_settings,
     "h2-concurrent-streams": check_h2_concurrent_streams,
     "h2-reset-stream": check_h2_reset_stream,

@@ -8,9 +8,8 @@ from __future__ import annotations
 import contextlib
 import socket
 import ssl
-from collections.abc import Callable
 
-from harness.verify.endpoint import EndpointOrUrl, endpoint_of, open_connection
+from harness.verify.endpoint import CheckFunction, EndpointOrUrl, endpoint_of, open_connection
 from harness.verify.failure import expect
 from harness.verify.wire import expect_still_serving, status_of, wait_for_close
 from servers import contract
@@ -144,7 +143,7 @@ def check_tls_plaintext(server: EndpointOrUrl) -> str:
     return f"plaintext GET / on the TLS port: {how}, {closed}"
 
 
-def tls_checks(head_timeout_s: float = contract.HEAD_TIMEOUT_S) -> dict[str, Callable[..., str]]:
+def tls_checks(head_timeout_s: float = contract.HEAD_TIMEOUT_S) -> dict[str, CheckFunction]:
     """The TLS checks, the half-sent handshake judged against `head_timeout_s` (the
     server's head deadline: the contract's, or its --client-timeout-s)."""
     return {
