@@ -44,8 +44,8 @@ MALFORMED_FRAMES: dict[str, bytes] = {
     "h2-settings-5-bytes": h2_frame(FRAME_SETTINGS, b"\x00" * 5),  # §6.5: FRAME_SIZE_ERROR
     "h2-window-update-0": h2_frame(FRAME_WINDOW_UPDATE, bytes(4)),  # §6.9: PROTOCOL_ERROR
     "h2-push-promise-from-client": h2_frame(FRAME_PUSH_PROMISE, bytes(4), stream_id=1),  # §8.4
-    # a header declaring one byte past the server's SETTINGS_MAX_FRAME_SIZE (§4.2): written
-    # once the server's SETTINGS are read (`oversized_frame`)
+    # a frame one byte past the server's SETTINGS_MAX_FRAME_SIZE (§4.2): written once the
+    # server's SETTINGS are read (`oversized_frame`)
     OVERSIZED_FRAME: b"",
 }
 SETTINGS_MAX_FRAME_SIZE = 0x5
@@ -148,11 +148,12 @@ def server_max_frame_bytes(frames: list[RawFrame]) -> int:
 
 
 def oversized_frame(max_frame_bytes: int) -> bytes | None:
-    """A DATA frame header declaring one byte more than the server allows (None: it allows
-    the largest a frame can be, so no frame is too long for it)."""
+    """A whole DATA frame one byte longer than the server allows (None: it allows the
+    largest a frame can be, so no frame is too long for it). Whole, since a server may
+    read a frame to its end before judging its length (the h2 library does)."""
     if max_frame_bytes >= LARGEST_FRAME_BYTES:
         return None
-    return h2_frame(FRAME_DATA, b"", stream_id=1, declared_length=max_frame_bytes + 1)
+    return h2_frame(FRAME_DATA, bytes(max_frame_bytes + 1), stream_id=1)
 
 
 def _has_settings(frames: list[RawFrame]) -> bool:

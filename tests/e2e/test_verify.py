@@ -96,12 +96,6 @@ def test_verify_skips_a_sink_the_framework_does_not_offer(monkeypatch: pytest.Mo
 # until our servers speak them (tests/hypercorn_server.py); and against servers that must
 # fail them.
 HEAD_TIMEOUT_S = 1.0  # the test server's TLS handshake deadline (--client-timeout-s)
-# What hypercorn (the h2 library under it) does otherwise: not ours to fix, and named so
-# check_h2_malformed_frames reports it instead of failing (and fails once it passes).
-HYPERCORN_DEVIATIONS = {
-    "h2-oversized-frame": "the h2 library raises on the frame header before it can queue "
-    "a GOAWAY, and hypercorn closes without one (RFC 9113 §5.4.1: SHOULD send GOAWAY)",
-}
 
 
 @pytest.fixture(scope="module")
@@ -111,14 +105,13 @@ def certificates(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
 
 @pytest.fixture
 def hypercorn_registered(monkeypatch: pytest.MonkeyPatch) -> str:
-    """hypercorn's registry entry for the checks that read a framework's deviations."""
+    """hypercorn's registry entry, for the checks that read a framework's entry."""
     entry = Framework(
         "hypercorn-test",
         "servers.none",
         (),
         ("asyncio",),
         protocols=contract.PROTOCOLS,
-        deviations=HYPERCORN_DEVIATIONS,
     )
     monkeypatch.setitem(FRAMEWORKS, entry.name, entry)
     return entry.name
@@ -172,7 +165,7 @@ def test_the_h2_checks_pass_over_h2_and_h2c(
     malformed = results["h2-malformed-frames"].detail
     assert "h2-data-on-stream-0 PROTOCOL_ERROR" in malformed
     assert "h2-ping-7-bytes FRAME_SIZE_ERROR" in malformed
-    assert "h2-oversized-frame (known deviation" in malformed
+    assert "h2-oversized-frame FRAME_SIZE_ERROR" in malformed
 
 
 def test_a_known_h2_deviation_that_passes_fails_the_check(
