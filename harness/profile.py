@@ -49,6 +49,11 @@ class Profile:
     affinity: str = "both"
     process_model: str = "single"
     requests_per_step: int | None = None  # ab -n (a fixed request count instead of a time)
+    # h2load: the connections each step's concurrency is multiplexed over, as streams per
+    # connection (concurrency 1000 over 10: 100 streams each); None: a connection per request
+    multiplexed_connections: int | None = None
+    # the handshakes driver: offer the last connection's TLS session (resumed handshakes)
+    tls_resumption: bool = False
     file_count: int = (
         DEFAULT_FILE_COUNT  # the files/gridfs scenarios' file set (the autobench study)
     )
@@ -100,6 +105,14 @@ class Profile:
             raise ValueError(
                 f"mongo_batch must be in 1..{MONGO_BATCH_LIMIT}, not {self.mongo_batch!r}"
             )
+        if self.multiplexed_connections is not None and (
+            not isinstance(self.multiplexed_connections, int) or self.multiplexed_connections < 1
+        ):
+            raise ValueError(
+                f"multiplexed_connections must be at least 1, not {self.multiplexed_connections!r}"
+            )
+        if not isinstance(self.tls_resumption, bool):
+            raise ValueError(f"tls_resumption must be true or false, not {self.tls_resumption!r}")
         if not isinstance(self.durable, bool):
             raise ValueError(f"durable must be true or false, not {self.durable!r}")
         if self.durable and self.sink == "mongo" and self.mongo_w == 0:
