@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import signal
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -216,6 +217,8 @@ class H2loadDriver:
     tool_version_args = ("--version",)
     ramp_kinds = ("concurrency",)
     protocols = (PROTOCOL_H1, PROTOCOL_H1_TLS, PROTOCOL_H2, PROTOCOL_H2C)
+    # h2load ignores SIGINT and prints nothing on SIGTERM: an overrunning step is lost
+    stop_signal = signal.SIGTERM
     busy_polls = False
     checks_bodies = False
 

@@ -33,9 +33,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import socket
 import ssl
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -114,8 +116,9 @@ def one_connection(
     return Connection(status, handshake_s, ended_s, bool(resumed), alpn or "", next_session)
 
 
-def run_loop(args: argparse.Namespace) -> dict[str, Any]:
-    """Connections one after another for `args.duration_s`; the report as a dict."""
+def run_loop(args: argparse.Namespace, stop: threading.Event) -> dict[str, Any]:
+    """Connections one after another for `args.duration_s`, or until `stop` is set; the
+    report as a dict."""
     context = client_context(args.ca)
     host = f"[{args.host}]" if ":" in args.host else args.host
     request = (
@@ -129,7 +132,7 @@ def run_loop(args: argparse.Namespace) -> dict[str, Any]:
     session: ssl.SSLSession | None = None
     began = time.perf_counter()
     deadline = began + args.duration_s
-    while time.perf_counter() < deadline:
+    while time.perf_counter() < deadline and not stop.is_set():
         try:
             done = one_connection(args.host, args.port, context, request, args.timeout_s, session)
         except Exception as error:  # counted by kind; the loop goes on to its deadline
@@ -221,6 +224,7 @@ class HandshakesDriver:
     tool_version_args = ("--version",)
     ramp_kinds = ("concurrency",)
     protocols = (PROTOCOL_H1_TLS,)
+    stop_signal = signal.SIGINT  # ends the loop after its connection; the report follows
     busy_polls = False
     checks_bodies = False
 
@@ -270,7 +274,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resumption", action="store_true", help="offer the last session")
     parser.add_argument("--version", action="version", version=ssl.OPENSSL_VERSION)
     args = parser.parse_args(argv)
-    report = run_loop(args)
+    stop = threading.Event()
+    # the watchdog's stop signal (drivers.base): finish the connection, then report
+    signal.signal(signal.SIGINT, lambda _signum, _frame: stop.set())
+    report = run_loop(args, stop)
     sys.stdout.write(REPORT_PREFIX + json.dumps(report, separators=(",", ":")) + "\n")
     sys.stdout.flush()
     return 0

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import sqlite3
 from collections import Counter
 from collections.abc import Sequence
@@ -223,6 +224,8 @@ class OhaDriver:
     tool_version_args = ("--version",)
     ramp_kinds = ("constant-rate", "rate")
     protocols = (PROTOCOL_H1, PROTOCOL_H1_TLS, PROTOCOL_H2, PROTOCOL_H2C)
+    # oha: SIGINT (Ctrl-C) stops sending and writes the report of what it sent
+    stop_signal = signal.SIGINT
     busy_polls = False
     checks_bodies = False
 
