@@ -204,6 +204,8 @@ class DriverClass(Protocol):
     tool_version_args: ClassVar[tuple[str, ...]]  # how `harness doctor` asks its version
     ramp_kinds: ClassVar[tuple[str, ...]]  # model.ramps kinds it runs
     protocols: ClassVar[tuple[str, ...]]  # servers.contract.PROTOCOLS it can speak
+    # (optional) `ca_trusted: bool`: whether its TLS steps verify the server's certificate
+    # against the run's CA (run.json's negotiated.ca_trusted); a driver without it does not say
     # the signal on which the tool stops early and still prints its totals (the watchdog's;
     # a tool that prints nothing on any signal names SIGTERM and loses an overrun step)
     stop_signal: ClassVar[int]

@@ -217,6 +217,7 @@ class H2loadDriver:
     tool_version_args = ("--version",)
     ramp_kinds = ("concurrency",)
     protocols = (PROTOCOL_H1, PROTOCOL_H1_TLS, PROTOCOL_H2, PROTOCOL_H2C)
+    ca_trusted = False  # h2load verifies no certificate (it has no option to)
     # h2load ignores SIGINT and prints nothing on SIGTERM: an overrunning step is lost
     stop_signal = signal.SIGTERM
     busy_polls = False

@@ -224,6 +224,7 @@ class HandshakesDriver:
     tool_version_args = ("--version",)
     ramp_kinds = ("concurrency",)
     protocols = (PROTOCOL_H1_TLS,)
+    ca_trusted = True  # every handshake verifies the certificate against the run's CA
     stop_signal = signal.SIGINT  # ends the loop after its connection; the report follows
     busy_polls = False
     checks_bodies = False

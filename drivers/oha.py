@@ -224,6 +224,7 @@ class OhaDriver:
     tool_version_args = ("--version",)
     ramp_kinds = ("constant-rate", "rate")
     protocols = (PROTOCOL_H1, PROTOCOL_H1_TLS, PROTOCOL_H2, PROTOCOL_H2C)
+    ca_trusted = True  # --cacert: the run's CA (the system's store for a user's certificate)
     # oha: SIGINT (Ctrl-C) stops sending and writes the report of what it sent
     stop_signal = signal.SIGINT
     busy_polls = False

@@ -145,6 +145,7 @@ class WrkDriver:
     tool_version_args = ("-v",)
     ramp_kinds = ("concurrency",)
     protocols = ("h1", "h1-tls")
+    ca_trusted = False  # wrk cannot be told a CA and verifies no certificate
     # wrk: SIGINT stops its threads and prints the summary of the requests so far
     stop_signal = signal.SIGINT
     busy_polls = False

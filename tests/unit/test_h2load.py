@@ -171,3 +171,12 @@ def test_h2load_is_registered_with_the_protocols_it_speaks() -> None:
     cls = driver_class("h2load")
     assert cls.package == "nghttp2-client"
     assert cls.protocols == ("h1", "h1-tls", "h2", "h2c")
+
+
+@pytest.mark.parametrize(
+    ("name", "verifies"), [("wrk", False), ("h2load", False), ("oha", True), ("handshakes", True)]
+)
+def test_each_tls_driver_says_whether_it_verifies_the_certificate(
+    name: str, verifies: bool
+) -> None:
+    assert driver_class(name).ca_trusted is verifies  # type: ignore[attr-defined]
