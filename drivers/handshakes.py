@@ -1,14 +1,17 @@
 """TLS handshakes per second: every request on a new connection, resumption off or on.
 
-Each step runs `step.offered` client processes side by side (`python -m drivers.handshakes`),
-each a loop of: connect, TLS 1.3 handshake (ALPN http/1.1, the server's certificate
-verified against the run's CA), `GET /` with `Connection: close`, the whole reply read,
-close. A 2xx reply is one good handshake; the step's rate is handshakes per second. With
-resumption (`tls_resumption = true`) each connection offers the session ticket the last
-one received, and the process counts how many the server resumed (`extra["resumed"]`,
-`resumed_fraction`): a server that issues no tickets, or ignores them, answers with full
-handshakes, and that is its figure. The reply is read to its end because TLS 1.3 sends
-its tickets after the handshake: a client that closes first never has one to offer.
+Each step runs one client process (`python -m drivers.handshakes`) with `step.offered`
+clients side by side (threads: OpenSSL's handshake and the socket calls run without the
+GIL; one process, so the step's counts, percentiles and resumed share are its own, not
+sums of several). Each client is a loop of: connect, TLS 1.3 handshake (ALPN http/1.1,
+the server's certificate verified against the run's CA), `GET /` with `Connection:
+close`, the whole reply read, close. A 2xx reply is one good handshake; the step's rate
+is handshakes per second. With resumption (`tls_resumption = true`) each connection
+offers the session ticket its client's last connection received, and the process counts
+how many the server resumed (`extra["resumed"]`, `resumed_fraction`): a server that
+issues no tickets, or ignores them, answers with full handshakes, and that is its
+figure. The reply is read to its end because TLS 1.3 sends its tickets after the
+handshake: a client that closes first never has one to offer.
 
 Why not the tools at hand (each tried on loopback against nginx, see docs/results.md):
 - `openssl s_time -new / -reuse -time S` runs one connection at a time and reports its
@@ -40,6 +43,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, Self
 
@@ -116,55 +120,81 @@ def one_connection(
     return Connection(status, handshake_s, ended_s, bool(resumed), alpn or "", next_session)
 
 
-def run_loop(args: argparse.Namespace, stop: threading.Event) -> dict[str, Any]:
-    """Connections one after another for `args.duration_s`, or until `stop` is set; the
-    report as a dict."""
-    context = client_context(args.ca)
+@dataclass
+class Tally:
+    """What the clients counted, shared (under `lock`) by their threads."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    latencies_us: Counter[int] = field(default_factory=Counter)
+    handshakes_us: Counter[int] = field(default_factory=Counter)
+    errors: Counter[str] = field(default_factory=Counter)
+    ok: int = 0
+    resumed: int = 0
+    alpn: set[str] = field(default_factory=set)
+
+
+def client_loop(
+    args: argparse.Namespace, context: ssl.SSLContext, deadline: float, stop: threading.Event,
+    tally: Tally,
+) -> None:  # fmt: skip
+    """One client: connections one after another until `deadline` or `stop`."""
     host = f"[{args.host}]" if ":" in args.host else args.host
     request = (
         f"GET {args.path} HTTP/1.1\r\nHost: {host}:{args.port}\r\nConnection: close\r\n\r\n"
     ).encode()
-    latencies_us: Counter[int] = Counter()
-    handshakes_us: Counter[int] = Counter()
-    errors: Counter[str] = Counter()
-    ok = status_errors = resumed = 0
-    alpn: set[str] = set()
     session: ssl.SSLSession | None = None
-    began = time.perf_counter()
-    deadline = began + args.duration_s
     while time.perf_counter() < deadline and not stop.is_set():
         try:
             done = one_connection(args.host, args.port, context, request, args.timeout_s, session)
         except Exception as error:  # counted by kind; the loop goes on to its deadline
-            errors[error_kind(error)] += 1
+            with tally.lock:
+                tally.errors[error_kind(error)] += 1
             continue
-        resumed += int(done.resumed)
-        alpn.add(done.alpn)
         if args.resumption:
             session = done.session
-        latencies_us[round(done.ended_s * 1e6)] += 1
-        handshakes_us[round(done.handshake_s * 1e6)] += 1
-        if 200 <= done.status < 300:
-            ok += 1
-        else:
-            status_errors += 1
+        with tally.lock:
+            tally.resumed += int(done.resumed)
+            tally.alpn.add(done.alpn)
+            tally.latencies_us[round(done.ended_s * 1e6)] += 1
+            tally.handshakes_us[round(done.handshake_s * 1e6)] += 1
+            if 200 <= done.status < 300:
+                tally.ok += 1
+            else:
+                tally.errors["status"] += 1
+
+
+def run_clients(args: argparse.Namespace, stop: threading.Event) -> dict[str, Any]:
+    """`args.clients` clients side by side (threads: the handshake and the socket calls
+    release the GIL) for `args.duration_s`, or until `stop` is set; the report as a dict."""
+    context = client_context(args.ca)
+    tally = Tally()
+    began = time.perf_counter()
+    deadline = began + args.duration_s
+    threads = [
+        threading.Thread(target=client_loop, args=(args, context, deadline, stop, tally))
+        for _ in range(args.clients)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
     duration_s = time.perf_counter() - began
-    if status_errors:
-        errors["status"] = status_errors
+    latencies, handshakes = tally.latencies_us, tally.handshakes_us
     return {
-        "replies": ok,
+        "replies": tally.ok,
         "duration_s": round(duration_s, 6),
-        "errors": dict(errors),
-        "resumed": resumed,
+        "clients": args.clients,
+        "errors": dict(tally.errors),
+        "resumed": tally.resumed,
         "resumption": bool(args.resumption),
-        "alpn": sorted(alpn),
-        "latency": hdr.encode(hdr.histogram_of_counts(latencies_us)) if latencies_us else None,
-        "handshake": hdr.encode(hdr.histogram_of_counts(handshakes_us)) if handshakes_us else None,
+        "alpn": sorted(tally.alpn),
+        "latency": hdr.encode(hdr.histogram_of_counts(latencies)) if latencies else None,
+        "handshake": hdr.encode(hdr.histogram_of_counts(handshakes)) if handshakes else None,
     }
 
 
 def parse_handshakes(text: str) -> DriverResult:
-    """One handshakes process's report line as a result; DriverOutputError without one.
+    """The handshakes client's report line as a result; DriverOutputError without one.
 
     `negotiated` is h1-tls when the server selected ALPN http/1.1 on every connection,
     None when it selected none (an ALPN-less server: nothing to check); another protocol
@@ -252,12 +282,13 @@ class HandshakesDriver:
             "--path", target.scenario.path,
             "--duration-s", f"{step.duration_s:g}",
             "--timeout-s", f"{target.timeout_s:g}",
+            "--clients", str(max(1, int(step.offered))),
         ]  # fmt: skip
         if target.ca_path is not None:
             command += ["--ca", str(target.ca_path)]
         if self.resumption:
             command.append("--resumption")
-        return [command for _ in range(max(1, int(step.offered)))]
+        return [command]
 
     def parse(self, text: str, target: Target, step: RampStep, workdir: Path) -> DriverResult:
         return parse_handshakes(text)
@@ -272,13 +303,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration-s", type=float, required=True)
     parser.add_argument("--timeout-s", type=float, default=5.0)
     parser.add_argument("--ca", default=None, help="the CA to trust (default: the system's)")
+    parser.add_argument("--clients", type=int, default=1, help="clients side by side")
     parser.add_argument("--resumption", action="store_true", help="offer the last session")
     parser.add_argument("--version", action="version", version=ssl.OPENSSL_VERSION)
     args = parser.parse_args(argv)
     stop = threading.Event()
     # the watchdog's stop signal (drivers.base): finish the connection, then report
     signal.signal(signal.SIGINT, lambda _signum, _frame: stop.set())
-    report = run_loop(args, stop)
+    report = run_clients(args, stop)
     sys.stdout.write(REPORT_PREFIX + json.dumps(report, separators=(",", ":")) + "\n")
     sys.stdout.flush()
     return 0
