@@ -44,6 +44,7 @@ measured by the harness's monitor from h2load's pid, as for wrk.
 from __future__ import annotations
 
 import dataclasses
+import random
 import re
 import signal
 from collections import Counter
@@ -202,6 +203,20 @@ def request_log_path(step: RampStep, workdir: Path) -> Path:
     return workdir / f"h2load-{name}.tsv"
 
 
+RANDOM_URLS = 10_000  # random-path scenarios: the list each client cycles through
+
+
+def write_random_urls(target: Target, step: RampStep, workdir: Path) -> Path:
+    """A file of RANDOM_URLS URLs drawn at random from the Target's paths (seeded by the
+    step: the same list for every framework). h2load takes its URLs in order, each client
+    from the first: a random list cycled is as near to a random path per request as it
+    goes (wrk picks one per request)."""
+    urls = random.Random(1000 + step.index).choices(target.urls(), k=RANDOM_URLS)
+    path = workdir / "h2load-urls.txt"
+    path.write_text("\n".join(urls) + "\n")
+    return path
+
+
 def h2load_duration(seconds: float) -> str:
     """`seconds` as h2load's <DURATION> (whole milliseconds, at least one)."""
     return f"{max(1, round(seconds * 1000))}ms"
@@ -256,8 +271,6 @@ class H2loadDriver:
     def commands(self, step: RampStep, target: Target, workdir: Path) -> list[list[str]]:
         if target.expected_body is not None:
             raise ValueError("h2load does not check reply bodies: use wrk for checked scenarios")
-        if target.paths:
-            raise ValueError("h2load cycles its URLs in order: random-path scenarios need wrk")
         if not step.duration_s:
             raise ValueError("an h2load step needs a duration")
         connections, streams = self.shape(step)
@@ -292,7 +305,10 @@ class H2loadDriver:
             command.append(f"--header=content-type: {scenario.content_type}")
         # the Target's URL: https for h1-tls and h2 (ALPN: h2load's default list, h2
         # first, for h2; --h1 pins http/1.1), http for h1 and h2c (prior knowledge)
-        command.append(target.url)
+        if target.paths:
+            command.append(f"--input-file={write_random_urls(target, step, workdir)}")
+        else:
+            command.append(target.url)
         return [command]
 
     def parse(self, text: str, target: Target, step: RampStep, workdir: Path) -> DriverResult:

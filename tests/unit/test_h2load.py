@@ -180,3 +180,15 @@ def test_each_tls_driver_says_whether_it_verifies_the_certificate(
     name: str, verifies: bool
 ) -> None:
     assert driver_class(name).ca_trusted is verifies  # type: ignore[attr-defined]
+
+
+def test_random_paths_are_a_seeded_random_list_the_clients_cycle(tmp_path: Path) -> None:
+    files = Target(
+        "127.0.0.1", 1, get_scenario("files"), protocol="h2", paths=("/files/a", "/files/b")
+    )
+    command = H2loadDriver().commands(step(2), files, tmp_path)[0]
+    assert command[-1] == f"--input-file={tmp_path / 'h2load-urls.txt'}"
+    urls = (tmp_path / "h2load-urls.txt").read_text().split()
+    assert len(urls) == 10_000 and set(urls) == {files.urls()[0], files.urls()[1]}
+    H2loadDriver().commands(step(2), files, tmp_path)
+    assert (tmp_path / "h2load-urls.txt").read_text().split() == urls  # the same every time
