@@ -13,6 +13,8 @@ fall-backs: a server that selects http/1.1 instead is reported so, and run_step 
 the step), `h2c` an http URL with prior knowledge (h2load's default for http URLs), and
 `h1` / `h1-tls` `--h1` on an http / https URL. On HTTP/1.1, `-m` above 1 would pipeline,
 which the contract does not ask of a server: a multiplexed h1 step is refused.
+Random-path scenarios (files, gridfs) run from a seeded random list of URLs that each
+client cycles (`--input-file`); checked scenarios need wrk (h2load keeps no bodies).
 
 h2load does not verify the server's certificate (it has no option to): a TLS step
 trusts whatever the port presents, as wrk's does; the harness checks the certificate and
