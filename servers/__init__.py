@@ -251,6 +251,12 @@ def _ruby_has(gem: str) -> bool:
     return done.returncode == 0
 
 
+def _http11_only(server: str) -> dict[str, str]:
+    """The protocol notes of a server that speaks HTTP/1.1 alone (cleartext and TLS)."""
+    why = f"{server} speaks HTTP/1.1 only"
+    return {contract.PROTOCOL_H2: why, contract.PROTOCOL_H2C: why}
+
+
 FRAMEWORKS: dict[str, Framework] = {
     f.name: f
     for f in (
@@ -260,6 +266,8 @@ FRAMEWORKS: dict[str, Framework] = {
             ("gevent", "wsproto", "pymongo"),
             ("gevent",),
             ("empty", "file", "mongo"),
+            protocols=(contract.PROTOCOL_H1, contract.PROTOCOL_H1_TLS),
+            protocol_notes=_http11_only("gevent.pywsgi"),
         ),
         Framework(
             "eventlet",
@@ -267,6 +275,8 @@ FRAMEWORKS: dict[str, Framework] = {
             ("eventlet", "wsproto", "pymongo"),
             ("eventlet",),
             ("empty", "file", "mongo"),
+            protocols=(contract.PROTOCOL_H1, contract.PROTOCOL_H1_TLS),
+            protocol_notes=_http11_only("eventlet.wsgi"),
         ),
         Framework(
             "tornado",

@@ -1,0 +1,276 @@
+"""TLS and HTTP/2 on the Python servers (docs/contract.md, "Protocols").
+
+Each server is started as the harness starts it (`python -m servers NAME --protocol P
+--tls-cert C --tls-key K`) with a throwaway CA's certificate (harness.tls), and spoken to
+by real clients trusting only that CA: httpx (HTTP/1.1 and HTTP/2), Python's ssl for what
+the handshake agreed (TLS 1.3, the ALPN protocol), and a websockets client for wss://.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import websockets
+
+from harness.fileset import FileSet
+from harness.server_process import ServerProcess, start_server
+from harness.tls import Certificates, temporary_certificates
+from servers import FRAMEWORKS, contract
+from tests.helpers import require_framework
+
+PYTHON_SERVERS = ("gevent", "eventlet", "tornado", "twisted", "aiohttp")
+TLS_SERVERS = tuple(name for name in PYTHON_SERVERS if "h1-tls" in FRAMEWORKS[name].protocols)
+H2_SERVERS = tuple(name for name in PYTHON_SERVERS if "h2" in FRAMEWORKS[name].protocols)
+TIMEOUT_S = 5.0
+DEADLINE_S = 2.0  # the servers' slow-client deadlines here (--client-timeout-s)
+WATCH_LIMIT_S = 4 * DEADLINE_S + 2.0  # how long a test waits before calling the server wrong
+
+
+@pytest.fixture(scope="module")
+def certificates() -> Iterator[Certificates]:
+    holder, made = temporary_certificates()
+    with holder:
+        yield made
+
+
+def tls_args(protocol: str, certificates: Certificates) -> list[str]:
+    return [
+        "--protocol",
+        protocol,
+        "--tls-cert",
+        str(certificates.cert_path),
+        "--tls-key",
+        str(certificates.key_path),
+    ]
+
+
+def client_context(certificates: Certificates, alpn: list[str]) -> ssl.SSLContext:
+    """A client trusting only the run's CA, offering `alpn`."""
+    context = ssl.create_default_context(cafile=str(certificates.ca_path))
+    context.set_alpn_protocols(alpn)
+    return context
+
+
+def handshake(port: int, context: ssl.SSLContext, host: str = "127.0.0.1") -> tuple[str, str]:
+    """(TLS version, selected ALPN protocol) of one handshake with the server."""
+    with (
+        socket.create_connection((host, port), timeout=TIMEOUT_S) as raw,
+        context.wrap_socket(raw, server_hostname=host) as tls,
+    ):
+        return str(tls.version()), str(tls.selected_alpn_protocol())
+
+
+def wss_session(port: int, context: ssl.SSLContext) -> tuple[str | None, int]:
+    """Open wss:///ws, send one record, close: (the subprotocol agreed, the close code)."""
+
+    async def talk() -> tuple[str | None, int]:
+        async with websockets.connect(
+            f"wss://127.0.0.1:{port}{contract.ROUTE_WEBSOCKET}",
+            ssl=context,
+            server_hostname="localhost",
+            origin=contract.WS_ORIGIN,
+            subprotocols=[contract.WS_SUBPROTOCOL],
+            open_timeout=TIMEOUT_S,
+            close_timeout=TIMEOUT_S,
+        ) as ws:
+            await ws.send(json.dumps({"n": 1}))
+            await ws.send("not json")  # the contract closes it with 1007
+            await asyncio.wait_for(ws.wait_closed(), TIMEOUT_S)
+            assert ws.close_code is not None
+            return ws.subprotocol, ws.close_code
+
+    return asyncio.run(talk())
+
+
+@pytest.fixture(params=TLS_SERVERS, scope="module")
+def h1_tls_server(
+    request: pytest.FixtureRequest, certificates: Certificates, tmp_path_factory
+) -> Iterator[tuple[ServerProcess, Path]]:
+    """A Python server on h1-tls with the file sink (its file returned too)."""
+    name = request.param
+    require_framework(name)
+    sink_path = tmp_path_factory.mktemp(name) / "records.jsonl"
+    server = start_server(
+        name,
+        sink="file",
+        extra_args=[
+            "--sink-path",
+            str(sink_path),
+            "--client-timeout-s",
+            str(DEADLINE_S),
+            *tls_args("h1-tls", certificates),
+        ],
+    )
+    yield server, sink_path
+    status = server.stop()
+    assert status == 0, f"{name} exited {status}: {server.stderr_tail()}"
+
+
+def test_h1_tls_handshake_is_tls13_with_http11_alpn(h1_tls_server, certificates) -> None:
+    server, _ = h1_tls_server
+    # Offered h2 first: an h1-tls server must still choose HTTP/1.1.
+    version, alpn = handshake(server.port, client_context(certificates, ["h2", "http/1.1"]))
+    assert (version, alpn) == (contract.TLS_MINIMUM_VERSION, "http/1.1")
+
+
+def test_h1_tls_refuses_tls12(h1_tls_server, certificates) -> None:
+    server, _ = h1_tls_server
+    context = client_context(certificates, ["http/1.1"])
+    context.maximum_version = ssl.TLSVersion.TLSv1_2
+    with pytest.raises(ssl.SSLError):
+        handshake(server.port, context)
+
+
+def test_unfinished_handshake_is_closed_by_the_head_deadline(h1_tls_server, certificates) -> None:
+    """A client that starts a TLS handshake and stops is closed like one sending no head."""
+    server, _ = h1_tls_server
+    with socket.create_connection(("127.0.0.1", server.port), timeout=WATCH_LIMIT_S) as sock:
+        sock.sendall(b"\x16\x03\x01\x02\x00\x01")  # the start of a ClientHello, no more
+        try:
+            while sock.recv(65536):
+                pass  # an alert, maybe: then the close
+        except ConnectionResetError:
+            pass
+        except TimeoutError:
+            pytest.fail(f"{server.framework} kept the connection past {WATCH_LIMIT_S} s")
+    assert handshake(server.port, client_context(certificates, ["http/1.1"]))[1] == "http/1.1"
+
+
+def test_h1_tls_routes(h1_tls_server, certificates) -> None:
+    """/, /counter and /log with the file sink, over one kept-alive TLS connection."""
+    server, sink_path = h1_tls_server
+    with httpx.Client(
+        base_url=f"https://localhost:{server.port}",
+        verify=client_context(certificates, ["http/1.1"]),
+        timeout=TIMEOUT_S,
+    ) as client:
+        text = client.get(contract.ROUTE_TEXT)
+        assert (text.status_code, text.content, text.http_version) == (
+            200,
+            contract.TEXT_BODY,
+            "HTTP/1.1",
+        )
+        assert text.headers["content-type"].startswith(contract.TEXT_CONTENT_TYPE)
+        counter = client.get(contract.ROUTE_COUNTER).json()
+        assert counter["open"] >= 1 and counter["requests"] >= 2
+        logged = client.post(contract.ROUTE_LOG, content=b'{"over": "tls"}')
+        assert (logged.status_code, logged.content) == (200, contract.LOG_REPLY_BODY)
+    records = [json.loads(line) for line in sink_path.read_text().splitlines()]
+    assert any(record["body"] == '{"over": "tls"}' for record in records)
+
+
+def test_h1_tls_files(h1_tls_server, certificates, fileset: FileSet) -> None:
+    """/files is served over TLS (a server started with --files-dir)."""
+    server, _ = h1_tls_server
+    name = server.framework
+    files = start_server(
+        name,
+        extra_args=["--files-dir", str(fileset.directory), *tls_args("h1-tls", certificates)],
+    )
+    with files:
+        some = sorted(fileset.directory.iterdir())[0]
+        reply = httpx.get(
+            f"https://127.0.0.1:{files.port}{contract.ROUTE_FILES_PREFIX}{some.name}",
+            verify=client_context(certificates, ["http/1.1"]),
+            timeout=TIMEOUT_S,
+        )
+        assert (reply.status_code, reply.content) == (200, some.read_bytes())
+
+
+def test_wss_handshake_and_close_codes(h1_tls_server, certificates) -> None:
+    """/ws over TLS: the subprotocol is agreed and bad input closes with the contract's code."""
+    server, _ = h1_tls_server
+    subprotocol, close_code = wss_session(server.port, client_context(certificates, ["http/1.1"]))
+    assert subprotocol == contract.WS_SUBPROTOCOL
+    assert close_code == contract.WS_CLOSE_INVALID_PAYLOAD
+
+
+def test_telemetry_counts_tls_requests(h1_tls_server, certificates) -> None:
+    server, _ = h1_tls_server
+    before = server.latest_telemetry()
+    seen = sum(line["requests"] for line in before.values())
+    with httpx.Client(verify=client_context(certificates, ["http/1.1"]), timeout=TIMEOUT_S) as c:
+        for _ in range(5):
+            assert c.get(f"https://127.0.0.1:{server.port}/").status_code == 200
+    later = server.wait_telemetry(lambda line: line["requests"] >= seen + 5, TIMEOUT_S + 2)
+    assert later is not None, server.telemetry_lines()[-3:]
+
+
+@pytest.mark.parametrize("name", PYTHON_SERVERS)
+def test_unsupported_protocol_is_one_line(name: str, certificates: Certificates) -> None:
+    """A protocol a server does not speak is refused before it starts, in one line."""
+    framework = FRAMEWORKS[name]
+    refused = [p for p in contract.PROTOCOLS if p not in framework.protocols]
+    if not refused:
+        pytest.skip(f"{name} speaks every protocol")
+    protocol = refused[0]
+    tls = protocol in contract.TLS_PROTOCOLS
+    args = tls_args(protocol, certificates) if tls else ["--protocol", protocol]
+    done = subprocess.run(
+        [sys.executable, "-m", "servers", name, *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2
+    assert lines[-1].endswith(f"{name} does not speak {protocol}: {framework.why_not(protocol)}")
+    assert framework.protocol_notes.get(protocol), f"{name}: no reason given for {protocol}"
+
+
+# -- HTTP/2 ---------------------------------------------------------------------------
+@pytest.fixture(params=H2_SERVERS, scope="module")
+def h2_server(
+    request: pytest.FixtureRequest, certificates: Certificates
+) -> Iterator[ServerProcess]:
+    require_framework(request.param)
+    with tempfile.TemporaryDirectory() as directory:
+        sink_path = Path(directory) / "records.jsonl"
+        server = start_server(
+            request.param,
+            sink="file",
+            extra_args=["--sink-path", str(sink_path), *tls_args("h2", certificates)],
+        )
+        yield server
+        status = server.stop()
+        assert status == 0, f"{request.param} exited {status}: {server.stderr_tail()}"
+
+
+def test_h2_alpn(h2_server: ServerProcess, certificates: Certificates) -> None:
+    version, alpn = handshake(h2_server.port, client_context(certificates, ["h2", "http/1.1"]))
+    assert (version, alpn) == (contract.TLS_MINIMUM_VERSION, "h2")
+
+
+def test_h2_routes(h2_server: ServerProcess, certificates: Certificates) -> None:
+    """/, /counter and /log over HTTP/2, several streams on one connection."""
+    with httpx.Client(
+        base_url=f"https://localhost:{h2_server.port}",
+        http2=True,
+        http1=False,
+        verify=client_context(certificates, ["h2"]),
+        timeout=TIMEOUT_S,
+    ) as client:
+        for _ in range(3):
+            text = client.get(contract.ROUTE_TEXT)
+            assert (text.http_version, text.status_code, text.content) == (
+                "HTTP/2",
+                200,
+                contract.TEXT_BODY,
+            )
+        counter = client.get(contract.ROUTE_COUNTER)
+        assert counter.http_version == "HTTP/2"
+        assert counter.json()["open"] == 1 and counter.json()["requests"] >= 4
+        logged = client.post(contract.ROUTE_LOG, content=b'{"over": "h2"}')
+        assert (logged.status_code, logged.content) == (200, contract.LOG_REPLY_BODY)
+        missing = client.get("/nope")
+        assert missing.status_code == 404
