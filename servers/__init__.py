@@ -284,6 +284,8 @@ FRAMEWORKS: dict[str, Framework] = {
             ("tornado", "pymongo"),
             ("asyncio", "uvloop"),
             ("empty", "file", "mongo"),
+            protocols=(contract.PROTOCOL_H1, contract.PROTOCOL_H1_TLS),
+            protocol_notes=_http11_only("tornado.httpserver"),
         ),
         Framework(
             "twisted",

@@ -25,6 +25,7 @@ import websockets
 from harness.fileset import FileSet
 from harness.server_process import ServerProcess, start_server
 from harness.tls import Certificates, temporary_certificates
+from harness.verify import MALFORMED_REQUESTS
 from servers import FRAMEWORKS, contract
 from tests.helpers import require_framework
 
@@ -68,6 +69,23 @@ def handshake(port: int, context: ssl.SSLContext, host: str = "127.0.0.1") -> tu
         context.wrap_socket(raw, server_hostname=host) as tls,
     ):
         return str(tls.version()), str(tls.selected_alpn_protocol())
+
+
+def tls_exchange(port: int, context: ssl.SSLContext, request: bytes) -> bytes:
+    """Send raw bytes over TLS; everything that comes back until a close or a quiet 0.5 s."""
+    chunks: list[bytes] = []
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT_S) as raw,
+        context.wrap_socket(raw, server_hostname="localhost") as tls,
+    ):
+        tls.sendall(request)
+        tls.settimeout(0.5)
+        try:
+            while chunk := tls.recv(65536):
+                chunks.append(chunk)
+        except (TimeoutError, ConnectionResetError, ssl.SSLError):
+            pass
+    return b"".join(chunks)
 
 
 def wss_session(port: int, context: ssl.SSLContext) -> tuple[str | None, int]:
@@ -167,6 +185,22 @@ def test_h1_tls_routes(h1_tls_server, certificates) -> None:
         assert (logged.status_code, logged.content) == (200, contract.LOG_REPLY_BODY)
     records = [json.loads(line) for line in sink_path.read_text().splitlines()]
     assert any(record["body"] == '{"over": "tls"}' for record in records)
+
+
+@pytest.mark.parametrize(
+    ("name", "request_bytes", "accepted"),
+    MALFORMED_REQUESTS,
+    ids=[m[0] for m in MALFORMED_REQUESTS],
+)
+def test_malformed_requests_over_tls_are_refused_alike(
+    h1_tls_server, certificates, name: str, request_bytes: bytes, accepted: tuple[int, ...]
+) -> None:
+    """The parser is the cleartext one: each malformed request gets one refusal."""
+    server, _ = h1_tls_server
+    reply = tls_exchange(server.port, client_context(certificates, ["http/1.1"]), request_bytes)
+    assert reply.startswith(b"HTTP/1."), f"{name}: {reply[:80]!r}"
+    assert int(reply.split(b" ", 2)[1]) in accepted, f"{name}: {reply[:80]!r}"
+    assert reply.count(b"HTTP/1.1 200") == 0, f"{name}: a smuggled request was answered"
 
 
 def test_h1_tls_files(h1_tls_server, certificates, fileset: FileSet) -> None:
