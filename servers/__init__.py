@@ -300,6 +300,8 @@ FRAMEWORKS: dict[str, Framework] = {
             ("aiohttp", "pymongo"),
             ("asyncio", "uvloop"),
             ("empty", "file", "mongo"),
+            protocols=(contract.PROTOCOL_H1, contract.PROTOCOL_H1_TLS),
+            protocol_notes=_http11_only("aiohttp.web"),
         ),
         # -- baselines: measured in the same run, so results carry a ratio to nginx ------
         Framework(

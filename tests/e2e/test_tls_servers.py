@@ -240,6 +240,19 @@ def test_telemetry_counts_tls_requests(h1_tls_server, certificates) -> None:
     assert later is not None, server.telemetry_lines()[-3:]
 
 
+@pytest.mark.parametrize("name", [n for n in TLS_SERVERS if "uvloop" in FRAMEWORKS[n].loops])
+def test_h1_tls_on_uvloop(name: str, certificates: Certificates) -> None:
+    """uvloop's TLS transport: the same handshake and reply as asyncio's."""
+    require_framework(name)
+    if "uvloop" not in FRAMEWORKS[name].usable_loops():
+        pytest.skip("uvloop is not installed")
+    with start_server(name, loop="uvloop", extra_args=tls_args("h1-tls", certificates)) as server:
+        context = client_context(certificates, ["h2", "http/1.1"])
+        assert handshake(server.port, context) == (contract.TLS_MINIMUM_VERSION, "http/1.1")
+        reply = httpx.get(f"https://localhost:{server.port}/", verify=context, timeout=TIMEOUT_S)
+        assert (reply.status_code, reply.content) == (200, contract.TEXT_BODY)
+
+
 @pytest.mark.parametrize("name", PYTHON_SERVERS)
 def test_unsupported_protocol_is_one_line(name: str, certificates: Certificates) -> None:
     """A protocol a server does not speak is refused before it starts, in one line."""
