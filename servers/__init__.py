@@ -293,6 +293,7 @@ FRAMEWORKS: dict[str, Framework] = {
             ("twisted", "autobahn", "pymongo"),
             ("epoll",),
             ("empty", "file", "mongo"),
+            protocols=contract.PROTOCOLS,
         ),
         Framework(
             "aiohttp",

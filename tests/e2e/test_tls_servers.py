@@ -278,19 +278,32 @@ def test_unsupported_protocol_is_one_line(name: str, certificates: Certificates)
 # -- HTTP/2 ---------------------------------------------------------------------------
 @pytest.fixture(params=H2_SERVERS, scope="module")
 def h2_server(
-    request: pytest.FixtureRequest, certificates: Certificates
+    request: pytest.FixtureRequest, certificates: Certificates, fileset: FileSet
 ) -> Iterator[ServerProcess]:
+    """A server on h2 with the file sink and the test file set."""
     require_framework(request.param)
     with tempfile.TemporaryDirectory() as directory:
-        sink_path = Path(directory) / "records.jsonl"
         server = start_server(
             request.param,
             sink="file",
-            extra_args=["--sink-path", str(sink_path), *tls_args("h2", certificates)],
+            extra_args=[
+                "--sink-path",
+                str(Path(directory) / "records.jsonl"),
+                "--files-dir",
+                str(fileset.directory),
+                *tls_args("h2", certificates),
+            ],
         )
         yield server
         status = server.stop()
         assert status == 0, f"{request.param} exited {status}: {server.stderr_tail()}"
+
+
+def h2_client(base_url: str, verify: ssl.SSLContext | bool = False) -> httpx.Client:
+    """An HTTP/2-only client: over TLS by ALPN, over cleartext with prior knowledge."""
+    return httpx.Client(
+        base_url=base_url, http1=False, http2=True, verify=verify, timeout=TIMEOUT_S
+    )
 
 
 def test_h2_alpn(h2_server: ServerProcess, certificates: Certificates) -> None:
@@ -298,15 +311,10 @@ def test_h2_alpn(h2_server: ServerProcess, certificates: Certificates) -> None:
     assert (version, alpn) == (contract.TLS_MINIMUM_VERSION, "h2")
 
 
-def test_h2_routes(h2_server: ServerProcess, certificates: Certificates) -> None:
-    """/, /counter and /log over HTTP/2, several streams on one connection."""
-    with httpx.Client(
-        base_url=f"https://localhost:{h2_server.port}",
-        http2=True,
-        http1=False,
-        verify=client_context(certificates, ["h2"]),
-        timeout=TIMEOUT_S,
-    ) as client:
+def test_h2_routes(h2_server: ServerProcess, certificates: Certificates, fileset) -> None:
+    """/, /counter, /log and /files over HTTP/2, several streams on one connection."""
+    url = f"https://localhost:{h2_server.port}"
+    with h2_client(url, client_context(certificates, ["h2"])) as client:
         for _ in range(3):
             text = client.get(contract.ROUTE_TEXT)
             assert (text.http_version, text.status_code, text.content) == (
@@ -319,5 +327,54 @@ def test_h2_routes(h2_server: ServerProcess, certificates: Certificates) -> None
         assert counter.json()["open"] == 1 and counter.json()["requests"] >= 4
         logged = client.post(contract.ROUTE_LOG, content=b'{"over": "h2"}')
         assert (logged.status_code, logged.content) == (200, contract.LOG_REPLY_BODY)
-        missing = client.get("/nope")
-        assert missing.status_code == 404
+        some = sorted(fileset.directory.iterdir())[0]
+        served = client.get(contract.ROUTE_FILES_PREFIX + some.name)
+        assert (served.status_code, served.content) == (200, some.read_bytes())
+        assert client.get("/nope").status_code == 404
+
+
+def test_h2_body_over_the_limit_is_refused_and_the_connection_lives(
+    h2_server: ServerProcess, certificates: Certificates
+) -> None:
+    url = f"https://localhost:{h2_server.port}"
+    with h2_client(url, client_context(certificates, ["h2"])) as client:
+        too_big = client.post(contract.ROUTE_LOG, content=b"x" * (contract.LOG_MAX_BODY_BYTES + 1))
+        assert too_big.status_code == 413
+        after = client.get(contract.ROUTE_TEXT)
+        assert (after.status_code, after.content) == (200, contract.TEXT_BODY)
+
+
+def test_ws_over_h2_is_refused(h2_server: ServerProcess, certificates: Certificates) -> None:
+    """No RFC 8441 WebSocket over HTTP/2: a GET /ws there gets 400, not a 500."""
+    url = f"https://localhost:{h2_server.port}"
+    with h2_client(url, client_context(certificates, ["h2"])) as client:
+        reply = client.get(
+            contract.ROUTE_WEBSOCKET,
+            headers={"origin": contract.WS_ORIGIN, "sec-websocket-protocol": "myprotocol"},
+        )
+        assert reply.status_code == 400
+
+
+H2C_SERVERS = tuple(name for name in PYTHON_SERVERS if "h2c" in FRAMEWORKS[name].protocols)
+
+
+@pytest.mark.parametrize("name", H2C_SERVERS)
+def test_h2c_prior_knowledge(name: str) -> None:
+    """Cleartext HTTP/2: the client's preface first, no upgrade."""
+    require_framework(name)
+    with start_server(name, extra_args=["--protocol", "h2c"]) as server:
+        with h2_client(f"http://127.0.0.1:{server.port}") as client:
+            for _ in range(2):
+                text = client.get(contract.ROUTE_TEXT)
+                assert (text.http_version, text.status_code, text.content) == (
+                    "HTTP/2",
+                    200,
+                    contract.TEXT_BODY,
+                )
+            assert client.get(contract.ROUTE_COUNTER).json()["open"] == 1
+        closed = server.wait_telemetry(lambda line: line["requests"] >= 3 and line["open"] == 0)
+        assert closed is not None, server.telemetry_lines()[-2:]
+        # An HTTP/2 connection left open does not hold the shutdown past the grace.
+        with h2_client(f"http://127.0.0.1:{server.port}") as client:
+            assert client.get(contract.ROUTE_TEXT).status_code == 200
+            assert server.stop() == 0, server.stderr_tail()
