@@ -12,11 +12,20 @@ they are listed as not installed and left out of `--frameworks all`.
 - granian: the same Starlette app on Granian (Rust, ASGI, uvloop); `/`, `/log`, `/ws`.
 - gunicorn-gevent: a plain WSGI app (servers.contenders.wsgi) on gunicorn's gevent
   workers; `/`, `/counter`, `/log`, `/ws` (on the connection gunicorn hands the app).
+- hypercorn: the same Starlette app on hypercorn (h11, h2 and wsproto, uvloop workers);
+  `/`, `/log`, `/ws`.
 Each has the empty, file and mongo sinks.
 
-Granian has no `/counter`: its Rust HTTP layer hands the app requests, never connections,
-so the open-connection count cannot be known (uvicorn's is counted by a protocol subclass,
-gunicorn's by a worker subclass).
+Granian and hypercorn have no `/counter`: they hand the app requests, never connections,
+and offer no hook on the connection (Granian's HTTP layer is Rust), so the open-connection
+count cannot be known (uvicorn's is counted by a protocol subclass, gunicorn's by a worker
+subclass).
+
+Protocols (the `protocols` of each entry, docs/contract.md "Protocols"): uvicorn and
+gunicorn take `{tls_cert}`/`{tls_key}` as their own TLS flags (both serve cleartext when
+they are ""); Granian and hypercorn need other flags per protocol, so their commands go
+through servers.contenders.launch, which picks them and execs the stock server. The TLS
+rules a flag cannot set are given through each server's own hook (servers.contenders.tls).
 
 This module is imported by every harness start: it only describes, it imports no server.
 """
@@ -39,31 +48,52 @@ _COUNTING_PROTOCOL = "servers.contenders.uvicorn_protocol:CountingHttpToolsProto
 _COUNTING_WORKER = "servers.contenders.wsgi.CountingGeventWorker"
 
 
+# A launcher's protocol options (servers.contenders.launch), before the server's own.
+_LAUNCH = "--protocol {protocol} --tls-cert {tls_cert} --tls-key {tls_key} --"
+_HTTP1_ONLY = ("h1", "h1-tls")
+
+
 def uvicorn(app: str, http: str) -> str:
-    """uvicorn on uvloop, `http` its HTTP protocol (httptools, or our counting subclass)."""
+    """uvicorn on uvloop, `http` its HTTP protocol (httptools, or our counting subclass);
+    over TLS when `{tls_cert}` is not empty (ALPN: the protocol class's `alpn_protocols`)."""
     return (
         f"{{python}} -m uvicorn {app} --host {{host}} --port {{port}} --workers {{workers}}"
         f" --loop uvloop --http {http} --ws websockets-sansio"
         f" --ws-max-size {contract.WS_MAX_MESSAGE_BYTES} --ws-per-message-deflate false"
         f" --backlog {_BACKLOG} --no-access-log --log-level warning --timeout-graceful-shutdown 3"
+        " --ssl-certfile {tls_cert} --ssl-keyfile {tls_key}"
     )
 
 
 def granian(app: str) -> str:
-    """Granian serving ASGI over HTTP/1.1 on uvloop."""
+    """Granian serving ASGI on uvloop; `--http 1` or `2` and TLS by the case's protocol."""
     return (
-        f"{{python}} -m granian --interface asgi --host {{host}} --port {{port}}"
-        f" --workers {{workers}} --http 1 --loop uvloop --backlog {_BACKLOG}"
+        f"{{python}} -m servers.contenders.launch granian {_LAUNCH}"
+        " --interface asgi --host {host} --port {port}"
+        f" --workers {{workers}} --loop uvloop --backlog {_BACKLOG}"
         f" --no-access-log --log-level warning {app}"
     )
 
 
 def gunicorn(app: str, worker: str) -> str:
-    """gunicorn with `worker` (gevent, or our counting subclass of its gevent worker)."""
+    """gunicorn with `worker` (gevent, or our counting subclass of its gevent worker); over
+    TLS when `{tls_cert}` is not empty (TLS 1.3 and ALPN: servers.contenders.tls)."""
     return (
         f"{{python}} -m gunicorn -k {worker} -b {{host}}:{{port}} -w {{workers}}"
         f" --backlog {_BACKLOG} --worker-connections {_WORKER_CONNECTIONS} --graceful-timeout 3"
-        f" --keep-alive 10 --log-level warning {app}"
+        f" --keep-alive 10 --log-level warning -c python:servers.contenders.tls"
+        " --certfile {tls_cert} --keyfile {tls_key}"
+        f" {app}"
+    )
+
+
+def hypercorn(app: str) -> str:
+    """hypercorn's uvloop workers: h1 and h2c on a cleartext bind, TLS by the protocol."""
+    return (
+        f"{{python}} -m servers.contenders.launch hypercorn {_LAUNCH}"
+        " --bind {host}:{port} --workers {workers} --worker-class uvloop"
+        f" --backlog {_BACKLOG} --keep-alive {int(contract.HEAD_TIMEOUT_S)} --graceful-timeout 3"
+        f" --log-level warning {app}"
     )
 
 
@@ -76,6 +106,30 @@ GRANIAN_DEVIATIONS = {
     "frame, invalid UTF-8 or a frame header over its limit (RFC 6455 §7.1.7: SHOULD send "
     "1002/1007/1009 first)",
 }
+# What hypercorn answers otherwise, below the app (which never sees it): not ours to fix.
+HYPERCORN_DEVIATIONS = {
+    "content-length-and-chunked": "h11 serves a request with both Content-Length and "
+    "Transfer-Encoding by the Transfer-Encoding alone and keeps the connection open, "
+    "answering the next request on it (RFC 9112 §6.1: close after responding); the app "
+    "cannot close the connection",
+    "ws-raw-frames": "hypercorn drops the connection without a close frame on any frame "
+    "wsproto refuses (unmasked, invalid UTF-8, a bad close code, a header over its limit; "
+    "RFC 6455 §7.1.7: SHOULD send 1002/1007/1009 first)",
+}
+# Where a stock server's TLS is looser than the contract's, with no flag or hook to tighten
+# it (TLS_MINIMUM_VERSION: clients that can negotiate TLS 1.3 still get it).
+TLS12_DEVIATION = {
+    "tls-version": "{server} also accepts TLS 1.2 and has no setting for a TLS 1.3 minimum",
+}
+
+
+def _tls12(server: str) -> dict[str, str]:
+    return {name: why.format(server=server) for name, why in TLS12_DEVIATION.items()}
+
+
+def _http11_only(server: str) -> dict[str, str]:
+    why = f"{server} speaks HTTP/1.1 only here"
+    return {contract.PROTOCOL_H2: why, contract.PROTOCOL_H2C: why}
 
 
 def frameworks() -> list[Framework]:
@@ -93,6 +147,9 @@ def frameworks() -> list[Framework]:
             command=f"{_ENV} SERVERBENCH_FRAMEWORK=uvicorn-starlette "
             + uvicorn("servers.contenders.asgi:app", _COUNTING_PROTOCOL),
             minimal_command=uvicorn("servers.contenders.minimal_asgi:app", "httptools"),
+            deviations=_tls12("uvicorn"),
+            protocols=_HTTP1_ONLY,
+            protocol_notes=_http11_only("uvicorn's httptools protocol"),
         ),
         Framework(
             "granian",
@@ -106,6 +163,7 @@ def frameworks() -> list[Framework]:
             + granian("servers.contenders.asgi:app_without_counter"),
             minimal_command=granian("servers.contenders.minimal_asgi:app"),
             deviations=GRANIAN_DEVIATIONS,
+            protocols=contract.PROTOCOLS,
         ),
         Framework(
             "gunicorn-gevent",
@@ -118,5 +176,21 @@ def frameworks() -> list[Framework]:
             command=f"{_ENV} SERVERBENCH_FRAMEWORK=gunicorn-gevent "
             + gunicorn("servers.contenders.wsgi:application", _COUNTING_WORKER),
             minimal_command=gunicorn("servers.contenders.minimal_wsgi:app", "gevent"),
+            protocols=_HTTP1_ONLY,
+            protocol_notes=_http11_only("gunicorn's gevent worker"),
+        ),
+        Framework(
+            "hypercorn",
+            "",
+            ("hypercorn", "starlette", "uvloop", "pymongo"),
+            ("uvloop",),
+            _SINKS,
+            kind="command",
+            routes=(contract.ROUTE_TEXT, contract.ROUTE_LOG, contract.ROUTE_WEBSOCKET),
+            command=f"{_ENV} SERVERBENCH_FRAMEWORK=hypercorn "
+            + hypercorn("servers.contenders.asgi:app_without_counter"),
+            minimal_command=hypercorn("servers.contenders.minimal_asgi:app"),
+            deviations={**HYPERCORN_DEVIATIONS, **_tls12("hypercorn")},
+            protocols=contract.PROTOCOLS,
         ),
     ]
