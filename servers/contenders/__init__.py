@@ -21,11 +21,12 @@ and offer no hook on the connection (Granian's HTTP layer is Rust), so the open-
 count cannot be known (uvicorn's is counted by a protocol subclass, gunicorn's by a worker
 subclass).
 
-Protocols (the `protocols` of each entry, docs/contract.md "Protocols"): uvicorn and
-gunicorn take `{tls_cert}`/`{tls_key}` as their own TLS flags (both serve cleartext when
-they are ""); Granian and hypercorn need other flags per protocol, so their commands go
-through servers.contenders.launch, which picks them and execs the stock server. The TLS
-rules a flag cannot set are given through each server's own hook (servers.contenders.tls).
+Protocols (the `protocols` of each entry, docs/contract.md "Protocols"): uvicorn takes
+`{tls_cert}`/`{tls_key}` as its own TLS flags (cleartext when they are ""), h1 and h1-tls;
+Granian, gunicorn and hypercorn speak all four but need other flags per protocol, so
+their commands go through servers.contenders.launch, which picks them and execs the stock
+server. The TLS rules a flag cannot set are given through each server's own hook
+(servers.contenders.tls).
 
 This module is imported by every harness start: it only describes, it imports no server.
 """
@@ -50,7 +51,6 @@ _COUNTING_WORKER = "servers.contenders.wsgi.CountingGeventWorker"
 
 # A launcher's protocol options (servers.contenders.launch), before the server's own.
 _LAUNCH = "--protocol {protocol} --tls-cert {tls_cert} --tls-key {tls_key} --"
-_HTTP1_ONLY = ("h1", "h1-tls")
 
 
 def uvicorn(app: str, http: str) -> str:
@@ -76,14 +76,13 @@ def granian(app: str) -> str:
 
 
 def gunicorn(app: str, worker: str) -> str:
-    """gunicorn with `worker` (gevent, or our counting subclass of its gevent worker); over
-    TLS when `{tls_cert}` is not empty (TLS 1.3 and ALPN: servers.contenders.tls)."""
+    """gunicorn with `worker` (gevent, or our counting subclass of its gevent worker); TLS
+    and HTTP/2 by the case's protocol (TLS 1.3 and ALPN: servers.contenders.tls)."""
     return (
-        f"{{python}} -m gunicorn -k {worker} -b {{host}}:{{port}} -w {{workers}}"
+        f"{{python}} -m servers.contenders.launch gunicorn {_LAUNCH}"
+        f" -k {worker} -b {{host}}:{{port}} -w {{workers}}"
         f" --backlog {_BACKLOG} --worker-connections {_WORKER_CONNECTIONS} --graceful-timeout 3"
-        f" --keep-alive 10 --log-level warning -c python:servers.contenders.tls"
-        " --certfile {tls_cert} --keyfile {tls_key}"
-        f" {app}"
+        f" --keep-alive 10 --log-level warning -c python:servers.contenders.tls {app}"
     )
 
 
@@ -127,9 +126,14 @@ def _tls12(server: str) -> dict[str, str]:
     return {name: why.format(server=server) for name, why in TLS12_DEVIATION.items()}
 
 
-def _http11_only(server: str) -> dict[str, str]:
-    why = f"{server} speaks HTTP/1.1 only here"
-    return {contract.PROTOCOL_H2: why, contract.PROTOCOL_H2C: why}
+_UVICORN_NO_HTTP2 = (
+    "uvicorn's HTTP/2 is its zttp protocol (the zttp package, not installed by the "
+    "contenders extra), and /counter counts connections in a subclass of its httptools one"
+)
+UVICORN_PROTOCOL_NOTES = {
+    contract.PROTOCOL_H2: _UVICORN_NO_HTTP2,
+    contract.PROTOCOL_H2C: _UVICORN_NO_HTTP2,
+}
 
 
 def frameworks() -> list[Framework]:
@@ -148,8 +152,8 @@ def frameworks() -> list[Framework]:
             + uvicorn("servers.contenders.asgi:app", _COUNTING_PROTOCOL),
             minimal_command=uvicorn("servers.contenders.minimal_asgi:app", "httptools"),
             deviations=_tls12("uvicorn"),
-            protocols=_HTTP1_ONLY,
-            protocol_notes=_http11_only("uvicorn's httptools protocol"),
+            protocols=(contract.PROTOCOL_H1, contract.PROTOCOL_H1_TLS),
+            protocol_notes=UVICORN_PROTOCOL_NOTES,
         ),
         Framework(
             "granian",
@@ -176,8 +180,7 @@ def frameworks() -> list[Framework]:
             command=f"{_ENV} SERVERBENCH_FRAMEWORK=gunicorn-gevent "
             + gunicorn("servers.contenders.wsgi:application", _COUNTING_WORKER),
             minimal_command=gunicorn("servers.contenders.minimal_wsgi:app", "gevent"),
-            protocols=_HTTP1_ONLY,
-            protocol_notes=_http11_only("gunicorn's gevent worker"),
+            protocols=contract.PROTOCOLS,
         ),
         Framework(
             "hypercorn",

@@ -4,9 +4,10 @@ the case's protocol.
 
 A command template fills `{protocol}`, `{tls_cert}` and `{tls_key}` in (the last two ""
 on a cleartext case), but it cannot choose flags by them: Granian needs `--http 2` for h2
-and h2c and `--http 1` otherwise, hypercorn a different configuration object per TLS
-protocol. This module only chooses them (`protocol_flags`, a pure function) and replaces
-itself with the server: no process stays between the harness and the server.
+and h2c and `--http 1` otherwise, gunicorn `--http-protocols h2` (and for h2c
+`--http2-cleartext prior-knowledge`), hypercorn a configuration object per TLS protocol.
+This module only chooses them (`protocol_flags`, a pure function) and replaces itself
+with the server: no process stays between the harness and the server.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from servers.contract import (
     TLS_PROTOCOLS,
 )
 
-SERVERS = ("granian", "hypercorn")
+SERVERS = ("granian", "gunicorn", "hypercorn")
 # hypercorn's ALPN per TLS protocol (servers.contenders.tls); a cleartext bind serves h1
 # and h2c (prior knowledge) alike
 _HYPERCORN_CONFIG = {
@@ -47,6 +48,14 @@ def protocol_flags(server: str, protocol: str, tls_cert: str = "", tls_key: str 
         if tls:
             flags += ["--ssl-certificate", tls_cert, "--ssl-keyfile", tls_key]
             flags += ["--ssl-protocol-min", "tls1.3"]
+        return flags
+    if server == "gunicorn":
+        # gunicorn 27's gevent worker serves HTTP/2 too; its ALPN is then ["h2"]
+        flags = ["--certfile", tls_cert, "--keyfile", tls_key] if tls else []
+        if protocol in (PROTOCOL_H2, PROTOCOL_H2C):
+            flags += ["--http-protocols", "h2"]
+        if protocol == PROTOCOL_H2C:
+            flags += ["--http2-cleartext", "prior-knowledge"]
         return flags
     if server == "hypercorn":
         if not tls:

@@ -22,11 +22,13 @@ from servers.contract import ALPN_FOR_PROTOCOL, PROTOCOL_H1_TLS, PROTOCOL_H2
 
 
 def ssl_context(conf: Any, default_ssl_context_factory: Callable[[], ssl.SSLContext]):
-    """gunicorn's hook: its own context (the certificate files), TLS 1.3 at least, ALPN
-    HTTP/1.1 (the gevent worker speaks nothing else)."""
+    """gunicorn's hook: its own context (the certificate files; ALPN `h2` alone when its
+    `http_protocols` is h2, the h2 case), TLS 1.3 at least, and ALPN `http/1.1` for
+    HTTP/1.1 (gunicorn offers none then)."""
     context = default_ssl_context_factory()
     context.minimum_version = ssl.TLSVersion.TLSv1_3
-    context.set_alpn_protocols([ALPN_FOR_PROTOCOL[PROTOCOL_H1_TLS]])
+    if "h2" not in conf.http_protocols:
+        context.set_alpn_protocols([ALPN_FOR_PROTOCOL[PROTOCOL_H1_TLS]])
     return context
 
 

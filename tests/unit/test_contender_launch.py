@@ -1,4 +1,4 @@
-"""servers.contenders.launch: which flags make Granian and hypercorn speak each protocol
+"""servers.contenders.launch: which flags make Granian, gunicorn and hypercorn speak each protocol
 (a pure function; the servers themselves are tests/e2e/test_tls_contenders.py's)."""
 
 from __future__ import annotations
@@ -24,6 +24,19 @@ def test_launcher_flags_per_protocol() -> None:
         "--ssl-protocol-min",
         "tls1.3",
     ]
+    assert protocol_flags("gunicorn", "h1") == []
+    assert protocol_flags("gunicorn", "h2c") == [
+        "--http-protocols",
+        "h2",
+        "--http2-cleartext",
+        "prior-knowledge",
+    ]
+    assert protocol_flags("gunicorn", "h1-tls", "c.pem", "k.pem") == [
+        "--certfile",
+        "c.pem",
+        "--keyfile",
+        "k.pem",
+    ]
     assert protocol_flags("hypercorn", "h2c") == []
     assert protocol_flags("hypercorn", "h1-tls", "c.pem", "k.pem")[-2:] == [
         "-c",
@@ -36,7 +49,7 @@ def test_launcher_flags_per_protocol() -> None:
     [
         ("granian", "h1-tls", "", "needs --tls-cert and --tls-key"),
         ("granian", "h3", "", "is not one of"),
-        ("nope", "h1", "", "server 'nope' is not one of granian, hypercorn"),
+        ("nope", "h1", "", "server 'nope' is not one of granian, gunicorn, hypercorn"),
     ],
 )
 def test_launcher_refuses_in_one_line(server: str, protocol: str, cert: str, message: str) -> None:
