@@ -27,7 +27,7 @@ def ssl_context(conf: Any, default_ssl_context_factory: Callable[[], ssl.SSLCont
     HTTP/1.1 (gunicorn offers none then)."""
     context = default_ssl_context_factory()
     context.minimum_version = ssl.TLSVersion.TLSv1_3
-    if "h2" not in conf.http_protocols:
+    if "h2" not in getattr(conf, "http_protocols", ()):  # gunicorn before 27: HTTP/1.1
         context.set_alpn_protocols([ALPN_FOR_PROTOCOL[PROTOCOL_H1_TLS]])
     return context
 

@@ -22,12 +22,14 @@ import httpx
 import pytest
 import websockets
 
+from harness.backends import Backends
 from harness.fileset import FileSet
 from harness.server_process import ServerProcess, start_server
 from harness.tls import Certificates, temporary_certificates
 from harness.verify import MALFORMED_REQUESTS
+from model.scenarios import MC_KEY, MC_VALUE
 from servers import FRAMEWORKS, contract
-from tests.helpers import require_framework
+from tests.helpers import mc_port, require_framework
 
 PYTHON_SERVERS = ("gevent", "eventlet", "tornado", "twisted", "aiohttp")
 TLS_SERVERS = tuple(name for name in PYTHON_SERVERS if "h1-tls" in FRAMEWORKS[name].protocols)
@@ -219,6 +221,44 @@ def test_h1_tls_files(h1_tls_server, certificates, fileset: FileSet) -> None:
             timeout=TIMEOUT_S,
         )
         assert (reply.status_code, reply.content) == (200, some.read_bytes())
+
+
+@pytest.mark.parametrize("protocol", ["h1-tls", "h2"])
+@pytest.mark.parametrize("name", TLS_SERVERS)
+def test_backends_over_tls(
+    name: str, protocol: str, certificates: Certificates, backends: Backends
+) -> None:
+    """/files, /gridfs and /mc answer over TLS (and HTTP/2) as in cleartext; the memcached
+    socket service beside them stays cleartext."""
+    if protocol not in FRAMEWORKS[name].protocols:
+        pytest.skip(f"{name} does not speak {protocol}")
+    require_framework(name)
+    assert backends.fileset is not None
+    some = backends.fileset.names[0]
+    expected = (backends.fileset.directory / some).read_bytes()
+    server = start_server(
+        name, extra_args=[*backends.server_args([]), *tls_args(protocol, certificates)]
+    )
+    with (
+        server,
+        httpx.Client(
+            base_url=f"https://localhost:{server.port}",
+            http1=protocol == "h1-tls",
+            http2=protocol == "h2",
+            verify=client_context(certificates, [contract.ALPN_FOR_PROTOCOL[protocol]]),
+            timeout=TIMEOUT_S,
+        ) as client,
+    ):
+        for route in (contract.ROUTE_FILES_PREFIX, contract.ROUTE_GRIDFS_PREFIX):
+            reply = client.get(route + some)
+            assert (reply.status_code, reply.content) == (200, expected), route
+            assert client.get(route + "missing.txt").status_code == 404, route
+        value = client.get(contract.ROUTE_MEMCACHED_PREFIX + MC_KEY)
+        assert (value.status_code, value.content) == (200, MC_VALUE)
+        assert value.http_version == ("HTTP/2" if protocol == "h2" else "HTTP/1.1")
+        with socket.create_connection(("127.0.0.1", mc_port(server)), timeout=TIMEOUT_S) as sock:
+            sock.sendall(b"get " + MC_KEY.encode() + b"\r\n")
+            assert sock.recv(65536).startswith(b"VALUE " + MC_KEY.encode())
 
 
 def test_wss_handshake_and_close_codes(h1_tls_server, certificates) -> None:
