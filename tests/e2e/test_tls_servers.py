@@ -315,6 +315,23 @@ def test_unsupported_protocol_is_one_line(name: str, certificates: Certificates)
     assert framework.protocol_notes.get(protocol), f"{name}: no reason given for {protocol}"
 
 
+@pytest.mark.parametrize("name", TLS_SERVERS)
+def test_a_key_that_does_not_match_is_one_line(name: str, certificates: Certificates) -> None:
+    """The CA's certificate with the server's key: refused at start, in one line."""
+    require_framework(name)
+    mismatched = ["--tls-cert", str(certificates.ca_path), "--tls-key", str(certificates.key_path)]
+    done = subprocess.run(
+        [sys.executable, "-m", "servers", name, "--protocol", "h1-tls", *mismatched],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"servers: TLS certificate {certificates.ca_path} with key"), last
+    assert "Traceback" not in done.stderr
+
+
 # -- HTTP/2 ---------------------------------------------------------------------------
 @pytest.fixture(params=H2_SERVERS, scope="module")
 def h2_server(
