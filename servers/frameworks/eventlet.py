@@ -22,6 +22,7 @@ import functools
 import re
 import signal
 import socket
+import ssl
 import sys
 from collections.abc import Callable
 
@@ -105,7 +106,11 @@ class Protocol(wsgi.HttpProtocol):
         # connection's green thread.
         self.deadlines = new_deadlines()
         try:
-            super().__init__(conn_state, server)
+            super().__init__(conn_state, server)  # closes the connection when it ends
+        except ssl.SSLError:
+            # h1-tls: a client whose TLS failed (a broken handshake, a plaintext request);
+            # eventlet.wsgi would print its traceback. Nothing to answer: it is closed.
+            pass
         finally:
             self.deadlines.stop()
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from typing import Any
 
 import tornado.httpserver
@@ -433,6 +434,15 @@ class CountingHTTPServer(tornado.httpserver.HTTPServer):
             stream.set_close_callback(self.state.connection_closed)
 
 
+class _NoHandshakeWarnings(logging.Filter):
+    """Drops tornado's warning for each failed TLS handshake (a scanner, a plaintext
+    request on the TLS port): it logs a malformed cleartext request at info level, below
+    stderr's, and a failed handshake is the same kind of client error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("SSL Error on")
+
+
 def _no_access_log(handler: tornado.web.RequestHandler) -> None:
     """Tornado formats a log line per request unless `log_function` replaces it."""
 
@@ -480,6 +490,8 @@ async def _serve(worker: Worker) -> None:
         # before the first head, within the head deadline. None: cleartext, as always.
         ssl_options=server_context(options) if options.tls else None,
     )
+    if options.tls:
+        logging.getLogger("tornado.general").addFilter(_NoHandshakeWarnings())
     listener.setblocking(False)  # tornado accepts in a loop until EWOULDBLOCK
     server.add_sockets([listener])
     if mc_listener is not None:

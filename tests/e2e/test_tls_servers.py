@@ -166,6 +166,22 @@ def test_unfinished_handshake_is_closed_by_the_head_deadline(h1_tls_server, cert
     assert handshake(server.port, client_context(certificates, ["http/1.1"]))[1] == "http/1.1"
 
 
+def test_a_plaintext_request_on_the_tls_port_is_closed_quietly(h1_tls_server, certificates) -> None:
+    """Cleartext HTTP on the TLS port: closed (a TLS alert at most), no traceback or warning
+    on stderr, as for cleartext garbage, and the server keeps serving."""
+    server, _ = h1_tls_server
+    with socket.create_connection(("127.0.0.1", server.port), timeout=WATCH_LIMIT_S) as sock:
+        sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        try:
+            while reply := sock.recv(65536):
+                assert not reply.startswith(b"HTTP/"), reply[:40]  # never answered in clear
+        except ConnectionResetError:
+            pass
+    assert handshake(server.port, client_context(certificates, ["http/1.1"]))[1] == "http/1.1"
+    stderr = server.stderr_tail(100_000)
+    assert "Traceback" not in stderr and "SSL" not in stderr, stderr[-400:]
+
+
 def test_h1_tls_routes(h1_tls_server, certificates) -> None:
     """/, /counter and /log with the file sink, over one kept-alive TLS connection."""
     server, sink_path = h1_tls_server
