@@ -225,6 +225,10 @@ class ContractH2Connection(H2Connection):
 
     site: ContractSite
     _counted_closed = False
+    # On its timeout H2Connection sends a GOAWAY and closes once it is written, aborting
+    # after this long: a client that never finished its TLS handshake would otherwise
+    # hold the connection 15 s (twisted.web's default) past the head timeout.
+    abortTimeout = 1
 
     def connectionMade(self) -> None:
         super().connectionMade()  # sets TCP_NODELAY, arms the timer, sends SETTINGS

@@ -364,6 +364,8 @@ def h2_server(
                 str(Path(directory) / "records.jsonl"),
                 "--files-dir",
                 str(fileset.directory),
+                "--client-timeout-s",
+                str(DEADLINE_S),
                 *tls_args("h2", certificates),
             ],
         )
@@ -377,6 +379,19 @@ def h2_client(base_url: str, verify: ssl.SSLContext | bool = False) -> httpx.Cli
     return httpx.Client(
         base_url=base_url, http1=False, http2=True, verify=verify, timeout=TIMEOUT_S
     )
+
+
+def test_h2_unfinished_handshake_is_closed(h2_server: ServerProcess) -> None:
+    """HTTP/2's idle timer (the head timeout) closes a connection still in its handshake."""
+    with socket.create_connection(("127.0.0.1", h2_server.port), timeout=WATCH_LIMIT_S) as sock:
+        sock.sendall(b"\x16\x03\x01\x02\x00\x01")  # the start of a ClientHello, no more
+        try:
+            while sock.recv(65536):
+                pass
+        except ConnectionResetError:
+            pass
+        except TimeoutError:
+            pytest.fail(f"{h2_server.framework} kept the connection past {WATCH_LIMIT_S} s")
 
 
 def test_h2_alpn(h2_server: ServerProcess, certificates: Certificates) -> None:

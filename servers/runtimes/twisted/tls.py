@@ -3,9 +3,9 @@
 Twisted's TLS is pyOpenSSL's, not the `ssl` module's, so the `ssl.SSLContext` of
 servers.core.tls cannot be handed over as it is; these options are made from the same
 files and the same rules (TLS 1.3 at least; ALPN exactly the case's protocol, which the
-Site names: servers.frameworks.twisted). That
-context is still built first, so a certificate that does not load or does not match its
-key is refused with the very same message as on every other Python server.
+Site names: servers.frameworks.twisted). That context is still built first, so a
+certificate that does not load or does not match its key is refused with the very same
+message as on every other Python server.
 
 A listener is wrapped as `reactor.listenSSL` wraps one (`TLSMemoryBIOFactory` around the
 site): the handshake then runs inside the connection, under the HTTP channel's own timer.
@@ -30,7 +30,7 @@ def certificate_options(options: ServerOptions) -> CertificateOptions:
     ALPN is not set here: Twisted offers what the wrapped factory's `acceptableProtocols`
     names (the Site's: exactly the case's protocol) joined with any given here.
 
-    ValueError names the files when they do not load (servers.core.tls.server_context).
+    CertificateError names the files when they do not load (servers.core.tls).
     """
     server_context(options)  # the shared checks and their message
     assert options.tls_cert is not None and options.tls_key is not None
