@@ -261,7 +261,7 @@ def summary_table(run: Run) -> Table:
             "framework": name,
             "process model": case.process_model,
             "affinity": case.affinity.get("mode") or "",
-            "status": case.status,
+            "status": case.status_text,
         }
         if case.status != "ok":
             cells["flags"] = (case.error or "")[:60]

@@ -15,6 +15,14 @@ table, all in one shape:
     routes = ["/", "/log"]  # optional: else probed (a route answered 404 is not served)
     sinks = ["empty", "file"]  # optional: else read from the placeholders
     deviations = { oversized-headers = "why it answers otherwise" }
+    protocols = ["h1", "h1-tls", "h2"]  # optional: else read from the placeholders
+
+The protocols a command speaks (servers.contract.PROTOCOLS; `command_protocols`): h1
+always; h1-tls too when its command has {tls_cert} and {tls_key} (filled with "" on a
+cleartext case, so the command must serve h1 when they are empty, as uvicorn's
+`--ssl-certfile {tls_cert} --ssl-keyfile {tls_key}` does). A `protocols` key may declare
+more: h2 needs {tls_cert}, {tls_key} and {protocol}; h2c needs {protocol} (the command
+must know which one to speak). `--server NAME=COMMAND` reads them from the placeholders.
 """
 
 from __future__ import annotations
@@ -25,12 +33,73 @@ from pathlib import Path
 from typing import Any
 
 from model.errors import UserError
-from servers import FRAMEWORKS, Framework, command_sinks, register
+from servers import FRAMEWORKS, Framework, command_placeholders, command_sinks, register
+from servers.contract import (
+    PROTOCOL_H1,
+    PROTOCOL_H1_TLS,
+    PROTOCOL_H2,
+    PROTOCOL_H2C,
+    PROTOCOLS,
+)
 from servers.plugins import PLUGIN_PROBLEMS, load_plugins
 
 # What a server table may say besides its command.
-SERVER_TABLE_KEYS = ("command", "minimal", "role", "routes", "sinks", "deviations", "loops")
+SERVER_TABLE_KEYS = (
+    "command",
+    "minimal",
+    "role",
+    "routes",
+    "sinks",
+    "deviations",
+    "loops",
+    "protocols",
+)
 COMMAND_LOOPS = ("unknown",)  # a command's event loop is its own business
+# the placeholders a command needs to speak each protocol (see the module docstring)
+PROTOCOL_PLACEHOLDERS = {
+    PROTOCOL_H1: (),
+    PROTOCOL_H1_TLS: ("tls_cert", "tls_key"),
+    PROTOCOL_H2: ("tls_cert", "tls_key", "protocol"),
+    PROTOCOL_H2C: ("protocol",),
+}
+
+
+def command_protocols(
+    name: str, command: str, declared: Iterable[str] | None = None
+) -> tuple[tuple[str, ...], dict[str, str]]:
+    """The protocols a command speaks and, for each other one, why not (`harness list`).
+
+    Without `declared`: h1, and h1-tls when the command has {tls_cert} and {tls_key}.
+    With it: those declared (h1 always), each checked to have its placeholders
+    (PROTOCOL_PLACEHOLDERS); ValueError names what is missing or unknown.
+    """
+    names = command_placeholders(command)
+    if declared is None:
+        wanted = [PROTOCOL_H1_TLS] if {"tls_cert", "tls_key"} <= names else []
+    else:
+        wanted = list(declared)
+        unknown = sorted(set(wanted) - set(PROTOCOLS))
+        if unknown:
+            raise ValueError(f"protocols {unknown} are not of {', '.join(PROTOCOLS)}")
+        for protocol in wanted:
+            missing = [p for p in PROTOCOL_PLACEHOLDERS[protocol] if p not in names]
+            if missing:
+                needed = ", ".join("{" + p + "}" for p in missing)
+                raise ValueError(f"protocol {protocol} needs {needed} in the command")
+    protocols = tuple(p for p in PROTOCOLS if p == PROTOCOL_H1 or p in wanted)
+    notes = {}
+    for protocol in PROTOCOLS:
+        if protocol in protocols:
+            continue
+        needed = ", ".join("{" + p + "}" for p in PROTOCOL_PLACEHOLDERS[protocol])
+        if protocol == PROTOCOL_H1_TLS or declared is not None:
+            notes[protocol] = f"{name}'s command does not declare {protocol} (it needs {needed})"
+        else:
+            notes[protocol] = (
+                f"{name} does not declare {protocol} (a servers file's `protocols`, "
+                f"with {needed} in its command)"
+            )
+    return protocols, notes
 
 
 def load_registry() -> None:
@@ -57,6 +126,12 @@ def command_framework(name: str, spec: str | Mapping[str, Any], origin: str) -> 
     command = table["command"].strip()
     try:
         routes = table.get("routes")
+        declared = table.get("protocols")
+        if declared is not None and (
+            isinstance(declared, str) or not all(isinstance(p, str) for p in declared)
+        ):
+            raise ValueError(f"protocols must be a list of names, not {declared!r}")
+        protocols, notes = command_protocols(name, command, declared)
         return Framework(
             name,
             "",
@@ -70,6 +145,8 @@ def command_framework(name: str, spec: str | Mapping[str, Any], origin: str) -> 
             minimal_command=str(table.get("minimal", "")),
             origin=origin,
             deviations=dict(table.get("deviations", {})),
+            protocols=protocols,
+            protocol_notes=notes,
         )
     except (ValueError, TypeError) as error:
         raise UserError(f"server {name} ({origin}): {error}") from None

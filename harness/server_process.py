@@ -9,6 +9,13 @@ no such line, so the harness picks a free loopback port for it, fills the comman
 placeholders in, and takes it as ready once its own process tree holds the listening
 socket on that port (servers.listeners, as for memcached and FerretDB: not "something
 answered") and `GET /` gets an HTTP answer, whatever its status.
+
+A server speaks one protocol per start (servers.contract.PROTOCOLS): `protocol` and, for
+the TLS ones, the run's `certificates` become `--protocol/--tls-cert/--tls-key` (a
+command's {protocol}, {tls_cert}, {tls_key}). A command over TLS is ready once a TLS
+handshake trusting the run's CA completes on its port; over h2c, once `GET /` is answered
+or the HTTP/2 preface gets SETTINGS back. A framework that does not list the protocol is
+refused (`protocol_unsupported`), never started on another one.
 """
 
 from __future__ import annotations
@@ -27,9 +34,18 @@ from collections.abc import Sequence
 from typing import Any
 
 from drivers.processes import kill_group, spawn
+from harness.tls import Certificates, h2c_answers, tls_handshakes
 from model.errors import UserError
 from servers import FRAMEWORKS, SINK_PLACEHOLDERS, Framework, command_placeholders, listeners
-from servers.contract import GRIDFS_DATABASE, MONGO_BATCH_MAX_RECORDS, SHUTDOWN_GRACE_S
+from servers.contract import (
+    GRIDFS_DATABASE,
+    MONGO_BATCH_MAX_RECORDS,
+    PROTOCOL_H1,
+    PROTOCOL_H2C,
+    PROTOCOLS,
+    SHUTDOWN_GRACE_S,
+    TLS_PROTOCOLS,
+)
 from servers.core.sinks import DEFAULT_MONGO_URL
 
 READY_TIMEOUT_S = 30.0
@@ -45,12 +61,20 @@ class ServerProcess:
     """
 
     def __init__(
-        self, command: list[str], framework: str, workers: int, host: str = "127.0.0.1"
+        self,
+        command: list[str],
+        framework: str,
+        workers: int,
+        host: str = "127.0.0.1",
+        protocol: str = PROTOCOL_H1,
+        certificates: Certificates | None = None,
     ) -> None:
         self.command = command
         self.framework = framework
         self.workers = workers
         self.host = host  # the address it listens on (given explicitly: never 0.0.0.0)
+        self.protocol = protocol  # what it speaks on its port (servers.contract.PROTOCOLS)
+        self.certificates = certificates  # what it serves over TLS (None: cleartext)
         self.telemetry: list[dict[str, Any]] = []
         self.other_output: list[str] = []
         self._lock = threading.Lock()
@@ -76,8 +100,15 @@ class ServerProcess:
         return self.process.pid
 
     @property
+    def tls(self) -> bool:
+        """Whether it speaks TLS on its port."""
+        return self.protocol in TLS_PROTOCOLS
+
+    @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        """Its base URL: https for the TLS protocols (an IPv6 address in brackets)."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{'https' if self.tls else 'http'}://{host}:{self.port}"
 
     def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
         """Block until every worker printed its first telemetry line; raise if it died."""
@@ -178,9 +209,19 @@ class CommandServerProcess(ServerProcess):
     would block on); `stderr_tail` reads that.
     """
 
-    def __init__(self, command: list[str], framework: str, workers: int, port: int) -> None:
+    def __init__(
+        self,
+        command: list[str],
+        framework: str,
+        workers: int,
+        port: int,
+        protocol: str = PROTOCOL_H1,
+        certificates: Certificates | None = None,
+    ) -> None:
         self.command = command
         self.host = "127.0.0.1"  # a command server listens on loopback only (start_server)
+        self.protocol = protocol
+        self.certificates = certificates
         self.framework = framework
         self.workers = workers
         self.telemetry = []
@@ -197,8 +238,19 @@ class CommandServerProcess(ServerProcess):
             death_signal=signal.SIGTERM,
         )
 
+    def answers(self) -> bool:
+        """Whether it answers in its protocol: `GET /` (any status); over TLS, a completed
+        handshake trusting the run's CA; over h2c, `GET /` or SETTINGS after the preface."""
+        if self.tls:
+            assert self.certificates is not None  # start_command_server checked
+            return tls_handshakes(self.host, self.port, self.protocol, self.certificates)
+        if listeners.http_answers(self.host, self.port):
+            return True
+        return self.protocol == PROTOCOL_H2C and h2c_answers(self.host, self.port)
+
     def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
-        """Block until the tree holds the listener on `port` alone and `GET /` is answered."""
+        """Block until the tree holds the listener on `port` alone and answers in its
+        protocol (`answers`)."""
         deadline = time.monotonic() + timeout_s
         seen_ports: set[int] = set()
         while time.monotonic() < deadline:
@@ -221,14 +273,16 @@ class CommandServerProcess(ServerProcess):
                         f"{self.framework}: another process listens on its port {self.port} "
                         f"too: {others}"
                     )
-                if listeners.http_answers("127.0.0.1", self.port):
+                if self.answers():
                     self._ready.set()
                     return
             time.sleep(0.05)
         self.kill()
         elsewhere = f" (it listens on {sorted(seen_ports)}: does the command use {{port}}?)"
+        answer = {PROTOCOL_H1: "answer GET /", PROTOCOL_H2C: "answer GET / or the h2 preface"}
         raise UserError(
-            f"{self.framework} did not listen on port {self.port} and answer GET / within "
+            f"{self.framework} did not listen on port {self.port} and "
+            f"{answer.get(self.protocol, 'complete a TLS handshake')} ({self.protocol}) within "
             f"{timeout_s:.0f} s{elsewhere if seen_ports else ''}: {self.stderr_tail()}"
         )
 
@@ -294,6 +348,34 @@ def fill_command(template: str, values: dict[str, str]) -> list[str]:
     return [word.format(**values) for word in shlex.split(template)]
 
 
+def protocol_unsupported(framework: Framework, protocol: str) -> str | None:
+    """Why `framework` cannot be started on `protocol` (its why_not), or None."""
+    if protocol not in PROTOCOLS:
+        return f"protocol {protocol!r} is not one of {', '.join(PROTOCOLS)}"
+    if protocol not in framework.protocols:
+        return framework.why_not(protocol)
+    return None
+
+
+def protocol_args(protocol: str, certificates: Certificates | None) -> list[str]:
+    """The contract options that start a server on `protocol` (none for h1); UserError
+    when a TLS protocol has no certificates."""
+    if protocol == PROTOCOL_H1:
+        return []
+    if protocol not in TLS_PROTOCOLS:
+        return ["--protocol", protocol]
+    if certificates is None:
+        raise UserError(f"protocol {protocol} needs the run's certificates (harness.tls)")
+    return [
+        "--protocol",
+        protocol,
+        "--tls-cert",
+        str(certificates.cert_path),
+        "--tls-key",
+        str(certificates.key_path),
+    ]
+
+
 def command_unsupported(framework: Framework, *, sink: str, workers: int) -> str | None:
     """Why a command server cannot run this case (a sink, workers), or None."""
     names = command_placeholders(framework.command)
@@ -314,14 +396,18 @@ def start_command_server(
     cpus: str | None = None,
     extra_args: Sequence[str] = (),
     ready_timeout_s: float = READY_TIMEOUT_S,
+    protocol: str = PROTOCOL_H1,
+    certificates: Certificates | None = None,
 ) -> CommandServerProcess:
     """Start `template` (the command or the minimal app of `framework`) on a free loopback
-    port, pinned when `cpus`, and wait until it is ready."""
+    port, pinned when `cpus`, speaking `protocol` (TLS: with `certificates`), and wait
+    until it is ready."""
     host = "127.0.0.1"
     port = listeners.free_port(host)
+    args = [*extra_args, *protocol_args(protocol, certificates)]
     try:
         values = placeholder_values(
-            host=host, port=port, sink=sink, workers=workers, extra_args=extra_args
+            host=host, port=port, sink=sink, workers=workers, extra_args=args
         )
         command = fill_command(template, values)
     except (ValueError, KeyError, IndexError) as error:
@@ -329,7 +415,9 @@ def start_command_server(
     if cpus is not None:
         command = ["taskset", "-c", cpus, *command]
     try:
-        server = CommandServerProcess(command, framework.name, workers, port)
+        server = CommandServerProcess(
+            command, framework.name, workers, port, protocol, certificates
+        )
     except OSError as error:  # the program is not there
         raise UserError(f"{framework.name}: cannot run {command[0]!r}: {error}") from None
     try:
@@ -384,13 +472,21 @@ def start_server(
     extra_args: Sequence[str] = (),
     ready_timeout_s: float = READY_TIMEOUT_S,
     host: str = "127.0.0.1",
+    protocol: str = PROTOCOL_H1,
+    certificates: Certificates | None = None,
 ) -> ServerProcess:
     """Start a server on an OS-chosen port of `host` (loopback unless a fleet's load hosts
-    must reach it: then the address they reach, given explicitly) and wait until it listens
-    (a command server: on a port the harness picked)."""
+    must reach it: then the address they reach, given explicitly) speaking `protocol`
+    (the TLS ones with `certificates`: harness.tls), and wait until it listens (a command
+    server: on a port the harness picked). UserError `not supported: …` when the
+    framework does not speak `protocol`."""
     if host in UNSPECIFIED_HOSTS:
         raise UserError(f"a server listens on an address given explicitly, not {host}")
     registered = FRAMEWORKS.get(framework)
+    if registered is not None:
+        why = protocol_unsupported(registered, protocol)
+        if why is not None:
+            raise UserError(f"not supported: {why}")
     if registered is not None and registered.kind == "command":
         if host != "127.0.0.1":
             raise UserError(f"{framework} is a server given as a command: it runs on loopback only")
@@ -402,6 +498,8 @@ def start_server(
             cpus=cpus,
             extra_args=extra_args,
             ready_timeout_s=ready_timeout_s,
+            protocol=protocol,
+            certificates=certificates,
         )
     command = server_command(
         framework,
@@ -410,9 +508,9 @@ def start_server(
         loop=loop,
         host=host,
         cpus=cpus,
-        extra_args=extra_args,
+        extra_args=[*extra_args, *protocol_args(protocol, certificates)],
     )
-    server = ServerProcess(command, framework, workers, host)
+    server = ServerProcess(command, framework, workers, host, protocol, certificates)
     try:
         server.wait_ready(ready_timeout_s)
     except BaseException:

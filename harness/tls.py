@@ -1,20 +1,34 @@
-"""Certificates with no setup: a throwaway CA and a loopback server certificate per run.
+"""Certificates with no setup, and the one TLS look the harness takes at a server.
 
-`trustme` (a well-kept library over `cryptography`) makes them; nothing here writes ASN.1.
-They live in a private (0700) temporary directory that the run removes; a user's own
-certificate (`--tls-cert/--tls-key`) is checked to parse and to match its key instead.
+`trustme` (a well-kept library over `cryptography`) makes a throwaway CA and a loopback
+server certificate per run; nothing here writes ASN.1. They live in a private (0700)
+temporary directory that the run removes; a user's own certificate (`--tls-cert/--tls-key`)
+is checked to parse and to match its key instead.
+
+`probe_tls` is one client connection (Python's `ssl`, trusting the run's CA) right after
+a server starts: what it negotiated (version, cipher, key type, ALPN) goes into the case.
+`h2c_answers` sends the HTTP/2 connection preface in the clear and waits for SETTINGS.
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import ssl
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from model.errors import UserError
-from servers.contract import TLS_SERVER_NAMES
+from servers.contract import ALPN_FOR_PROTOCOL, TLS_PROTOCOLS, TLS_SERVER_NAMES
+
+PROBE_TIMEOUT_S = 2.0
+# RFC 9113 §3.4: the client preface, then an empty SETTINGS frame (9-byte frame header:
+# length 0, type 0x4, flags 0, stream 0)
+H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+H2_EMPTY_SETTINGS = b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+H2_FRAME_SETTINGS = 0x4
 
 
 @dataclass(frozen=True)
@@ -59,9 +73,20 @@ def temporary_certificates() -> tuple[tempfile.TemporaryDirectory[str], Certific
 def key_type(cert_path: Path) -> str:
     """The certificate's public key in words: `ECDSA P-256`, `RSA 2048`, `Ed25519`."""
     from cryptography import x509
+
+    return _public_key_words(x509.load_pem_x509_certificate(cert_path.read_bytes()))
+
+
+def peer_key_type(der: bytes) -> str:
+    """`key_type` of the certificate a server presented (DER, as `ssl` gives it)."""
+    from cryptography import x509
+
+    return _public_key_words(x509.load_der_x509_certificate(der))
+
+
+def _public_key_words(certificate: Any) -> str:
     from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
-    certificate = x509.load_pem_x509_certificate(cert_path.read_bytes())
     public = certificate.public_key()
     if isinstance(public, ec.EllipticCurvePublicKey):
         names = {"secp256r1": "P-256", "secp384r1": "P-384", "secp521r1": "P-521"}
@@ -94,3 +119,65 @@ def user_certificates(cert: str, key: str) -> Certificates:
     except ValueError as error:
         raise UserError(f"--tls-cert {cert_path}: {error}") from None
     return Certificates(cert_path, key_path, None, kind)
+
+
+def client_context(certificates: Certificates, protocol: str) -> ssl.SSLContext:
+    """A client context for `protocol` that trusts the run's CA (a user's own certificate:
+    that certificate itself, its host name unchecked) and offers exactly its ALPN."""
+    context = ssl.create_default_context(cafile=str(certificates.ca_path or certificates.cert_path))
+    if certificates.ca_path is None:  # a user's certificate need not name 127.0.0.1
+        context.check_hostname = False
+        context.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN
+    context.set_alpn_protocols([ALPN_FOR_PROTOCOL[protocol]])
+    return context
+
+
+def probe_tls(
+    host: str,
+    port: int,
+    protocol: str,
+    certificates: Certificates,
+    timeout_s: float = PROBE_TIMEOUT_S,
+) -> dict[str, Any]:
+    """One TLS handshake with the server: what it negotiated, as a case records it
+    (`version`, `cipher`, `key_type`, `alpn`). ssl.SSLError or OSError when it fails."""
+    if protocol not in TLS_PROTOCOLS:
+        raise ValueError(f"protocol {protocol} is not a TLS protocol")
+    context = client_context(certificates, protocol)
+    with (
+        socket.create_connection((host, port), timeout=timeout_s) as raw,
+        context.wrap_socket(raw, server_hostname=host) as tls,
+    ):
+        cipher = tls.cipher()
+        der = tls.getpeercert(binary_form=True)
+        return {
+            "version": tls.version(),
+            "cipher": cipher[0] if cipher else None,
+            "key_type": peer_key_type(der) if der else certificates.key_type,
+            "alpn": tls.selected_alpn_protocol(),
+        }
+
+
+def tls_handshakes(host: str, port: int, protocol: str, certificates: Certificates) -> bool:
+    """Whether a TLS handshake trusting the run's CA completes on `port` (readiness)."""
+    try:
+        probe_tls(host, port, protocol, certificates, timeout_s=1.0)
+    except (OSError, ssl.SSLError, ValueError):
+        return False
+    return True
+
+
+def h2c_answers(host: str, port: int, timeout_s: float = 1.0) -> bool:
+    """Whether the server answers the cleartext HTTP/2 preface with a SETTINGS frame."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s) as sock:
+            sock.sendall(H2_PREFACE + H2_EMPTY_SETTINGS)
+            header = b""
+            while len(header) < 9:
+                chunk = sock.recv(9 - len(header))
+                if not chunk:
+                    return False
+                header += chunk
+    except OSError:
+        return False
+    return header[3] == H2_FRAME_SETTINGS

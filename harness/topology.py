@@ -22,7 +22,9 @@ from typing import Any
 from drivers.processes import how_it_ended
 from harness import affinity as cpu_affinity
 from harness.server_process import ServerProcess, start_server
+from harness.tls import Certificates
 from model.errors import UserError
+from servers.contract import PROTOCOL_H1
 
 _MODEL = re.compile(r"single|workers:(\d+)|lb:(\d+)(?:/workers:(\d+))?")
 
@@ -134,7 +136,14 @@ class Topology:
         return self.balancer.listen_host if self.balancer is not None else self.servers[0].host
 
     @property
+    def protocol(self) -> str:
+        """What the server speaks on its port (a balancer: cleartext h1 only)."""
+        return self.servers[0].protocol
+
+    @property
     def url(self) -> str:
+        if self.balancer is None:
+            return self.servers[0].url
         return f"http://{self.host}:{self.port}"
 
     @property
@@ -218,6 +227,21 @@ def instance_cpu_sets(server_cpus: str | None, instances: int) -> list[str | Non
     return [cpu_affinity.format_cpu_list([cpus[i % len(cpus)]]) for i in range(instances)]
 
 
+# why a balanced process model runs cleartext HTTP/1.1 only (a case on another protocol
+# is `skipped: not supported: …`)
+BALANCER_PROTOCOL_NOTE = (
+    "the lb:N balancer (nginx) proxies cleartext HTTP/1.1 only; TLS or HTTP/2 at the "
+    "balancer is not built"
+)
+
+
+def topology_unsupported(model: ProcessModel, protocol: str) -> str | None:
+    """Why `model` cannot run a case on `protocol`, or None."""
+    if model.balanced and protocol != PROTOCOL_H1:
+        return BALANCER_PROTOCOL_NOTE
+    return None
+
+
 def start_topology(
     framework: str,
     model: ProcessModel,
@@ -227,9 +251,15 @@ def start_topology(
     server_cpus: str | None = None,
     extra_args: Sequence[str] = (),
     host: str = "127.0.0.1",
+    protocol: str = PROTOCOL_H1,
+    certificates: Certificates | None = None,
 ) -> Topology:
     """Start the instances (and the balancer) of `model` listening on `host` (the balancer
-    there, its instances behind it on loopback); everything is stopped on failure."""
+    there, its instances behind it on loopback), speaking `protocol`; everything is stopped
+    on failure."""
+    why = topology_unsupported(model, protocol)
+    if why is not None:
+        raise UserError(f"not supported: {why}")
     if not model.balanced:
         server = start_server(
             framework,
@@ -239,6 +269,8 @@ def start_topology(
             cpus=server_cpus,
             extra_args=extra_args,
             host=host,
+            protocol=protocol,
+            certificates=certificates,
         )
         return Topology(model, [server], instance_cpus=[server_cpus])
     from harness.loadbalancer import LoadBalancer

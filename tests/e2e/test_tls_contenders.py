@@ -9,27 +9,20 @@ import asyncio
 import json
 import socket
 import ssl
-import time
 from collections.abc import Iterator
 
 import httpx
 import pytest
 import websockets
 
-from harness.server_process import (
-    CommandServerProcess,
-    fill_command,
-    placeholder_values,
-    start_command_server,
-)
+from harness.server_process import CommandServerProcess, start_command_server
 from harness.tls import Certificates, temporary_certificates
-from servers import FRAMEWORKS, Framework, contract, listeners
+from servers import FRAMEWORKS, Framework, contract
 from servers.contenders import frameworks as contender_frameworks
 from servers.plugins import load_plugins
 from tests.helpers import require_framework
 
 CONTENDERS = tuple(f.name for f in contender_frameworks())
-READY_TIMEOUT_S = 30.0
 TIMEOUT_S = 5.0
 
 
@@ -71,35 +64,14 @@ def handshake(port: int, context: ssl.SSLContext) -> tuple[str, str | None]:
 def start_speaking(
     framework: Framework, template: str, protocol: str, certificates: Certificates
 ) -> CommandServerProcess:
-    """`template` started on `protocol`, ready once it answers in it (a TLS handshake, or an
-    HTTP/2 request with prior knowledge); start_command_server's readiness asks `GET /` in
-    cleartext HTTP/1.1, which these do not answer."""
-    if protocol == contract.PROTOCOL_H1:
-        return start_command_server(framework, template)
-    args = ["--protocol", protocol]
-    if protocol in contract.TLS_PROTOCOLS:
-        args += ["--tls-cert", str(certificates.cert_path), "--tls-key", str(certificates.key_path)]
-    port = listeners.free_port()
-    values = placeholder_values(
-        host="127.0.0.1", port=port, sink="empty", workers=1, extra_args=args
+    """`template` started on `protocol`, as the harness starts it: ready once it answers in
+    that protocol (a TLS handshake trusting the CA; h2c: the preface answered)."""
+    return start_command_server(
+        framework,
+        template,
+        protocol=protocol,
+        certificates=certificates if protocol in contract.TLS_PROTOCOLS else None,
     )
-    server = CommandServerProcess(fill_command(template, values), framework.name, 1, port)
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while time.monotonic() < deadline:
-        assert server.process.poll() is None, f"{framework.name} exited: {server.stderr_tail()}"
-        try:
-            if protocol in contract.TLS_PROTOCOLS:
-                handshake(
-                    port, client_context(certificates, [contract.ALPN_FOR_PROTOCOL[protocol]])
-                )
-            else:
-                with httpx.Client(http1=False, http2=True, timeout=1.0) as client:
-                    client.get(f"http://127.0.0.1:{port}/")
-            return server
-        except (OSError, httpx.HTTPError):
-            time.sleep(0.1)
-    server.kill()
-    pytest.fail(f"{framework.name} did not answer {protocol} within {READY_TIMEOUT_S} s")
 
 
 @pytest.fixture(params=cases(contract.PROTOCOL_H1_TLS), scope="module")
