@@ -29,6 +29,7 @@ from harness.cli.options import (
     NO_VERIFY_OPTION,
     OUT_OPTION,
     PROFILE_OPTION,
+    PROTOCOL_OPTION,
     REPEAT_OPTION,
     SCENARIO_OPTION,
     SERVER_ADDRESS_OPTION,
@@ -38,6 +39,8 @@ from harness.cli.options import (
     SET_OPTION,
     SINK_OPTION,
     THRESHOLD_OPTION,
+    TLS_CERT_OPTION,
+    TLS_KEY_OPTION,
     console,
 )
 from model.errors import UserError
@@ -74,6 +77,9 @@ def run_comparison(
     servers_file: Path | None = None,
     fleet: str | None = None,
     server_address: str | None = None,
+    protocol: str | None = None,
+    tls_cert: Path | None = None,
+    tls_key: Path | None = None,
 ) -> None:
     """Plan (every choice checked up front), run, print the tables, draw the report.
 
@@ -108,6 +114,7 @@ def run_comparison(
         "duration_s": duration_s,
         "affinity": affinity,
         "process_model": process_model,
+        "protocol": protocol,
         "loop": loop,
         "mongo_w": mongo_w,
         "mongo_batch": mongo_batch,
@@ -131,6 +138,8 @@ def run_comparison(
         servers_file=servers_file,
         fleet=fleet,
         server_address=server_address,
+        tls_cert=tls_cert,
+        tls_key=tls_key,
     )
     console.print(
         f"profile {plan.profile.name}: {plan.profile.description}\n"
@@ -189,6 +198,7 @@ def compare_command(
     duration_s: float = DURATION_OPTION,
     affinity: str = AFFINITY_OPTION,
     process_model: str = MODEL_OPTION,
+    protocol: str = PROTOCOL_OPTION,
     loop: str = LOOP_OPTION,
     settings: list[str] = SET_OPTION,
     server_cpus: str = SERVER_CPUS_OPTION,
@@ -209,6 +219,8 @@ def compare_command(
     servers_file: Path = SERVERS_FILE_OPTION,
     fleet: str = FLEET_OPTION,
     server_address: str = SERVER_ADDRESS_OPTION,
+    tls_cert: Path = TLS_CERT_OPTION,
+    tls_key: Path = TLS_KEY_OPTION,
 ) -> None:
     """Identical load ramps against every framework; run.json, steps.csv, charts, report."""
     run_comparison(**locals())

@@ -1,18 +1,27 @@
 """Protocols as an axis, without a network: which protocols a command speaks, the
-options a start is given, and which process models can carry which protocol."""
+options a start is given, which process models can carry which protocol, a profile's
+protocols, case identity and keys, thresholds per protocol, the TLS tax and the ratio to
+nginx per protocol."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
+from harness.diff import case_labels, diff_runs
 from harness.frameworks import command_framework, command_protocols
+from harness.profile import load_profile, parse_protocols
+from harness.run.analysis import with_baseline_ratios, with_tls_tax
 from harness.server_process import placeholder_values, protocol_args, protocol_unsupported
 from harness.tls import Certificates
 from harness.topology import parse_process_model, topology_unsupported
 from model.errors import UserError
+from model.results import Case
+from model.thresholds import judge_thresholds, parse_threshold
 from servers import FRAMEWORKS
+from tests.helpers import synthetic_case, synthetic_run
 
 PLAIN = "app --host {host} --port {port}"
 TLS = PLAIN + " --cert {tls_cert} --key {tls_key}"
@@ -82,3 +91,73 @@ def test_a_balanced_process_model_carries_cleartext_h1_only() -> None:
     assert topology_unsupported(parse_process_model("workers:2"), "h1-tls") is None
     assert topology_unsupported(parse_process_model("lb:2"), "h1") is None
     assert "balancer" in (topology_unsupported(parse_process_model("lb:2"), "h2") or "")
+
+
+# -- a profile's protocols, case identity, thresholds per protocol, the TLS tax -----------
+def tls(case: Case, protocol: str = "h1-tls") -> Case:
+    return dataclasses.replace(case, protocol=protocol)
+
+
+def test_a_profile_compares_protocols_in_the_order_given_each_once() -> None:
+    assert load_profile("smoke").protocols == ("h1",)
+    assert load_profile("smoke", {"protocol": "h1-tls, h1,h1-tls"}).protocols == ("h1-tls", "h1")
+    assert parse_protocols("h2c") == ("h2c",)
+    with pytest.raises(UserError, match="protocol h3 is not one of h1, h1-tls, h2, h2c"):
+        load_profile("smoke", {"protocol": "h1,h3"})
+
+
+def test_the_protocol_is_part_of_a_cases_identity_and_of_a_non_h1_key() -> None:
+    plain = synthetic_case("aiohttp", [1000.0])
+    secure = tls(plain)
+    assert plain.identity[:-1] == secure.identity[:-1]
+    assert (plain.identity[-1], secure.identity[-1]) == ("h1", "h1-tls")
+    assert plain.key == "aiohttp_text_empty_wrk_single_both"  # as before protocols
+    assert secure.key == "aiohttp_text_empty_wrk_single_both_h1-tls"
+    labels = case_labels([plain.identity, secure.identity])
+    assert labels == {plain.identity: "aiohttp [h1]", secure.identity: "aiohttp [h1-tls]"}
+
+
+def test_diff_matches_cases_on_their_protocol() -> None:
+    old = synthetic_run("a", [synthetic_case("aiohttp", [1000.0])])
+    new = synthetic_run("b", [tls(synthetic_case("aiohttp", [900.0]))])
+    diff = diff_runs(old, new)
+    assert diff.cases == ()
+    assert (diff.only_in_old, diff.only_in_new) == (("aiohttp [h1]",), ("aiohttp [h1-tls]",))
+
+
+def test_a_threshold_may_select_one_protocols_cases() -> None:
+    cases = [synthetic_case("aiohttp", [1000.0]), tls(synthetic_case("aiohttp", [400.0]))]
+    one = parse_threshold("aiohttp[h1-tls]: peak >= 500", FRAMEWORKS)
+    every = parse_threshold("aiohttp: peak >= 500", FRAMEWORKS)
+    assert one.text == "aiohttp[h1-tls]: peak >= 500" and one.protocol == "h1-tls"
+    [judged] = judge_thresholds([one], cases)
+    assert (judged.case, judged.held) == ("aiohttp_text_empty_wrk_single_both_h1-tls", False)
+    assert [r.held for r in judge_thresholds([every], cases)] == [True, False]
+    assert len(judge_thresholds([parse_threshold("*[h1]: peak > 0")], cases)) == 1
+    with pytest.raises(ValueError, match="unknown protocol 'h3'"):
+        parse_threshold("aiohttp[h3]: peak >= 1")
+
+
+def test_the_tls_tax_is_h1_tls_over_h1_paired_by_round() -> None:
+    plain = synthetic_case("aiohttp", [1000.0, 1010.0, 990.0])
+    secure = tls(synthetic_case("aiohttp", [800.0, 820.0, 780.0]))
+    other = synthetic_case("tornado", [500.0, 510.0, 490.0])
+    taxed = with_tls_tax([plain, secure, other])
+    assert [c.summary.tls_tax for c in taxed] == [None, 0.8, None]
+    low, high = taxed[1].summary.tls_tax_ci or (0.0, 0.0)
+    assert low < 0.8 < high < 1.0
+    # without rounds: the peaks' ratio, no interval; without the h1 case: nothing
+    [_, lone] = with_tls_tax([synthetic_case("aiohttp", []), tls(synthetic_case("aiohttp", []))])
+    assert (lone.summary.tls_tax, lone.summary.tls_tax_ci) == (1.0, None)
+    assert with_tls_tax([secure]) == [secure]
+
+
+def test_the_ratio_to_nginx_never_crosses_protocols() -> None:
+    cases = [
+        synthetic_case("nginx", [2000.0]),
+        tls(synthetic_case("aiohttp", [500.0])),
+        synthetic_case("aiohttp", [1000.0]),
+    ]
+    roles = {"nginx": "baseline"}
+    _, secure, plain = with_baseline_ratios(cases, roles)
+    assert (secure.summary.ratio_to_nginx, plain.summary.ratio_to_nginx) == (None, 0.5)
