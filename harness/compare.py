@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ from harness.profile import load_profile
 from harness.run import Plan, Runner, claim_run_dir, default_cpus
 from harness.run.rounds import has_rounds
 from model.errors import UserError
-from model.results import Case, Run, Step
+from model.results import Case, Run, Step, has_protocol_axis
 from model.scenarios import get_scenario
 from servers.contract import PROTOCOL_H1, SINKS, TLS_PROTOCOLS
 
@@ -343,11 +342,6 @@ def summary_table(run: Run) -> Table:
             }
         table.add_row(*(cells.get(column, "") for column in columns))
     return table
-
-
-def has_protocol_axis(cases: Sequence[Case]) -> bool:
-    """Whether a run's tables name each case's protocol: more than one, or any but h1."""
-    return {c.protocol for c in cases} not in (set(), {PROTOCOL_H1})
 
 
 def topology_table(run: Run) -> Table | None:

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
@@ -429,6 +430,12 @@ class Run:
         first = {key: data.pop(key) for key in ("schema", "run_id", "started", "finished")}
         ending = {key: data.pop(key) for key in ("status", "status_reason")}
         return {**first, **ending, **data}
+
+
+def has_protocol_axis(cases: Sequence[Case]) -> bool:
+    """Whether tables and figures name each case's protocol: a run (or runs) of more than
+    one protocol, or of any but h1."""
+    return {c.protocol for c in cases} not in (set(), {PROTOCOL_H1})
 
 
 def step_from_dict(data: dict[str, Any]) -> Step:

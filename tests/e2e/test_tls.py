@@ -209,3 +209,21 @@ def test_a_certificate_that_does_not_match_its_key_gets_one_line(tmp_path: Path)
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"--tls-cert {first.cert_path} with --tls-key {second.key_path}" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_harness_list_names_each_servers_protocols_and_why_not_the_others(tmp_path: Path) -> None:
+    server = f"tlsapp={uvicorn_command(tmp_path, tls=True)}"
+    listed = harness("list", "--json", "--server", server)
+    assert listed.returncode == 0, listed.stderr
+    rows = {row["framework"]: row for row in json.loads(listed.stdout)}
+    assert rows["tlsapp"]["protocols"] == ["h1", "h1-tls"]
+    assert set(rows["tlsapp"]["not_supported"]) == {"h2", "h2c"}
+    assert rows["tlsapp"]["not_supported"]["h2"].startswith("skipped: not supported: tlsapp ")
+    for row in rows.values():
+        assert "h1" in row["protocols"]
+        assert set(row["protocols"]) | set(row["not_supported"]) == set(contract.PROTOCOLS)
+    table = harness("list", "--server", server, "--protocol", "h2c")
+    assert table.returncode == 0, table.stderr
+    assert "skipped: not" in table.stdout and "h1, h1-tls" in table.stdout
+    wrong = harness("list", "--protocol", "h3")
+    assert wrong.returncode == 1 and "--protocol: protocol h3 is not one of" in wrong.stderr

@@ -9,7 +9,12 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
+from charts.figures import close_all, ramp_figures
+from charts.render import build_series
+from charts.report import render_html
+from harness.compare import summary_table
 from harness.diff import case_labels, diff_runs
 from harness.frameworks import command_framework, command_protocols
 from harness.profile import load_profile, parse_protocols
@@ -18,7 +23,7 @@ from harness.server_process import placeholder_values, protocol_args, protocol_u
 from harness.tls import Certificates
 from harness.topology import parse_process_model, topology_unsupported
 from model.errors import UserError
-from model.results import Case
+from model.results import Case, Negotiated, Run
 from model.thresholds import judge_thresholds, parse_threshold
 from servers import FRAMEWORKS
 from tests.helpers import synthetic_case, synthetic_run
@@ -161,3 +166,54 @@ def test_the_ratio_to_nginx_never_crosses_protocols() -> None:
     roles = {"nginx": "baseline"}
     _, secure, plain = with_baseline_ratios(cases, roles)
     assert (secure.summary.ratio_to_nginx, plain.summary.ratio_to_nginx) == (None, 0.5)
+
+
+# -- tables, figures and the report of a run with protocols ---------------------------------
+def protocol_run() -> Run:
+    negotiated = Negotiated(
+        "h1-tls", "TLSv1.3", "TLS_AES_256_GCM_SHA384", "ECDSA P-256", "http/1.1", False
+    )
+    cases = [
+        synthetic_case("aiohttp", [1000.0, 1010.0, 990.0]),
+        dataclasses.replace(
+            tls(synthetic_case("aiohttp", [800.0, 820.0, 780.0])), negotiated=negotiated
+        ),
+    ]
+    return synthetic_run("20261201-000000.000-tls", with_tls_tax(cases), profile="tls")
+
+
+def test_the_summary_table_has_protocol_and_tls_tax_columns_only_when_they_apply() -> None:
+    console = Console(width=250, record=True)
+    console.print(summary_table(protocol_run()))
+    text = console.export_text()
+    assert "protocol" in text and "TLS tax" in text and "0.80×" in text
+    console = Console(width=250, record=True)
+    console.print(summary_table(synthetic_run("r", [synthetic_case("aiohttp", [1000.0])])))
+    assert "protocol" not in console.export_text() and "TLS tax" not in console.export_text()
+
+
+def test_the_report_names_protocols_what_tls_negotiated_and_the_tls_tax() -> None:
+    html = render_html([protocol_run()], {})
+    assert "<th>protocol</th>" in html and "<th>TLS tax</th>" in html
+    assert "<h3>Protocols</h3>" in html
+    assert "TLSv1.3" in html and "TLS_AES_256_GCM_SHA384" in html and "ECDSA P-256" in html
+    assert "no (it cannot be told a CA)" in html
+    plain = render_html([synthetic_run("r", [synthetic_case("aiohttp", [1000.0])])], {})
+    assert "<th>protocol</th>" not in plain and "<h3>Protocols</h3>" not in plain
+
+
+def test_a_run_of_two_protocols_gets_a_peak_per_protocol_figure() -> None:
+    run = protocol_run()
+    series = build_series([run])
+    assert [s.label for s in series] == ["aiohttp h1", "aiohttp h1-tls"]
+    figures = ramp_figures(series)
+    try:
+        axes = figures["protocols"].axes[0]
+        bars = {p.get_gid(): p.get_height() for p in axes.patches}
+        assert bars == {"protocol:h1": 1000.0, "protocol:h1-tls": 800.0}
+        assert any("0.80×" in t.get_text() for t in axes.texts)
+    finally:
+        close_all(figures)
+    single = ramp_figures(build_series([synthetic_run("r", [synthetic_case("aiohttp", [1.0])])]))
+    assert "protocols" not in single
+    close_all(single)
