@@ -50,7 +50,7 @@ h1 { font-size: 1.6em; } h2 { border-bottom: 1px solid #ccc; padding-bottom: .2e
 table { border-collapse: collapse; margin: .5em 0 1.5em; font-size: .92em; }
 th, td { border: 1px solid #ddd; padding: .3em .6em; text-align: left; vertical-align: top; }
 th { background: #f4f4f4; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
-.ok { color: #1a7f37; } .failed { color: #cf222e; } .skipped { color: #9a6700; }
+.ok { color: #1a7f37; } .failed { color: #cf222e; } .skipped, .incomplete { color: #9a6700; }
 figure { margin: 1em 0 2em; }
 /* border-box: a bordered image at 100 % would be 2 px wider than the page */
 figure img { max-width: 100%; height: auto; border: 1px solid #eee; box-sizing: border-box; }
@@ -145,7 +145,8 @@ def _summary_rows(run: Run) -> list[list[str]]:
                 escape(case.affinity.get("mode") or ""),
                 escape(case.process_model),
                 escape(case.protocol),
-                f'<span class="{case.status}">{case.status}</span>',
+                f'<span class="{"incomplete" if case.lost_steps else case.status}">'
+                f"{escape(case.status_text)}</span>",
                 _with_interval(_number(s.peak), s.peak_ci, "{:,.0f}"),
                 _with_interval(
                     f"{ratio:.2f}×" if ratio is not None else "–", s.ratio_to_nginx_ci, "{:.2f}"

@@ -9,6 +9,7 @@ real errors of kind `length`.
 from __future__ import annotations
 
 import re
+import signal
 from pathlib import Path
 from typing import Self
 
@@ -76,11 +77,15 @@ class AbDriver:
     tool_version_args = ("-V",)
     ramp_kinds = ("concurrency",)
     protocols = ("h1",)
+    # ab: SIGINT prints the results of the requests finished so far, then exits
+    stop_signal = signal.SIGINT
     busy_polls = False
     checks_bodies = False
 
     def __init__(self, requests_per_step: int | None = None, keep_alive: bool = True) -> None:
         self.requests_per_step = requests_per_step
+        # -n: ab runs until it has sent them, whatever the time (no watchdog: base.scheduled_run_s)
+        self.counts_requests = bool(requests_per_step)
         self.keep_alive = keep_alive
 
     @classmethod

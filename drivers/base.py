@@ -14,10 +14,21 @@ Error kinds are common to every driver so that charts and tables compare like wi
 - other:     anything else the tool reports
 - driver_*:  the load generator's own limits (httperf's fd-unavail, addrunavail, ftab-full):
              not the server's fault, kept out of `total` and flagged `driver_capped`.
+
+The watchdog (`run_step`): a driver that runs for a time (`scheduled_run_s`) and is still
+running `OVERRUN_MARGIN_S` past that time and the request timeout is sent its
+`stop_signal`, the signal on which the tool stops and still prints its totals (siege,
+wrk, ab and oha: SIGINT, as Ctrl-C at a terminal); what it prints then is the step's
+figures, with the real duration the tool reports, and the result says how long it
+overran (`extra["overran_s"]`). Only a driver still running `STOP_GRACE_S` after the
+signal is killed, and its step has no figures. docs/results.md ("A hung load generator")
+says what each tool does on its signal.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import signal
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -185,6 +196,9 @@ class DriverClass(Protocol):
     tool_version_args: ClassVar[tuple[str, ...]]  # how `harness doctor` asks its version
     ramp_kinds: ClassVar[tuple[str, ...]]  # model.ramps kinds it runs
     protocols: ClassVar[tuple[str, ...]]  # servers.contract.PROTOCOLS it can speak
+    # the signal on which the tool stops early and still prints its totals (the watchdog's;
+    # a tool that prints nothing on any signal names SIGTERM and loses an overrun step)
+    stop_signal: ClassVar[int]
     checks_bodies: ClassVar[bool]  # compares every reply's body (checked scenarios)
 
     @classmethod
@@ -239,6 +253,28 @@ def pinned(command: list[str], cpus: str | None) -> list[str]:
 
 
 POLL_S = 0.1  # how often a step's processes (and its abort condition) are looked at
+# A time-bound driver still running this long past its step and the request timeout is
+# overrunning (siege 4.0's end-of-run hang): it is sent its stop signal.
+OVERRUN_MARGIN_S = 2.0
+STOP_GRACE_S = 5.0  # then it has this long to print its totals before it is killed
+
+
+def scheduled_run_s(driver: Driver, step: RampStep) -> float | None:
+    """How long the driver's processes run by themselves: the step's duration, or None
+    for a driver that counts requests instead of time (ab -n), which only the hard limit
+    stops."""
+    if getattr(driver, "counts_requests", False) or not step.duration_s:
+        return None
+    return step.duration_s
+
+
+@dataclass(frozen=True)
+class Overrun:
+    """A driver that outlived its step and was sent its stop signal."""
+
+    signal_name: str  # SIGINT
+    overran_s: float  # from its scheduled end to the moment it ended (or was killed)
+    answered: bool  # it ended within the grace after the signal (its totals may be there)
 
 
 class DriverProcesses:
@@ -248,6 +284,7 @@ class DriverProcesses:
         self.raw_paths = raw_paths
         self.commands = commands
         self.processes: list[subprocess.Popen[bytes]] = []
+        self.overrun: Overrun | None = None  # set by `wait` when the watchdog signalled
         try:
             for command, raw_path in zip(commands, raw_paths, strict=True):
                 with raw_path.open("wb") as raw:
@@ -269,19 +306,62 @@ class DriverProcesses:
     def running(self) -> bool:
         return any(p.poll() is None for p in self.processes)
 
-    def wait(self, timeout_s: float, abort: Callable[[], str | None] | None = None) -> str | None:
+    def wait(
+        self,
+        timeout_s: float,
+        abort: Callable[[], str | None] | None = None,
+        *,
+        stop_after_s: float | None = None,
+        stop_signal: int = signal.SIGINT,
+        scheduled_s: float = 0.0,
+    ) -> str | None:
         """Wait for every process; None when all ended, else why they were all killed: the
-        time ran out, or `abort` (asked every POLL_S) gave a reason to stop now."""
-        deadline = time.monotonic() + timeout_s
+        time ran out, `abort` (asked every POLL_S) gave a reason to stop now, or a process
+        did not end within STOP_GRACE_S of its stop signal.
+
+        `stop_after_s`: the watchdog — processes still running then are sent `stop_signal`
+        (the tool's own way to stop and print its totals) and `self.overrun` says so;
+        `scheduled_s` is when they were due to end, from which the overrun is counted.
+        """
+        started = time.monotonic()
+        deadline = started + timeout_s
+        signalled_at: float | None = None
+        self.overrun = None
         while self.running():
+            now = time.monotonic()
             reason = abort() if abort is not None else None
-            if reason is None and time.monotonic() > deadline:
+            if reason is None and now > deadline:
                 reason = f"did not finish within {timeout_s:.0f} s"
+            overdue = stop_after_s is not None and now - started > stop_after_s
+            if reason is None and signalled_at is None and overdue:
+                signalled_at = now
+                self.signal(stop_signal)
+            if reason is None and signalled_at is not None and now - signalled_at > STOP_GRACE_S:
+                reason = (
+                    f"did not stop within {STOP_GRACE_S:.0f} s of "
+                    f"{signal.Signals(stop_signal).name}, sent {stop_after_s - scheduled_s:.0f} s "
+                    "past its step's end"
+                )
             if reason is not None:
                 self.kill()
+                if signalled_at is not None:
+                    self.overrun = self._overrun(stop_signal, started, scheduled_s, False)
                 return reason
             time.sleep(POLL_S)
+        if signalled_at is not None:
+            self.overrun = self._overrun(stop_signal, started, scheduled_s, True)
         return None
+
+    @staticmethod
+    def _overrun(signum: int, started: float, scheduled_s: float, answered: bool) -> Overrun:
+        overran_s = round(time.monotonic() - started - scheduled_s, 2)
+        return Overrun(signal.Signals(signum).name, overran_s, answered)
+
+    def signal(self, signum: int) -> None:
+        """Send `signum` to each running process (the tool itself: taskset has exec'd it)."""
+        for process in self.processes:
+            if process.poll() is None:
+                kill_group(process, signum)
 
     def killed(self) -> str | None:
         """`wrk (pid 12) was killed by SIGKILL` for the first process a signal ended."""
@@ -329,17 +409,42 @@ def run_step(
     paths = [raw_dir / f"{label}-{i}.txt" for i in range(len(commands))]
     processes = DriverProcesses(commands, cpus, paths)
     expected_s = (step.duration_s or 0.0) + target.timeout_s + 30.0
+    scheduled_s = scheduled_run_s(driver, step)
+    stop_after_s = (
+        scheduled_s + target.timeout_s + OVERRUN_MARGIN_S if scheduled_s is not None else None
+    )
     try:  # whatever happens from here (Ctrl-C included), no driver outlives the step
         if on_start is not None:
             on_start(processes.pids)
-        stopped = processes.wait(expected_s, abort)
+        stopped = processes.wait(
+            expected_s,
+            abort,
+            stop_after_s=stop_after_s,
+            stop_signal=driver.stop_signal,
+            scheduled_s=scheduled_s or 0.0,
+        )
     finally:
         processes.kill()
     if stopped is not None:
         raise DriverOutputError(f"{driver.name} stopped: {stopped}")
+    overrun = processes.overrun
     killed = processes.killed()
-    if killed is not None:
+    if killed is not None and not (overrun is not None and killed.endswith(overrun.signal_name)):
         raise DriverOutputError(killed)
-    return merge_results(
-        [driver.parse(text, target, step, raw_dir) for text in processes.outputs()]
+    try:
+        result = merge_results(
+            [driver.parse(text, target, step, raw_dir) for text in processes.outputs()]
+        )
+    except DriverOutputError as error:
+        if overrun is None:
+            raise
+        raise DriverOutputError(
+            f"{driver.name} overran its step by {overrun.overran_s:g} s and printed no totals "
+            f"on {overrun.signal_name}: {error}"
+        ) from None
+    if overrun is None:
+        return result
+    return dataclasses.replace(
+        result,
+        extra={**result.extra, "overran_s": overrun.overran_s, "stopped_by": overrun.signal_name},
     )

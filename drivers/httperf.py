@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import re
+import signal
 from pathlib import Path
 from typing import Self
 
@@ -110,6 +111,8 @@ class HttperfDriver:
     tool_version_args = ("--version",)
     ramp_kinds = ("rate",)
     protocols = ("h1",)
+    # httperf: SIGINT ends the test and prints its totals (test-duration the real one)
+    stop_signal = signal.SIGINT
     busy_polls = True
     checks_bodies = False
 

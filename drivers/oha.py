@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import sqlite3
 from collections import Counter
 from collections.abc import Sequence
@@ -203,6 +204,8 @@ class OhaDriver:
     tool_version_args = ("--version",)
     ramp_kinds = ("constant-rate", "rate")
     protocols = ("h1",)
+    # oha: SIGINT (Ctrl-C) stops sending and writes the report of what it sent
+    stop_signal = signal.SIGINT
     busy_polls = False
     checks_bodies = False
 

@@ -1,5 +1,14 @@
 """siege: concurrency steps in benchmark mode (the autobench study's file and GridFS runs).
 
+Repetitions, not time, once it knows a rate: siege 4.0's timed mode (`-t`) hangs now and
+then at its end — its timer cancels the user threads and one never joins, with every
+signal then blocked, so not even SIGINT gets its report out (measured here: 1 of 200
+consecutive 2 s `-t` runs against our gevent server hung and printed nothing on SIGINT;
+0 of 200 `-r` runs did). So each step after the first measured one runs `-r N`, N sized
+from the last step's rate to last about `duration_s` (`reps_for`), and only a case's first
+step (usually the warm-up) runs timed; the watchdog and the retry (drivers.base,
+harness.run.http_case) cover that one.
+
 siege refuses more than `limit` users (255 by default), so the harness writes its own
 siegerc beside the step's raw output. Its JSON report counts replies of 400 and above as
 transactions that were not successful: those are `status` errors here.
@@ -9,7 +18,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import re
+import signal
 import tempfile
 from pathlib import Path
 from typing import Self
@@ -81,6 +92,8 @@ class SiegeDriver:
     tool_version_args = ("--version",)
     ramp_kinds = ("concurrency",)
     protocols = ("h1",)
+    # siege: SIGINT is its Ctrl-C: "Lifting the server siege" and the JSON report
+    stop_signal = signal.SIGINT
     busy_polls = False
     checks_bodies = False
 
@@ -88,6 +101,8 @@ class SiegeDriver:
         # This driver's own directory (mode 0700, under the short system temp dir), for
         # the URL lists; removed with the driver (one per case) or at exit.
         self._private: tempfile.TemporaryDirectory[str] | None = None
+        # good replies/s of the last step it measured (the warm-up's too): sizes -r
+        self._last_rate: float | None = None
 
     @classmethod
     def from_profile(cls, ramp: Ramp, load_cpu_count: int, options: DriverOptions) -> Self:
@@ -108,13 +123,15 @@ class SiegeDriver:
             url_file = ["-i", f"--file={write_urls_file(Path(self._private.name), text)}"]
         if scenario.method == "POST":
             url = f"{url} POST {(scenario.body or b'').decode()}"
+        duration_s = step.duration_s or 10
+        reps = reps_for(self._last_rate, users, duration_s)
         command = [
             "siege",
             f"--rc={rc_file}",
             "-b",
             "-j",
             f"-c{users}",
-            f"-t{max(1, round(step.duration_s or 10))}S",
+            f"-r{reps}" if reps is not None else f"-t{max(1, round(duration_s))}S",
         ]
         if scenario.content_type:
             command.append(f"--content-type={scenario.content_type}")
@@ -123,4 +140,20 @@ class SiegeDriver:
         return [[*command, url]]
 
     def parse(self, text: str, target: Target, step: RampStep, workdir: Path) -> DriverResult:
-        return parse_siege(text)
+        result = parse_siege(text)
+        if result.replies and result.duration_s > 0:
+            self._last_rate = result.replies / result.duration_s
+        return result
+
+
+# -r below this many repetitions per user measures start-up more than the server
+MIN_REPS_PER_USER = 5
+
+
+def reps_for(rate_per_s: float | None, users: int, duration_s: float) -> int | None:
+    """Repetitions per user for a step of `users` to last about `duration_s` at the rate
+    the last step measured (the server's throughput carries over: at saturation more users
+    share the same rate); None, timed mode, when no rate is known yet."""
+    if not rate_per_s or users < 1:
+        return None
+    return max(MIN_REPS_PER_USER, math.ceil(rate_per_s * duration_s / users))

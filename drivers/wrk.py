@@ -9,6 +9,7 @@ speed, so the load CPU is watched.
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 from typing import Self
 
@@ -139,6 +140,8 @@ class WrkDriver:
     tool_version_args = ("-v",)
     ramp_kinds = ("concurrency",)
     protocols = ("h1", "h1-tls")
+    # wrk: SIGINT stops its threads and prints the summary of the requests so far
+    stop_signal = signal.SIGINT
     busy_polls = False
     checks_bodies = True
 

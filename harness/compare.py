@@ -316,7 +316,7 @@ def summary_table(run: Run) -> Table:
             "process model": case.process_model,
             "protocol": case.protocol,
             "affinity": case.affinity.get("mode") or "",
-            "status": case.status,
+            "status": case.status_text,
         }
         if case.status != "ok":
             cells["flags"] = (case.error or "")[:60]

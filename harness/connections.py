@@ -26,7 +26,7 @@ from drivers.agent.plan import (
     per_process_limit,
     split_schedule,
 )
-from drivers.base import DriverProcesses
+from drivers.base import STOP_GRACE_S, DriverProcesses
 from harness.monitor import Monitor, step_stats
 from model.ramps import ConnectionRamp
 from model.results import LATENCY_KEYS, Step
@@ -62,6 +62,21 @@ class ConnectionRampResult:
     messages_sent: int = 0  # by every agent, over the whole ramp
     server_exit: int | None = None  # the server died during the ramp: its exit status
     lost: str | None = None  # a load host was lost during the ramp: which, and why
+    # the agents outlived the ramp's deadline (ramp_deadline_s) and were told to stop: by
+    # how much, from the ramp's planned end
+    overran_s: float | None = None
+
+
+# The agents' watchdog: a ramp may open slower than planned (a slow server answers the
+# handshakes late), so the deadline is generous; past it the agents are sent SIGTERM (they
+# close, print their final line and exit) and killed STOP_GRACE_S later.
+RAMP_OVERRUN_FACTOR = 1.5
+RAMP_OVERRUN_MARGIN_S = 60.0
+
+
+def ramp_deadline_s(ramp: ConnectionRamp) -> float:
+    """Seconds after which agents still running have overrun the ramp."""
+    return ramp.planned_s * RAMP_OVERRUN_FACTOR + RAMP_OVERRUN_MARGIN_S
 
 
 def _total(counts: dict[str, int]) -> int:
@@ -228,10 +243,20 @@ def run_connection_ramp(
         )
         on_step_done(result.steps[-1])
 
+    started = time.monotonic()
+    deadline_s = ramp_deadline_s(ramp)
+    told_to_stop: float | None = None
     try:  # whatever happens from here (Ctrl-C included), no agent outlives the ramp
         monitor.set_agent_pids(agents.pids)
         while agents.running():
             time.sleep(POLL_INTERVAL_S)
+            now = time.monotonic()
+            if told_to_stop is None and now - started > deadline_s:
+                told_to_stop = now
+                result.overran_s = round(now - started - ramp.planned_s, 1)
+                agents.end()  # the agents' stop signal: they close and print their totals
+            elif told_to_stop is not None and now - told_to_stop > STOP_GRACE_S:
+                break  # `finish` kills them
             if server.process.poll() is not None:  # a dead server ends the ramp at once
                 result.server_exit = server.process.returncode
                 break

@@ -123,6 +123,14 @@ class ConnectionRamp:
         for index, count in enumerate(_levels(self.start, self.target, self.step)):
             yield RampStep(index, offered=int(count), unit="conns", duration_s=self.hold_s)
 
+    @property
+    def planned_s(self) -> float:
+        """How long the ramp takes at its open rate: each step's new connections opened at
+        open_rate_per_s, then held hold_s."""
+        levels = _levels(self.start, self.target, self.step)
+        opened = [b - a for a, b in zip([0.0, *levels], levels, strict=False)]
+        return sum(n / self.open_rate_per_s + self.hold_s for n in opened)
+
 
 @dataclass(frozen=True)
 class ConstantRateRamp:

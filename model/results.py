@@ -82,6 +82,8 @@ FLAG_MEANINGS = {
     "contended": "other processes used > 10 % of a core on the server's or the load's CPUs",
     "cpu_contended": "the server or the load generator waited >= 10 % of a core for a CPU "
     "another process held: the machine, not only the server, shaped the step",
+    "step_lost": "the driver gave no figures for the step twice (it was retried once): the "
+    "ramp has a hole there, and its case reads `incomplete`",
 }
 # which side limited a step (harness.run.analysis.step_bottleneck)
 BOTTLENECKS = ("server", "load generator", "database", "os limit", "none", "unknown")
@@ -353,6 +355,20 @@ class Case:
             mode,
             self.protocol,
         )
+
+    @property
+    def lost_steps(self) -> int:
+        """Steps (of the ramp and the rounds) that gave no figures even when retried."""
+        return sum("step_lost" in step.flags for step in (*self.steps, *self.rounds))
+
+    @property
+    def status_text(self) -> str:
+        """The status as a person reads it: `ok`, or `incomplete: 1 step lost` for an ok
+        case with a hole in its ramp; `failed`/`skipped` as they are."""
+        lost = self.lost_steps
+        if self.status == "ok" and lost:
+            return f"incomplete: {lost} step{'s' if lost > 1 else ''} lost"
+        return self.status
 
     @property
     def key(self) -> str:

@@ -1,7 +1,7 @@
 """What several test modules share: skips for what is not installed, the CLI, raw sockets.
 
 The raw WebSocket frame builder (`ws_frame`, `raw_ws_connect`, `raw_ws_close_code`) lives
-in harness/verify.py, whose checks use it too; it is re-exported here for the tests.
+in harness/verify/websocket.py, whose checks use it too; it is re-exported here for the tests.
 
 Test modules import from here (and get fixtures from conftest.py), never from each other.
 """

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import resource
+import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +40,9 @@ class AgentDriver:
     tool_version_args = ("--version",)
     ramp_kinds = ("connections",)
     protocols = ("h1",)
+    # the agent: SIGTERM (or SIGINT) sets its stop event; it closes and prints its final line
+    # (harness.connections.AgentGroup.end sends it)
+    stop_signal = signal.SIGTERM
     checks_bodies = False  # WebSocket messages, not HTTP bodies
 
     @classmethod

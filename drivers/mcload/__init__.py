@@ -11,6 +11,7 @@ driver and parses that line.
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import Self
@@ -64,6 +65,8 @@ class McLoadDriver:
     tool_version_args = ("--version",)
     ramp_kinds = ("concurrency",)
     protocols = ("h1",)
+    # mcload: SIGINT ends its loops (KeyboardInterrupt) and prints its totals
+    stop_signal = signal.SIGINT
     busy_polls = False
     checks_bodies = True
 

@@ -172,6 +172,13 @@ def run_http_case(ctx: CaseContext, server: Topology, monitor: Monitor) -> Measu
     recorded: list[Step] = []
     for ramp_step in steps:
         step, lost = _run_one_step(ctx, driver, runner, ramp_step, server, monitor, note_agent)
+        if lost is None and is_aborted(step) and server_exit(server) is None:
+            # no figures, the server alive: the driver failed (siege's end-of-run hang
+            # killed past its grace); once more, both attempts' raw output kept
+            again, lost = _run_one_step(
+                ctx, driver, runner, ramp_step, server, monitor, note_agent, attempt="retry"
+            )
+            step = retried_step(again, first=step, label=step_label(ramp_step))
         recorded.append(step)
         ctx.run.reporter.step_finished(step=recorded[-1])
         if lost is not None:  # the load from here on would not be the load asked for
@@ -228,8 +235,10 @@ def _run_one_step(
     server: Topology,
     monitor: Monitor,
     note_agent: Callable[[list[int]], None],
+    attempt: str = "",
 ) -> tuple[Step, HostLost | None]:
-    """One step, recorded; and the load host lost during it, if one was."""
+    """One step, recorded; and the load host lost during it, if one was. `attempt` names a
+    second attempt in the raw files' labels (`step003-retry-0.txt`)."""
     ctx.run.reporter.step_started(
         index=ramp_step.index, offered=ramp_step.offered, unit=ramp_step.unit
     )
@@ -239,7 +248,7 @@ def _run_one_step(
         probe.start()
         result: DriverResult | None = runner(
             ramp_step,
-            f"step{ramp_step.index:03d}",
+            "-".join(filter(None, (step_label(ramp_step), attempt))),
             note_agent,
             lambda: server_exit(server),  # a dead server ends the step at once
         )
@@ -392,6 +401,29 @@ def failed_step(
         flags=("contended",) if noise and is_contended(noise) else (),
         extra={"driver_error": reason, **(noise or {}), **database_cpu(stats)},
         bottleneck="unknown",
+    )
+
+
+def step_label(ramp_step: RampStep) -> str:
+    """The name of a step's raw files: `step003` (then `-0.txt`, one per driver process)."""
+    return f"step{ramp_step.index:03d}"
+
+
+def is_aborted(step: Step) -> bool:
+    """Whether a step's driver produced no result (`failed_step`)."""
+    return "driver_error" in step.extra and step.replies == 0 and step.errors.get("aborted") == 1
+
+
+def retried_step(again: Step, *, first: Step, label: str) -> Step:
+    """The second attempt at a step whose first gave no figures: what it measured, with the
+    first attempt's error and raw files named (`extra["retried"]`); still no figures, it is
+    a lost step (`step_lost`), which the case's status and the summary say."""
+    retried = {"first_error": first.extra.get("driver_error"), "first_raw": f"{label}-*.txt"}
+    flags = set(again.flags)
+    if is_aborted(again):
+        flags.add("step_lost")
+    return dataclasses.replace(
+        again, flags=tuple(sorted(flags)), extra={**again.extra, "retried": retried}
     )
 
 

@@ -3,7 +3,7 @@ concurrent GridFS reads, the memcached pool, long-lived socket-service sessions,
 when a backend is down.
 
 What one request shows (exact bytes, escapes, hits and misses, the socket service's
-replies) is checked by harness/verify.py's checks in tests/e2e/test_conformance.py.
+replies) is checked by harness/verify/'s checks in tests/e2e/test_conformance.py.
 Real processes only: the fixtures start FerretDB and memcached.
 """
 

@@ -2,7 +2,7 @@
 telemetry and `/counter` see them, SIGTERM, --workers and option errors.
 
 The wire contract itself (routes, headers, refusals, WebSocket closes) is checked by
-harness/verify.py's checks in tests/e2e/test_conformance.py.
+harness/verify/'s checks in tests/e2e/test_conformance.py.
 """
 
 from __future__ import annotations

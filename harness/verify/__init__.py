@@ -1,0 +1,434 @@
+"""`harness verify`: check a server honours the wire contract before any number is taken.
+
+Like TechEmpower's verify pass: status, headers and bodies of every route, 404 for unknown
+paths and for the routes a baseline does not serve, 405 for wrong methods, malformed
+requests refused with the server still serving, the WebSocket handshake and its refusals
+and closes, file escapes, the memcached socket service, and a sequential-latency check
+over one keep-alive connection that catches delayed-ACK stalls (a socket without
+TCP_NODELAY). Each check names the route it needs (`CHECK_ROUTES`,
+`BACKEND_CHECK_ROUTES`), so a baseline is checked on the routes it serves. A server that
+does not say which routes it serves (one given as a command) is probed first
+(`served_routes`): a route answered 404 is not served, and its checks are `not supported`.
+
+These checks are the one contract checker: the test suite runs them over every registered
+server (tests/e2e/test_conformance.py) and the runner before every case. This module
+holds the checker (which checks a server gets, running them, `verify_framework`); the
+checks live by concern beside it:
+
+- wire.py: raw bytes to a server and back (the helpers every raw check uses)
+- http.py: `/`, `/counter`, `/log`, 404s, 405s, sequential latency
+- malformed.py: the malformed requests and their known deviations
+- websocket.py: `/ws`, its refusals, close codes and raw frames
+- sinks.py: a record reaching the sink
+- files.py, memcached.py, backends.py: `/files`, `/gridfs`, `/mc` and the socket service
+- probe.py: which routes a server given as a command serves
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+import httpx
+from websockets.exceptions import WebSocketException
+
+from harness.backends import Backends
+from harness.fileset import FileSet
+from harness.server_process import start_server
+from harness.sink_store import SinkStore
+from harness.verify.backends import (
+    BACKEND_CHECK_ROUTES,
+    backend_checks,
+    served_backend_checks,
+    verify_backends,
+)
+from harness.verify.failure import CheckFailed, expect
+from harness.verify.files import (
+    ESCAPE_BAIT_NAME,
+    ESCAPE_LINK_NAME,
+    ESCAPES,
+    VERIFY_FILE_COUNT,
+    check_escapes,
+    check_file_route,
+    one_of_each_kind,
+    plant_escape_bait,
+)
+from harness.verify.http import (
+    LOG_METHODS,
+    SEQUENTIAL_MEDIAN_LIMIT_MS,
+    SEQUENTIAL_REQUESTS,
+    WRONG_METHODS,
+    Routes,
+    check_counter_route,
+    check_log_route,
+    check_not_found,
+    check_sequential_latency,
+    check_text_route,
+    check_wrong_method,
+    routes_of,
+    unserved_targets,
+)
+from harness.verify.malformed import (
+    MALFORMED_DEVIATIONS,
+    MALFORMED_QUIET_S,
+    MALFORMED_REQUESTS,
+    SMUGGLED,
+    check_malformed_requests,
+)
+from harness.verify.memcached import check_memcached_route, check_memcached_socket
+from harness.verify.probe import NOT_SERVED_STATUS, PROBE_BODY, served_routes
+from harness.verify.sinks import check_sink_record
+from harness.verify.websocket import (
+    RAW_FRAME_CASES,
+    check_websocket_binary,
+    check_websocket_handshake,
+    check_websocket_invalid_json,
+    check_websocket_long_message,
+    check_websocket_origin,
+    check_websocket_raw_frames,
+    check_websocket_subprotocol,
+    check_websocket_too_big,
+    raw_ws_close_code,
+    raw_ws_connect,
+    ws_frame,
+)
+from harness.verify.wire import (
+    ESCAPE_BAIT,
+    raw_exchange,
+    read_until_close,
+    responses,
+    status_of,
+)
+from model.errors import UserError
+from servers import FRAMEWORKS, contract
+
+# The names the tests import from before the split (raw reply helpers).
+_responses = responses
+_status_of = status_of
+
+__all__ = [
+    "BACKEND_CHECK_ROUTES",
+    "CHECK_ROUTES",
+    "ESCAPES",
+    "ESCAPE_BAIT",
+    "ESCAPE_BAIT_NAME",
+    "ESCAPE_LINK_NAME",
+    "HTTP_CHECKS",
+    "LOG_METHODS",
+    "MALFORMED_DEVIATIONS",
+    "MALFORMED_QUIET_S",
+    "MALFORMED_REQUESTS",
+    "NOT_SERVED_STATUS",
+    "NO_SOCKET_SERVICE",
+    "NO_TELEMETRY",
+    "PROBE_BODY",
+    "RAW_FRAME_CASES",
+    "SEQUENTIAL_MEDIAN_LIMIT_MS",
+    "SEQUENTIAL_REQUESTS",
+    "SMUGGLED",
+    "VERIFY_FILE_COUNT",
+    "WEBSOCKET_CHECKS",
+    "WRONG_METHODS",
+    "Check",
+    "CheckFailed",
+    "Routes",
+    "Verification",
+    "_responses",
+    "_status_of",
+    "backend_checks",
+    "check_counter_route",
+    "check_escapes",
+    "check_file_route",
+    "check_log_route",
+    "check_malformed_requests",
+    "check_memcached_route",
+    "check_memcached_socket",
+    "check_not_found",
+    "check_sequential_latency",
+    "check_sink_record",
+    "check_telemetry",
+    "check_text_route",
+    "check_websocket_binary",
+    "check_websocket_handshake",
+    "check_websocket_invalid_json",
+    "check_websocket_long_message",
+    "check_websocket_origin",
+    "check_websocket_raw_frames",
+    "check_websocket_subprotocol",
+    "check_websocket_too_big",
+    "check_wrong_method",
+    "checks_for",
+    "contract_check_names",
+    "contract_checks",
+    "expect",
+    "not_supported",
+    "one_of_each_kind",
+    "plant_escape_bait",
+    "raw_exchange",
+    "raw_ws_close_code",
+    "raw_ws_connect",
+    "read_until_close",
+    "responses",
+    "routes_of",
+    "run_checks",
+    "served_backend_checks",
+    "served_routes",
+    "status_of",
+    "stopped_cleanly",
+    "verify_backends",
+    "verify_framework",
+    "ws_frame",
+]
+
+
+@dataclass(frozen=True)
+class Check:
+    """One verified property: its name, whether it held, and what was seen."""
+
+    name: str
+    ok: bool
+    detail: str = ""
+    supported: bool = True  # False: the server does not serve this route (not a failure)
+
+
+@dataclass(frozen=True)
+class Verification:
+    """Every check of one framework (with one sink)."""
+
+    framework: str
+    sink: str
+    checks: tuple[Check, ...] = field(default_factory=tuple)
+    error: str | None = None  # the server could not be started
+    skipped: str | None = None  # the framework does not offer this sink (yet)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and all(c.ok for c in self.checks)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "framework": self.framework,
+            "sink": self.sink,
+            "ok": self.ok,
+            "error": self.error,
+            "skipped": self.skipped,
+            "checks": [asdict(c) for c in self.checks],
+        }
+
+
+HTTP_CHECKS: dict[str, Callable[[str], str]] = {
+    "text": check_text_route,
+    "counter": check_counter_route,
+    "log": check_log_route,
+    "not-found": check_not_found,
+    "wrong-method": check_wrong_method,
+    "malformed": check_malformed_requests,
+    "sequential-latency": check_sequential_latency,
+}
+WEBSOCKET_CHECKS: dict[str, Callable[[str], str]] = {
+    "ws-handshake": check_websocket_handshake,
+    "ws-long-message": check_websocket_long_message,
+    "ws-origin": check_websocket_origin,
+    "ws-subprotocol": check_websocket_subprotocol,
+    "ws-1003": check_websocket_binary,
+    "ws-1007": check_websocket_invalid_json,
+    "ws-1009": check_websocket_too_big,
+    "ws-raw-frames": check_websocket_raw_frames,
+}
+
+
+# The route each check needs: a server that does not serve it reports "not supported".
+CHECK_ROUTES: dict[str, str] = {
+    "text": contract.ROUTE_TEXT,
+    "counter": contract.ROUTE_COUNTER,
+    "log": contract.ROUTE_LOG,
+    "not-found": contract.ROUTE_TEXT,
+    "wrong-method": contract.ROUTE_COUNTER,
+    "malformed": contract.ROUTE_TEXT,
+    "sequential-latency": contract.ROUTE_TEXT,
+    **dict.fromkeys(WEBSOCKET_CHECKS, contract.ROUTE_WEBSOCKET),
+}
+
+
+def checks_for(framework: str, routes: Routes | None = None) -> dict[str, Callable[[str], str]]:
+    """The HTTP and WebSocket checks of the routes `framework` serves (`routes`: as found
+    by probing it)."""
+    served = routes_of(framework, routes)
+    checks = {
+        name: check
+        for name, check in (HTTP_CHECKS | WEBSOCKET_CHECKS).items()
+        if CHECK_ROUTES[name] in served
+    }
+    if "malformed" in checks:
+        checks["malformed"] = lambda url: check_malformed_requests(url, framework)
+    if "not-found" in checks:
+        unserved = tuple(unserved_targets(framework, routes))
+        checks["not-found"] = lambda url: check_not_found(url, unserved)
+    for name, reason in FRAMEWORKS[framework].deviations.items():
+        if name in checks:  # the others name malformed requests (check_malformed_requests)
+            checks[name] = _known_deviation(checks[name], reason)
+    return checks
+
+
+def _known_deviation(check: Callable[[str], str], reason: str) -> Callable[[str], str]:
+    """A check a plugin's or a command's server is known to fail, for `reason` (not ours
+    to fix): its failure is reported, not failed; its passing fails (drop the entry)."""
+
+    def deviating(url: str) -> str:
+        try:
+            check(url)
+        except CheckFailed as failure:
+            return f"known deviation: {reason} (seen: {failure})"
+        raise CheckFailed(f"passes now: drop its known deviation ({reason})")
+
+    return deviating
+
+
+# The memcached socket service is `python -m servers`' own (--mc-socket-port): a server
+# run as a command does not have it, whether or not it serves /mc/{key}.
+NO_SOCKET_SERVICE = "not supported (the memcached socket service is python -m servers' own)"
+
+
+def not_supported(
+    framework: str, backends: bool = False, routes: Routes | None = None
+) -> tuple[Check, ...]:
+    """The checks skipped because `framework` does not serve their route (a baseline, or
+    a route a command's server answered 404 when probed); with `backends`, the backend
+    checks' too."""
+    served = routes_of(framework, routes)
+
+    def why(route: str) -> str:
+        if routes is None:
+            return route
+        return f"{route}: {'handshake refused' if route == contract.ROUTE_WEBSOCKET else '404'}"
+
+    checks = CHECK_ROUTES | (BACKEND_CHECK_ROUTES if backends else {})
+    skipped = [
+        Check(name, True, f"not supported ({why(route)})", supported=False)
+        for name, route in checks.items()
+        if route not in served
+    ]
+    if (
+        backends
+        and not FRAMEWORKS[framework].telemetry
+        and contract.ROUTE_MEMCACHED_PREFIX in served
+    ):
+        skipped.append(Check("memcached-socket", True, NO_SOCKET_SERVICE, supported=False))
+    return tuple(skipped)
+
+
+def run_checks(base_url: str, checks: dict[str, Callable[[str], str]]) -> tuple[Check, ...]:
+    """Run every check against a server at `base_url`; a failing one never stops the rest."""
+    results = []
+    for name, check in checks.items():
+        try:
+            results.append(Check(name, True, check(base_url)))
+        except CheckFailed as failure:
+            results.append(Check(name, False, str(failure)))
+        except (httpx.HTTPError, WebSocketException, OSError, ValueError, AssertionError) as error:
+            results.append(Check(name, False, f"{type(error).__name__}: {error}"))
+    return tuple(results)
+
+
+def check_telemetry(lines: list[dict[str, object]]) -> Check:
+    """The server's telemetry lines: at least one, the last with every contract field."""
+    if not lines:
+        return Check("telemetry", False, "no telemetry line")
+    missing = set(contract.TELEMETRY_FIELDS) - set(lines[-1])
+    if missing:
+        return Check("telemetry", False, f"missing fields {sorted(missing)}")
+    return Check("telemetry", True, f"{len(lines)} lines, every field present")
+
+
+def contract_checks(
+    framework: str,
+    fileset: FileSet | None = None,
+    mc_port: int = 0,
+    routes: Routes | None = None,
+) -> dict[str, Callable[[str], str]]:
+    """Every check of the routes `framework` serves; with a file set (and the server's
+    memcached socket port), the backend checks too. The one contract checker: `harness
+    verify` and the test suite run these; the runner's verify pass runs `checks_for`, the
+    part that needs no backend."""
+    return checks_for(framework, routes) | served_backend_checks(
+        framework, fileset, mc_port, routes
+    )
+
+
+def contract_check_names(framework: str) -> list[str]:
+    """The names `contract_checks(framework, fileset)` has, known without a server."""
+    served = routes_of(framework)
+    return [*checks_for(framework)] + [
+        name
+        for name, route in BACKEND_CHECK_ROUTES.items()
+        if route in served and (FRAMEWORKS[framework].telemetry or name != "memcached-socket")
+    ]
+
+
+def verify_framework(
+    framework: str,
+    sink: str = "empty",
+    cpus: str | None = None,
+    mongo_url: str | None = None,
+    backends: Backends | None = None,
+    mongo_db: str = contract.GRIDFS_DATABASE,
+) -> Verification:
+    """Start `framework` with `sink`, run every check of the routes it serves (with
+    `backends`: files, GridFS, memcached too), stop it (exit status checked too). A server
+    that does not say which routes it serves is probed for them first (`served_routes`)."""
+    info = FRAMEWORKS[framework]
+    if sink not in info.sinks:
+        return Verification(framework, sink, skipped=f"{framework} has no {sink} sink")
+    try:
+        store = SinkStore(sink, mongo_url=mongo_url, mongo_db=mongo_db)
+    except UserError as error:
+        return Verification(framework, sink, error=str(error))
+    with store:
+        args = store.server_args()
+        if backends is not None:
+            if sink == "mongo":  # one --mongo-url: GridFS goes into the sink's database too
+                backends.load_gridfs_into(str(store.mongo_url), mongo_db)
+            args += backends.server_args(args)
+        try:
+            server = start_server(framework, sink=sink, cpus=cpus, extra_args=args)
+        except Exception as error:  # a server that cannot start is a failed verification
+            return Verification(framework, sink, error=str(error))
+        try:
+            routes = None if info.routes is not None else served_routes(server.url, backends)
+            checks = run_checks(server.url, checks_for(framework, routes))
+            if sink != "empty":
+                checks += run_checks(
+                    server.url, {"sink-record": lambda url: check_sink_record(url, store)}
+                )
+            if backends is not None:
+                lines = server.telemetry_lines()
+                mc_port = int(lines[0].get("mc_port") or 0) if lines else 0
+                checks += run_checks(
+                    server.url,
+                    served_backend_checks(framework, backends.fileset, mc_port, routes),
+                )
+            checks += not_supported(framework, backends=backends is not None, routes=routes)
+        finally:
+            status = server.stop()
+    stopped = Check("sigterm", *stopped_cleanly(status, info.telemetry))
+    telemetry = (
+        check_telemetry(server.telemetry_lines())
+        if info.telemetry
+        else Check("telemetry", True, NO_TELEMETRY, supported=False)
+    )
+    return Verification(framework, sink, (*checks, telemetry, stopped))
+
+
+NO_TELEMETRY = "not supported (a server run as a command writes no telemetry line)"
+
+
+def stopped_cleanly(status: int, contract_server: bool) -> tuple[bool, str]:
+    """Whether an exit status after SIGTERM is a clean stop, and how it reads. Ours exit 0
+    (the contract); a server run as a command may also end by the SIGTERM itself once
+    it has shut down (uvicorn re-raises it), which `stop` saw within the grace."""
+    if status == 0:
+        return True, "exit status 0"
+    if not contract_server and status == -signal.SIGTERM:
+        return True, f"exit status {status}: ended by the SIGTERM, within the grace"
+    return False, f"exit status {status}"

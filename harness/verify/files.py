@@ -1,0 +1,81 @@
+"""The file routes' checks (`/files/{name}` on disk, `/gridfs/{name}` in GridFS): exact
+bytes with their type and length, and every escape from the directory refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+
+from harness.fileset import FileSet
+from harness.verify.failure import expect
+from harness.verify.wire import ESCAPE_BAIT, expect_still_serving, get_status
+
+VERIFY_FILE_COUNT = 20
+# Planted beside the files directory, with a symlink to it inside: no reply may contain it.
+ESCAPE_BAIT_NAME = "secret.txt"
+ESCAPE_LINK_NAME = "link.txt"
+# Names tried after /files/ and /gridfs/: escapes, encodings, hidden and empty names.
+ESCAPES = (
+    "../secret.txt",
+    "..%2fsecret.txt",
+    "%2e%2e%2fsecret.txt",
+    "%2E%2E/secret.txt",
+    "..%5csecret.txt",
+    ESCAPE_LINK_NAME,  # a symlink inside the directory pointing outside it
+    "",
+    ".",
+    ".hidden",
+    "%00secret.txt",
+    "..%2f..%2f..%2fetc%2fpasswd",
+    "../../etc/passwd",
+    "img-99999.jpg",  # well-formed but missing
+)
+
+
+def plant_escape_bait(files_dir: Path) -> None:
+    """A secret beside `files_dir` and a symlink to it inside: what the escape checks try."""
+    secret = files_dir.parent / ESCAPE_BAIT_NAME
+    secret.write_bytes(ESCAPE_BAIT)
+    link = files_dir / ESCAPE_LINK_NAME
+    if not link.is_symlink():
+        link.symlink_to(secret)
+
+
+def one_of_each_kind(fileset: FileSet) -> list[str]:
+    """A file of each extension in the set (jpg, png, gif)."""
+    picked: dict[str, str] = {}
+    for name in fileset.names:
+        picked.setdefault(Path(name).suffix, name)
+    return sorted(picked.values())
+
+
+def check_file_route(base_url: str, fileset: FileSet, prefix: str) -> str:
+    """One file of each kind and the first three: exact bytes, Content-Type and -Length."""
+    from servers.core import static
+
+    names = sorted({*one_of_each_kind(fileset), *fileset.names[:3]})
+    with httpx.Client(base_url=base_url, timeout=10) as client:
+        for name in names:
+            reply = client.get(prefix + name)
+            expect(reply.status_code == 200, f"{prefix}{name} answered {reply.status_code}")
+            data = (fileset.directory / name).read_bytes()
+            expect(reply.content == data, f"{prefix}{name}: body differs from the file")
+            length = reply.headers.get("content-length")
+            expect(length == str(len(data)), f"{prefix}{name}: Content-Length {length}")
+            kind = reply.headers.get("content-type", "").split(";")[0]
+            expect(kind == static.content_type(name), f"{prefix}{name}: Content-Type {kind}")
+    return f"{len(names)} files byte-exact with their type and length"
+
+
+def check_escapes(base_url: str, fileset: FileSet, prefix: str) -> str:
+    """Traversals, encoded slashes, absolute paths, hidden and missing names: all 404, none
+    leaks the file planted outside the directory, and the server keeps serving."""
+    absolute = str(fileset.directory.parent / ESCAPE_BAIT_NAME)
+    targets = [prefix + name for name in ESCAPES]
+    targets += [prefix + absolute, prefix + absolute.replace("/", "%2f"), prefix.rstrip("/")]
+    for target in targets:
+        status = get_status(base_url, target)
+        expect(status == 404, f"{target} answered {status}")
+    expect_still_serving(base_url, "the escapes")
+    return f"{len(targets)} escapes and missing names 404"

@@ -1,0 +1,255 @@
+"""The WebSocket route's checks: the handshake and its refusals, the contract's close
+codes, and raw frames (RFC 6455 §5.2) that no well-behaved client library sends."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from typing import Any
+
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.sync.client import ClientConnection, connect
+
+from harness.verify.failure import expect
+from harness.verify.wire import address, expect_still_serving, port_of
+from servers import contract
+
+
+def ws_url(base_url: str) -> str:
+    """The `/ws` URL of the server at `base_url`."""
+    return base_url.replace("http://", "ws://", 1) + contract.ROUTE_WEBSOCKET
+
+
+def ws_connect(
+    base_url: str,
+    origin: str | None = contract.WS_ORIGIN,
+    subprotocols: tuple[str, ...] = (contract.WS_SUBPROTOCOL,),
+) -> ClientConnection:
+    """A WebSocket client connection to `/ws` (the contract's Origin and subprotocol)."""
+    return connect(
+        ws_url(base_url),
+        origin=origin,  # type: ignore[arg-type]
+        subprotocols=list(subprotocols),  # type: ignore[arg-type]
+        compression=None,
+        max_size=None,
+        open_timeout=5,
+        proxy=None,
+    )
+
+
+def check_websocket_handshake(base_url: str) -> str:
+    """The contract's handshake is accepted with its subprotocol; messages and a ping pass."""
+    with ws_connect(base_url) as ws:
+        expect(ws.subprotocol == contract.WS_SUBPROTOCOL, f"subprotocol {ws.subprotocol!r}")
+        for i in range(5):
+            ws.send(json.dumps({"a": "b", "i": i}))
+        ws.ping().wait(5)
+    return f"101, subprotocol {contract.WS_SUBPROTOCOL}, messages accepted"
+
+
+def check_websocket_long_message(base_url: str) -> str:
+    """A message just under the limit is accepted and the connection stays open."""
+    payload = json.dumps({"testKeyValue": "v" * (contract.WS_MAX_MESSAGE_BYTES - 100)})
+    with ws_connect(base_url) as ws:
+        ws.send(payload)
+        ws.ping().wait(5)
+        ws.send('{"still": "open"}')
+        ws.ping().wait(5)
+    return f"a {len(payload)}-byte message accepted"
+
+
+def refused_with(base_url: str, **options: Any) -> int | None:
+    """The status a handshake with `options` is refused with (None: it was accepted)."""
+    try:
+        with ws_connect(base_url, **options):
+            return None
+    except InvalidStatus as refused:
+        return refused.response.status_code
+
+
+def check_websocket_origin(base_url: str) -> str:
+    """A handshake from another Origin, or with none, is refused; still serving."""
+    for origin in ("elsewhere", None):
+        status = refused_with(base_url, origin=origin)
+        expect(status == contract.WS_BAD_ORIGIN_STATUS, f"Origin {origin!r} answered {status}")
+    expect_still_serving(base_url, "a refused handshake")
+    return f"Origin 'elsewhere' and no Origin refused with {contract.WS_BAD_ORIGIN_STATUS}"
+
+
+def check_websocket_subprotocol(base_url: str) -> str:
+    """A handshake offering no subprotocol is refused."""
+    status = refused_with(base_url, subprotocols=())
+    expect(status == contract.WS_NO_SUBPROTOCOL_STATUS, f"no subprotocol answered {status}")
+    return f"no subprotocol refused with {status}"
+
+
+def _close_code_after(base_url: str, payload: str | bytes) -> int | None:
+    with ws_connect(base_url) as ws:
+        try:
+            ws.send(payload)  # the server may close while a big message is still going out
+            for _ in range(10):
+                ws.recv(timeout=5)
+        except ConnectionClosed:
+            return ws.close_code  # 1006 when no close frame came
+        except TimeoutError:
+            return None
+    return None
+
+
+def _bad_messages_close_with(base_url: str, code: int, *payloads: str | bytes) -> str:
+    for payload in payloads:
+        closed = _close_code_after(base_url, payload)
+        expect(closed == code, f"{payload[:20]!r}… closed with {closed}, not {code}")
+    expect_still_serving(base_url, f"a {code} close")
+    return f"closed with {code}"
+
+
+def check_websocket_binary(base_url: str) -> str:
+    """A binary message closes with 1003."""
+    return _bad_messages_close_with(base_url, contract.WS_CLOSE_UNSUPPORTED_DATA, b"\x00\x01bin")
+
+
+def check_websocket_invalid_json(base_url: str) -> str:
+    """Invalid JSON, and JSON that is not an object, close with 1007."""
+    code = contract.WS_CLOSE_INVALID_PAYLOAD
+    return "invalid JSON and a non-object " + _bad_messages_close_with(
+        base_url, code, "not json", "[1, 2]"
+    )
+
+
+def check_websocket_too_big(base_url: str) -> str:
+    """A message over the limit closes with 1009."""
+    payload = '{"a": "' + "x" * contract.WS_MAX_MESSAGE_BYTES + '"}'
+    return "a message over 1 MiB " + _bad_messages_close_with(
+        base_url, contract.WS_CLOSE_TOO_BIG, payload
+    )
+
+
+# -- raw WebSocket frames (RFC 6455 §5.2): what no well-behaved client library sends --------
+_WS_KEY = "dGhlIHNhbXBsZSBub25jZQ=="
+
+
+def ws_frame(
+    opcode: int,
+    payload: bytes = b"",
+    *,
+    fin: bool = True,
+    mask: bool = True,
+    declared_length: int | None = None,
+    rsv: int = 0,
+    mask_key: bytes | None = None,
+    length_bytes: int | None = None,
+) -> bytes:
+    """One frame as a client sends it: masked unless `mask=False`; `declared_length` puts
+    another length than the payload's in the header (a 2 GiB frame, sent as a header).
+
+    For the fuzz suite: `rsv` sets the three RSV bits (0-7, no extension allows them),
+    `mask_key` is the 4-byte key (a random one by default), and `length_bytes` (2 or 8)
+    writes the length in that extended form even when a shorter one would do."""
+    length = len(payload) if declared_length is None else declared_length
+    head = bytes([(0x80 if fin else 0) | (rsv << 4) | opcode])
+    mask_bit = 0x80 if mask else 0
+    if length_bytes is None:
+        length_bytes = 0 if length < 126 else 2 if length < 1 << 16 else 8
+    if length_bytes == 0:
+        head += bytes([mask_bit | length])
+    elif length_bytes == 2:
+        head += bytes([mask_bit | 126]) + length.to_bytes(2)
+    else:
+        head += bytes([mask_bit | 127]) + length.to_bytes(8)
+    if not mask:
+        return head + payload
+    key = os.urandom(4) if mask_key is None else mask_key
+    return head + key + bytes(b ^ key[i % 4] for i, b in enumerate(payload))
+
+
+def raw_ws_connect(port: int, timeout_s: float = 5.0, host: str = "127.0.0.1") -> socket.socket:
+    """A raw socket to `/ws` past a valid handshake (the contract's Origin and protocol)."""
+    sock = socket.create_connection((host, port), timeout=timeout_s)
+    sock.sendall(
+        (
+            f"GET {contract.ROUTE_WEBSOCKET} HTTP/1.1\r\nHost: {host}:{port}\r\n"
+            "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"Sec-WebSocket-Key: {_WS_KEY}\r\nSec-WebSocket-Version: 13\r\n"
+            f"Origin: {contract.WS_ORIGIN}\r\nSec-WebSocket-Protocol: {contract.WS_SUBPROTOCOL}\r\n"
+            "\r\n"
+        ).encode()
+    )
+    reply = b""
+    while b"\r\n\r\n" not in reply:
+        chunk = sock.recv(4096)
+        assert chunk, f"closed during the handshake: {reply!r}"
+        reply += chunk
+    assert reply.startswith(b"HTTP/1.1 101"), reply
+    rest = reply.partition(b"\r\n\r\n")[2]
+    assert not rest, rest  # the server sends nothing before the client does
+    return sock
+
+
+def raw_ws_close_code(sock: socket.socket, timeout_s: float = 5.0) -> int | None:
+    """Read frames until the server's close frame: its code (None when the server dropped
+    the connection without one, or sent none within `timeout_s`)."""
+    sock.settimeout(timeout_s)
+    buffer = b""
+    try:
+        while True:
+            while len(buffer) >= 2:
+                length = buffer[1] & 0x7F
+                start = 2 + (2 if length == 126 else 8 if length == 127 else 0)
+                if length >= 126:
+                    if len(buffer) < start:
+                        break
+                    length = int.from_bytes(buffer[2:start])
+                if len(buffer) < start + length:
+                    break
+                opcode, payload = buffer[0] & 0x0F, buffer[start : start + length]
+                buffer = buffer[start + length :]
+                if opcode == 0x8:
+                    return int.from_bytes(payload[:2]) if len(payload) >= 2 else None
+            chunk = sock.recv(65536)
+            if not chunk:
+                return None
+            buffer += chunk
+    except (TimeoutError, ConnectionResetError):
+        return None
+
+
+# RFC 6455 rules beyond the contract's codes, sent as raw frames (servers/core/websocket.py):
+# what each earns as the server's close code.
+RAW_FRAME_CASES: dict[str, tuple[bytes, int]] = {
+    "an unmasked frame": (
+        ws_frame(0x1, b'{"a": 1}', mask=False),
+        contract.WS_CLOSE_PROTOCOL_ERROR,
+    ),
+    "invalid UTF-8": (ws_frame(0x1, b'{"a": "\xff\xfe"}'), contract.WS_CLOSE_INVALID_PAYLOAD),
+    "close code 999": (ws_frame(0x8, (999).to_bytes(2)), contract.WS_CLOSE_PROTOCOL_ERROR),
+    "a header declaring 2 GiB": (
+        ws_frame(0x1, b"", declared_length=2**31),
+        contract.WS_CLOSE_TOO_BIG,
+    ),
+    # found by the fuzz suite (tests/e2e/test_fuzz.py): tornado dropped a reserved opcode
+    # and a bad close reason without a close frame, twisted a one-byte close and a bad
+    # reason, aiohttp echoed 1006 with 1000, and the Python servers stored NaN
+    "a reserved opcode": (ws_frame(0x3, b"x"), contract.WS_CLOSE_PROTOCOL_ERROR),
+    "close code 1006": (ws_frame(0x8, (1006).to_bytes(2)), contract.WS_CLOSE_PROTOCOL_ERROR),
+    "a one-byte close payload": (ws_frame(0x8, b"\x03"), contract.WS_CLOSE_PROTOCOL_ERROR),
+    "a close reason not UTF-8": (
+        ws_frame(0x8, (1000).to_bytes(2) + b"\xff"),
+        contract.WS_CLOSE_INVALID_PAYLOAD,
+    ),
+    "NaN, which is not JSON": (ws_frame(0x1, b'{"a": NaN}'), contract.WS_CLOSE_INVALID_PAYLOAD),
+}
+
+
+def check_websocket_raw_frames(base_url: str) -> str:
+    """Raw frames no client library sends: each closes with RFC 6455's code, at once."""
+    port = port_of(base_url)
+    host = address(base_url)[0]
+    for what, (frame, code) in RAW_FRAME_CASES.items():
+        with raw_ws_connect(port, host=host) as sock:
+            sock.sendall(frame)
+            closed = raw_ws_close_code(sock, timeout_s=3.0)
+        expect(closed == code, f"{what} closed with {closed}, not {code}")
+    expect_still_serving(base_url, "raw frames")
+    return ", ".join(f"{what} {code}" for what, (_, code) in RAW_FRAME_CASES.items())
