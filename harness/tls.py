@@ -12,10 +12,12 @@ a server starts: what it negotiated (version, cipher, key type, ALPN) goes into 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import ssl
 import tempfile
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,6 +70,23 @@ def temporary_certificates() -> tuple[tempfile.TemporaryDirectory[str], Certific
     """`make_certificates` in a new private temporary directory; the caller removes it."""
     holder = tempfile.TemporaryDirectory(prefix="serverbench-tls-")
     return holder, make_certificates(Path(holder.name))
+
+
+@contextlib.contextmanager
+def run_certificates(
+    protocols: Sequence[str], tls_cert: Path | None = None, tls_key: Path | None = None
+) -> Iterator[Certificates | None]:
+    """The certificates a run (or a verify, a bench) of `protocols` serves: None when none
+    is a TLS protocol; the user's own (`--tls-cert/--tls-key`, checked); else a throwaway
+    CA's in a private temporary directory, removed when the block ends."""
+    if not any(protocol in TLS_PROTOCOLS for protocol in protocols):
+        yield None
+    elif tls_cert is not None and tls_key is not None:
+        yield user_certificates(str(tls_cert), str(tls_key))
+    else:
+        holder, certificates = temporary_certificates()
+        with holder:
+            yield certificates
 
 
 def key_type(cert_path: Path) -> str:

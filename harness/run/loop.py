@@ -31,14 +31,13 @@ from harness.run.plan import Plan, Reporter, SilentReporter, now_iso
 from harness.run.rounds import has_rounds, rotated, run_round
 from harness.run.verdict import verdict
 from harness.services import own_database
-from harness.tls import Certificates, temporary_certificates, user_certificates
+from harness.tls import run_certificates
 from harness.tools import TOOLS, tool_status
 from model.errors import UserError
 from model.results import FLAG_MEANINGS, SCHEMA, Case, Run, RunStatus, write_run
 from model.scenarios import get_scenario
 from model.thresholds import judge_thresholds, parse_threshold
 from servers import BUILTIN, FRAMEWORKS
-from servers.contract import TLS_PROTOCOLS
 
 
 @dataclass
@@ -143,7 +142,9 @@ class Runner:
         with contextlib.ExitStack() as stack:
             database: HarnessDatabase | None = None
             fleet = None
-            certificates = self._certificates(stack)
+            certificates = stack.enter_context(
+                run_certificates(plan.profile.protocols, plan.tls_cert, plan.tls_key)
+            )
             if plan.fleet is not None:
                 from harness.fleet.client import open_fleet
 
@@ -183,18 +184,6 @@ class Runner:
                 )
             )
             yield RunContext(plan, scenario, self.reporter, backends, database, fleet, certificates)
-
-    def _certificates(self, stack: contextlib.ExitStack) -> Certificates | None:
-        """The TLS cases' certificates: the user's, or a throwaway CA's in a private
-        temporary directory that `stack` removes; None when no case speaks TLS."""
-        plan = self.plan
-        if not any(protocol in TLS_PROTOCOLS for protocol in plan.profile.protocols):
-            return None
-        if plan.tls_cert is not None and plan.tls_key is not None:
-            return user_certificates(str(plan.tls_cert), str(plan.tls_key))
-        holder, certificates = temporary_certificates()
-        stack.callback(holder.cleanup)
-        return certificates
 
     def write(
         self,

@@ -227,3 +227,29 @@ def test_harness_list_names_each_servers_protocols_and_why_not_the_others(tmp_pa
     assert "skipped: not" in table.stdout and "h1, h1-tls" in table.stdout
     wrong = harness("list", "--protocol", "h3")
     assert wrong.returncode == 1 and "--protocol: protocol h3 is not one of" in wrong.stderr
+
+
+def test_bench_runs_ours_and_the_minimal_app_on_each_protocol(tmp_path: Path) -> None:
+    require_uvicorn()
+    require_tools("wrk")
+    command = uvicorn_command(tmp_path, tls=True)
+    servers_file = tmp_path / "servers.toml"
+    servers_file.write_text(
+        f"[servers.tlsapp]\ncommand = {json.dumps(command)}\nminimal = {json.dumps(command)}\n"
+    )
+    done = harness(
+        "bench", "--frameworks", "tlsapp", "--servers", str(servers_file), "--protocol",
+        "h1,h1-tls", "--duration", "1", "--rounds", "1", "--connections", "10", "--json",
+        timeout_s=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = json.loads(done.stdout)
+    assert [(r["framework"], r["protocol"]) for r in results] == [
+        ("tlsapp", "h1"),
+        ("tlsapp", "h1-tls"),
+    ]
+    assert all(r["ours_requests_per_s"] > 0 and r["minimal_requests_per_s"] > 0 for r in results)
+    # a minimal app that speaks h1 only is said so, in one line, before anything starts
+    refused = harness("bench", "--frameworks", "aiohttp", "--protocol", "h1-tls")
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "not supported" in refused.stdout + refused.stderr
