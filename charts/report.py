@@ -185,8 +185,9 @@ def _verdict(run: Run) -> str:
     for part in sets:
         where = ""
         if len(sets) > 1:
-            keys = ("scenario", "driver", "sink", "affinity", "process_model")
-            where = "<b>" + escape(", ".join(str(part.get(k)) for k in keys)) + ":</b> "
+            keys = ("scenario", "driver", "sink", "affinity", "process_model", "protocol")
+            where = ", ".join(str(part[k]) for k in keys if k in part)  # /4: no protocol
+            where = "<b>" + escape(where) + ":</b> "
         ratios = [
             f"{escape(r['a'])} / {escape(r['b'])} = {r['ratio']:.2f}× "
             f"[{r['ci'][0]:.2f}, {r['ci'][1]:.2f}]" + ("" if r.get("separated") else " (a tie)")
