@@ -65,6 +65,12 @@ def _server_cpu(case: Case) -> Figure:
     return case.summary.server_cpu_at_peak_pct, case.summary.server_cpu_at_peak_ci_pct, None
 
 
+def _tls_tax(case: Case) -> Figure:
+    summary = case.summary
+    why = None if summary.tls_tax is not None else "no h1-tls case with an h1 case beside it"
+    return summary.tls_tax, summary.tls_tax_ci, why
+
+
 def _errors(case: Case) -> Figure:
     # every error the case saw: the ramp's steps (the summary's errors_total) and its rounds
     errors = case.summary.errors_total + sum(s.errors["total"] for s in case.rounds)
@@ -83,6 +89,7 @@ METRICS: dict[str, tuple[str, Callable[[Case], Figure]]] = {
     "ratio_to_nginx": ("the peak as a ratio to nginx's in the same run", _ratio_to_nginx),
     "p99_ms": ("p99 latency at the peak, ms", _p99),
     "server_cpu_pct": ("server CPU at the peak, % of one core", _server_cpu),
+    "tls_tax": ("h1-tls cases: the peak over the same server's h1 peak", _tls_tax),
     "errors": ("errors over every ramp step and round", _errors),
     "lost": ("acknowledged records the sink does not hold (reconcile.lost)", _lost),
 }

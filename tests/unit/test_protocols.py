@@ -143,6 +143,20 @@ def test_a_threshold_may_select_one_protocols_cases() -> None:
         parse_threshold("aiohttp[h3]: peak >= 1")
 
 
+def test_a_threshold_may_gate_the_tls_tax() -> None:
+    cases = with_tls_tax(
+        [synthetic_case("aiohttp", [1000.0]), tls(synthetic_case("aiohttp", [600.0]))]
+    )
+    rule = parse_threshold("aiohttp[h1-tls]: tls_tax >= 0.7")
+    [judged] = judge_thresholds([rule], cases)
+    assert (judged.value, judged.held, judged.judged_on) == (0.6, False, "value (no interval)")
+    [plain, _] = judge_thresholds([parse_threshold("aiohttp: tls_tax >= 0.5")], cases)
+    assert (plain.held, plain.judged_on) == (
+        False,
+        "no value: no h1-tls case with an h1 case beside it",
+    )
+
+
 def test_the_tls_tax_is_h1_tls_over_h1_paired_by_round() -> None:
     plain = synthetic_case("aiohttp", [1000.0, 1010.0, 990.0])
     secure = tls(synthetic_case("aiohttp", [800.0, 820.0, 780.0]))
