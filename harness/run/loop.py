@@ -64,6 +64,7 @@ class Runner:
             ) from None
         self.started = now_iso()
         self.fleet_description: dict[str, Any] | None = None  # set once the fleet is open
+        self.tls_description: dict[str, Any] | None = None  # set once certificates exist
         self.host = host_facts()
         self.versions = self._versions()
 
@@ -145,6 +146,12 @@ class Runner:
             certificates = stack.enter_context(
                 run_certificates(plan.profile.protocols, plan.tls_cert, plan.tls_key)
             )
+            if certificates is not None:
+                own = certificates.ca_path is None
+                self.tls_description = {
+                    "certificate": str(plan.tls_cert) if own else "a throwaway CA's (trustme)",
+                    "key_type": certificates.key_type,
+                }
             if plan.fleet is not None:
                 from harness.fleet.client import open_fleet
 
@@ -211,6 +218,8 @@ class Runner:
         }
         if self.fleet_description is not None:
             config["fleet"] = self.fleet_description
+        if self.tls_description is not None:
+            config["tls"] = self.tls_description
         run = Run(
             self.plan.run_id,
             self.started,

@@ -138,6 +138,11 @@ def test_compare_on_h1_and_h1_tls_gives_a_case_each_with_what_tls_negotiated(
     assert written["cases"][1]["negotiated"]["tls_version"] == "TLSv1.3"
     assert (run_dir / plain.key).is_dir() and (run_dir / tls.key).is_dir()
     assert tls.key.endswith("_h1-tls") and not plain.key.endswith("_h1")
+    assert written["config"]["tls"] == {
+        "certificate": "a throwaway CA's (trustme)",
+        "key_type": "ECDSA P-256",
+    }
+    assert written["config"]["profile"]["protocol"] == "h1,h1-tls"
     assert "h1-tls" in done.stdout and "TLS tax" in done.stdout
 
 
