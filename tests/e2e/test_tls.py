@@ -21,7 +21,7 @@ from harness.compare import build_plan
 from harness.frameworks import register_servers
 from harness.run import Runner
 from harness.server_process import start_server
-from harness.tls import make_certificates, probe_tls
+from harness.tls import h2c_answers, make_certificates, probe_tls, user_certificates
 from model.errors import UserError
 from model.results import read_run
 from servers import contract
@@ -84,6 +84,12 @@ def test_a_tls_command_is_started_on_h1_tls_and_on_h1(tmp_path: Path) -> None:
             assert server.url.startswith("https://127.0.0.1:")
             assert get_body(server.url, certificates.ca_path) == contract.TEXT_BODY
             facts = probe_tls(server.host, server.port, "h1-tls", certificates)
+            # a user's own certificate (no CA given): trusted as it is, its name unchecked
+            own = user_certificates(str(certificates.cert_path), str(certificates.key_path))
+            assert probe_tls(server.host, server.port, "h1-tls", own)["version"] == "TLSv1.3"
+            other = make_certificates(tmp_path / "other")  # another CA's: not trusted
+            with pytest.raises(ssl.SSLCertVerificationError):
+                probe_tls(server.host, server.port, "h1-tls", other)
         assert facts["version"] == "TLSv1.3"
         assert facts["key_type"] == certificates.key_type
         assert facts["cipher"].startswith("TLS_")
@@ -258,3 +264,23 @@ def test_bench_runs_ours_and_the_minimal_app_on_each_protocol(tmp_path: Path) ->
     refused = harness("bench", "--frameworks", "aiohttp", "--protocol", "h1-tls")
     assert refused.returncode == 1, refused.stdout + refused.stderr
     assert "not supported" in refused.stdout + refused.stderr
+
+
+def test_an_h2c_command_is_ready_and_answers_the_http2_preface(tmp_path: Path) -> None:
+    """hypercorn speaks HTTP/2 with prior knowledge on its cleartext port; uvicorn does not."""
+    pytest.importorskip("hypercorn", reason="pip install serverbench-harness[contenders]")
+    require_uvicorn()
+    (tmp_path / "tlsapp.py").write_text(ASGI_APP)
+    # {protocol} tells a command which protocol to speak; hypercorn needs no telling
+    command = (
+        f"env SERVERBENCH_PROTOCOL={{protocol}} PYTHONPATH={tmp_path} {sys.executable} "
+        "-m hypercorn --bind {host}:{port} tlsapp:app"
+    )
+    with fresh_registry():
+        table = {"h2capp": {"command": command, "protocols": ["h2c"]}}
+        register_servers([f"plainapp={uvicorn_command(tmp_path, tls=False)}"], table=table)
+        with start_server("h2capp", protocol="h2c") as server:
+            assert server.url.startswith("http://")
+            assert h2c_answers(server.host, server.port)
+        with start_server("plainapp") as server:
+            assert not h2c_answers(server.host, server.port)
