@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -319,7 +320,7 @@ def summary_table(run: Run) -> Table:
             "status": case.status_text,
         }
         if case.status != "ok":
-            cells["flags"] = (case.error or "")[:60]
+            cells["flags"] = escape((case.error or "")[:60])
         else:
             rss = summary.rss_max_bytes
             unit = case.steps[0].unit if case.steps else ""
@@ -396,7 +397,7 @@ def threshold_table(run: Run) -> Table | None:
     for result in run.thresholds:
         interval = result.interval
         table.add_row(
-            result.rule,
+            escape(result.rule),  # `aiohttp[h1-tls]: …` is a rule, not rich markup
             result.case,
             figure_text(result.value),
             f"[{figure_text(interval[0])}, {figure_text(interval[1])}]" if interval else "–",

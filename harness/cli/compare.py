@@ -85,6 +85,8 @@ def run_comparison(
 
     Exit status 1 when no case ran, else 3 when a threshold failed (after everything is
     written and drawn), else 0."""
+    from rich.markup import escape
+
     from harness.compare import (
         build_plan,
         mongo_backend_note,
@@ -173,7 +175,8 @@ def run_comparison(
         console.print(judged)
     rules = [parse_threshold(rule) for rule in plan.profile.thresholds]
     for rule in unmatched(rules, run.cases):  # a framework not in this run: nothing to judge
-        console.print(f"[yellow]note:[/] threshold '{rule.text}' matched no case in this run")
+        text = escape(rule.text)  # `aiohttp[h1-tls]: …` is a rule, not rich markup
+        console.print(f"[yellow]note:[/] threshold '{text}' matched no case in this run")
     from charts.render import render
 
     with console.status("drawing charts and the report…"):

@@ -14,7 +14,8 @@ from rich.console import Console
 from charts.figures import close_all, ramp_figures
 from charts.render import build_series
 from charts.report import render_html
-from harness.compare import summary_table
+from harness.cli.diff import diff
+from harness.compare import summary_table, threshold_table
 from harness.diff import case_labels, diff_runs
 from harness.frameworks import command_framework, command_protocols
 from harness.profile import load_profile, parse_protocols
@@ -23,9 +24,9 @@ from harness.server_process import placeholder_values, protocol_args, protocol_u
 from harness.tls import Certificates
 from harness.topology import parse_process_model, topology_unsupported
 from model.errors import UserError
-from model.results import Case, Negotiated, Run
+from model.results import Case, Negotiated, Run, write_run
 from model.thresholds import judge_thresholds, parse_threshold
-from servers import FRAMEWORKS
+from servers import FRAMEWORKS, Framework
 from tests.helpers import synthetic_case, synthetic_run
 
 PLAIN = "app --host {host} --port {port}"
@@ -62,12 +63,14 @@ def test_a_server_table_protocols_key_reaches_the_framework() -> None:
 
 
 def test_a_framework_is_refused_a_protocol_it_does_not_list_with_its_reason() -> None:
-    nginx = FRAMEWORKS["nginx"]
-    missing = next((p for p in ("h2c", "h2", "h1-tls") if p not in nginx.protocols), None)
-    if missing is None:
-        pytest.skip("nginx speaks every protocol here")
-    assert protocol_unsupported(nginx, missing) == nginx.why_not(missing)
-    assert "h9" in (protocol_unsupported(nginx, "h9") or "")
+    framework = Framework(
+        "plain", "servers.none", (), ("asyncio",), protocols=("h1", "h1-tls"),
+        protocol_notes={"h2": "plain speaks HTTP/1.1 only"},
+    )  # fmt: skip
+    assert protocol_unsupported(framework, "h1-tls") is None
+    assert protocol_unsupported(framework, "h2") == "plain speaks HTTP/1.1 only"
+    assert protocol_unsupported(framework, "h2c") == framework.why_not("h2c")
+    assert "h9" in (protocol_unsupported(framework, "h9") or "")
 
 
 def test_protocol_args_are_the_contract_options_and_fill_a_commands_placeholders() -> None:
@@ -204,6 +207,21 @@ def test_the_summary_table_has_protocol_and_tls_tax_columns_only_when_they_apply
     console = Console(width=250, record=True)
     console.print(summary_table(synthetic_run("r", [synthetic_case("aiohttp", [1000.0])])))
     assert "protocol" not in console.export_text() and "TLS tax" not in console.export_text()
+
+
+def test_a_protocol_in_a_rule_or_a_label_is_printed_not_taken_for_markup(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = protocol_run()
+    rules = [parse_threshold("aiohttp[h1-tls]: peak >= 500")]
+    run = dataclasses.replace(run, thresholds=judge_thresholds(rules, run.cases))
+    console = Console(width=250, record=True)
+    console.print(threshold_table(run))
+    assert "aiohttp[h1-tls]: peak >= 500" in console.export_text()
+    write_run(run, tmp_path)
+    capsys.readouterr()
+    diff(tmp_path, tmp_path, factor=1.1, allow_other_host=False, as_json=False)
+    assert "aiohttp [h1-tls]" in capsys.readouterr().out
 
 
 def test_the_report_names_protocols_what_tls_negotiated_and_the_tls_tax() -> None:
