@@ -136,7 +136,7 @@ def build_plan(
             f"driver {profile.driver} does not check reply bodies, which the {scenario.name} "
             "scenario needs: use --driver wrk"
         )
-    check_protocols(profile.protocols, profile.driver, fleet, tls_cert, tls_key)
+    check_protocols(profile.protocols, profile.driver, fleet, tls_cert, tls_key, profile.ramp.kind)
     if fleet is not None:
         check_fleet_plan(fleet, profile.driver, server_address)
     elif server_address is not None:
@@ -179,18 +179,24 @@ def check_protocols(
     fleet: str | None,
     tls_cert: Path | None,
     tls_key: Path | None,
+    ramp_kind: str = "concurrency",
 ) -> None:
     """The run's protocols against its driver (one line naming the drivers that speak
-    them), the fleet (cleartext h1 only) and a user's certificate (it must load)."""
+    them and run its ramp), the fleet (cleartext h1 only) and a user's certificate (it
+    must load)."""
     speaks = driver_class(driver).protocols
     unspoken = [p for p in protocols if p not in speaks]
     if unspoken:
         able = [
             name
             for name, cls in driver_classes().items()
-            if all(p in cls.protocols for p in protocols)
+            if all(p in cls.protocols for p in protocols) and ramp_kind in cls.ramp_kinds
         ]
-        instead = f"use --driver {' or '.join(able)}" if able else "no driver speaks them all"
+        instead = (
+            f"use --driver {' or '.join(able)}"
+            if able
+            else f"no driver that runs {ramp_kind} ramps speaks {', '.join(protocols)}"
+        )
         raise UserError(
             f"driver {driver} does not speak {', '.join(unspoken)} (it speaks "
             f"{', '.join(speaks)}): {instead}"
