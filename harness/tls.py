@@ -118,26 +118,33 @@ def _public_key_words(certificate: Any) -> str:
 
 
 def user_certificates(cert: str, key: str) -> Certificates:
-    """A user's `--tls-cert/--tls-key`: one clear line when either does not parse or they
-    do not match (ssl loads them as every Python server will)."""
+    """A user's `--tls-cert/--tls-key`: one clear line when either is missing, does not
+    parse as PEM, or they do not match (ssl loads them as every Python server will)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
     cert_path, key_path = Path(cert), Path(key)
     for label, path in (("--tls-cert", cert_path), ("--tls-key", key_path)):
         if not path.is_file():
             raise UserError(f"{label} {path}: no such file")
+    try:
+        x509.load_pem_x509_certificate(cert_path.read_bytes())
+    except ValueError:
+        raise UserError(f"--tls-cert {cert_path}: not a PEM certificate") from None
+    try:
+        load_pem_private_key(key_path.read_bytes(), password=None)
+    except (ValueError, TypeError):  # TypeError: the key is encrypted
+        raise UserError(f"--tls-key {key_path}: not an unencrypted PEM private key") from None
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     try:
         context.load_cert_chain(str(cert_path), str(key_path))
     except ssl.SSLError as error:
         reason = error.reason or str(error)
         raise UserError(
-            f"--tls-cert {cert_path} with --tls-key {key_path}: {reason} "
+            f"--tls-cert {cert_path} with --tls-key {key_path}: {reason.lower().replace('_', ' ')} "
             "(a PEM certificate and the PEM private key it was issued for)"
         ) from None
-    try:
-        kind = key_type(cert_path)
-    except ValueError as error:
-        raise UserError(f"--tls-cert {cert_path}: {error}") from None
-    return Certificates(cert_path, key_path, None, kind)
+    return Certificates(cert_path, key_path, None, key_type(cert_path))
 
 
 def client_context(certificates: Certificates, protocol: str) -> ssl.SSLContext:

@@ -197,6 +197,8 @@ def test_the_runner_skips_h2_on_a_server_without_it_and_never_starts_it(tmp_path
         (["--protocol", "h1-tls", "--tls-cert", "/nonexistent.pem", "--tls-key", "/x.key"],
          "--tls-cert /nonexistent.pem: no such file"),
         (["--protocol", "h1-tls", "--tls-cert", "/etc/hostname"], "go together"),
+        (["--protocol", "h1-tls", "--tls-cert", "/etc/hostname", "--tls-key", "/etc/hostname"],
+         "--tls-cert /etc/hostname: not a PEM certificate"),
     ],
 )  # fmt: skip
 def test_protocol_mistakes_get_one_line(tmp_path: Path, args: list[str], message: str) -> None:
@@ -218,7 +220,10 @@ def test_a_certificate_that_does_not_match_its_key_gets_one_line(tmp_path: Path)
         "--out", str(tmp_path / "results"),
     )  # fmt: skip
     assert done.returncode == 1, done.stdout + done.stderr
-    assert f"--tls-cert {first.cert_path} with --tls-key {second.key_path}" in done.stderr
+    assert (
+        f"--tls-cert {first.cert_path} with --tls-key {second.key_path}: key values mismatch"
+        in done.stderr
+    )
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
 
 
