@@ -291,8 +291,8 @@ class Negotiated:
     cipher: str | None = None  # "TLS_AES_256_GCM_SHA384"
     key_type: str | None = None  # the served certificate's key: "ECDSA P-256", "RSA 2048"
     alpn: str | None = None  # the ALPN protocol the server selected; None: it selected none
-    # whether the load generator verified the certificate against the run's CA; None:
-    # cleartext, or the driver does not say (wrk cannot be given a CA: false)
+    # whether the load generator verified the certificate against the run's CA (its driver
+    # class's `ca_trusted`); None: cleartext, or the driver does not declare it
     ca_trusted: bool | None = None
 
     def __post_init__(self) -> None:
