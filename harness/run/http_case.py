@@ -154,6 +154,9 @@ def run_http_case(ctx: CaseContext, server: Topology, monitor: Monitor) -> Measu
         request_timeout_s(profile.ramp, profile.timeout_s),
         paths=backends.paths(scenario) if backends else (),
         expected_body=backends.expected_body(scenario) if backends else None,
+        protocol=ctx.protocol,
+        # the run's CA (a user's own certificate: None, the system's trust)
+        ca_path=ctx.run.certificates.ca_path if ctx.run.certificates else None,
     )
     # where the load ran, read once from the first driver process
     seen: dict[str, str | None] = {"agent": None}
@@ -250,7 +253,7 @@ def _run_one_step(
     ctx.run.reporter.step_started(
         index=ramp_step.index, offered=ramp_step.offered, unit=ramp_step.unit
     )
-    probe = Probe(server.url, ctx.profile.probe_interval_s)
+    probe = Probe(server.url, ctx.profile.probe_interval_s, ctx.protocol, ctx.run.certificates)
     monitor.begin_step(ramp_step.index)
     try:
         probe.start()
@@ -298,6 +301,8 @@ def _run_one_step(
         "backlog_max": stats["backlog_max"],
         **(noise or {}),
         **database_cpu(stats),
+        # what the load generator says it spoke, when it says (h2load: h2 or http/1.1)
+        **({"negotiated": result.negotiated} if result.negotiated is not None else {}),
     }
     step = build_step(ramp_step, result, stats, probe_ms=probe_ms, flags=flags, extra=extra)
     model = ctx.process_model
