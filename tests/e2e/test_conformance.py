@@ -89,6 +89,31 @@ PROTOCOL_MATRIX = [
     if protocol != contract.PROTOCOL_H1
     for check in checks_for(name, protocol=protocol)
 ]
+# What these checks found in the servers over a protocol, not fixed yet: each row is
+# expected to fail (strict: one that passes fails, so the list cannot go stale), the
+# intermittent ones may pass. A Framework's `deviations` cannot say it: they name a check
+# on every protocol.
+KNOWN_PROTOCOL_FAILURES: dict[tuple[str, str, str], tuple[str, bool]] = {
+    ("twisted", contract.PROTOCOL_H2C, "h2-reset-stream"): (
+        "twisted.web's H2Connection raises StreamClosedError sending the response of a "
+        "stream the client reset, and drops the connection (over h2 the TLS timing hides it)",
+        True,
+    ),
+    **{
+        (name, contract.PROTOCOL_H1_TLS, "ws-1009"): (
+            "intermittent: the 1009 close frame is lost to a reset while the client is still "
+            "sending the oversized message over TLS (1006 seen; in cleartext it arrives)",
+            False,
+        )
+        for name in ("gevent", "eventlet", "tornado")
+    },
+}
+
+
+def _protocol_param(name: str, protocol: str, check: str) -> object:
+    known = KNOWN_PROTOCOL_FAILURES.get((name, protocol, check))
+    marks = [pytest.mark.xfail(reason=known[0], strict=known[1])] if known else []
+    return pytest.param(name, protocol, check, marks=marks, id=f"{name}-{protocol}-{check}")
 
 
 class OneServerPerProtocol:
@@ -123,9 +148,7 @@ def protocol_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OneSe
 
 
 @pytest.mark.parametrize(
-    ("name", "protocol", "check"),
-    PROTOCOL_MATRIX,
-    ids=[f"{n}-{p}-{c}" for n, p, c in PROTOCOL_MATRIX],
+    ("name", "protocol", "check"), [_protocol_param(*row) for row in PROTOCOL_MATRIX]
 )
 def test_conformance_over_protocol(
     protocol_servers: OneServerPerProtocol, name: str, protocol: str, check: str
