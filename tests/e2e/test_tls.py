@@ -171,6 +171,27 @@ def test_a_protocol_a_server_does_not_speak_is_skipped_not_supported(tmp_path: P
     )
 
 
+def test_compare_over_h2_skips_a_server_without_it_and_records_alpn_h2(tmp_path: Path) -> None:
+    require_uvicorn()
+    require_tools("h2load", "nginx")
+    server = f"plainapp={uvicorn_command(tmp_path, tls=False)}"
+    out = tmp_path / "results"
+    done = harness(
+        "compare", "--frameworks", "plainapp,nginx", "--server", server, "--protocol", "h2",
+        "--driver", "h2load", "--profile", "smoke", "--out", str(out), timeout_s=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    run, _ = only_run(out)
+    plain, nginx = run.cases
+    assert (plain.protocol, plain.status, plain.steps) == ("h2", "skipped", ())
+    assert plain.error is not None and plain.error.startswith("not supported: plainapp")
+    assert (nginx.protocol, nginx.status) == ("h2", "ok"), nginx.error
+    assert nginx.negotiated is not None
+    assert (nginx.negotiated.alpn, nginx.negotiated.tls_version) == ("h2", "TLSv1.3")
+    assert nginx.negotiated.ca_trusted is False  # h2load verifies no certificate
+    assert all(step.extra.get("negotiated") == "h2" for step in nginx.steps)
+
+
 def test_the_runner_skips_h2_on_a_server_without_it_and_never_starts_it(tmp_path: Path) -> None:
     """h2 needs a driver that speaks it (build_plan refuses wrk); the runner's own rule is
     checked on a plan made directly: the case is skipped before any server starts."""
