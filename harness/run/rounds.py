@@ -6,20 +6,37 @@ held); a ramp step is one sample, and one sample has no error bar. So after the 
 of `profile.round_duration_s` at that framework's peak, every framework once per round and
 the order rotated each round (A B C, B C A, C A B …) so that drift and position touch
 everyone alike. harness.stats turns the rounds into intervals (analysis.with_rounds).
+
+With a precision (`profile.precision_pct`, `--precision`) `run_rounds` goes on past
+`profile.rounds` with the cases not yet precise, lengthens a case's rounds and warm-ups
+as its first rounds ask, and stops before the time budget (harness.run.precision).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import statistics
+import time
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import TypeVar
 
 from harness.profile import Profile
+from harness.run.analysis import usable_rounds
 from harness.run.case import run_case
 from harness.run.context import RunContext
+from harness.run.precision import (
+    ROUND_LENGTH_ROUNDS,
+    round_fits,
+    round_length_s,
+    round_warmup_s,
+    still_running,
+)
 from harness.topology import parse_process_model
 from model.ramps import Ramp
-from model.results import Case
+from model.results import Case, Step
 
+K = TypeVar("K", bound=Hashable)
+T = TypeVar("T")
 ROUND_WARMUP_S = 0.5  # the ramp warmed the code paths up already; a round re-warms a server
 ROUND_KINDS = ("concurrency", "rate")  # connection ramps hold connections: no rounds
 
@@ -41,7 +58,7 @@ def fixed_ramp(ramp: Ramp, offered: float, duration_s: float) -> Ramp:
     raise ValueError(f"a {ramp.kind} ramp has no confirmation rounds")
 
 
-def rotated(items: Sequence[Case], by: int) -> list[Case]:
+def rotated(items: Sequence[T], by: int) -> list[T]:
     """`items` started at position `by` (round r runs the cases rotated by r)."""
     if not items:
         return []
@@ -49,22 +66,115 @@ def rotated(items: Sequence[Case], by: int) -> list[Case]:
     return [*items[shift:], *items[:shift]]
 
 
-def run_round(run: RunContext, case: Case, index: int) -> Case:
-    """Round `index` of `case` (an ok case with a peak): a one-step case at its peak load,
-    without verify (the ramp's case verified this server already)."""
+def run_round(
+    run: RunContext,
+    case: Case,
+    index: int,
+    duration_s: float | None = None,
+    warmup_s: float = ROUND_WARMUP_S,
+) -> Case:
+    """Round `index` of `case` (an ok case with a peak): a one-step case at its peak load
+    lasting `duration_s` (the profile's round length by default) after `warmup_s` of
+    warm-up, without verify (the ramp's case verified this server already)."""
     profile = run.profile
     assert case.summary.peak_offered is not None
+    length_s = duration_s or profile.round_duration_s
     round_profile = dataclasses.replace(
         profile,
-        ramp=fixed_ramp(profile.ramp, case.summary.peak_offered, profile.round_duration_s),
-        warmup_s=min(profile.warmup_s, ROUND_WARMUP_S),
+        ramp=fixed_ramp(profile.ramp, case.summary.peak_offered, length_s),
+        warmup_s=min(profile.warmup_s, warmup_s) if warmup_s <= ROUND_WARMUP_S else warmup_s,
         repeat=1,
     )
     round_run = dataclasses.replace(
         run, plan=dataclasses.replace(run.plan, profile=round_profile, verify=False)
     )
     mode = case.affinity.get("mode") or "both"
-    label = f"round {index + 1} of {profile.rounds}"
-    return run_case(
+    total = profile.max_rounds if profile.precision_pct else profile.rounds
+    label = f"round {index + 1} of {'≤' if profile.precision_pct else ''}{total}"
+    measured = run_case(
         round_run, case.framework, mode, 0, parse_process_model(case.process_model), label
     )
+    steps = tuple(
+        dataclasses.replace(s, extra={**s.extra, "round_s": length_s}) for s in measured.steps
+    )
+    return dataclasses.replace(measured, steps=steps)
+
+
+def round_steps(measured: Sequence[tuple[int, Case]]) -> list[Step]:
+    """A case's rounds so far as steps carrying their round index (ok rounds only)."""
+    return [
+        dataclasses.replace(c.steps[0], extra={**c.steps[0].extra, "round": i})
+        for i, c in measured
+        if c.status == "ok" and c.steps
+    ]
+
+
+def run_rounds(
+    run: RunContext,
+    peaked: Mapping[K, Case],
+    record: Callable[[K, int, Case], None],
+    *,
+    started_s: float,
+    clock: Callable[[], float] = time.monotonic,
+) -> None:
+    """Every round of every case in `peaked` (keyed as the runner keys them), interleaved
+    and rotated, `record(key, index, round case)` after each. Without a precision:
+    `profile.rounds` rounds. With one: at least `profile.rounds`, then only the cases not
+    yet precise, until none is left, `max_rounds`, or the next round (estimated from each
+    case's rounds so far) would end past `max_time_s` after `started_s` (a `clock()`
+    reading). After ROUND_LENGTH_ROUNDS rounds each case's round length and warm-up are
+    chosen from its rounds (harness.run.precision)."""
+    profile = run.profile
+    precision = profile.precision_pct or None
+    max_rounds = profile.max_rounds if precision else profile.rounds
+    measured: dict[K, list[tuple[int, Case]]] = {key: [] for key in peaked}
+    spent: dict[K, list[tuple[float, float]]] = {key: [] for key in peaked}  # (wall, length)
+    length_s = {key: profile.round_duration_s for key in peaked}
+    warmup_s = {key: ROUND_WARMUP_S for key in peaked}
+    budget_s = profile.max_time_s or None
+    for index in range(max_rounds):
+        peaks = {
+            key: [s.achieved for s in usable_rounds(round_steps(measured[key]))] for key in peaked
+        }
+        active = still_running(
+            peaks,
+            index=index,
+            min_rounds=profile.rounds,
+            max_rounds=max_rounds,
+            precision_pct=precision,
+        )
+        cost_s = sum(_round_cost_s(spent[key], length_s[key]) for key in active)
+        if (
+            index >= 2
+            and precision
+            and not round_fits(
+                elapsed_s=clock() - started_s, round_cost_s=cost_s, budget_s=budget_s
+            )
+        ):
+            break
+        if not active:
+            break
+        for key in rotated(active, index):
+            began = clock()
+            case = run_round(run, peaked[key], index, length_s[key], warmup_s[key])
+            spent[key].append((clock() - began, length_s[key]))
+            measured[key].append((index, case))
+            record(key, index, case)
+        if precision and index + 1 == ROUND_LENGTH_ROUNDS:
+            for key in peaked:
+                steps = round_steps(measured[key])
+                overhead_s = statistics.fmean(w - d for w, d in spent[key]) if spent[key] else 0
+                length_s[key] = round_length_s(
+                    steps, base_s=profile.round_duration_s, overhead_s=overhead_s
+                )
+                warmup_s[key] = round_warmup_s(
+                    steps, base_s=ROUND_WARMUP_S, profile_warmup_s=profile.warmup_s
+                )
+
+
+def _round_cost_s(spent: Sequence[tuple[float, float]], length_s: float) -> float:
+    """A case's next round in seconds: its rounds' wall time so far beyond their length,
+    plus the next one's length (a case with no round yet: twice its length)."""
+    if not spent:
+        return 2 * length_s
+    return statistics.fmean(wall - length for wall, length in spent) + length_s
