@@ -29,6 +29,7 @@ PROFILES_DIR = Path(__file__).parent / "profiles"
 DEFAULT_PROFILE = "quick"
 AFFINITY_MODES = ("both", "server", "agent", "none")  # the affinity study's matrix
 AFFINITY_CHOICES = (*AFFINITY_MODES, "matrix")
+PRECISION_MIN_ROUNDS = 3  # harness.run.precision.MIN_PRECISE_ROUNDS (profile sits below run)
 
 
 @dataclass(frozen=True)
@@ -205,6 +206,8 @@ def load_profile(name: str, overrides: dict[str, Any] | None = None) -> Profile:
                 connection_data["hold_s"] = value
         else:
             data[key] = value
+    if data.get("precision_pct") and not data.get("rounds"):  # --precision on a profile
+        data["rounds"] = PRECISION_MIN_ROUNDS  # without rounds: the precision's minimum
     known = {f.name for f in dataclasses.fields(Profile)}
     unknown = sorted(set(data) - known)
     if unknown:

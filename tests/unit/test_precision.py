@@ -228,5 +228,5 @@ def test_profiles_check_the_precision_settings() -> None:
         load_profile("quick", {"precision_pct": 150})
     with pytest.raises(UserError, match="max_rounds"):
         load_profile("quick", {"max_rounds": 1})
-    with pytest.raises(UserError, match="needs rounds"):
-        load_profile("smoke", {"precision_pct": 5, "rounds": 0})
+    # --precision on a profile without rounds: the precision's minimum
+    assert load_profile("smoke", {"precision_pct": "5"}).rounds == MIN_PRECISE_ROUNDS
