@@ -230,3 +230,24 @@ def test_profiles_check_the_precision_settings() -> None:
         load_profile("quick", {"max_rounds": 1})
     # --precision on a profile without rounds: the precision's minimum
     assert load_profile("smoke", {"precision_pct": "5"}).rounds == MIN_PRECISE_ROUNDS
+
+
+def test_bench_ratios_are_paired_and_rounds_go_on_until_the_ratio_is_precise() -> None:
+    from harness.bench import bench_continues, bench_summary
+
+    # both apps drift together; ours is 80 % of the minimal app in every round
+    minimal = [10000.0, 9000.0, 11000.0, 9500.0]
+    ours = [0.8 * m for m in minimal]
+    result = bench_summary("gevent", None, ours, minimal, 3.0)
+    assert result.ratio == pytest.approx(0.8)
+    assert result.ratio_ci == (0.8, 0.8) and result.imprecise_reason is None
+    common = {"min_rounds": 3, "max_rounds": 10, "elapsed_s": 0.0, "round_s": 5.0}
+    assert not bench_continues(ours, minimal, precision_pct=3.0, max_time_s=100.0, **common)
+    wobbly = [8000.0, 9500.0, 7000.0, 9900.0]
+    assert bench_continues(wobbly, minimal, precision_pct=3.0, max_time_s=100.0, **common)
+    assert not bench_continues(wobbly, minimal, precision_pct=3.0, max_time_s=4.0, **common)
+    assert not bench_continues(wobbly, minimal, precision_pct=None, max_time_s=None, **common)
+    assert bench_continues(wobbly[:2], minimal[:2], precision_pct=None, max_time_s=0.0, **common)
+    short = bench_summary("gevent", None, wobbly, minimal, 3.0)
+    assert short.imprecise_reason is not None and short.imprecise_reason.endswith("asked ±3 %")
+    assert short.half_width_pct is not None and short.half_width_pct > 3
