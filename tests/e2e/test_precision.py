@@ -1,0 +1,73 @@
+"""Rounds to a precision, end to end through the `harness` console script: a server made
+10 % slower on purpose (tests/spin_server.py with a fixed amount of CPU work added per
+request) is found slower by `harness diff` with p < 0.05, and each run's summary says how
+precise its peak got.
+
+Both runs are the smoke ramp and then rounds to ±2 % (at least 5, at most 35 s of run):
+about 50 s each with the report drawn, so the test is `slow`; on a quiet machine (a
+shared one gives wide intervals, and its run says so: `imprecise`, the machine).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from model.results import read_run
+from tests.helpers import harness, require_tools
+from tests.spin_server import spin
+
+SPIN_SERVER = Path(__file__).resolve().parent.parent / "spin_server.py"
+SLOWER = 0.10  # what the spin adds: a tenth of a request's cost
+
+
+def iterations_per_us() -> float:
+    """The spin loop's speed here (its best of three: the least disturbed)."""
+    best_s = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        spin(200_000)
+        best_s = min(best_s, time.perf_counter() - started)
+    return 200_000 / (best_s * 1e6)
+
+
+def run_spin(out: Path, iterations: int) -> Path:
+    """One run of the spin server (as the case `spin`) to ±2 %; its results directory."""
+    command = (
+        f"spin={sys.executable} {SPIN_SERVER} --host {{host}} --port {{port}} --spin {iterations}"
+    )
+    result = harness(
+        "run", "--framework", "spin", "--server", command, "--profile", "smoke",
+        "--precision", "2", "--max-time", "35", "--set", "rounds=5",
+        "--set", "round_duration_s=2", "--no-verify", "--out", str(out), timeout_s=150,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "precision: ±2 % asked" in result.stdout
+    (run_dir,) = out.iterdir()
+    return run_dir
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(330)  # two runs of about 50 s each (the report drawn), and the diff
+def test_a_server_made_ten_percent_slower_is_found_slower(tmp_path: Path) -> None:
+    require_tools("wrk")
+    fast_dir = run_spin(tmp_path / "fast", 0)
+    (fast,) = read_run(fast_dir).cases
+    assert fast.status == "ok" and fast.summary.peak
+    assert fast.summary.rounds >= 5 and fast.summary.precision_pct == 2.0
+    assert fast.summary.half_width_pct is not None
+    assert ("imprecise" in fast.summary.flags) == (fast.summary.half_width_pct > 2.0)
+    # a request's cost on the server's one core, and a tenth of it as loop iterations
+    cost_us = 1e6 / fast.summary.peak
+    slow_dir = run_spin(
+        tmp_path / "slow", round(SLOWER / (1 - SLOWER) * cost_us * iterations_per_us())
+    )
+    diffed = harness("diff", str(fast_dir), str(slow_dir), "--json", "--factor", "1.05")
+    (case,) = json.loads(diffed.stdout)["cases"]
+    assert case["verdict"] == "slower", case
+    assert case["peak"]["p"] < 0.05 and case["peak"]["ci"][1] < 1.0
+    assert diffed.returncode == 1  # slower beyond the factor
