@@ -451,3 +451,31 @@ def test_peak_bars_show_each_rounds_peak_as_a_dot_kept_out_rounds_hollow() -> No
     assert list(out.get_offsets()[:, 1]) == [12500.0]
     assert axes.get_ylim()[1] > 12500.0 and "dots: each round" in axes.get_ylabel()
     plt.close("all")
+
+
+def test_the_report_says_each_cases_precision_and_why_one_stopped_short() -> None:
+    from charts.report import _precision
+
+    imprecise = Summary(
+        peak=4000.0,
+        rounds=9,
+        half_width_pct=7.25,
+        precision_pct=5.0,
+        round_duration_s=8.0,
+        imprecise_reason="±7.2 % after 9 rounds, asked ±5 %",
+        noise_source="server",
+        noise_note="the server's own variation: its per-second replies wander ±9.0 %",
+        rounds_excluded=({"round": 3, "reason": "contended: other processes"},),
+        flags=("imprecise",),
+    )
+    precise = Summary(peak=9000.0, rounds=4, half_width_pct=2.1, precision_pct=5.0)
+    run = Run(
+        "r1", "2026-12-01T00:00:00Z", None, {}, {}, {},
+        (make_case("gevent", (make_step(50, 4000),), summary=imprecise),
+         make_case("nginx", (make_step(50, 9000),), summary=precise)),
+    )  # fmt: skip
+    html = _precision(run)
+    assert "±7.2" in html and "imprecise</span>: ±7.2 % after 9 rounds, asked ±5 %" in html
+    assert "wander ±9.0 %" in html and "round 4: contended" in html
+    assert "within ±5 %" in html and "±2.1" in html
+    assert _precision(dataclasses.replace(run, cases=())) == ""
