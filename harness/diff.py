@@ -17,6 +17,11 @@ framework, scenario, sink, driver, process model and affinity mode:
   two peaks alone, with no interval and no verdict); `not comparable` when either case
   failed or found no peak.
 
+A run to a precision (`--precision`) has rounds until each case's interval is narrow
+enough, so a real change of that size is told apart; a case that stopped short
+(`imprecise`) is named in the note of a `no significant change`: its width, not the
+absence of a change, may be why.
+
 The Mann–Whitney test on n and m rounds cannot give p below 2 / C(n + m, n): 0.10 with 3
 rounds a side, 0.029 with 4, 0.008 with 5. With 3 rounds a side or fewer no change can
 be called significant, and the diff says so.
@@ -204,6 +209,13 @@ def diff_case(old: Case, new: Case, label: str, factor: float) -> CaseDiff:
                 f"{peak.rounds[0]} and {peak.rounds[1]} rounds cannot reach p < {ALPHA} "
                 f"(at best {smallest_p(*peak.rounds):.2f}): run at least 4 a side"
             )
+    imprecise = [
+        f"{side} imprecise ({case.summary.imprecise_reason})"
+        for side, case in sides
+        if case.summary.imprecise_reason is not None
+    ]
+    if imprecise and verdict == "no significant change":
+        note = "; ".join(filter(None, (note, *imprecise)))
     if old.summary.peak_offered != new.summary.peak_offered:
         moved = (
             f"the ramps peaked at different loads (offered {old.summary.peak_offered:g} in "

@@ -68,6 +68,8 @@ def test_a_server_made_ten_percent_slower_is_found_slower(tmp_path: Path) -> Non
     )
     diffed = harness("diff", str(fast_dir), str(slow_dir), "--json", "--factor", "1.05")
     (case,) = json.loads(diffed.stdout)["cases"]
-    assert case["verdict"] == "slower", case
+    (slow,) = read_run(slow_dir).cases
+    widths = (fast.summary.half_width_pct, slow.summary.half_width_pct)
+    assert case["verdict"] == "slower", (case["peak"], widths, fast.summary.noise_note)
     assert case["peak"]["p"] < 0.05 and case["peak"]["ci"][1] < 1.0
     assert diffed.returncode == 1  # slower beyond the factor
