@@ -298,3 +298,36 @@ def still_running(
     if not precision_pct:
         return []
     return [key for key, peaks in values.items() if not case_precise(peaks, precision_pct)]
+
+
+MORE_ROUNDS_AFTER_LENGTH = 2  # lengthened rounds must leave room for this many more
+
+
+def fit_lengths(
+    chosen_s: Mapping[K, float],
+    overhead_s: Mapping[K, float],
+    *,
+    base_s: float,
+    remaining_s: float | None,
+    more_rounds: int = MORE_ROUNDS_AFTER_LENGTH,
+) -> dict[K, float]:
+    """The chosen round lengths, shortened alike toward `base_s` so that `more_rounds`
+    rounds of every case still fit in `remaining_s` of the budget (None: no budget): a
+    longer round that leaves no time for another measures less, not more."""
+    if remaining_s is None or not chosen_s:
+        return dict(chosen_s)
+
+    def cost_s(fraction: float) -> float:
+        return more_rounds * sum(
+            overhead_s.get(key, 0.0) + base_s + fraction * (length - base_s)
+            for key, length in chosen_s.items()
+        )
+
+    if cost_s(1.0) <= remaining_s:
+        return dict(chosen_s)
+    extra_s = sum(length - base_s for length in chosen_s.values())
+    fraction = (remaining_s - cost_s(0.0)) / (more_rounds * extra_s) if extra_s > 0 else 0.0
+    fraction = min(1.0, max(0.0, fraction))
+    return {
+        key: round(base_s + fraction * (length - base_s), 1) for key, length in chosen_s.items()
+    }

@@ -26,6 +26,7 @@ from harness.run.case import run_case
 from harness.run.context import RunContext
 from harness.run.precision import (
     ROUND_LENGTH_ROUNDS,
+    fit_lengths,
     round_fits,
     round_length_s,
     round_warmup_s,
@@ -161,15 +162,25 @@ def run_rounds(
             measured[key].append((index, case))
             record(key, index, case)
         if precision and index + 1 == ROUND_LENGTH_ROUNDS:
+            overheads = {
+                key: statistics.fmean(w - d for w, d in spent[key]) if spent[key] else 0.0
+                for key in peaked
+            }
+            chosen = {}
             for key in peaked:
                 steps = round_steps(measured[key])
-                overhead_s = statistics.fmean(w - d for w, d in spent[key]) if spent[key] else 0
-                length_s[key] = round_length_s(
-                    steps, base_s=profile.round_duration_s, overhead_s=overhead_s
+                chosen[key] = round_length_s(
+                    steps, base_s=profile.round_duration_s, overhead_s=overheads[key]
                 )
                 warmup_s[key] = round_warmup_s(
                     steps, base_s=ROUND_WARMUP_S, profile_warmup_s=profile.warmup_s
                 )
+            remaining_s = budget_s - (clock() - started_s) if budget_s else None
+            length_s.update(
+                fit_lengths(
+                    chosen, overheads, base_s=profile.round_duration_s, remaining_s=remaining_s
+                )
+            )
 
 
 def _round_cost_s(spent: Sequence[tuple[float, float]], length_s: float) -> float:

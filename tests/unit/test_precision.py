@@ -14,6 +14,7 @@ from harness.run.analysis import usable_rounds, with_rounds
 from harness.run.precision import (
     MIN_PRECISE_ROUNDS,
     case_precise,
+    fit_lengths,
     half_width_pct,
     noise_source,
     round_exclusions,
@@ -251,3 +252,16 @@ def test_bench_ratios_are_paired_and_rounds_go_on_until_the_ratio_is_precise() -
     short = bench_summary("gevent", None, wobbly, minimal, 3.0)
     assert short.imprecise_reason is not None and short.imprecise_reason.endswith("asked ±3 %")
     assert short.half_width_pct is not None and short.half_width_pct > 3
+
+
+def test_longer_rounds_are_shortened_alike_to_leave_room_for_more_rounds() -> None:
+    chosen = {"gevent": 8.0, "nginx": 2.0}
+    overhead = {"gevent": 3.0, "nginx": 3.0}
+    assert fit_lengths(chosen, overhead, base_s=2.0, remaining_s=None) == chosen
+    assert fit_lengths(chosen, overhead, base_s=2.0, remaining_s=100.0) == chosen  # 2 × 16 s
+    # room for 2 more rounds of 5 + 5 s at the base length, and 2 s more each: gevent 4 s
+    assert fit_lengths(chosen, overhead, base_s=2.0, remaining_s=24.0) == {
+        "gevent": 4.0,
+        "nginx": 2.0,
+    }
+    assert fit_lengths(chosen, overhead, base_s=2.0, remaining_s=5.0)["gevent"] == 2.0
