@@ -53,7 +53,8 @@ def test_quick_profile_plans_twelve_servers_to_a_precision_in_eight_minutes() ->
     per_case_s = quick.warmup_s + sum((s.duration_s or 0) + quick.cooldown_s for s in quick.ramp)
     per_round_s = ROUND_WARMUP_S + quick.round_duration_s + quick.cooldown_s
     assert (quick.rounds, quick.precision_pct) == (4, 5.0)
-    assert 12 * (per_case_s + 4 + quick.rounds * (per_round_s + 3)) <= quick.max_time_s <= 450
+    assert 12 * (per_case_s + 4 + quick.rounds * (per_round_s + 3)) <= quick.max_time_s
+    assert quick.max_time_s + 20 <= 8 * 60  # the report drawn after it
 
 
 def test_overrides_from_the_command_line() -> None:
