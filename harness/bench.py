@@ -10,11 +10,16 @@ of the ratio, `max_rounds` have run, or the next round would end past `max_time_
 (harness.run.precision's rules). The rounds measure the same two processes: the interval
 covers their run-to-run spread, not how each settles at another start. A plugin's or a
 command's server is measured against its own `minimal_command`.
+
+On a protocol other than h1 both apps speak it: our server, and a minimal command whose
+placeholders carry it (harness.frameworks.command_protocols); the builtin minimal apps
+(servers/minimal) speak h1 only, so `bench_unsupported` says why a bench cannot run.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import signal
 import statistics
 import subprocess
@@ -28,14 +33,17 @@ from pathlib import Path
 from drivers.base import Target, run_step
 from drivers.processes import kill_group, spawn
 from drivers.wrk import WrkDriver
+from harness.frameworks import command_protocols
 from harness.run.precision import imprecise_reason, round_fits
-from harness.server_process import start_command_server, start_server
+from harness.server_process import protocol_unsupported, start_command_server, start_server
 from harness.services import wait_listening
 from harness.stats import Interval, paired_ratio_interval
+from harness.tls import Certificates
 from model.errors import UserError
 from model.ramps import RampStep
 from model.scenarios import SCENARIOS
 from servers import FRAMEWORKS
+from servers.contract import PROTOCOL_H1
 
 BENCH_MIN_ROUNDS = 10
 BENCH_PRECISION_PCT = 3.0
@@ -57,6 +65,7 @@ class BenchResult:
     ratio_ci: tuple[float, float] | None  # 95 %, from the paired rounds
     precision_pct: float | None = None
     imprecise_reason: str | None = None  # None: within the precision (or none asked)
+    protocol: str = PROTOCOL_H1
 
     @property
     def half_width_pct(self) -> float | None:
@@ -124,19 +133,45 @@ def bench_continues(
     return round_fits(elapsed_s=elapsed_s, round_cost_s=round_s, budget_s=max_time_s)
 
 
+def bench_unsupported(framework: str, protocol: str) -> str | None:
+    """Why `framework` cannot be benched on `protocol` (its server or its minimal app does
+    not speak it), or None."""
+    info = FRAMEWORKS[framework]
+    why = protocol_unsupported(info, protocol)
+    if why is not None or protocol == PROTOCOL_H1:
+        return why
+    if not info.minimal_command:
+        return f"{framework}'s minimal app (servers/minimal) speaks h1 only"
+    spoken, notes = command_protocols(f"{framework}'s minimal", info.minimal_command)
+    return None if protocol in spoken else notes[protocol]
+
+
 @contextlib.contextmanager
-def minimal_app(framework: str, server_cpus: str) -> Iterator[int]:
+def minimal_app(
+    framework: str,
+    server_cpus: str,
+    protocol: str = PROTOCOL_H1,
+    certificates: Certificates | None = None,
+) -> Iterator[int]:
     """The framework's minimal app, pinned to `server_cpus`, running; yields its port.
 
     A builtin framework's is servers/minimal (port 0, read back from the app's own
     listening socket); a plugin's or a command's is its `minimal_command`, started as a
-    command server (a free port the harness picked, checked to be the app's own).
+    command server (a free port the harness picked, checked to be the app's own), on
+    `protocol`.
     """
     info = FRAMEWORKS[framework]
     if info.minimal_command:
-        with start_command_server(info, info.minimal_command, cpus=server_cpus) as app:
+        with start_command_server(
+            info, info.minimal_command, cpus=server_cpus, protocol=protocol,
+            certificates=certificates,
+        ) as app:  # fmt: skip
             yield app.port
         return
+    if protocol != PROTOCOL_H1:
+        raise UserError(
+            f"bench {framework} on {protocol}: {bench_unsupported(framework, protocol)}"
+        )
     minimal = spawn(
         [
             "taskset",
@@ -176,19 +211,25 @@ def bench_framework(
     precision_pct: float | None = BENCH_PRECISION_PCT,
     max_rounds: int = BENCH_MAX_ROUNDS,
     max_time_s: float | None = BENCH_MAX_TIME_S,
+    protocol: str = PROTOCOL_H1,
+    certificates: Certificates | None = None,
 ) -> BenchResult:
-    """Interleaved wrk runs against our server and the minimal app, the order alternating,
-    until the paired ratio is within `precision_pct` % (module docstring)."""
+    """Interleaved wrk runs against our server and the minimal app, both on `protocol`
+    (TLS: serving `certificates`), the order alternating, until the paired ratio is
+    within `precision_pct` % (module docstring)."""
     started = time.monotonic()
     with (
-        minimal_app(framework, server_cpus) as port,
-        start_server(framework, loop=loop, cpus=server_cpus) as ours,
+        minimal_app(framework, server_cpus, protocol, certificates) as port,
+        start_server(
+            framework, loop=loop, cpus=server_cpus, protocol=protocol, certificates=certificates
+        ) as ours,
         tempfile.TemporaryDirectory(prefix="harness-bench-") as raw_dir,
     ):
         text = SCENARIOS["text"]
+        ca_path = certificates.ca_path if certificates is not None else None
         targets = {
-            "ours": Target("127.0.0.1", ours.port, text),
-            "minimal": Target("127.0.0.1", port, text),
+            name: Target("127.0.0.1", target_port, text, protocol=protocol, ca_path=ca_path)
+            for name, target_port in (("ours", ours.port), ("minimal", port))
         }
         driver = WrkDriver(threads=1)
         warm_up = RampStep(0, connections, "concurrency", duration_s=2)
@@ -217,4 +258,5 @@ def bench_framework(
                     raise UserError(f"{framework} {name}: wrk saw errors {result.errors}")
                 measured[name].append(result.rate)
             round_s = time.monotonic() - began
-    return bench_summary(framework, loop, measured["ours"], measured["minimal"], precision_pct)
+    result = bench_summary(framework, loop, measured["ours"], measured["minimal"], precision_pct)
+    return dataclasses.replace(result, protocol=protocol)

@@ -29,6 +29,7 @@ from harness.cli.options import (
     OUT_OPTION,
     PRECISION_OPTION,
     PROFILE_OPTION,
+    PROTOCOL_OPTION,
     REPEAT_OPTION,
     SCENARIO_OPTION,
     SERVER_ADDRESS_OPTION,
@@ -38,6 +39,8 @@ from harness.cli.options import (
     SET_OPTION,
     SINK_OPTION,
     THRESHOLD_OPTION,
+    TLS_CERT_OPTION,
+    TLS_KEY_OPTION,
 )
 from model.errors import UserError
 
@@ -52,6 +55,7 @@ def run_command(
     duration_s: float = DURATION_OPTION,
     affinity: str = AFFINITY_OPTION,
     process_model: str = MODEL_OPTION,
+    protocol: str = PROTOCOL_OPTION,
     loop: str = LOOP_OPTION,
     settings: list[str] = SET_OPTION,
     server_cpus: str = SERVER_CPUS_OPTION,
@@ -74,6 +78,8 @@ def run_command(
     servers_file: Path = SERVERS_FILE_OPTION,
     fleet: str = FLEET_OPTION,
     server_address: str = SERVER_ADDRESS_OPTION,
+    tls_cert: Path = TLS_CERT_OPTION,
+    tls_key: Path = TLS_KEY_OPTION,
 ) -> None:
     """One framework through a profile (the same as compare --frameworks NAME)."""
     if "," in framework or framework == "all":
