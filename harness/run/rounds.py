@@ -91,7 +91,7 @@ def run_round(
     )
     mode = case.affinity.get("mode") or "both"
     total = profile.max_rounds if profile.precision_pct else profile.rounds
-    label = f"round {index + 1} of {'≤' if profile.precision_pct else ''}{total}"
+    label = f"round {index + 1} of {'at most ' if profile.precision_pct else ''}{total}"
     model = parse_process_model(case.process_model)
     measured = run_case(round_run, case.framework, mode, 0, model, label, case.protocol)
     steps = tuple(
