@@ -483,7 +483,7 @@ def _round_dots(axes: Axes, shown: Sequence[Series], bars: Any) -> list[list[flo
     for one, bar in zip(shown, bars, strict=True):
         excluded = {e["round"] for e in one.case.summary.rounds_excluded}
         rounds = one.case.rounds
-        x = bar.get_x() + bar.get_width() * 0.85
+        x = bar.get_x() + bar.get_width() + 0.06  # just right of the bar, in the gap
         kept = [s.achieved for s in rounds if s.extra.get("round") not in excluded]
         out = [s.achieved for s in rounds if s.extra.get("round") in excluded]
         if kept:
