@@ -17,8 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.run.analysis import usable_rounds
+from harness.run.precision import case_precise
 from model.results import read_run
-from tests.helpers import harness, require_tools
+from tests.helpers import harness, require_framework, require_tools
 from tests.spin_server import spin
 
 SPIN_SERVER = Path(__file__).resolve().parent.parent / "spin_server.py"
@@ -73,3 +75,31 @@ def test_a_server_made_ten_percent_slower_is_found_slower(tmp_path: Path) -> Non
     assert case["verdict"] == "slower", (case["peak"], widths, fast.summary.noise_note)
     assert case["peak"]["p"] < 0.05 and case["peak"]["ci"][1] < 1.0
     assert diffed.returncode == 1  # slower beyond the factor
+
+
+def test_rounds_stop_as_soon_as_a_case_is_precise_or_the_budget_is_spent(tmp_path: Path) -> None:
+    """aiohttp (its telemetry gives per-second replies) to ±10 %, at least 3 rounds, within
+    35 s of run: the rounds stopped at the first that made the case precise, or it is
+    `imprecise` with its reason and noise source; every round says its length and seconds."""
+    require_framework("aiohttp")
+    require_tools("wrk")
+    result = harness(
+        "run", "--framework", "aiohttp", "--profile", "smoke", "--precision", "10",
+        "--max-time", "35", "--set", "rounds=3", "--set", "round_duration_s=3", "--no-verify",
+        "--out", str(tmp_path), timeout_s=150,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "precision: ±10 % asked" in result.stdout
+    (run_dir,) = tmp_path.iterdir()
+    (case,) = read_run(run_dir).cases
+    summary = case.summary
+    assert summary.precision_pct == 10.0 and summary.rounds == len(case.rounds) >= 2
+    assert all(s.extra["round_s"] >= 3.0 and s.extra["replies_per_s"] for s in case.rounds)
+    peaks = [s.achieved for s in usable_rounds(case.rounds)]
+    if "imprecise" in summary.flags:
+        assert summary.imprecise_reason and summary.imprecise_reason.endswith("asked ±10 %")
+        assert summary.noise_source in ("server", "load generator", "machine")
+    else:  # precise now, and not one round earlier (from the minimum on)
+        assert case_precise(peaks, 10.0) and summary.half_width_pct <= 10.0  # type: ignore[operator]
+        assert summary.rounds == 3 or not case_precise(peaks[:-1], 10.0)
+    assert f"±{summary.half_width_pct:.1f}" in result.stdout
