@@ -40,7 +40,10 @@ def bench_command(
         help="Rounds go on until the ratio's 95 % interval is within ±PCT % (0: --rounds only).",
     ),
     max_time_s: float = typer.Option(
-        240.0, "--max-time", metavar="SECONDS", help="Per framework, for --precision (0: none)."
+        240.0,
+        "--max-time",
+        metavar="SECONDS",
+        help="Per framework, for --precision, once --rounds ran (0: none).",
     ),
     max_rounds: int = typer.Option(60, help="Rounds per framework, at most."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
