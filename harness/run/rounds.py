@@ -25,7 +25,9 @@ from harness.run.analysis import usable_rounds
 from harness.run.case import run_case
 from harness.run.context import RunContext
 from harness.run.precision import (
+    MORE_ROUNDS_AFTER_LENGTH,
     ROUND_LENGTH_ROUNDS,
+    case_precise,
     fit_lengths,
     round_fits,
     round_length_s,
@@ -120,8 +122,8 @@ def run_rounds(
     """Every round of every case in `peaked` (keyed as the runner keys them), interleaved
     and rotated, `record(key, index, round case)` after each. Without a precision:
     `profile.rounds` rounds. With one: at least `profile.rounds`, then only the cases not
-    yet precise, until none is left, `max_rounds`, or the next round (estimated from each
-    case's rounds so far) would end past `max_time_s` after `started_s` (a `clock()`
+    yet precise, until none is left, `max_rounds`, or no case's next round (estimated from
+    its rounds so far) would end before `max_time_s` after `started_s` (a `clock()`
     reading). After ROUND_LENGTH_ROUNDS rounds each case's round length and warm-up are
     chosen from its rounds (harness.run.precision)."""
     profile = run.profile
@@ -143,43 +145,79 @@ def run_rounds(
             max_rounds=max_rounds,
             precision_pct=precision,
         )
-        cost_s = sum(_round_cost_s(spent[key], length_s[key]) for key in active)
-        if (
-            index >= 2
-            and precision
-            and not round_fits(
-                elapsed_s=clock() - started_s, round_cost_s=cost_s, budget_s=budget_s
-            )
-        ):
-            break
-        if not active:
-            break
+        ran = 0
         for key in rotated(active, index):
+            # from the third round on, a case's round runs only if it ends within the budget
+            # (estimated from its rounds so far): the last round may run for some cases only
+            if (
+                index >= 2
+                and precision
+                and not round_fits(
+                    elapsed_s=clock() - started_s,
+                    round_cost_s=_round_cost_s(spent[key], length_s[key]),
+                    budget_s=budget_s,
+                )
+            ):
+                continue
             began = clock()
             case = run_round(run, peaked[key], index, length_s[key], warmup_s[key])
             spent[key].append((clock() - began, length_s[key]))
             measured[key].append((index, case))
             record(key, index, case)
+            ran += 1
+        if not ran:
+            break
         if precision and index + 1 == ROUND_LENGTH_ROUNDS:
-            overheads = {
-                key: statistics.fmean(w - d for w, d in spent[key]) if spent[key] else 0.0
-                for key in peaked
-            }
-            chosen = {}
-            for key in peaked:
-                steps = round_steps(measured[key])
-                chosen[key] = round_length_s(
-                    steps, base_s=profile.round_duration_s, overhead_s=overheads[key]
-                )
-                warmup_s[key] = round_warmup_s(
-                    steps, base_s=ROUND_WARMUP_S, profile_warmup_s=profile.warmup_s
-                )
-            remaining_s = budget_s - (clock() - started_s) if budget_s else None
-            length_s.update(
-                fit_lengths(
-                    chosen, overheads, base_s=profile.round_duration_s, remaining_s=remaining_s
-                )
+            _choose_lengths(
+                profile, measured, spent, length_s, warmup_s, budget_s, clock() - started_s
             )
+
+
+def _choose_lengths(
+    profile: Profile,
+    measured: Mapping[K, Sequence[tuple[int, Case]]],
+    spent: Mapping[K, Sequence[tuple[float, float]]],
+    length_s: dict[K, float],
+    warmup_s: dict[K, float],
+    budget_s: float | None,
+    elapsed_s: float,
+) -> None:
+    """After the first rounds: each case not yet precise gets the round length and warm-up
+    its rounds ask for (harness.run.precision), shortened alike where the budget would
+    leave no room for more rounds once the precise cases have run to the minimum; a
+    precise case keeps the profile's length."""
+    base_s = profile.round_duration_s
+    overheads = {
+        key: statistics.fmean(w - d for w, d in spent[key]) if spent[key] else 0.0
+        for key in measured
+    }
+    steps = {key: round_steps(measured[key]) for key in measured}
+    precise = {
+        key
+        for key in measured
+        if case_precise([s.achieved for s in usable_rounds(steps[key])], profile.precision_pct)
+    }
+    chosen = {}
+    for key in measured:
+        warmup_s[key] = round_warmup_s(
+            steps[key], base_s=ROUND_WARMUP_S, profile_warmup_s=profile.warmup_s
+        )
+        if key not in precise:
+            chosen[key] = round_length_s(steps[key], base_s=base_s, overhead_s=overheads[key])
+    to_minimum = max(0, profile.rounds - ROUND_LENGTH_ROUNDS)
+    remaining_s = None
+    if budget_s:
+        precise_s = to_minimum * sum(overheads[key] + base_s for key in precise)
+        remaining_s = budget_s - elapsed_s - precise_s
+    length_s.update(
+        fit_lengths(
+            chosen,
+            overheads,
+            base_s=base_s,
+            remaining_s=remaining_s,
+            more_rounds=max(MORE_ROUNDS_AFTER_LENGTH, to_minimum),
+        )
+    )
 
 
 def _round_cost_s(spent: Sequence[tuple[float, float]], length_s: float) -> float:
