@@ -18,7 +18,9 @@ precision (`--precision PCT`, harness.run.rounds.run_rounds):
   `d + overhead_s` each (start, warm-up), and `n` rounds give a variance `(a + c/d) / n`,
   so the time to a given precision is least at `d = sqrt(c · overhead_s / a)`, clamped to
   [the profile's length, ROUND_LENGTH_CAP × it]: rounds lengthen only when the wander
-  within them explains the spread between them.
+  within them explains the spread between them. Periodic work slower than a round (a
+  dip in some of the first rounds, not all: `periodic_dip_s`) sets the length to one
+  period, so that every round catches as many dips as the next.
 - **outliers** (`round_exclusions`): a round is kept out, its reason recorded in the
   case (`rounds_excluded`), when it was `contended` (others used the server's or the
   load's CPUs), the load generator limited it (`driver_bound`, `driver_capped`), or it
@@ -117,6 +119,9 @@ def round_length_s(
     spread = per_second_spread(steps)
     if len(peaks) < 2 or spread is None:
         return base_s
+    period_s = periodic_dip_s(steps)
+    if period_s is not None:  # periodic work slower than a round: cover one period
+        return round(min(cap * base_s, max(base_s, period_s)), 1)
     within_var, seconds = spread
     between_var = statistics.variance(peaks)
     # the part of a round mean's variance the per-second wander explains, c/d; c per second
@@ -129,6 +134,28 @@ def round_length_s(
         return round(cap * base_s, 1)
     best = math.sqrt(c * max(overhead_s, 0.0) / settle)
     return round(min(cap * base_s, max(base_s, best)), 1)
+
+
+DIP_FRACTION = 0.85  # a second below 85 % of its round's median: a dip (GC, a timer)
+
+
+def periodic_dip_s(steps: Sequence[Step]) -> float | None:
+    """How often a dip comes when it comes less than once a round: with dips (a second
+    below DIP_FRACTION of its round's median) in some of the rounds but not all, a dip
+    every `seconds per round × rounds / rounds with one` s, which a round must cover to
+    catch as many dips as the next; None when every round or none has one."""
+    judged = [s for s in steps if len(s.extra.get("replies_per_s") or []) >= 2]
+    if len(judged) < 2:
+        return None
+    dipped = 0
+    for step in judged:
+        rates = step.extra["replies_per_s"]
+        middle = statistics.median(rates)
+        dipped += any(rate < DIP_FRACTION * middle for rate in rates)
+    if dipped in (0, len(judged)):
+        return None
+    seconds = statistics.fmean(len(s.extra["replies_per_s"]) + 1 for s in judged)
+    return seconds * len(judged) / dipped
 
 
 def stalled_seconds(step: Step) -> list[int]:

@@ -90,6 +90,14 @@ def test_rounds_lengthen_when_the_wander_within_them_explains_the_spread() -> No
         timed(900.0, [900.0, 901.0]),
     ]
     assert round_length_s(settling, base_s=2.0, overhead_s=3.0) == 2.0
+    # a dip in one round of three (a GC every ~9 s): rounds cover one period
+    periodic = [
+        timed(1000.0, [1000.0, 1002.0]),
+        timed(900.0, [1000.0, 700.0]),
+        timed(1001.0, [1001.0, 1000.0]),
+    ]
+    assert round_length_s(periodic, base_s=2.0, overhead_s=3.0) == 8.0  # 9 s, capped at 4 × 2
+    assert round_length_s(periodic, base_s=3.0, overhead_s=3.0) == 9.0
     # no per-second replies (a server without telemetry): the profile's length
     assert round_length_s([step(1000.0), step(1100.0)], base_s=2.0, overhead_s=3.0) == 2.0
 
