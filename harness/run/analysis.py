@@ -17,6 +17,7 @@ from drivers.base import Driver, DriverResult
 from harness.monitor import CpuSnapshot
 from harness.run.precision import (
     case_precise,
+    exclusion_note,
     half_width_pct,
     imprecise_reason,
     noise_source,
@@ -391,8 +392,8 @@ def _pair(interval: Interval | None, digits: int) -> tuple[float, float] | None:
 
 def usable_rounds(rounds: Sequence[Step]) -> list[Step]:
     """The rounds that count: all but those harness.run.precision.round_exclusions keeps
-    out (contended, limited by the load generator, or stalled), unless fewer than two
-    would be left (then all of them, and the summary says how many were contended)."""
+    out (contended or stalled), unless fewer than two would be left (then all of them,
+    and the summary's limit_note says so)."""
     excluded = {e.round for e in round_exclusions(rounds)}
     return [s for i, s in enumerate(rounds) if int(s.extra.get("round", i)) not in excluded]
 
@@ -417,7 +418,7 @@ def with_rounds(
         f"round {index + 1}: {r.error}" for index, r in rounds if r.status != "ok" or not r.steps
     )
     excluded = round_exclusions(steps)
-    notes = [case.summary.limit_note, stall_note(steps)]
+    notes = [case.summary.limit_note, stall_note(steps), exclusion_note(steps)]
     summary = dataclasses.replace(
         case.summary,
         rounds=len(steps),

@@ -23,11 +23,12 @@ precision (`--precision PCT`, harness.run.rounds.run_rounds):
   period, so that every round catches as many dips as the next.
 - **outliers** (`round_exclusions`): a round is kept out, its reason recorded in the
   case (`rounds_excluded`), when it was `contended` (others used the server's or the
-  load's CPUs), the load generator limited it (`driver_bound`, `driver_capped`), or it
-  ran into a stall (a second with replies below STALL_FRACTION of the round's median).
+  load's CPUs) or it ran into a stall (a second with replies below STALL_FRACTION of the
+  round's median).
   Stalls in more than STALL_OWN_FRACTION of the rounds are the server's own (a GC pause
   it always has) and are kept. Never silently: each exclusion names its round and why;
-  with fewer than two rounds left none is excluded and the case says so.
+  with fewer than two rounds left none is excluded and the case says so
+  (`exclusion_note`).
 - **noise source** (`noise_source`): for an imprecise case, which of the machine (other
   processes' CPU), the load generator, or the server itself (per-second replies wandering
   within rounds, or settling differently at each start) the spread comes from.
@@ -52,11 +53,11 @@ ROUND_LENGTH_CAP = 4.0  # rounds lengthen at most to 4 × the profile's round le
 ROUND_LENGTH_ROUNDS = 3  # the first rounds whose spread chooses the length
 MACHINE_FRACTION = 1 / 3  # the machine or the driver is named when it touched ≥ 1/3 rounds
 SERVER_WANDER_PCT = 3.0  # per-second replies wandering more than this within a round
-# what excludes a round, by step flag
+# what excludes a round, by step flag. Not driver_bound: a case the load generator limits
+# (nginx on one wrk core) is limited in most rounds, and keeping only the others would
+# bias its figure; its rounds all count and the noise source names the driver.
 EXCLUDING_FLAGS = {
     "contended": "contended: other processes used the server's or the load's CPUs",
-    "driver_bound": "driver_bound: the load generator limited the round",
-    "driver_capped": "driver_capped: the driver could not offer the load",
 }
 
 
@@ -201,6 +202,20 @@ def round_exclusions(rounds: Sequence[Step]) -> list[Exclusion]:
     if len(rounds) - len(excluded) < 2:
         return []
     return excluded
+
+
+def exclusion_note(rounds: Sequence[Step]) -> str | None:
+    """A note when rounds that would be kept out were kept because fewer than two would be
+    left (every round contended, say); None otherwise."""
+    if round_exclusions(rounds):
+        return None
+    outliers = [s for s in rounds if any(flag in s.flags for flag in EXCLUDING_FLAGS)]
+    if not outliers:
+        return None
+    return (
+        f"{len(outliers)} of {len(rounds)} rounds were contended: too few others to leave "
+        "them out, all kept"
+    )
 
 
 def stall_note(rounds: Sequence[Step]) -> str | None:

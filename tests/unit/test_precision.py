@@ -14,6 +14,7 @@ from harness.run.analysis import usable_rounds, with_rounds
 from harness.run.precision import (
     MIN_PRECISE_ROUNDS,
     case_precise,
+    exclusion_note,
     fit_lengths,
     half_width_pct,
     noise_source,
@@ -128,13 +129,19 @@ def test_stalls_in_many_rounds_are_the_servers_own_and_kept() -> None:
     assert round_exclusions(rounds) == []  # type: ignore[arg-type]
 
 
-def test_nothing_is_excluded_when_fewer_than_two_would_remain() -> None:
+def test_nothing_is_excluded_when_fewer_than_two_would_remain_and_the_case_says_so() -> None:
     rounds = [
         timed(1000.0, [1000.0], round=0, flags=("contended",)),
         timed(1000.0, [1000.0], round=1, flags=("contended",)),
         timed(1000.0, [1000.0], round=2),
     ]
     assert round_exclusions(rounds) == []  # type: ignore[arg-type]
+    assert exclusion_note(rounds) == (  # type: ignore[arg-type]
+        "2 of 3 rounds were contended: too few others to leave them out, all kept"
+    )
+    # a round the load generator limited counts: leaving it out would bias the figure
+    bound = [timed(1000.0, [1000.0], round=i, flags=("driver_bound",)) for i in range(3)]
+    assert round_exclusions(bound) == [] and exclusion_note(bound) is None  # type: ignore[arg-type]
 
 
 def test_the_noise_source_names_the_machine_the_driver_or_the_server() -> None:
