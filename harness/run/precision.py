@@ -295,7 +295,7 @@ def noise_source(rounds: Sequence[Step]) -> tuple[str, str]:
 def imprecise_reason(width_pct: float | None, rounds: int, precision_pct: float) -> str:
     """Why a case stopped short of its precision, as the summary says it."""
     reached = f"±{width_pct:.1f} %" if width_pct is not None else "no interval"
-    return f"{reached} after {rounds} rounds, asked ±{precision_pct:g} %"
+    return f"{reached} after {rounds} round{'s' if rounds != 1 else ''}, asked ±{precision_pct:g} %"
 
 
 WARMING_FRACTION = 0.9  # a round's first second below 90 % of its rest: still warming up
