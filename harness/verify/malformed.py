@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from harness.verify.endpoint import EndpointOrUrl
 from harness.verify.failure import expect
 from harness.verify.wire import exchange_until_close, expect_still_serving, responses, status_of
 from servers import FRAMEWORKS
@@ -58,12 +59,12 @@ MALFORMED_DEVIATIONS: dict[tuple[str, str], str] = {}
 MALFORMED_QUIET_S = 0.5
 
 
-def check_malformed_requests(base_url: str, framework: str = "") -> str:
+def check_malformed_requests(server: EndpointOrUrl, framework: str = "") -> str:
     """Every malformed request: one refusal (a status of its list) and nothing more on the
     connection, then the server still serves. `framework`'s known deviations are named."""
     deviated = []
     for name, request, accepted in MALFORMED_REQUESTS:
-        reply = exchange_until_close(base_url, request, MALFORMED_QUIET_S)
+        reply = exchange_until_close(server, request, MALFORMED_QUIET_S)
         status = status_of(reply)
         count = responses(reply)
         ok = status in accepted and count <= 1
@@ -76,7 +77,7 @@ def check_malformed_requests(base_url: str, framework: str = "") -> str:
         else:
             expect(not ok, f"{name} is refused now: drop its known deviation")
             deviated.append(f"{name} (known deviation: {reason})")
-        expect_still_serving(base_url, name)
+        expect_still_serving(server, name)
     refused = len(MALFORMED_REQUESTS) - len(deviated)
     return f"{refused} malformed requests refused, still serving" + "".join(
         f"; {d}" for d in deviated
