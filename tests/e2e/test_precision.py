@@ -103,3 +103,20 @@ def test_rounds_stop_as_soon_as_a_case_is_precise_or_the_budget_is_spent(tmp_pat
         assert case_precise(peaks, 10.0) and summary.half_width_pct <= 10.0  # type: ignore[operator]
         assert summary.rounds == 3 or not case_precise(peaks[:-1], 10.0)
     assert f"±{summary.half_width_pct:.1f}" in result.stdout
+
+
+def test_bench_gives_the_paired_ratio_with_its_interval(tmp_path: Path) -> None:
+    """Three rounds of 1 s a side, no precision asked: the ratio ours / minimal is the
+    geometric mean of the three rounds' ratios, inside its 95 % interval."""
+    require_framework("aiohttp")
+    require_tools("wrk")
+    result = harness(
+        "bench", "--frameworks", "aiohttp", "--rounds", "3", "--duration", "1",
+        "--precision", "0", "--json", timeout_s=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    (row,) = json.loads(result.stdout)
+    assert row["framework"] == "aiohttp" and row["rounds"] == 3
+    low, high = row["ratio_ci"]
+    assert low <= row["ratio"] <= high and row["imprecise_reason"] is None
+    assert row["half_width_pct"] == pytest.approx(100 * (high - low) / 2 / row["ratio"])
