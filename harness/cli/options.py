@@ -122,7 +122,7 @@ PRECISION_OPTION = typer.Option(
 MAX_TIME_OPTION = typer.Option(
     None,
     "--max-time",
-    help="The run's time budget in seconds for --precision (0: none; quick: 460).",
+    help="The run's time budget in seconds for --precision (0: none; quick: 450).",
     metavar="SECONDS",
 )
 CONNECTIONS_OPTION = typer.Option(None, help="Connection ramp target (WebSocket scenarios).")
