@@ -161,6 +161,8 @@ class CaseDiff:
     verdict: str  # faster, slower, no significant change, no rounds, not comparable
     beyond_factor: bool  # significant and beyond the factor, either way
     note: str | None = None  # why there is no verdict, or why none could be significant
+    # each run's peak half-width, % of its peak (harness.run.precision); None: no interval
+    half_width_pct: tuple[float | None, float | None] = (None, None)
 
     @property
     def worse_beyond_factor(self) -> bool:
@@ -184,6 +186,7 @@ class CaseDiff:
             "peak": self.peak.to_dict(),
             "p99_ms": {**self.p99.to_dict(), "change": self.p99_change},
             "note": self.note,
+            "half_width_pct": {"a": self.half_width_pct[0], "b": self.half_width_pct[1]},
         }
 
 
@@ -234,7 +237,8 @@ def diff_case(old: Case, new: Case, label: str, factor: float) -> CaseDiff:
         note = f"{note}; {moved}" if note else moved
     ratio = peak.ratio or 1.0
     beyond = peak.significant and (ratio < 1 / factor or ratio > factor)
-    return CaseDiff(identity, label, peak, p99, verdict, beyond, note)
+    widths = (old.summary.half_width_pct, new.summary.half_width_pct)
+    return CaseDiff(identity, label, peak, p99, verdict, beyond, note, widths)
 
 
 @dataclass(frozen=True)

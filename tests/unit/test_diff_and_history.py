@@ -130,6 +130,10 @@ def test_runs_to_a_precision_overlap_and_a_ten_percent_slower_server_is_told_apa
     assert low_a <= high_b and low_b <= high_a  # the intervals overlap
     (same,) = diff_runs(one, two).cases
     assert same.verdict == "no significant change" and same.note is None
+    assert same.to_dict()["half_width_pct"] == {
+        "a": one.cases[0].summary.half_width_pct,
+        "b": two.cases[0].summary.half_width_pct,
+    }
     (found,) = diff_runs(one, slower).cases
     assert found.verdict == "slower" and found.peak.p is not None and found.peak.p < 0.05
     assert found.peak.interval is not None and found.peak.interval.high < 1.0
