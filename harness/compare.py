@@ -474,3 +474,20 @@ def precision_table(run: Run) -> Table | None:
     if excluded:
         table.caption = "kept out — " + "; ".join(excluded)
     return table
+
+
+def precision_line(run: Run) -> str | None:
+    """One line on a run to a precision: how many cases reached it, and each that did not
+    with its width and the source of its noise; None when no precision was asked."""
+    asked = [c for c in run.cases if c.status == "ok" and c.summary.precision_pct is not None]
+    if not asked:
+        return None
+    short = [c for c in asked if c.summary.imprecise_reason is not None]
+    within = len(asked) - len(short)
+    line = f"precision: {within} of {len(asked)} cases within the ±% asked"
+    if short:
+        line += "; imprecise: " + "; ".join(
+            f"{c.framework} {c.summary.imprecise_reason}, noise from the {c.summary.noise_source}"
+            for c in short
+        )
+    return line

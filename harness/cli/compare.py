@@ -94,6 +94,7 @@ def run_comparison(
     from harness.compare import (
         build_plan,
         mongo_backend_note,
+        precision_line,
         precision_table,
         run_plan,
         summary_table,
@@ -175,6 +176,7 @@ def run_comparison(
     precision = precision_table(run)
     if precision is not None:
         console.print(precision)
+        console.print(precision_line(run))
     for note in dict.fromkeys(c.summary.limit_note for c in run.cases if c.summary.limit_note):
         console.print(f"[yellow]note:[/] {note}")
     topologies = topology_table(run)

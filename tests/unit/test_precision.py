@@ -280,3 +280,15 @@ def test_longer_rounds_are_shortened_alike_to_leave_room_for_more_rounds() -> No
         "nginx": 2.0,
     }
     assert fit_lengths(chosen, overhead, base_s=2.0, remaining_s=5.0)["gevent"] == 2.0
+
+
+def test_a_run_to_a_precision_ends_with_one_line_naming_the_cases_that_stopped_short() -> None:
+    from harness.compare import precision_line
+
+    wide = dataclasses.replace(rounds_of([1000.0, 1300.0, 800.0, 1100.0]), framework="gevent")
+    narrow = dataclasses.replace(rounds_of([1000.0, 1010.0, 990.0]), framework="nginx")
+    run = Run("r1", "2026-12-01T00:00:00Z", None, {}, {}, {}, (wide, narrow))
+    line = precision_line(run)
+    assert line is not None and line.startswith("precision: 1 of 2 cases within the ±% asked")
+    assert f"gevent {wide.summary.imprecise_reason}, noise from the server" in line
+    assert precision_line(dataclasses.replace(run, cases=())) is None
