@@ -42,9 +42,8 @@ def test_both_halves_give_the_full_rate_and_the_resumed_one_beside_it() -> None:
     """resumption "both": the full handshakes' report, then the resumed half's."""
     text = captured("handshakes_full.txt") + captured("handshakes_resumed.txt")
     result = parse_handshakes(text)
-    full, resumed = (
-        parse_handshakes(captured("handshakes_full.txt")),
-        parse_handshakes(captured("handshakes_resumed.txt")),
+    full, resumed = parse_handshakes(captured("handshakes_full.txt")), parse_handshakes(
+        captured("handshakes_resumed.txt")
     )
     assert result.replies == full.replies and result.rate == full.rate
     assert result.extra["resumed"] == 0  # the step's own figures are the full handshakes
