@@ -82,6 +82,8 @@ def run_round(
     profile = run.profile
     assert case.summary.peak_offered is not None
     length_s = duration_s or profile.round_duration_s
+    # the usual re-warm never exceeds the profile's own warm-up; a longer one, chosen for a
+    # server still warming up when its rounds began (precision.round_warmup_s), is kept
     round_profile = dataclasses.replace(
         profile,
         ramp=fixed_ramp(profile.ramp, case.summary.peak_offered, length_s),
