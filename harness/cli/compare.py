@@ -20,6 +20,7 @@ from harness.cli.options import (
     FRAMEWORKS_OPTION,
     LOAD_CPUS_OPTION,
     LOOP_OPTION,
+    MAX_TIME_OPTION,
     MODE_OPTION,
     MODEL_OPTION,
     MONGO_BACKEND_OPTION,
@@ -28,6 +29,7 @@ from harness.cli.options import (
     MONGO_W_OPTION,
     NO_VERIFY_OPTION,
     OUT_OPTION,
+    PRECISION_OPTION,
     PROFILE_OPTION,
     PROTOCOL_OPTION,
     REPEAT_OPTION,
@@ -73,6 +75,8 @@ def run_comparison(
     connections: int | None,
     mode: str | None,
     thresholds: list[str],
+    precision_pct: float | None = None,
+    max_time_s: float | None = None,
     servers: list[str] = (),  # type: ignore[assignment]
     servers_file: Path | None = None,
     fleet: str | None = None,
@@ -90,6 +94,8 @@ def run_comparison(
     from harness.compare import (
         build_plan,
         mongo_backend_note,
+        precision_line,
+        precision_table,
         run_plan,
         summary_table,
         threshold_table,
@@ -124,6 +130,8 @@ def run_comparison(
         "connections": connections,
         "mode": mode,
         "thresholds": list(thresholds),
+        "precision_pct": precision_pct,
+        "max_time_s": max_time_s,
     }
     plan = build_plan(
         frameworks=frameworks,
@@ -165,6 +173,10 @@ def run_comparison(
             )
         raise SystemExit(interrupt_exit_status(error)) from None
     console.print(summary_table(run))
+    precision = precision_table(run)
+    if precision is not None:
+        console.print(precision)
+        console.print(precision_line(run))
     for note in dict.fromkeys(c.summary.limit_note for c in run.cases if c.summary.limit_note):
         console.print(f"[yellow]note:[/] {note}")
     topologies = topology_table(run)
@@ -218,6 +230,8 @@ def compare_command(
     connections: int = CONNECTIONS_OPTION,
     mode: str = MODE_OPTION,
     thresholds: list[str] = THRESHOLD_OPTION,
+    precision_pct: float = PRECISION_OPTION,
+    max_time_s: float = MAX_TIME_OPTION,
     servers: list[str] = SERVER_OPTION,
     servers_file: Path = SERVERS_FILE_OPTION,
     fleet: str = FLEET_OPTION,
