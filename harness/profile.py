@@ -170,12 +170,12 @@ class Profile:
         return AFFINITY_MODES if self.affinity == "matrix" else (self.affinity,)
 
     def to_dict(self) -> dict[str, Any]:
+        """The profile as JSON has it (tuples as lists): run.json reads back equal."""
         data = dataclasses.asdict(self)
-        data["ramp"] = dataclasses.asdict(self.ramp)
+        data["ramp"] = _as_json(dataclasses.asdict(self.ramp))
         if self.connection_ramp is not None:
-            data["connection_ramp"] = dataclasses.asdict(self.connection_ramp)
-        data["thresholds"] = list(self.thresholds)  # as JSON has it: run.json reads back equal
-        return data
+            data["connection_ramp"] = _as_json(dataclasses.asdict(self.connection_ramp))
+        return _as_json(data)
 
     @property
     def protocols(self) -> tuple[str, ...]:
@@ -295,3 +295,8 @@ def parse_settings(settings: list[str]) -> dict[str, str]:
             raise UserError(f"--set {setting!r} is not key=value (e.g. ramp.stop=100)")
         parsed[key.strip()] = value.strip()
     return parsed
+
+
+def _as_json(data: dict[str, Any]) -> dict[str, Any]:
+    """`data` with its tuples as lists, as json.loads gives them back."""
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}
