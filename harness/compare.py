@@ -447,9 +447,8 @@ def precision_table(run: Run) -> Table | None:
         )
     for case in measured:
         summary = case.summary
-        label = " ".join(
-            part for part in (case.framework, case.process_model, case.affinity.get("mode")) if part
-        )
+        parts = (case.framework, case.protocol, case.process_model, case.affinity.get("mode"))
+        label = " ".join(part for part in parts if part)
         width = summary.half_width_pct
         if summary.precision_pct is None:
             state = "–"
