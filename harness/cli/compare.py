@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -18,8 +19,10 @@ from harness.cli.options import (
     DURATION_OPTION,
     FLEET_OPTION,
     FRAMEWORKS_OPTION,
+    JUNIT_OPTION,
     LOAD_CPUS_OPTION,
     LOOP_OPTION,
+    MARKDOWN_OPTION,
     MODE_OPTION,
     MODEL_OPTION,
     MONGO_BACKEND_OPTION,
@@ -41,6 +44,9 @@ from harness.cli.options import (
     console,
 )
 from model.errors import UserError
+
+if TYPE_CHECKING:
+    from model.results import Run
 
 
 def run_comparison(
@@ -74,8 +80,12 @@ def run_comparison(
     servers_file: Path | None = None,
     fleet: str | None = None,
     server_address: str | None = None,
+    junit: Path | None = None,
+    markdown: Path | None = None,
+    command: str = "compare",
 ) -> None:
-    """Plan (every choice checked up front), run, print the tables, draw the report.
+    """Plan (every choice checked up front), run, print the tables, draw the report;
+    with `junit` / `markdown`, write those too (harness.outputs).
 
     Exit status 1 when no case ran, else 3 when a threshold failed (after everything is
     written and drawn), else 0."""
@@ -171,12 +181,30 @@ def run_comparison(
         report_path = render([plan.out_dir])
     console.print(f"wall time {wall_s:.0f} s; results: {plan.out_dir / 'run.json'}")
     console.print(f"report: {report_path}")
+    write_ci_outputs(run, plan.out_dir, junit=junit, markdown=markdown, command=command)
     if not any(case.status == "ok" for case in run.cases):
         raise typer.Exit(1)
     failed = [t for t in run.thresholds if not t.held]
     if failed:
         console.print(f"[red]{len(failed)} of {len(run.thresholds)} threshold checks failed[/]")
         raise typer.Exit(3)
+
+
+def write_ci_outputs(
+    run: Run, run_dir: Path, *, junit: Path | None, markdown: Path | None, command: str
+) -> None:
+    """The run as JUnit XML and as Markdown, where asked for; each path printed."""
+    from harness.outputs import write_output
+    from harness.outputs.junit import run_junit
+    from harness.outputs.markdown import run_markdown
+
+    if junit is not None:
+        write_output(junit, run_junit(run, command), "--junit")
+        console.print(f"junit: {junit}")
+    if markdown is not None:
+        text = run_markdown(run, run_dir, base=markdown.resolve().parent)
+        write_output(markdown, text, "--markdown")
+        console.print(f"markdown: {markdown}")
 
 
 def compare_command(
@@ -209,6 +237,8 @@ def compare_command(
     servers_file: Path = SERVERS_FILE_OPTION,
     fleet: str = FLEET_OPTION,
     server_address: str = SERVER_ADDRESS_OPTION,
+    junit: Path = JUNIT_OPTION,
+    markdown: Path = MARKDOWN_OPTION,
 ) -> None:
     """Identical load ramps against every framework; run.json, steps.csv, charts, report."""
     run_comparison(**locals())

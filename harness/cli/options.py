@@ -124,3 +124,13 @@ SERVER_ADDRESS_OPTION = typer.Option(
     help="With --fleet: the address servers listen on, which the load hosts reach "
     "(default: the local fleet's bridge, or this machine's address toward the scheduler).",
 )
+JUNIT_OPTION = typer.Option(
+    None,
+    "--junit",
+    help="Also write the result as JUnit XML to FILE (each case, threshold or verdict a test).",
+)
+MARKDOWN_OPTION = typer.Option(
+    None,
+    "--markdown",
+    help="Also write the summary as Markdown to FILE (a CI job's step summary).",
+)

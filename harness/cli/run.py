@@ -16,8 +16,10 @@ from harness.cli.options import (
     DURABLE_OPTION,
     DURATION_OPTION,
     FLEET_OPTION,
+    JUNIT_OPTION,
     LOAD_CPUS_OPTION,
     LOOP_OPTION,
+    MARKDOWN_OPTION,
     MODE_OPTION,
     MODEL_OPTION,
     MONGO_BACKEND_OPTION,
@@ -70,9 +72,11 @@ def run_command(
     servers_file: Path = SERVERS_FILE_OPTION,
     fleet: str = FLEET_OPTION,
     server_address: str = SERVER_ADDRESS_OPTION,
+    junit: Path = JUNIT_OPTION,
+    markdown: Path = MARKDOWN_OPTION,
 ) -> None:
     """One framework through a profile (the same as compare --frameworks NAME)."""
     if "," in framework or framework == "all":
         raise UserError("run takes one framework; use compare for several")
     options = dict(locals())
-    run_comparison(frameworks=options.pop("framework"), **options)
+    run_comparison(frameworks=options.pop("framework"), command="run", **options)

@@ -11,6 +11,8 @@ import typer
 from rich.table import Table
 
 from harness.cli.options import (
+    JUNIT_OPTION,
+    MARKDOWN_OPTION,
     SERVER_OPTION,
     SERVERS_FILE_OPTION,
     check_cpus,
@@ -30,6 +32,8 @@ def verify_command(
     mongo_url: str = typer.Option(None, help="A real MongoDB (default: FerretDB started here)."),
     servers: list[str] = SERVER_OPTION,
     servers_file: Path = SERVERS_FILE_OPTION,
+    junit: Path = JUNIT_OPTION,
+    markdown: Path = MARKDOWN_OPTION,
 ) -> None:
     """Start each server and check every route it serves, WebSocket rules, latency and
     the sinks asked for; routes a baseline does not serve (or a command's server answers
@@ -65,6 +69,15 @@ def verify_command(
                             mongo_db=mongo_db,
                         )
                     )
+    if junit is not None or markdown is not None:
+        from harness.outputs import write_output
+        from harness.outputs.junit import verify_junit
+        from harness.outputs.markdown import verify_markdown
+
+        if junit is not None:
+            write_output(junit, verify_junit(results), "--junit")
+        if markdown is not None:
+            write_output(markdown, verify_markdown(results), "--markdown")
     if as_json:
         print(json.dumps([r.to_dict() for r in results], indent=2))
     else:
