@@ -41,8 +41,11 @@ FIGURE_CAPTIONS = {
 }
 
 STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }
-h1 { font-size: 1.6em; } h2 { border-bottom: 1px solid #ccc; padding-bottom: .2em; }
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222;
+       padding: 0 1em; }
+h1 { font-size: 1.6em; } h1, h2, h3, p, li, figcaption { overflow-wrap: anywhere; }
+nav.links { font-size: .9em; margin-bottom: .5em; }
+h2 { border-bottom: 1px solid #ccc; padding-bottom: .2em; }
 table { border-collapse: collapse; margin: .5em 0 1.5em; font-size: .92em; }
 th, td { border: 1px solid #ddd; padding: .3em .6em; text-align: left; vertical-align: top; }
 th { background: #f4f4f4; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
@@ -312,12 +315,24 @@ def _status(run: Run) -> str:
     return f"status: <b class='failed'>{escape(what)}</b>{reason}: the figures cover part of it"
 
 
-def render_html(runs: Sequence[Run], images: dict[str, Path]) -> str:
+def nav_html(links: Sequence[tuple[str, str]]) -> str:
+    """A line of links (label, relative URL) above a page's title; "" without links."""
+    if not links:
+        return ""
+    items = " · ".join(f'<a href="{escape(url)}">{escape(label)}</a>' for label, url in links)
+    return f'<nav class="links">{items}</nav>'
+
+
+def render_html(
+    runs: Sequence[Run], images: dict[str, Path], links: Sequence[tuple[str, str]] = ()
+) -> str:
+    """The report page; `links` (label, relative URL): a line of links above the title
+    (harness publish's way back to its index)."""
     title = "Server comparison — " + ", ".join(run.run_id for run in runs)
     parts = [
         f"<!doctype html><html><head><meta charset='utf-8'><title>{escape(title)}</title>",
         f"<meta name='viewport' content='width=device-width, initial-scale=1'>"
-        f"<style>{STYLE}</style></head><body><h1>{escape(title)}</h1>",
+        f"<style>{STYLE}</style></head><body>{nav_html(links)}<h1>{escape(title)}</h1>",
     ]
     for run in runs:
         profile = run.config.get("profile", {})
@@ -455,6 +470,12 @@ def render_html(runs: Sequence[Run], images: dict[str, Path]) -> str:
     return "\n".join(parts)
 
 
-def write_report(runs: Sequence[Run], images: dict[str, Path], path: Path) -> Path:
-    path.write_text(render_html(runs, images))
+def write_report(
+    runs: Sequence[Run],
+    images: dict[str, Path],
+    path: Path,
+    links: Sequence[tuple[str, str]] = (),
+) -> Path:
+    """Write the report page to `path` (with `links` above its title); returns `path`."""
+    path.write_text(render_html(runs, images, links))
     return path
