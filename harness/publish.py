@@ -75,6 +75,18 @@ class Series:
         return slug(f"{self.profile}-{self.host}")
 
 
+def host_label(run: Run) -> str:
+    """The host as the site names it: `vm (AMD EPYC, 2 cores)` — the facts runs are
+    grouped by, since two machines may share a hostname."""
+    host = run.host
+    facts = [
+        str(host.get("cpu_model") or ""),
+        f"{host.get('cores')} cores" if host.get("cores") else "",
+    ]
+    details = ", ".join(f for f in facts if f)
+    return str(host.get("hostname", "")) + (f" ({details})" if details else "")
+
+
 def group_series(entries: Sequence[HistoryEntry]) -> list[Series]:
     """Readable runs grouped by profile and host (the facts `harness diff` checks), each
     group oldest first; groups ordered by profile, then by their newest run, newest first."""
@@ -86,7 +98,7 @@ def group_series(entries: Sequence[HistoryEntry]) -> list[Series]:
     for (profile, _), members in groups.items():
         runs = tuple(sorted((e.run for e in members if e.run), key=lambda r: r.run_id))
         diffs = tuple(diff_runs(a, b) for a, b in itertools.pairwise(runs))
-        series.append(Series(profile, members[0].host, runs, diffs))
+        series.append(Series(profile, host_label(runs[-1]), runs, diffs))
     series.sort(key=lambda s: s.runs[-1].run_id, reverse=True)
     series.sort(key=lambda s: s.profile)
     return series

@@ -9,6 +9,11 @@ import typer
 from harness.cli.options import RESULTS_OPTION, console
 
 
+def _count(number: int, noun: str) -> str:
+    plural = noun[:-1] + "ies" if noun.endswith("y") else noun + "s"
+    return f"{number} {noun if number == 1 else plural}"
+
+
 def publish_site(out_dir: Path, results: Path) -> Path:
     """Build the site into `out_dir`, print what it holds; returns the index's path."""
     from harness.publish import publish
@@ -16,9 +21,9 @@ def publish_site(out_dir: Path, results: Path) -> Path:
     with console.status("drawing the reports and trends…"):
         site = publish(results, out_dir)
     console.print(
-        f"{site.runs} runs ({site.drawn} reports drawn, {site.runs - site.drawn} up to date), "
-        f"{site.profiles} profile pages, {site.diffs} diffs"
-        + (f", {site.unreadable} unreadable directories listed" if site.unreadable else "")
+        f"{_count(site.runs, 'run')} ({site.drawn} drawn, {site.runs - site.drawn} up to "
+        f"date), {_count(site.profiles, 'profile page')}, {_count(site.diffs, 'diff')}"
+        + (f", {_count(site.unreadable, 'unreadable directory')} listed" if site.unreadable else "")
     )
     for run_id, problem in site.problems.items():
         console.print(f"[yellow]note:[/] no report for {run_id}: {problem}")
