@@ -252,7 +252,9 @@ def summary_table(run: Run) -> Table:
         table.caption = "* baseline"
     for column in columns:
         table.add_column(
-            column, justify="left" if column in ("framework", "flags", "process model") else "right"
+            column,
+            justify="left" if column in ("framework", "flags", "process model") else "right",
+            overflow="fold",
         )
     for case in cases:
         summary = case.summary
@@ -264,7 +266,7 @@ def summary_table(run: Run) -> Table:
             "status": case.status_text,
         }
         if case.status != "ok":
-            cells["flags"] = (case.error or "")[:60]
+            cells["flags"] = case.error or ""  # whole: the table wraps it, never cuts it
         else:
             rss = summary.rss_max_bytes
             unit = case.steps[0].unit if case.steps else ""
@@ -301,7 +303,7 @@ def topology_table(run: Run) -> Table | None:
         best = max(case.steps, key=lambda s: s.achieved, default=None)
         if case.status != "ok" or best is None:
             table.add_row(case.framework, case.process_model, case.status, *[""] * 6,
-                          (case.error or "")[:40])  # fmt: skip
+                          case.error or "")  # fmt: skip
             continue
         latency = best.latency_ms
         table.add_row(

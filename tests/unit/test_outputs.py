@@ -155,3 +155,22 @@ def test_an_unwritable_output_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("")
     with pytest.raises(UserError, match=r"^--junit .*file/x\.xml: cannot write it"):
         write_output(tmp_path / "file" / "x.xml", "<x/>", "--junit")
+
+
+def test_the_summary_table_keeps_a_failure_whole() -> None:
+    """A verify failure in the printed summary: every word of it, wrapped, not cut."""
+    from rich.console import Console
+
+    from harness.compare import summary_table
+
+    error = (
+        "verify failed: text: GET / answered 500 with b'Internal Server Error', expected "
+        "200 with b'I am a stupid HTTP server!' (declare it in the servers file's deviations)"
+    )
+    failed = dataclasses.replace(synthetic_case("mine", [], status="failed"), error=error)
+    run = synthetic_run("r", [synthetic_case("aiohttp", BASE), failed])
+    console = Console(width=120, record=True)
+    console.print(summary_table(run))
+    printed = " ".join(console.export_text().split())
+    words = [w for w in error.split() if len(w) > 3]
+    assert all(w in printed for w in words), printed
