@@ -251,6 +251,12 @@ def _ruby_has(gem: str) -> bool:
     return done.returncode == 0
 
 
+# Why node-express has no HTTP/2 (node-http, on the same Node, has).
+EXPRESS_NO_HTTP2 = (
+    "Express 4 gives each request http.IncomingMessage's prototype, which Node's HTTP/2 "
+    "compatibility request is not built on: its first read throws and ends the process"
+)
+
 FRAMEWORKS: dict[str, Framework] = {
     f.name: f
     for f in (
@@ -300,9 +306,11 @@ FRAMEWORKS: dict[str, Framework] = {
             role="baseline",
             routes=(contract.ROUTE_TEXT, contract.ROUTE_FILES_PREFIX),
             programs=("nginx",),
+            protocols=contract.PROTOCOLS,
         ),
         *(
-            # one server.js; the variant (core http or Express routing) is its first argument
+            # one server.js; the variant (core http or Express routing) is its first argument,
+            # and --protocol picks its listener (servers/baselines/node/protocols.js)
             Framework(
                 variant,
                 str(NODE_DIR / "server.js"),
@@ -312,8 +320,17 @@ FRAMEWORKS: dict[str, Framework] = {
                 kind="node",
                 role="baseline",
                 programs=("node",),
+                protocols=protocols,
+                protocol_notes=notes,
             )
-            for variant in ("node-http", "node-express")
+            for variant, protocols, notes in (
+                ("node-http", contract.PROTOCOLS, {}),
+                (
+                    "node-express",
+                    (contract.PROTOCOL_H1, contract.PROTOCOL_H1_TLS),
+                    dict.fromkeys((contract.PROTOCOL_H2, contract.PROTOCOL_H2C), EXPRESS_NO_HTTP2),
+                ),
+            )
         ),
         Framework(
             "eventmachine",
@@ -325,6 +342,13 @@ FRAMEWORKS: dict[str, Framework] = {
             role="baseline",
             routes=(contract.ROUTE_TEXT, contract.ROUTE_COUNTER),
             programs=("ruby",),
+            # start_tls in post_init, TLS 1.3 only; EventMachine's TLS has no ALPN, so a
+            # client offering http/1.1 gets no ALPN answer (and speaks HTTP/1.1 anyway)
+            protocols=(contract.PROTOCOL_H1, contract.PROTOCOL_H1_TLS),
+            protocol_notes={
+                contract.PROTOCOL_H2: "EventMachine has no HTTP/2, and its TLS no ALPN",
+                contract.PROTOCOL_H2C: "EventMachine has no HTTP/2",
+            },
         ),
     )
 }

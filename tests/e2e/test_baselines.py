@@ -158,6 +158,22 @@ def test_nginx_config_helpers() -> None:
     for extension, mime in contract.FILE_CONTENT_TYPES.items():
         assert f"{mime} {extension.lstrip('.')}" in nginx_config.types_block()
     assert nginx_config.listen_address("::1", 80) == "[::1]:80"
+    # One listener per protocol: ssl for TLS, http2 for HTTP/2 (over TLS or prior knowledge)
+    listens = {p: nginx_config.listen_directive("::1", 80, p) for p in contract.PROTOCOLS}
+    assert listens[contract.PROTOCOL_H1].startswith("listen [::1]:80 reuseport")
+    assert listens[contract.PROTOCOL_H1_TLS].startswith("listen [::1]:80 ssl reuseport")
+    assert listens[contract.PROTOCOL_H2].startswith("listen [::1]:80 ssl http2 reuseport")
+    assert listens[contract.PROTOCOL_H2C].startswith("listen [::1]:80 http2 reuseport")
+    with pytest.raises(ValueError, match="h3"):
+        nginx_config.listen_directive("::1", 80, "h3")
+    with pytest.raises(ValueError, match="certificate"):
+        nginx_config.baseline_server_block("::1", 80, None, protocol=contract.PROTOCOL_H2)
+    tls_block = nginx_config.baseline_server_block(
+        "::1", 80, None, protocol=contract.PROTOCOL_H1_TLS, tls_cert="/c.pem", tls_key="/k.pem"
+    )
+    assert 'ssl_certificate "/c.pem";' in tls_block
+    assert 'ssl_certificate_key "/k.pem";' in tls_block
+    assert "ssl_protocols TLSv1.3;" in tls_block
     # Slow-client deadlines in whole milliseconds: the defaults, the tests' 1 s, never 0
     assert nginx_config.nginx_time(contract.HEAD_TIMEOUT_S) == "10000ms"
     assert nginx_config.nginx_time(1.0) == "1000ms"

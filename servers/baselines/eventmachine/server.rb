@@ -4,8 +4,13 @@
 #
 # Run by `python -m servers eventmachine ...`, which execs
 # `ruby servers/baselines/eventmachine/server.rb eventmachine <the same arguments>`. It takes the
-# contract's flags, uses --host, --port, --sink, --workers and --client-timeout-s and ignores
-# the others.
+# contract's flags, uses --host, --port, --sink, --workers, --client-timeout-s, --protocol,
+# --tls-cert and --tls-key and ignores the others.
+#
+# Protocols: h1, and h1-tls in EventMachine's own idiom (start_tls in post_init, TLS 1.3
+# only). EventMachine's TLS has no ALPN (set_tls_parms takes none, and it registers no
+# selection callback), so a client offering `http/1.1` (or `h2`) gets no ALPN answer and
+# speaks HTTP/1.1 by default; EventMachine has no HTTP/2.
 #
 # The contract's constants are mirrored from servers/contract.py (this is not Python);
 # tests/test_baselines.py checks the body, the headers and the telemetry fields against it.
@@ -18,6 +23,7 @@
 require 'eventmachine'
 require 'etc'
 require 'json'
+require 'openssl'
 require 'socket'
 require 'time'
 
@@ -33,6 +39,8 @@ BODY_TIMEOUT_S = 30.0
 MAX_CLIENT_TIMEOUT_S = 3600.0 # --client-timeout-s is in (0, 3600]
 MAX_HEAD_BYTES = 16 * 1024 # request line + headers; more is answered 431 and closed
 MAX_BODY_BYTES = 1024 * 1024 # bodies are read and dropped; a bigger one is answered 413
+PROTOCOLS = %w[h1 h1-tls].freeze # of contract.PROTOCOLS, the ones this server speaks
+TLS_VERSIONS = %w[TLSv1_3].freeze # contract.TLS_MINIMUM_VERSION, in start_tls's words
 TELEMETRY_FIELDS = %w[
   t pid open max_open requests messages bad tick_avg_ms tick_max_ms gc_collections
   gc_pause_ms stored sink_errors backlog rss_bytes framework loop port worker mc_port
@@ -42,7 +50,16 @@ SERVER_HEADER = "EventMachine/#{EventMachine::VERSION}"
 PAGE_SIZE = Etc.sysconf(Etc::SC_PAGESIZE)
 
 # The contract's command line: `eventmachine --host H --port P --sink S --workers N ...`.
-Options = Struct.new(:host, :port, :sink, :workers, :client_timeout_s) do
+Options = Struct.new(:host, :port, :sink, :workers, :client_timeout_s, :protocol, :tls_cert, :tls_key) do
+  def tls?
+    protocol == 'h1-tls'
+  end
+
+  # What each connection's start_tls is given (EventMachine reads the files per connection).
+  def tls_parameters
+    { private_key_file: tls_key, cert_chain_file: tls_cert, ssl_version: TLS_VERSIONS }
+  end
+
   def head_timeout_s
     client_timeout_s || HEAD_TIMEOUT_S
   end
@@ -53,7 +70,7 @@ Options = Struct.new(:host, :port, :sink, :workers, :client_timeout_s) do
 end
 
 def parse_options(argv)
-  options = Options.new('127.0.0.1', 0, 'empty', 1, nil)
+  options = Options.new('127.0.0.1', 0, 'empty', 1, nil, 'h1', nil, nil)
   args = argv.dup
   args.shift if args.first == 'eventmachine'
   until args.empty?
@@ -69,6 +86,9 @@ def parse_options(argv)
     when '--workers' then options.workers = Integer(value, exception: false) || abort("eventmachine: bad --workers #{value}")
     when '--client-timeout-s'
       options.client_timeout_s = Float(value, exception: false) || abort("eventmachine: bad --client-timeout-s #{value}")
+    when '--protocol' then options.protocol = value
+    when '--tls-cert' then options.tls_cert = value
+    when '--tls-key' then options.tls_key = value
     end # every other contract flag takes a value this server does not use
   end
   if options.sink != 'empty'
@@ -80,7 +100,31 @@ def parse_options(argv)
   if timeout_s && !(timeout_s.positive? && timeout_s <= MAX_CLIENT_TIMEOUT_S)
     abort("eventmachine: --client-timeout-s must be in (0, #{MAX_CLIENT_TIMEOUT_S.to_i}], not #{timeout_s}")
   end
+  check_protocol(options)
   options
+end
+
+# The protocol and, over TLS, a certificate that loads and matches its key: checked once
+# here, since start_tls would only fail each connection's handshake.
+def check_protocol(options)
+  unless PROTOCOLS.include?(options.protocol)
+    abort("eventmachine: protocol #{options.protocol} is not one of #{PROTOCOLS.join(', ')} " \
+          '(EventMachine has no HTTP/2)')
+  end
+  if !options.tls?
+    abort("eventmachine: protocol #{options.protocol} is cleartext: no --tls-cert/--tls-key") if options.tls_cert || options.tls_key
+    return
+  end
+  abort("eventmachine: protocol #{options.protocol} needs --tls-cert and --tls-key") unless options.tls_cert && options.tls_key
+  begin
+    certificate = OpenSSL::X509::Certificate.new(File.read(options.tls_cert))
+    key = OpenSSL::PKey.read(File.read(options.tls_key))
+  rescue SystemCallError, OpenSSL::OpenSSLError => e
+    abort("eventmachine: --tls-cert #{options.tls_cert} with --tls-key #{options.tls_key}: #{e.message}")
+  end
+  return if certificate.check_private_key(key)
+
+  abort("eventmachine: --tls-cert #{options.tls_cert} was not issued for --tls-key #{options.tls_key}")
 end
 
 # Per-process counters, tick lag and the telemetry line (servers/core/state.py's ServerState).
@@ -228,19 +272,22 @@ class HttpConnection < EventMachine::Connection
   # When the head or body this connection waits for is due (ClientDeadlines).
   attr_reader :due_at_s
 
-  def initialize(state, deadlines)
+  def initialize(state, deadlines, tls_parameters)
     super()
     @state = state
     @deadlines = deadlines
+    @tls_parameters = tls_parameters # nil: cleartext
     @buffer = String.new(encoding: Encoding::BINARY)
     @closing = false
     @body_pending = false # a head arrived, its body has not
   end
 
+  # Over TLS the handshake runs within the first head's deadline, as the head does.
   def post_init
     @state.opened
     @due_at_s = monotonic_s + @deadlines.head_timeout_s
     @deadlines.watch(self)
+    start_tls(@tls_parameters) if @tls_parameters
   end
 
   def unbind
@@ -417,7 +464,8 @@ def run_worker(listener, worker, options)
   EventMachine.set_descriptor_table_size([nofile_hard, 1_048_576].min)
   %w[TERM INT].each { |signal| Signal.trap(signal) { EventMachine.stop } }
   EventMachine.run do
-    EventMachine.attach_server(listener, HttpConnection, state, deadlines)
+    tls_parameters = options.tls? ? options.tls_parameters : nil
+    EventMachine.attach_server(listener, HttpConnection, state, deadlines, tls_parameters)
     EventMachine.add_periodic_timer(deadlines.sweep_interval_s) { deadlines.sweep }
     EventMachine.add_periodic_timer(TICK_INTERVAL_S) { state.tick }
     EventMachine.add_periodic_timer(TELEMETRY_INTERVAL_S) { state.emit_telemetry }

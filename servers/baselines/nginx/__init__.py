@@ -7,6 +7,10 @@ total requests come from `stub_status` on a second, loopback-only server block, 
 sum over the nginx master and workers (psutil). CPU affinity is inherited, so
 `taskset -c 0 python -m servers nginx ...` pins nginx too.
 
+`--protocol` changes only the public listener (LISTEN_PARAMETERS): h1-tls and h2 serve the
+given certificate over TLS 1.3 only, h2c speaks HTTP/2 to clients with prior knowledge;
+the routes, the deadlines and the telemetry are the same over each.
+
 The same helpers render the reverse proxy of the `lb:N` topology (harness/loadbalancer.py),
 so nginx config is written in one place. Plain Python: the harness may import this module.
 
@@ -85,9 +89,36 @@ def listen_address(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def listen_directive(host: str, port: int) -> str:
-    """A public listener: SO_REUSEPORT per worker and the contract's backlog."""
-    return f"listen {listen_address(host, port)} reuseport backlog={contract.LISTEN_BACKLOG};"
+# The `listen` parameters that make each protocol (nginx 1.22, Debian 12's): `ssl` for TLS,
+# `http2` for HTTP/2, which over TLS nginx offers by ALPN and without TLS speaks to a client
+# that sends the HTTP/2 preface first (prior knowledge; an HTTP/1.1 request is not served).
+LISTEN_PARAMETERS = {
+    contract.PROTOCOL_H1: "",
+    contract.PROTOCOL_H1_TLS: " ssl",
+    contract.PROTOCOL_H2: " ssl http2",
+    contract.PROTOCOL_H2C: " http2",
+}
+
+
+def listen_directive(host: str, port: int, protocol: str = contract.PROTOCOL_H1) -> str:
+    """A public listener for `protocol`: SO_REUSEPORT per worker and the contract's backlog."""
+    if protocol not in LISTEN_PARAMETERS:
+        raise ValueError(f"protocol {protocol!r} is not one of {', '.join(contract.PROTOCOLS)}")
+    return (
+        f"listen {listen_address(host, port)}{LISTEN_PARAMETERS[protocol]} reuseport "
+        f"backlog={contract.LISTEN_BACKLOG};"
+    )
+
+
+def tls_directives(cert_path: str, key_path: str) -> str:
+    """A server block's TLS: the given certificate and key, TLS 1.3 only (the contract's
+    TLS_MINIMUM_VERSION). nginx's other TLS settings stay its defaults (session tickets on,
+    no session cache), as a plain nginx TLS site has them."""
+    return (
+        f"ssl_certificate {quote(str(Path(cert_path).resolve()))};\n"
+        f"        ssl_certificate_key {quote(str(Path(key_path).resolve()))};\n"
+        "        ssl_protocols TLSv1.3;"
+    )
 
 
 def types_block() -> str:
@@ -165,10 +196,23 @@ def baseline_server_block(
     files_dir: str | None,
     head_timeout_s: float = contract.HEAD_TIMEOUT_S,
     body_timeout_s: float = contract.BODY_TIMEOUT_S,
+    protocol: str = contract.PROTOCOL_H1,
+    tls_cert: str | None = None,
+    tls_key: str | None = None,
 ) -> str:
-    """The contract's `/` and, with `files_dir`, `/files/{name}`; everything else 404."""
+    """The contract's `/` and, with `files_dir`, `/files/{name}`; everything else 404.
+
+    `protocol` is the listener's (LISTEN_PARAMETERS); a TLS one needs `tls_cert` and `tls_key`.
+    Since nginx 1.19.7 HTTP/2 connections keep the same client_header_timeout and
+    keepalive_timeout as HTTP/1.1 ones, so the slow-client directives serve every protocol.
+    """
     if any(c in contract.TEXT_BODY.decode() for c in '$"\\'):
         raise ValueError("the text body cannot be written as an nginx string")
+    tls = ""
+    if protocol in contract.TLS_PROTOCOLS:
+        if tls_cert is None or tls_key is None:
+            raise ValueError(f"protocol {protocol} needs a certificate and its key")
+        tls = "\n        " + tls_directives(tls_cert, tls_key)
     files = ""
     if files_dir is not None:
         # Only names matching the contract's pattern reach the file system (one segment,
@@ -186,7 +230,7 @@ def baseline_server_block(
     # not there (404, as every server answers), elsewhere a bad request stays a 400.
     return f"""
     server {{
-        {listen_directive(host, port)}
+        {listen_directive(host, port, protocol)}{tls}
         {client_timeout_directives(head_timeout_s, body_timeout_s)}
         error_page 400 = {BAD_REQUEST_PATH};
         location = {contract.ROUTE_TEXT} {{
@@ -584,6 +628,9 @@ def main(options: ServerOptions) -> int:
             options.files_dir,
             options.head_timeout_s,
             options.body_timeout_s,
+            options.protocol,
+            options.tls_cert,
+            options.tls_key,
         ) + status_server_block(ports["status"])
         return Site(
             blocks, "127.0.0.1", ports["status"], STATUS_PATH, (ports["main"], ports["status"])

@@ -88,6 +88,17 @@ module.exports = Object.freeze({
   MC_REPLY_BAD_KEY: Buffer.from('CLIENT_ERROR bad key\r\n'),
   MC_REPLY_UNAVAILABLE: Buffer.from('SERVER_ERROR memcached unavailable\r\n'),
 
+  // -- protocols (docs/contract.md, "Protocols") ---------------------------------------------
+  PROTOCOL_H1: 'h1',
+  PROTOCOL_H1_TLS: 'h1-tls',
+  PROTOCOL_H2: 'h2',
+  PROTOCOL_H2C: 'h2c',
+  PROTOCOLS: Object.freeze(['h1', 'h1-tls', 'h2', 'h2c']),
+  TLS_PROTOCOLS: Object.freeze(['h1-tls', 'h2']),
+  ALPN_FOR_PROTOCOL: Object.freeze({ 'h1-tls': 'http/1.1', h2: 'h2' }),
+  TLS_MINIMUM_VERSION: 'TLSv1.3',
+  TLS_SERVER_NAMES: Object.freeze(['localhost', '127.0.0.1', '::1']),
+
   // -- telemetry line: contract.TELEMETRY_FIELDS, in order --------------------------------
   TELEMETRY_FIELDS: Object.freeze([
     't',

@@ -5,6 +5,8 @@
 // Every reply goes through `reply`: status, Content-Type, Content-Length and Server set in
 // one writeHead (Node adds Date itself), the same bytes under either variant.
 
+const { constants: http2Constants } = require('node:http2');
+
 const contract = require('./contract');
 const { validKey } = require('./memcache');
 const { handshakeStatus } = require('./websocket');
@@ -12,11 +14,15 @@ const { handshakeStatus } = require('./websocket');
 const TOO_LARGE_BODY = Buffer.from('413: Request Entity Too Large');
 const BAD_FRAMING_BODY = Buffer.from('400: Bad Request');
 
-/** The record's headers as sent (names in their own case); repeated ones joined by ", ". */
+/**
+ * The record's headers as sent (names in their own case); repeated ones joined by ", ".
+ * HTTP/2's pseudo-headers (`:method`, `:path`, ...) are the request line's, not headers.
+ */
 function headersAsSent(rawHeaders) {
   const headers = {};
   for (let i = 0; i < rawHeaders.length; i += 2) {
     const name = rawHeaders[i];
+    if (name.startsWith(':')) continue;
     headers[name] = Object.hasOwn(headers, name) ? `${headers[name]}, ${rawHeaders[i + 1]}` : rawHeaders[i + 1];
   }
   return headers;
@@ -48,19 +54,41 @@ function makeHandlers({ state, sink, files, gridfs, pool, serverHeader }) {
     reply(res, contract.UNAVAILABLE_STATUS, contract.TEXT_CONTENT_TYPE, body);
   }
 
+  /**
+   * A reply after which nothing more of the request is read. HTTP/1.1 closes the
+   * connection (Connection: close; `destroy`: drop the socket at once once it is sent).
+   * HTTP/2 has no Connection header and other streams share the connection: the stream is
+   * reset with NO_ERROR once the whole response is sent, which asks the client to stop
+   * sending its body (RFC 9113, section 8.1). Node queues the response's last frame when
+   * the stream asks for trailers and writes it in that turn of the event loop; a reset
+   * queued before then would overtake it (nghttp2 sends RST_STREAM ahead of DATA).
+   */
+  function replyAndStop(req, res, status, body, destroy = false) {
+    const http2 = req.httpVersionMajor === 2;
+    res.writeHead(status, {
+      'Content-Type': contract.TEXT_CONTENT_TYPE,
+      'Content-Length': body.length,
+      ...(http2 ? {} : { Connection: 'close' }),
+      Server: serverHeader,
+    });
+    if (http2) {
+      const stream = req.stream;
+      stream.once('wantTrailers', () =>
+        setImmediate(() => stream.close(http2Constants.NGHTTP2_NO_ERROR)),
+      );
+      res.end(body);
+    } else {
+      res.end(body, () => destroy && req.socket.destroy());
+    }
+  }
+
   return {
     reply,
     notFound,
 
     /** 400, then close: nothing more on this connection can be trusted. */
     badFraming(req, res) {
-      res.writeHead(400, {
-        'Content-Type': contract.TEXT_CONTENT_TYPE,
-        'Content-Length': BAD_FRAMING_BODY.length,
-        Connection: 'close',
-        Server: serverHeader,
-      });
-      res.end(BAD_FRAMING_BODY, () => req.socket.destroy());
+      replyAndStop(req, res, 400, BAD_FRAMING_BODY, true);
     },
 
     methodNotAllowed(req, res) {
@@ -81,16 +109,8 @@ function makeHandlers({ state, sink, files, gridfs, pool, serverHeader }) {
     log(req, res, path) {
       state.requests += 1;
       // The contract's limit, before reading any of the body when it is declared, else as
-      // a chunked body arrives: 413, and the connection closes after it.
-      const tooLarge = () => {
-        res.writeHead(413, {
-          'Content-Type': contract.TEXT_CONTENT_TYPE,
-          'Content-Length': TOO_LARGE_BODY.length,
-          Connection: 'close',
-          Server: serverHeader,
-        });
-        res.end(TOO_LARGE_BODY);
-      };
+      // a chunked body arrives: 413, and the connection (HTTP/2: the stream) closes after it.
+      const tooLarge = () => replyAndStop(req, res, 413, TOO_LARGE_BODY);
       if (Number(req.headers['content-length'] || 0) > contract.LOG_MAX_BODY_BYTES) {
         tooLarge();
         return;

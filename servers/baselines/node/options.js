@@ -6,6 +6,7 @@
 // converts them; a value it cannot read still ends the process with one line.
 
 const contract = require('./contract');
+const { VARIANT_PROTOCOLS } = require('./protocols');
 
 const VARIANTS = Object.freeze(['node-http', 'node-express']);
 
@@ -24,6 +25,9 @@ const FLAGS = Object.freeze({
   '--workers': 'workers',
   '--loop': 'loop',
   '--client-timeout-s': 'clientTimeoutS',
+  '--protocol': 'protocol',
+  '--tls-cert': 'tlsCert',
+  '--tls-key': 'tlsKey',
 });
 const INTEGER_OPTIONS = new Set(['port', 'mongoW', 'mongoBatch', 'mcSocketPort', 'workers']);
 const NUMBER_OPTIONS = new Set(['clientTimeoutS']);
@@ -39,7 +43,7 @@ class UsageError extends Error {}
  *   mongoUrl: ?string, mongoW: number, mongoDb: string, mongoBatch: number,
  *   filesDir: ?string, memcached: ?string, mcSocketPort: ?number, workers: number,
  *   loop: string, durable: boolean, clientTimeoutS: ?number, headTimeoutMs: number,
- *   bodyTimeoutMs: number}}
+ *   bodyTimeoutMs: number, protocol: string, tlsCert: ?string, tlsKey: ?string}}
  */
 function parseOptions(argv) {
   const [variant, ...rest] = argv;
@@ -65,6 +69,9 @@ function parseOptions(argv) {
     clientTimeoutS: null,
     headTimeoutMs: contract.HEAD_TIMEOUT_MS,
     bodyTimeoutMs: contract.BODY_TIMEOUT_MS,
+    protocol: contract.PROTOCOL_H1,
+    tlsCert: null, // PEM certificate chain (contract.TLS_PROTOCOLS only)
+    tlsKey: null,
   };
   for (let i = 0; i < rest.length; i += 1) {
     let flag = rest[i];
@@ -121,6 +128,20 @@ function parseOptions(argv) {
     }
     options.headTimeoutMs = options.clientTimeoutS * 1000;
     options.bodyTimeoutMs = options.clientTimeoutS * 1000;
+  }
+  if (!contract.PROTOCOLS.includes(options.protocol)) {
+    throw new UsageError(`protocol ${options.protocol} is not one of ${contract.PROTOCOLS.join(', ')}`);
+  }
+  const spoken = VARIANT_PROTOCOLS[variant];
+  if (!spoken.includes(options.protocol)) {
+    throw new UsageError(`${variant} speaks ${spoken.join(', ')}, not ${options.protocol}`);
+  }
+  const tls = contract.TLS_PROTOCOLS.includes(options.protocol);
+  if (tls && !(options.tlsCert && options.tlsKey)) {
+    throw new UsageError(`protocol ${options.protocol} needs --tls-cert and --tls-key`);
+  }
+  if (!tls && (options.tlsCert || options.tlsKey)) {
+    throw new UsageError(`protocol ${options.protocol} is cleartext: no --tls-cert/--tls-key`);
   }
   if (options.loop !== 'libuv') throw new UsageError(`${variant} runs on libuv, not ${options.loop}`);
   return options;

@@ -8,9 +8,12 @@
 // SO_REUSEPORT, so the workers share one listening socket through the cluster module
 // (round-robin: the primary accepts and hands connections out); `--port 0` gives every
 // worker the same OS-chosen port. Each worker prints its own telemetry line.
+//
+// `--protocol` picks the listener (protocols.js): http, https (h1-tls), or http2 over TLS
+// (h2) or cleartext (h2c); every route, sink and backend is the same over each. /ws is
+// served over h1 and h1-tls (wss), where the server has HTTP/1.1 upgrades.
 
 const cluster = require('node:cluster');
-const http = require('node:http');
 
 const contract = require('./contract');
 const { ClientDeadlines } = require('./deadlines');
@@ -20,6 +23,7 @@ const { MemcachedPool } = require('./memcache');
 const { LazyMongo } = require('./mongo');
 const { GridFS } = require('./gridfs');
 const { parseOptions, UsageError } = require('./options');
+const { createServer, isHttp2 } = require('./protocols');
 const { openSink } = require('./sinks');
 const { ServerState } = require('./state');
 const { StaticFiles } = require('./static');
@@ -66,12 +70,16 @@ async function runWorker(options, worker) {
     options.variant === 'node-express'
       ? require('./routes_express').makeApp(handlers)
       : require('./routes_http').makeRequestListener(handlers);
-  const deadlines = new ClientDeadlines(options.headTimeoutMs, options.bodyTimeoutMs);
+  const http2 = isHttp2(options.protocol);
+  // HTTP/1.1's slow-client deadlines, per connection; an HTTP/2 session has Node's idle
+  // timeout instead (protocols.js), its streams being no connection's next head.
+  const deadlines = http2 ? null : new ClientDeadlines(options.headTimeoutMs, options.bodyTimeoutMs);
   // llhttp refuses most ambiguous framing itself, but Node 20 serves a GET with
   // `Transfer-Encoding: xchunked` and then what follows as a second request: refuse it
-  // (docs/contract.md, "Hostile input").
+  // (docs/contract.md, "Hostile input"). HTTP/2 has no Transfer-Encoding (nghttp2 resets
+  // a stream that sends one).
   const listener = (req, res) => {
-    deadlines.headArrived(req, res);
+    if (deadlines !== null) deadlines.headArrived(req, res);
     const transferEncoding = req.headers['transfer-encoding'];
     if (transferEncoding !== undefined && transferEncoding.toLowerCase() !== 'chunked') {
       handlers.badFraming(req, res);
@@ -80,31 +88,59 @@ async function runWorker(options, worker) {
     routes(req, res);
   };
 
-  const server = http.createServer(
-    {
-      noDelay: true,
-      requireHostHeader: false, // HTTP/1.1 without Host is served, as in Python
-      // The slow-client deadlines are ClientDeadlines' (deadlines.js says why): Node's own
-      // header and request limits are off, so a long --client-timeout-s is not cut short.
-      headersTimeout: 0,
-      requestTimeout: 0,
-      // What Keep-Alive: timeout= advertises; Node's idle timer behind it fires a second
-      // after the head deadline, which deadlines.js's sweep notices within half a second.
-      keepAliveTimeout: Math.ceil(options.headTimeoutMs),
-    },
-    listener,
-  );
+  let server;
+  try {
+    server = createServer(
+      options,
+      {
+        noDelay: true,
+        requireHostHeader: false, // HTTP/1.1 without Host is served, as in Python
+        // The slow-client deadlines are ClientDeadlines' (deadlines.js says why): Node's own
+        // header and request limits are off, so a long --client-timeout-s is not cut short.
+        headersTimeout: 0,
+        requestTimeout: 0,
+        // What Keep-Alive: timeout= advertises; Node's idle timer behind it fires a second
+        // after the head deadline, which deadlines.js's sweep notices within half a second.
+        keepAliveTimeout: Math.ceil(options.headTimeoutMs),
+      },
+      listener,
+    );
+  } catch (error) {
+    process.stderr.write(`servers: ${error.message}\n`);
+    process.exit(1);
+  }
+  // 'connection' is the TCP socket under every protocol: `open` counts TCP connections,
+  // a TLS one from its accept, before its handshake.
   server.on('connection', (socket) => {
     socket.setNoDelay(true); // every socket: no 40 ms delayed-ACK stalls (docs/contract.md)
     state.connectionOpened();
-    deadlines.opened(socket);
-    socket.once('close', () => {
-      state.connectionClosed();
-      deadlines.forget(socket);
-    });
+    socket.once('close', () => state.connectionClosed());
   });
-  // An upgraded WebSocket may stay idle for the whole run (this listener runs before ws's).
-  server.on('upgrade', (req, socket) => deadlines.forget(socket));
+  // The deadlines watch the socket the HTTP/1.1 parser reads: over TLS the TLS socket, from
+  // the end of its handshake (the handshake has its own deadline: protocols.js).
+  if (deadlines !== null) {
+    const secure = options.protocol === contract.PROTOCOL_H1_TLS;
+    server.on(secure ? 'secureConnection' : 'connection', (socket) => {
+      deadlines.opened(socket);
+      socket.once('close', () => deadlines.forget(socket));
+    });
+    // An upgraded WebSocket may stay idle for the whole run (this listener runs before ws's).
+    server.on('upgrade', (req, socket) => deadlines.forget(socket));
+  }
+  // HTTP/2 at shutdown: each session is closed with a GOAWAY, then its TCP socket destroyed
+  // if it is still open (session.destroy() waits for the peer to end a half-closed socket).
+  const sessions = new Set();
+  const sockets = new Set();
+  if (http2) {
+    server.on('session', (session) => {
+      sessions.add(session);
+      session.once('close', () => sessions.delete(session));
+    });
+    server.on('connection', (socket) => {
+      sockets.add(socket);
+      socket.once('close', () => sockets.delete(socket));
+    });
+  }
   const websockets = new WebSockets(server, backends);
   const mcService = options.mcSocketPort === null ? null : new MemcachedSocketService(pool, state);
 
@@ -132,10 +168,16 @@ async function runWorker(options, worker) {
       process.exit(1);
     }, GIVE_UP_AFTER_MS).unref();
 
-    // Busy keep-alive connections end after their response: the requests still to come are
-    // answered with Connection: close, and whatever turns idle meanwhile is closed.
-    server.prependListener('request', (req, res) => res.setHeader('Connection', 'close'));
-    const closeIdle = setInterval(() => server.closeIdleConnections(), IDLE_SWEEP_MS);
+    let closeIdle = null;
+    if (http2) {
+      // GOAWAY: the streams in flight finish, no new one starts, then the session closes.
+      for (const session of sessions) session.close();
+    } else {
+      // Busy keep-alive connections end after their response: the requests still to come
+      // are answered with Connection: close, and whatever turns idle meanwhile is closed.
+      server.prependListener('request', (req, res) => res.setHeader('Connection', 'close'));
+      closeIdle = setInterval(() => server.closeIdleConnections(), IDLE_SWEEP_MS);
+    }
     const closed = [new Promise((resolve) => server.close(resolve))]; // idle keep-alive ones too
     if (mcService !== null) {
       closed.push(new Promise((resolve) => mcService.server.close(resolve)));
@@ -143,7 +185,8 @@ async function runWorker(options, worker) {
     }
     websockets.closeAll();
     const force = setTimeout(() => {
-      server.closeAllConnections();
+      if (http2) for (const socket of sockets) socket.destroy();
+      else server.closeAllConnections();
       websockets.terminateAll();
       if (mcService !== null) mcService.destroy();
     }, FORCE_CLOSE_AFTER_MS);
@@ -151,7 +194,7 @@ async function runWorker(options, worker) {
     Promise.all(closed)
       .then(async () => {
         clearTimeout(force);
-        clearInterval(closeIdle);
+        if (closeIdle !== null) clearInterval(closeIdle);
         await backends.sink.close();
         pool.close();
         await mongo.close(MONGO_CLOSE_TIMEOUT_MS);
