@@ -112,7 +112,8 @@ def _summary_rows(run: Run) -> list[list[str]]:
                 _number(s.server_cpu_at_peak_pct),
                 _number(rss / 1e6 if rss else None, "{:.1f}"),
                 _number(s.errors_total),
-                escape(" ".join(s.flags)),
+                escape(" ".join(s.flags))
+                + (f" {case.warnings} deviation(s)" if case.warnings else ""),
                 escape(case.error or ""),
             ]
         )
@@ -187,6 +188,21 @@ def _verify_rows(case: Case) -> list[list[str]]:
             escape(str(check.get("detail", ""))),
         ]
         for name, check in case.verify.items()
+    ]
+
+
+def _deviation_rows(run: Run) -> list[list[str]]:
+    """Each case's deviations (verify's record): a warning, or declared with the reason."""
+    return [
+        [
+            escape(case.framework),
+            *(escape(str(d.get(k, ""))) for k in ("check", "key", "sent", "expected", "came")),
+            '<span class="incomplete">warning</span>'
+            if d.get("declared") is None
+            else f"declared: {escape(str(d['declared']))}",
+        ]
+        for case in run.cases
+        for d in case.deviations
     ]
 
 
@@ -436,6 +452,22 @@ def render_html(
                 "not the hosts' mean: ≤ marks its upper bound, the largest host's).</p>"
             )
             parts.append(_table(HOST_HEADERS, host_rows, numeric=set(range(3, 12))))
+        deviations = _deviation_rows(run)
+        if deviations:
+            parts.append(f"<h2>Deviations — {escape(run.run_id)}</h2>")
+            parts.append(
+                "<p>Robustness rules a server bent while answering what it is measured on "
+                "rightly: it was measured. A <b>warning</b> is one the server does not "
+                "declare (<code>--strict-verify</code> fails it); a declared one gives the "
+                "server's reason.</p>"
+            )
+            parts.append(
+                _table(
+                    ["framework", "check", "key", "sent", "expected", "came", "status"],
+                    deviations,
+                    set(),
+                )
+            )
         verify_rows = [row for case in run.cases for row in _verify_rows(case)]
         if verify_rows:
             parts.append(f"<h2>Verify — {escape(run.run_id)}</h2>")

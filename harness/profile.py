@@ -70,6 +70,9 @@ class Profile:
     round_duration_s: float = 3.0
     # threshold rules (model.thresholds), canonical text: the profile's, then --threshold's
     thresholds: tuple[str, ...] = ()
+    # verify's deviations (harness.verify.severity): false, a warning and the server is
+    # measured; true, a failure unless the server declares it (as --strict-verify)
+    strict_verify: bool = False
     # servers given as commands: name -> command, or a table (harness.frameworks)
     servers: dict[str, Any] = field(default_factory=dict)
 
@@ -101,6 +104,8 @@ class Profile:
             raise ValueError(
                 f"mongo_batch must be in 1..{MONGO_BATCH_LIMIT}, not {self.mongo_batch!r}"
             )
+        if not isinstance(self.strict_verify, bool):
+            raise ValueError(f"strict_verify must be true or false, not {self.strict_verify!r}")
         if not isinstance(self.durable, bool):
             raise ValueError(f"durable must be true or false, not {self.durable!r}")
         if self.durable and self.sink == "mongo" and self.mongo_w == 0:

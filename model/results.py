@@ -30,6 +30,9 @@ by name):
   the driver keeps none); the flags `contended` and `cpu_contended`. Read from /3 by
   `upgrade_run_3`: the new percentiles `null`; no rounds, intervals, verdict, thresholds,
   bottleneck, histograms or knee.
+  Later within /4, compatibly: a `verify` entry may carry `deviations` (the robustness
+  rules the server bent: `check`, `key`, `sent`, `expected`, `came`, `declared`); a file
+  without them reads as a case with none (`Case.deviations`).
 """
 
 from __future__ import annotations
@@ -289,6 +292,23 @@ class Case:
         sink, driver, process model and affinity mode (`pinned` when none is recorded)."""
         mode = self.affinity.get("mode") or "pinned"
         return (self.framework, self.scenario, self.sink, self.driver, self.process_model, mode)
+
+    @property
+    def deviations(self) -> list[dict[str, Any]]:
+        """The robustness rules the server bent, as verify recorded them (each verify
+        entry's `deviations`: check, key, sent, expected, came, declared — the server's
+        reason, or null for a warning); [] for a run written before verify kept them."""
+        return [
+            deviation
+            for entry in self.verify.values()
+            if isinstance(entry, dict)
+            for deviation in entry.get("deviations") or ()
+        ]
+
+    @property
+    def warnings(self) -> int:
+        """Deviations the server does not declare."""
+        return sum(d.get("declared") is None for d in self.deviations)
 
     @property
     def lost_steps(self) -> int:

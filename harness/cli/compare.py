@@ -40,6 +40,7 @@ from harness.cli.options import (
     SERVERS_FILE_OPTION,
     SET_OPTION,
     SINK_OPTION,
+    STRICT_VERIFY_OPTION,
     THRESHOLD_OPTION,
     console,
 )
@@ -83,14 +84,18 @@ def run_comparison(
     junit: Path | None = None,
     markdown: Path | None = None,
     command: str = "compare",
+    strict_verify: bool = False,
 ) -> None:
     """Plan (every choice checked up front), run, print the tables, draw the report;
     with `junit` / `markdown`, write those too (harness.outputs).
 
     Exit status 1 when no case ran, else 3 when a threshold failed (after everything is
     written and drawn), else 0."""
+    from rich.markup import escape
+
     from harness.compare import (
         build_plan,
+        deviation_lines,
         mongo_backend_note,
         run_plan,
         summary_table,
@@ -134,6 +139,7 @@ def run_comparison(
         agent_cpus=load_cpus or agent_cpus,  # --agent-cpus: the old name, still accepted
         out=out,
         verify=not no_verify,
+        strict_verify=strict_verify,
         mongo_url=mongo_url,
         mongo_backend=mongo_backend,
         db_cpus=db_cpus,
@@ -164,6 +170,12 @@ def run_comparison(
             )
         raise SystemExit(interrupt_exit_status(error)) from None
     console.print(summary_table(run))
+    for line in deviation_lines(run):
+        console.print(f"[yellow]warning:[/] {escape(line)}", soft_wrap=True)
+    for case in run.cases:  # the table wraps a failure; here it is one whole line
+        if case.status == "failed":
+            failure = escape(f"{case.framework}: {case.error}")
+            console.print(f"[red]failed:[/] {failure}", soft_wrap=True)
     for note in dict.fromkeys(c.summary.limit_note for c in run.cases if c.summary.limit_note):
         console.print(f"[yellow]note:[/] {note}")
     topologies = topology_table(run)
@@ -224,6 +236,7 @@ def compare_command(
     agent_cpus: str = AGENT_CPUS_OPTION,
     out: Path = OUT_OPTION,
     no_verify: bool = NO_VERIFY_OPTION,
+    strict_verify: bool = STRICT_VERIFY_OPTION,
     mongo_url: str = MONGO_URL_OPTION,
     mongo_backend: str = MONGO_BACKEND_OPTION,
     db_cpus: str = DB_CPUS_OPTION,

@@ -134,3 +134,9 @@ MARKDOWN_OPTION = typer.Option(
     "--markdown",
     help="Also write the summary as Markdown to FILE (a CI job's step summary).",
 )
+STRICT_VERIFY_OPTION = typer.Option(
+    False,
+    "--strict-verify",
+    help="Fail a server on any deviation it does not declare (oversized headers accepted, "
+    "a lenient framing rule), not only on a wrong answer.",
+)

@@ -37,6 +37,7 @@ from harness.cli.options import (
     SERVERS_FILE_OPTION,
     SET_OPTION,
     SINK_OPTION,
+    STRICT_VERIFY_OPTION,
     THRESHOLD_OPTION,
 )
 from model.errors import UserError
@@ -59,6 +60,7 @@ def run_command(
     agent_cpus: str = AGENT_CPUS_OPTION,
     out: Path = OUT_OPTION,
     no_verify: bool = NO_VERIFY_OPTION,
+    strict_verify: bool = STRICT_VERIFY_OPTION,
     mongo_url: str = MONGO_URL_OPTION,
     mongo_backend: str = MONGO_BACKEND_OPTION,
     db_cpus: str = DB_CPUS_OPTION,

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import tempfile
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from harness.cli.options import (
@@ -15,6 +17,7 @@ from harness.cli.options import (
     MARKDOWN_OPTION,
     SERVER_OPTION,
     SERVERS_FILE_OPTION,
+    STRICT_VERIFY_OPTION,
     check_cpus,
     console,
     parse_sinks,
@@ -34,13 +37,14 @@ def verify_command(
     servers_file: Path = SERVERS_FILE_OPTION,
     junit: Path = JUNIT_OPTION,
     markdown: Path = MARKDOWN_OPTION,
+    strict_verify: bool = STRICT_VERIFY_OPTION,
 ) -> None:
     """Start each server and check every route it serves, WebSocket rules, latency and
     the sinks asked for; routes a baseline does not serve (or a command's server answers
     404) are `not supported`. Exit 1 on a failure."""
     from harness.frameworks import register_servers, select_frameworks
     from harness.services import new_database_name, own_database
-    from harness.verify import verify_backends, verify_framework
+    from harness.verify import strictly, verify_backends, verify_framework
 
     register_servers(servers, servers_file)
     names = select_frameworks(frameworks)
@@ -69,6 +73,8 @@ def verify_command(
                             mongo_db=mongo_db,
                         )
                     )
+    if strict_verify:  # a deviation the server does not declare fails
+        results = [dataclasses.replace(r, checks=strictly(r.checks, r.framework)) for r in results]
     if junit is not None or markdown is not None:
         from harness.outputs import write_output
         from harness.outputs.junit import verify_junit
@@ -91,12 +97,24 @@ def verify_command(
                 table.add_row(result.framework, result.sink, "start", "[red]FAIL[/]", result.error)
             for check in result.checks:
                 mark = "[green]ok[/]" if check.ok else "[red]FAIL[/]"
+                if check.ok and check.warnings:
+                    mark = f"[yellow]ok, {len(check.warnings)} warning(s)[/]"
                 if not check.supported:
                     mark = "[dim]not supported[/]"
                 table.add_row(result.framework, result.sink, check.name, mark, check.detail)
         console.print(table)
+        for result in results:
+            for deviation in result.warnings:
+                line = deviation.line(result.framework)
+                said = escape(f"{result.framework}: {line}")
+                console.print(f"[yellow]warning:[/] {said}", soft_wrap=True)
         passed = sum(r.ok for r in results if not r.skipped)
         skipped = sum(bool(r.skipped) for r in results)
-        console.print(f"{passed} of {len(results) - skipped} passed, {skipped} not offered")
+        warned = sum(bool(r.ok and r.warnings) for r in results)
+        console.print(
+            f"{passed} of {len(results) - skipped} passed"
+            + (f" ({warned} with warnings: --strict-verify fails them)" if warned else "")
+            + f", {skipped} not offered"
+        )
     if not all(r.ok for r in results if not r.skipped):
         raise typer.Exit(1)

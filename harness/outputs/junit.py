@@ -121,6 +121,14 @@ def run_tests(run: Run) -> tuple[list[JUnitTest], list[JUnitTest]]:
                 output += f"; flags {' '.join(summary.flags)}"
             if case.lost_steps:
                 output += f"; {case.status_text}"
+            for deviation in case.deviations:
+                kind = "warning" if deviation.get("declared") is None else "declared deviation"
+                output += (
+                    f"\n{kind}: {deviation.get('check')} {deviation.get('key')}: came "
+                    f"{deviation.get('came')}; expected {deviation.get('expected')}"
+                )
+            if case.warnings:
+                props = (*props, ("warnings", str(case.warnings)))
             cases.append(JUnitTest(classname, name, output=output, properties=props))
     thresholds = []
     for result in run.thresholds:

@@ -86,7 +86,12 @@ def run_markdown(run: Run, run_dir: Path | None = None, base: Path | None = None
             with_interval(s.p99_at_peak_ms, s.p99_at_peak_ci_ms),
             figure(s.server_cpu_at_peak_pct),
             str(s.errors_total),
-            " ".join(f"`{f}`" for f in s.flags),
+            " ".join(
+                [
+                    *(f"`{f}`" for f in s.flags),
+                    *([f"{case.warnings} deviation(s)"] if case.warnings else []),
+                ]
+            ),
             case.error or "",
         ]
         rows.append(row)
@@ -123,6 +128,18 @@ def run_markdown(run: Run, run_dir: Path | None = None, base: Path | None = None
         parts.append("**Flags**")
         parts.append("")
         parts += [f"- `{flag}`: {FLAG_MEANINGS[flag]}" for flag in raised]
+        parts.append("")
+    warned = [
+        (c.framework, d) for c in run.cases for d in c.deviations if d.get("declared") is None
+    ]
+    if warned:
+        parts += ["**Deviations** (warnings: measured; `--strict-verify` fails them)", ""]
+        parts += [
+            f"- {name}: {d.get('check')} `{d.get('key')}`: sent {d.get('sent')}; expected "
+            f"{d.get('expected')}; came {d.get('came')} — declare it in the server's "
+            "`deviations` to accept it"
+            for name, d in warned
+        ]
         parts.append("")
     notes = list(dict.fromkeys(c.summary.limit_note for c in run.cases if c.summary.limit_note))
     parts += [f"> note: {note}" for note in notes] + ([""] if notes else [])

@@ -31,6 +31,7 @@ from harness.verify import (
     not_supported,
     run_checks,
     served_routes,
+    strictly,
 )
 from model.errors import UserError
 from model.results import Case, CaseStatus
@@ -189,11 +190,13 @@ def _run_with_sink(ctx: CaseContext) -> Case:
             # the balancer passes GET / through (per-instance counters and proxied
             # WebSocket closes are not the contract's to judge through nginx)
             checks = run_checks(server.instance_url, checks_for(framework, routes))
+            if run.plan.strict_verify or profile.strict_verify:  # every warning fails
+                checks = strictly(checks, framework)
             if server.balancer is not None:
                 checks += run_checks(server.url, {"balancer": check_text_route})
             if routes is not None:  # what the probes found not served, said as such
                 checks += not_supported(framework, routes=routes)
-            verify = {c.name: {"ok": c.ok, "detail": c.detail} for c in checks}
+            verify = {c.name: c.record() for c in checks}
             if any(not c.ok for c in checks):
                 details = "; ".join(f"{c.name}: {c.detail}" for c in checks if not c.ok)
                 error = f"verify failed: {details}"

@@ -18,6 +18,8 @@ checks live by concern beside it:
 - wire.py: raw bytes to a server and back (the helpers every raw check uses)
 - http.py: `/`, `/counter`, `/log`, 404s, 405s, sequential latency
 - malformed.py: the malformed requests and their known deviations
+- severity.py: a failure (a wrong answer: the case is not measured) against a deviation
+  (a robustness rule bent: recorded, a warning unless declared; `--strict-verify` fails it)
 - websocket.py: `/ws`, its refusals, close codes and raw frames
 - sinks.py: a record reaching the sink
 - files.py, memcached.py, backends.py: `/files`, `/gridfs`, `/mc` and the socket service
@@ -26,8 +28,8 @@ checks live by concern beside it:
 
 from __future__ import annotations
 
+import dataclasses
 import signal
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 import httpx
@@ -78,6 +80,13 @@ from harness.verify.malformed import (
 )
 from harness.verify.memcached import check_memcached_route, check_memcached_socket
 from harness.verify.probe import NOT_SERVED_STATUS, PROBE_BODY, served_routes
+from harness.verify.severity import (
+    CheckFunction,
+    Deviation,
+    Outcome,
+    deviation_from_dict,
+    remedy,
+)
 from harness.verify.sinks import check_sink_record
 from harness.verify.websocket import (
     RAW_FRAME_CASES,
@@ -132,6 +141,8 @@ __all__ = [
     "WRONG_METHODS",
     "Check",
     "CheckFailed",
+    "Deviation",
+    "Outcome",
     "Routes",
     "Verification",
     "_responses",
@@ -161,6 +172,7 @@ __all__ = [
     "checks_for",
     "contract_check_names",
     "contract_checks",
+    "deviation_from_dict",
     "expect",
     "not_supported",
     "one_of_each_kind",
@@ -169,6 +181,7 @@ __all__ = [
     "raw_ws_close_code",
     "raw_ws_connect",
     "read_until_close",
+    "remedy",
     "responses",
     "routes_of",
     "run_checks",
@@ -176,6 +189,7 @@ __all__ = [
     "served_routes",
     "status_of",
     "stopped_cleanly",
+    "strictly",
     "verify_backends",
     "verify_framework",
     "ws_frame",
@@ -184,12 +198,42 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Check:
-    """One verified property: its name, whether it held, and what was seen."""
+    """One verified property: its name, whether it held, and what was seen; a check that
+    held may carry deviations (harness.verify.severity): warnings unless declared."""
 
     name: str
     ok: bool
     detail: str = ""
     supported: bool = True  # False: the server does not serve this route (not a failure)
+    deviations: tuple[Deviation, ...] = ()
+
+    @property
+    def warnings(self) -> tuple[Deviation, ...]:
+        """The deviations the server does not declare."""
+        return tuple(d for d in self.deviations if d.warning)
+
+    def record(self) -> dict[str, object]:
+        """The check as a case's `verify` entry in run.json: ok, detail, and its
+        deviations when it has any."""
+        entry: dict[str, object] = {"ok": self.ok, "detail": self.detail}
+        if self.deviations:
+            entry["deviations"] = [d.to_dict() for d in self.deviations]
+        return entry
+
+
+def strictly(checks: tuple[Check, ...], server: str | None = None) -> tuple[Check, ...]:
+    """`--strict-verify`: every check with a warning fails, its detail each warning's
+    whole line (declared deviations stay what they are)."""
+    return tuple(
+        dataclasses.replace(
+            check,
+            ok=False,
+            detail="; ".join(d.line(server, with_check=False) for d in check.warnings),
+        )
+        if check.warnings
+        else check
+        for check in checks
+    )
 
 
 @dataclass(frozen=True)
@@ -206,6 +250,12 @@ class Verification:
     def ok(self) -> bool:
         return self.error is None and all(c.ok for c in self.checks)
 
+    @property
+    def warnings(self) -> tuple[Deviation, ...]:
+        """Every undeclared deviation of the checks that held (under --strict-verify a
+        check with one fails: its warnings are its failure)."""
+        return tuple(d for c in self.checks if c.ok for d in c.warnings)
+
     def to_dict(self) -> dict[str, object]:
         return {
             "framework": self.framework,
@@ -217,7 +267,7 @@ class Verification:
         }
 
 
-HTTP_CHECKS: dict[str, Callable[[str], str]] = {
+HTTP_CHECKS: dict[str, CheckFunction] = {
     "text": check_text_route,
     "counter": check_counter_route,
     "log": check_log_route,
@@ -226,7 +276,7 @@ HTTP_CHECKS: dict[str, Callable[[str], str]] = {
     "malformed": check_malformed_requests,
     "sequential-latency": check_sequential_latency,
 }
-WEBSOCKET_CHECKS: dict[str, Callable[[str], str]] = {
+WEBSOCKET_CHECKS: dict[str, CheckFunction] = {
     "ws-handshake": check_websocket_handshake,
     "ws-long-message": check_websocket_long_message,
     "ws-origin": check_websocket_origin,
@@ -251,7 +301,7 @@ CHECK_ROUTES: dict[str, str] = {
 }
 
 
-def checks_for(framework: str, routes: Routes | None = None) -> dict[str, Callable[[str], str]]:
+def checks_for(framework: str, routes: Routes | None = None) -> dict[str, CheckFunction]:
     """The HTTP and WebSocket checks of the routes `framework` serves (`routes`: as found
     by probing it)."""
     served = routes_of(framework, routes)
@@ -267,19 +317,22 @@ def checks_for(framework: str, routes: Routes | None = None) -> dict[str, Callab
         checks["not-found"] = lambda url: check_not_found(url, unserved)
     for name, reason in FRAMEWORKS[framework].deviations.items():
         if name in checks:  # the others name malformed requests (check_malformed_requests)
-            checks[name] = _known_deviation(checks[name], reason)
+            checks[name] = _known_deviation(name, checks[name], reason)
     return checks
 
 
-def _known_deviation(check: Callable[[str], str], reason: str) -> Callable[[str], str]:
+def _known_deviation(name: str, check: CheckFunction, reason: str) -> CheckFunction:
     """A check a plugin's or a command's server is known to fail, for `reason` (not ours
-    to fix): its failure is reported, not failed; its passing fails (drop the entry)."""
+    to fix): its failure is recorded as a declared deviation, not failed; its passing
+    fails (drop the entry)."""
 
-    def deviating(url: str) -> str:
+    def deviating(url: str) -> str | Outcome:
         try:
             check(url)
         except CheckFailed as failure:
-            return f"known deviation: {reason} (seen: {failure})"
+            seen = " ".join(str(failure).split())
+            deviation = Deviation(name, name, f"the {name} check", "it passes", seen, reason)
+            return Outcome(f"known deviation: {reason} (seen: {seen})", (deviation,))
         raise CheckFailed(f"passes now: drop its known deviation ({reason})")
 
     return deviating
@@ -318,12 +371,17 @@ def not_supported(
     return tuple(skipped)
 
 
-def run_checks(base_url: str, checks: dict[str, Callable[[str], str]]) -> tuple[Check, ...]:
-    """Run every check against a server at `base_url`; a failing one never stops the rest."""
+def run_checks(base_url: str, checks: dict[str, CheckFunction]) -> tuple[Check, ...]:
+    """Run every check against a server at `base_url`; a failing one never stops the rest.
+    A check that returns an Outcome held with the deviations it carries."""
     results = []
     for name, check in checks.items():
         try:
-            results.append(Check(name, True, check(base_url)))
+            said = check(base_url)
+            if isinstance(said, Outcome):
+                results.append(Check(name, True, said.detail, deviations=said.deviations))
+            else:
+                results.append(Check(name, True, said))
         except CheckFailed as failure:
             results.append(Check(name, False, str(failure)))
         except (httpx.HTTPError, WebSocketException, OSError, ValueError, AssertionError) as error:
@@ -346,7 +404,7 @@ def contract_checks(
     fileset: FileSet | None = None,
     mc_port: int = 0,
     routes: Routes | None = None,
-) -> dict[str, Callable[[str], str]]:
+) -> dict[str, CheckFunction]:
     """Every check of the routes `framework` serves; with a file set (and the server's
     memcached socket port), the backend checks too. The one contract checker: `harness
     verify` and the test suite run these; the runner's verify pass runs `checks_for`, the
