@@ -224,6 +224,14 @@ def verify_junit(results: Sequence[Verification]) -> str:
                     )
                 )
             else:
-                tests.append(JUnitTest(classname, check.name, output=check.detail))
+                warnings = "".join(
+                    f"\nwarning: {d.line(verification.framework)}" for d in check.warnings
+                )
+                props = (("warnings", str(len(check.warnings))),) if check.warnings else ()
+                tests.append(
+                    JUnitTest(
+                        classname, check.name, output=check.detail + warnings, properties=props
+                    )
+                )
         suites.append(_suite(f"{verification.framework} ({verification.sink} sink)", tests))
     return _document("harness verify", suites)

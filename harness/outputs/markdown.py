@@ -203,6 +203,13 @@ def verify_markdown(results: Sequence[Verification]) -> str:
                 rows.append((2, [*who, check.name, "not supported", check.detail]))
             elif not check.ok:
                 rows.append((0, [*who, check.name, "**FAIL**", check.detail]))
+            elif check.warnings:
+                lines = "; ".join(
+                    f"warning: {d.line(verification.framework)}" for d in check.warnings
+                )
+                rows.append(
+                    (1, [*who, check.name, "ok, with warnings", f"{check.detail}; {lines}"])
+                )
             else:
                 rows.append((1, [*who, check.name, "ok", check.detail]))
     rows.sort(key=lambda r: r[0])

@@ -6,9 +6,9 @@ from __future__ import annotations
 from harness.verify.failure import expect
 from harness.verify.severity import Deviation, Outcome
 from harness.verify.wire import (
-    STATUS_LINE,
     exchange_until_close,
     expect_still_serving,
+    reply_text,
     responses,
     status_of,
 )
@@ -86,21 +86,6 @@ def statuses_text(accepted: tuple[int, ...]) -> str:
     """`400, 413 or 431`."""
     words = [str(status) for status in accepted]
     return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} or {words[-1]}"
-
-
-def reply_text(reply: bytes) -> str:
-    """What came back, in words: the status of each response (`200 OK`), or that nothing
-    came, or the first bytes of a reply that is no HTTP response."""
-    if not reply:
-        return "no reply (the connection closed or stayed silent)"
-    heads = [reply[m.start() :].split(b"\r\n", 1)[0] for m in STATUS_LINE.finditer(reply)]
-    said = [head.decode("latin-1").split(" ", 1)[1][:40] for head in heads]
-    if not said:
-        first = reply.split(b"\r\n", 1)[0][:40].decode("latin-1")
-        return f"no HTTP response (it began {first!r})"
-    if len(said) == 1:
-        return f"{said[0]} (one response)"
-    return f"{len(said)} responses on one connection ({', '.join(said)})"
 
 
 def check_malformed_requests(base_url: str, framework: str = "") -> str | Outcome:

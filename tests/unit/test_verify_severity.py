@@ -11,7 +11,8 @@ import pytest
 
 from harness.compare import deviation_lines
 from harness.verify import Check, Deviation, Verification, strictly
-from harness.verify.malformed import MALFORMED_REQUESTS, MALFORMED_SENT, reply_text
+from harness.verify.malformed import MALFORMED_REQUESTS, MALFORMED_SENT
+from harness.verify.wire import reply_text
 from model.results import read_run, write_run
 from tests.helpers import synthetic_case, synthetic_run
 
