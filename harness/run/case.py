@@ -22,6 +22,7 @@ from harness.run.connection_case import run_connection_case
 from harness.run.context import CaseContext, CaseKind, Measured, RunContext
 from harness.run.http_case import run_http_case
 from harness.run.ledger import reconcile
+from harness.run.outputs import case_folder
 from harness.server_process import command_unsupported
 from harness.sink_store import SinkStore
 from harness.topology import ProcessModel, start_topology
@@ -83,7 +84,8 @@ def run_case(
     """One framework through the whole ramp under one affinity mode and process model.
 
     `round_label` ("round 2 of 5") marks a confirmation round (harness.run.rounds): its
-    files go to a directory of their own beside the ramp's.
+    files go to a folder of its own beside the ramp's, in the case's folder
+    (harness.run.outputs.case_folder).
     """
     profile = run.profile
     label = f"{framework} [{mode}]" + (f" #{repeat + 1}" if profile.repeat > 1 else "")
@@ -118,11 +120,13 @@ def run_case(
     agent_count = (
         len(cpu_affinity.parse_cpu_list(agent_cpus)) if agent_cpus else (os.cpu_count() or 1)
     )
-    name = new_case(run, framework, model, "ok", unpinned).key + (
-        f"_r{repeat + 1}" if profile.repeat > 1 else ""
+    case_dir = case_folder(
+        run.plan.out_dir,
+        new_case(run, framework, model, "ok", unpinned).key,
+        repeat=repeat,
+        repeats=profile.repeat,
+        round_label=round_label,
     )
-    if round_label is not None:
-        name += "_" + round_label.replace(" ", "-")
     try:  # GridFS and the mongo sink share the run's database when both are asked for
         store = SinkStore(
             profile.sink,
@@ -144,7 +148,7 @@ def run_case(
             server_cpus=server_cpus,
             agent_cpus=agent_cpus,
             agent_cpu_count=agent_count,
-            case_dir=run.plan.out_dir / name,
+            case_dir=case_dir,
             store=store,
         )
         return _run_with_sink(ctx)

@@ -12,6 +12,8 @@ from pathlib import Path
 import junitparser
 from markdown_it import MarkdownIt
 
+from harness.run.outputs import ramp_dir
+from model.results import read_run
 from tests.helpers import harness, require_framework, require_tools
 
 SHORT = ("--set", "ramp.duration_s=1", "--set", "rounds=2", "--set", "round_duration_s=1")
@@ -84,6 +86,16 @@ def test_a_gated_compare_writes_junit_and_markdown_ci_reads(tmp_path: Path) -> N
     assert "**Verdict** (95 % intervals): " in text and "[report](../results/" in text
 
     (run_dir,) = (tmp_path / "results").iterdir()
+    # one folder per case, its ramp and its rounds inside (issue 24, item 4)
+    run = read_run(run_dir)
+    folders = sorted(p.name for p in run_dir.iterdir() if p.is_dir())
+    assert folders == sorted([*(c.key for c in run.cases), "charts"])
+    for case in run.cases:
+        passes = sorted(p.name for p in (run_dir / case.key).iterdir())
+        assert passes == ["ramp", "round-1-of-2", "round-2-of-2"], passes
+        assert (run_dir / case.key / "round-2-of-2" / "monitor.csv").is_file()
+        assert (ramp_dir(run_dir, case) / "raw" / "step000-0.txt").is_file()
+    assert "`ramp/`, `round-1-of-2/`, `round-2-of-2/`" in (run_dir / "FILES.md").read_text()
     diff_junit = tmp_path / "diff.xml"
     diffed = harness(
         "diff", str(run_dir), str(run_dir), "--junit", str(diff_junit),

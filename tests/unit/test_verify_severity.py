@@ -92,3 +92,13 @@ def test_deviations_recorded_by_verify_read_back_from_run_json(tmp_path) -> None
     assert mine.warnings == 1 and mine.deviations == [OVERSIZED.to_dict()]
     assert aiohttp.deviations == [] and aiohttp.warnings == 0
     assert deviation_lines(read) == [f"mine: {OVERSIZED.line('mine')}"]
+
+
+def test_a_profile_may_ask_for_strict_verify() -> None:
+    from harness.profile import load_profile, parse_settings
+    from model.errors import UserError
+
+    assert not load_profile("smoke").strict_verify
+    assert load_profile("smoke", parse_settings(["strict_verify=true"])).strict_verify
+    with pytest.raises(UserError, match="strict_verify must be true or false, not 'yes'"):
+        load_profile("smoke", parse_settings(["strict_verify=yes"]))
