@@ -466,6 +466,73 @@ def peak_figure(series: Sequence[Series], context: str = "") -> Figure:
     return figure
 
 
+def protocol_figure(series: Sequence[Series], context: str = "") -> Figure:
+    """Each server's peak per protocol: grouped bars, one per protocol, each with its 95 %
+    interval when measured in rounds; under each h1-tls bar its TLS tax (the h1-tls peak
+    over the same server's h1 peak)."""
+    protocols = list(dict.fromkeys(s.case.protocol for s in series))
+    frameworks = list(dict.fromkeys(s.framework for s in series))
+    figure, axes = _new(
+        _title("Peak per protocol", context), "server", "peak (replies/s)", categorical=True
+    )
+    width = 0.8 / max(1, len(protocols))
+    top = 1.0
+    for index, protocol in enumerate(protocols):
+        positions, values, errors_low, errors_high, taxes = [], [], [], [], []
+        for place, framework in enumerate(frameworks):
+            cases = [
+                s.case
+                for s in series
+                if s.framework == framework
+                and s.case.protocol == protocol
+                and s.case.status == "ok"
+                and s.case.summary.peak is not None
+            ]
+            if not cases:
+                continue
+            best = max(cases, key=lambda c: c.summary.peak or 0.0)
+            peak = float(best.summary.peak or 0.0)
+            low, high = best.summary.peak_ci or (peak, peak)
+            positions.append(place + (index - (len(protocols) - 1) / 2) * width)
+            values.append(peak)
+            errors_low.append(max(peak - low, 0.0))
+            errors_high.append(max(high - peak, 0.0))
+            taxes.append(best.summary.tls_tax)
+            top = max(top, high, peak)
+        bars = axes.bar(
+            positions,
+            values,
+            width=width,
+            label=protocol,
+            gid=f"protocol:{protocol}",
+            edgecolor="black",
+            alpha=0.55 + 0.45 * index / max(1, len(protocols) - 1),
+        )
+        if any(errors_low) or any(errors_high):
+            axes.errorbar(
+                positions, values, yerr=[errors_low, errors_high], fmt="none", ecolor="black",
+                capsize=3,
+            )  # fmt: skip
+        for bar, value, tax in zip(bars, values, taxes, strict=True):
+            text = f"{value:,.0f}" + (f"\n{tax:.2f}×" if tax is not None else "")
+            axes.annotate(
+                text,
+                (bar.get_x() + bar.get_width() / 2, value),
+                xytext=(0, 3),
+                textcoords="offset points",
+                ha="center",
+                va="bottom",
+                fontsize=8,
+            )
+    axes.set_xticks(range(len(frameworks)), frameworks)
+    if any(s.case.summary.tls_tax is not None for s in series):
+        axes.set_xlabel("server (under each h1-tls peak: its TLS tax, the ratio to its h1 peak)")
+    axes.set_ylim(0, top * 1.2)
+    axes.yaxis.set_major_formatter(THOUSANDS)
+    _legend(axes, set())
+    return figure
+
+
 def affinity_figure(series: Sequence[Series], context: str = "") -> Figure:
     """The affinity study's matrix: grouped bars of peak per framework, one bar per mode."""
     modes = sorted({s.case.affinity.get("mode") or "" for s in series})
@@ -584,6 +651,8 @@ def ramp_figures(series: Sequence[Series], context: str = "") -> dict[str, Figur
     figures["peak"] = peak_figure(series, context)
     if len({s.case.affinity.get("mode") for s in series}) > 1:
         figures["affinity"] = affinity_figure(series, context)
+    if len({s.case.protocol for s in series}) > 1:
+        figures["protocols"] = protocol_figure(series, context)
     return figures
 
 

@@ -9,7 +9,7 @@ from charts.figures import Series, close_all, ramp_figures
 from charts.report import write_report
 from charts.style import DPI
 from model.errors import UserError
-from model.results import Run, read_run
+from model.results import Run, has_protocol_axis, read_run
 
 # Host facts that must agree before two runs are drawn on one axis.
 CHECKED_HOST_FACTS = ("cpu_model", "cores", "memory_bytes", "kernel")
@@ -55,11 +55,14 @@ def build_series(runs: Sequence[Run]) -> list[Series]:
     cases = [(index, run, case) for index, run in enumerate(runs) for case in run.cases]
     modes = {case.affinity.get("mode") for _, _, case in cases}
     models = {case.process_model for _, _, case in cases}
+    protocols = has_protocol_axis([case for _, _, case in cases])
     series = []
     for index, run, case in cases:
         label = case.framework
         if len(models) > 1:
             label += f" {case.process_model}"
+        if protocols:
+            label += f" {case.protocol}"
         if len(modes) > 1:
             label += f" [{case.affinity.get('mode')}]"
         if len(runs) > 1:

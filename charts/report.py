@@ -9,7 +9,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from model.results import FLAG_MEANINGS, Case, Run
+from model.results import FLAG_MEANINGS, Case, Run, has_protocol_axis
 
 # the reconcile fields the report shows (docs/results.md); old runs lack the last two
 REPORTED_RECONCILE = ("sent", "stored", "lost", "duplicates", "unparseable")
@@ -34,6 +34,10 @@ FIGURE_CAPTIONS = {
     "reading, the highest offered rate achieved at ≥ 95 % with no errors); with rounds, "
     "their mean and its 95 % interval (the error bar).",
     "affinity": "Peak per framework under each CPU affinity mode (the affinity study).",
+    "protocols": "Peak per server on each protocol (h1 cleartext HTTP/1.1, h1-tls HTTP/1.1 "
+    "over TLS 1.3, h2 HTTP/2 over TLS, h2c cleartext HTTP/2), with 95 % intervals from "
+    "rounds; under each h1-tls bar its TLS tax, the ratio of its peak to the same server's "
+    "h1 peak in this run.",
     "conn_cpu": "Server CPU against open connections.",
     "conn_rss": "Server memory against open connections.",
     "conn_rss_per_connection": "Memory per open connection (the WebSocket study found 10.3 KB).",
@@ -89,7 +93,50 @@ def _with_interval(cell: str, interval: tuple[float, float] | None, pattern: str
     return f'{cell}<br><span class="ci">[{low}, {high}]</span>'
 
 
+SUMMARY_HEADERS = (
+    "framework",
+    "affinity",
+    "process model",
+    "protocol",
+    "status",
+    "peak req/s",
+    "vs nginx",
+    "TLS tax",
+    "MB/s at peak",
+    "at",
+    "p99 at peak (ms)",
+    "server CPU %",
+    "RSS (MB)",
+    "errors",
+    "flags",
+    "reason",
+)
+SUMMARY_NUMERIC = ("peak req/s", "vs nginx", "TLS tax", "MB/s at peak", "at", "p99 at peak (ms)",
+                   "server CPU %", "RSS (MB)", "errors")  # fmt: skip
+
+
+def _summary_headers(run: Run) -> list[str]:
+    """The summary's columns: protocol when the run has that axis, TLS tax when it has one."""
+    left_out = set()
+    if not has_protocol_axis(run.cases):
+        left_out.add("protocol")
+    if not any(c.summary.tls_tax is not None for c in run.cases):
+        left_out.add("TLS tax")
+    return [h for h in SUMMARY_HEADERS if h not in left_out]
+
+
+def _summary(run: Run) -> str:
+    headers = _summary_headers(run)
+    rows = [
+        [cell for name, cell in zip(SUMMARY_HEADERS, row, strict=True) if name in headers]
+        for row in _summary_rows(run)
+    ]
+    numeric = {i for i, name in enumerate(headers) if name in SUMMARY_NUMERIC}
+    return _table(headers, rows, numeric=numeric)
+
+
 def _summary_rows(run: Run) -> list[list[str]]:
+    """Every column of SUMMARY_HEADERS, per case."""
     rows = []
     for case in run.cases:
         s = case.summary
@@ -100,11 +147,15 @@ def _summary_rows(run: Run) -> list[list[str]]:
                 escape(case.framework) + (" (baseline)" if s.role == "baseline" else ""),
                 escape(case.affinity.get("mode") or ""),
                 escape(case.process_model),
+                escape(case.protocol),
                 f'<span class="{"incomplete" if case.lost_steps else case.status}">'
                 f"{escape(case.status_text)}</span>",
                 _with_interval(_number(s.peak), s.peak_ci, "{:,.0f}"),
                 _with_interval(
                     f"{ratio:.2f}×" if ratio is not None else "–", s.ratio_to_nginx_ci, "{:.2f}"
+                ),
+                _with_interval(
+                    f"{s.tls_tax:.2f}×" if s.tls_tax is not None else "–", s.tls_tax_ci, "{:.2f}"
                 ),
                 _number(s.megabytes_per_s_at_peak, "{:.1f}"),
                 _number(s.peak_offered, "{:g}"),
@@ -138,8 +189,9 @@ def _verdict(run: Run) -> str:
     for part in sets:
         where = ""
         if len(sets) > 1:
-            keys = ("scenario", "driver", "sink", "affinity", "process_model")
-            where = "<b>" + escape(", ".join(str(part.get(k)) for k in keys)) + ":</b> "
+            keys = ("scenario", "driver", "sink", "affinity", "process_model", "protocol")
+            where = ", ".join(str(part[k]) for k in keys if k in part)  # /4: no protocol
+            where = "<b>" + escape(where) + ":</b> "
         ratios = [
             f"{escape(r['a'])} / {escape(r['b'])} = {r['ratio']:.2f}× "
             f"[{r['ci'][0]:.2f}, {r['ci'][1]:.2f}]" + ("" if r.get("separated") else " (a tie)")
@@ -177,6 +229,36 @@ def _thresholds(run: Run) -> str:
     )
     table = _table(["rule", "case", "value", "interval", "judged on", "result"], rows, {2, 3})
     return f"<h3>Thresholds</h3>{verdict}{table}"
+
+
+TLS_HEADERS = ("framework", "protocol", "TLS version", "cipher", "key", "ALPN",
+               "load generator verified the certificate", "TLS tax")  # fmt: skip
+
+
+def _tls_rows(run: Run) -> list[list[str]]:
+    """What each non-h1 case negotiated (the harness's probe connection) and its TLS tax."""
+    rows = []
+    for case in run.cases:
+        n = case.negotiated
+        if n is None:
+            continue
+        trusted = {True: "yes (the run's CA)", False: "no (it cannot be told a CA)", None: "–"}
+        tax = case.summary.tls_tax
+        rows.append(
+            [
+                escape(case.framework),
+                escape(case.protocol),
+                escape(n.tls_version or "–"),
+                escape(n.cipher or "–"),
+                escape(n.key_type or "–"),
+                escape(n.alpn or "none"),
+                trusted[n.ca_trusted],
+                _with_interval(
+                    f"{tax:.2f}×" if tax is not None else "–", case.summary.tls_tax_ci, "{:.2f}"
+                ),
+            ]
+        )
+    return rows
 
 
 def _verify_rows(case: Case) -> list[list[str]]:
@@ -362,29 +444,18 @@ def render_html(
             f"{escape(str(run.config.get('agent_cpus')))}<br>{_status(run)}</p>"
         )
         parts.append("<h3>Summary</h3>")
-        parts.append(
-            _table(
-                [
-                    "framework",
-                    "affinity",
-                    "process model",
-                    "status",
-                    "peak req/s",
-                    "vs nginx",
-                    "MB/s at peak",
-                    "at",
-                    "p99 at peak (ms)",
-                    "server CPU %",
-                    "RSS (MB)",
-                    "errors",
-                    "flags",
-                    "reason",
-                ],
-                _summary_rows(run),
-                numeric={4, 5, 6, 7, 8, 9, 10, 11},
-            )
-        )
+        parts.append(_summary(run))
         parts.append(_thresholds(run))
+        tls_rows = _tls_rows(run)
+        if tls_rows:
+            parts.append("<h3>Protocols</h3>")
+            parts.append(
+                "<p>What each server negotiated with the harness's probe connection right "
+                "after it started (Python <code>ssl</code>, trusting the run's CA). The TLS "
+                "tax is an h1-tls peak over the same server's h1 peak in this run, with its "
+                "95 % interval when both ran rounds (paired round by round).</p>"
+            )
+            parts.append(_table(list(TLS_HEADERS), tls_rows, numeric={7}))
         knees = _knee_rows(run)
         if knees and any(case.summary.knee is not None for case in run.cases):
             parts.append("<h3>Knees</h3>")

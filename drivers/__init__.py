@@ -22,6 +22,8 @@ DRIVERS: dict[str, str] = {
     "ab": "drivers.ab:AbDriver",
     "siege": "drivers.siege:SiegeDriver",
     "oha": "drivers.oha:OhaDriver",  # open loop: constant-rate steps, corrected latency
+    "h2load": "drivers.h2load:H2loadDriver",  # HTTP/2 (h2, h2c) and HTTP/1.1, streams
+    "handshakes": "drivers.handshakes:HandshakesDriver",  # TLS handshakes/s, resumed or not
     "mcload": "drivers.mcload:McLoadDriver",  # the memcached socket service's load
     "agent": "drivers.agent.plan:AgentDriver",  # WebSocket connection ramps
 }

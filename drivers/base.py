@@ -131,6 +131,7 @@ def merge_results(results: Sequence[DriverResult]) -> DriverResult:
                 latency = hdr.latency_ms(merged)
             elif name == "latency_uncorrected":
                 uncorrected = hdr.latency_ms(merged)
+    spoken = {r.negotiated for r in results if r.negotiated is not None}
     return DriverResult(
         replies=replies,
         duration_s=max(r.duration_s for r in results),
@@ -141,6 +142,8 @@ def merge_results(results: Sequence[DriverResult]) -> DriverResult:
         extra=extra,
         latency_uncorrected_ms=uncorrected,
         histograms=histograms,
+        # what every process that said agreed on (two different ones: none is claimed)
+        negotiated=spoken.pop() if len(spoken) == 1 else None,
     )
 
 
@@ -182,6 +185,11 @@ class DriverOptions(TypedDict, total=False):
     """What a profile tells a driver beyond the ramp, as plain data."""
 
     requests_per_step: int | None  # ab -n: a fixed request count per step instead of a time
+    # h2load: the connections a step's concurrency is multiplexed over, as streams per
+    # connection (None: one connection per request in flight, as wrk)
+    multiplexed_connections: int | None
+    # handshakes: offer the previous connection's TLS session (resumed handshakes)
+    tls_resumption: bool
 
 
 class DriverClass(Protocol):
@@ -196,6 +204,8 @@ class DriverClass(Protocol):
     tool_version_args: ClassVar[tuple[str, ...]]  # how `harness doctor` asks its version
     ramp_kinds: ClassVar[tuple[str, ...]]  # model.ramps kinds it runs
     protocols: ClassVar[tuple[str, ...]]  # servers.contract.PROTOCOLS it can speak
+    # (optional) `ca_trusted: bool`: whether its TLS steps verify the server's certificate
+    # against the run's CA (run.json's negotiated.ca_trusted); a driver without it does not say
     # the signal on which the tool stops early and still prints its totals (the watchdog's;
     # a tool that prints nothing on any signal names SIGTERM and loses an overrun step)
     stop_signal: ClassVar[int]
@@ -387,6 +397,16 @@ class DriverProcesses:
         return texts
 
 
+def check_negotiated(tool: str, result: DriverResult, target: Target) -> None:
+    """DriverOutputError when the tool reports it spoke another protocol than the case's
+    (a fallback is an error, never a figure); a tool that does not say passes."""
+    if result.negotiated is not None and result.negotiated != target.protocol:
+        raise DriverOutputError(
+            f"{tool} spoke {result.negotiated} where the case is {target.protocol}: "
+            "a fallback is an error, never a figure"
+        )
+
+
 def run_step(
     driver: Driver,
     step: RampStep,
@@ -402,7 +422,8 @@ def run_step(
     Raw output goes to `raw_dir/<label>-<i>.txt`. The step fails with DriverOutputError,
     saying why, when a process outlives the step by more than the timeout and a margin,
     when `abort` gives a reason (the server died: no need to wait for the step's end), or
-    when a driver process was killed by a signal.
+    when a driver process was killed by a signal, or when a process reports it spoke
+    another protocol than the Target's (check_negotiated).
     """
     raw_dir.mkdir(parents=True, exist_ok=True)
     commands = driver.commands(step, target, raw_dir)
@@ -432,9 +453,7 @@ def run_step(
     if killed is not None and not (overrun is not None and killed.endswith(overrun.signal_name)):
         raise DriverOutputError(killed)
     try:
-        result = merge_results(
-            [driver.parse(text, target, step, raw_dir) for text in processes.outputs()]
-        )
+        results = [driver.parse(text, target, step, raw_dir) for text in processes.outputs()]
     except DriverOutputError as error:
         if overrun is None:
             raise
@@ -442,6 +461,9 @@ def run_step(
             f"{driver.name} overran its step by {overrun.overran_s:g} s and printed no totals "
             f"on {overrun.signal_name}: {error}"
         ) from None
+    for each in results:
+        check_negotiated(driver.name, each, target)
+    result = merge_results(results)
     if overrun is None:
         return result
     return dataclasses.replace(

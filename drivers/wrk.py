@@ -4,6 +4,11 @@ Random-path scenarios (the autobench study's URL list) pick each request's path 
 `request()`; checked scenarios (the memcached-proxy study) compare every 2xx body in
 `response()` and count the others as `wrong` — wrk then parses bodies, which costs it some
 speed, so the load CPU is watched.
+
+Protocols: h1, and h1-tls from the Target's https URL (wrk 4.1 speaks TLS through
+OpenSSL, offers no ALPN, and does not verify the server's certificate: a TLS step
+trusts whatever the port presents; the harness checks the certificate and what the
+server negotiates once per case, before any step). wrk does not report what it spoke.
 """
 
 from __future__ import annotations
@@ -140,6 +145,7 @@ class WrkDriver:
     tool_version_args = ("-v",)
     ramp_kinds = ("concurrency",)
     protocols = ("h1", "h1-tls")
+    ca_trusted = False  # wrk cannot be told a CA and verifies no certificate
     # wrk: SIGINT stops its threads and prints the summary of the requests so far
     stop_signal = signal.SIGINT
     busy_polls = False

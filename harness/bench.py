@@ -3,6 +3,10 @@
 Both run pinned to the server CPUs; wrk runs on the load CPUs. Rounds alternate the two
 apps so that drift on a noisy machine hits both alike; medians are reported. A plugin's or
 a command's server is measured against its own `minimal_command`.
+
+On a protocol other than h1 both apps speak it: our server, and a minimal command whose
+placeholders carry it (harness.frameworks.command_protocols); the builtin minimal apps
+(servers/minimal) speak h1 only, so `bench_unsupported` says why a bench cannot run.
 """
 
 from __future__ import annotations
@@ -20,12 +24,15 @@ from pathlib import Path
 from drivers.base import Target, run_step
 from drivers.processes import kill_group, spawn
 from drivers.wrk import WrkDriver
-from harness.server_process import start_command_server, start_server
+from harness.frameworks import command_protocols
+from harness.server_process import protocol_unsupported, start_command_server, start_server
 from harness.services import wait_listening
+from harness.tls import Certificates
 from model.errors import UserError
 from model.ramps import RampStep
 from model.scenarios import SCENARIOS
 from servers import FRAMEWORKS
+from servers.contract import PROTOCOL_H1
 
 
 @dataclass(frozen=True)
@@ -35,25 +42,52 @@ class BenchResult:
     ours_requests_per_s: float
     minimal_requests_per_s: float
     rounds: int
+    protocol: str = PROTOCOL_H1
 
     @property
     def ratio(self) -> float:
         return self.ours_requests_per_s / self.minimal_requests_per_s
 
 
+def bench_unsupported(framework: str, protocol: str) -> str | None:
+    """Why `framework` cannot be benched on `protocol` (its server or its minimal app does
+    not speak it), or None."""
+    info = FRAMEWORKS[framework]
+    why = protocol_unsupported(info, protocol)
+    if why is not None or protocol == PROTOCOL_H1:
+        return why
+    if not info.minimal_command:
+        return f"{framework}'s minimal app (servers/minimal) speaks h1 only"
+    spoken, notes = command_protocols(f"{framework}'s minimal", info.minimal_command)
+    return None if protocol in spoken else notes[protocol]
+
+
 @contextlib.contextmanager
-def minimal_app(framework: str, server_cpus: str) -> Iterator[int]:
+def minimal_app(
+    framework: str,
+    server_cpus: str,
+    protocol: str = PROTOCOL_H1,
+    certificates: Certificates | None = None,
+) -> Iterator[int]:
     """The framework's minimal app, pinned to `server_cpus`, running; yields its port.
 
     A builtin framework's is servers/minimal (port 0, read back from the app's own
     listening socket); a plugin's or a command's is its `minimal_command`, started as a
-    command server (a free port the harness picked, checked to be the app's own).
+    command server (a free port the harness picked, checked to be the app's own), on
+    `protocol`.
     """
     info = FRAMEWORKS[framework]
     if info.minimal_command:
-        with start_command_server(info, info.minimal_command, cpus=server_cpus) as app:
+        with start_command_server(
+            info, info.minimal_command, cpus=server_cpus, protocol=protocol,
+            certificates=certificates,
+        ) as app:  # fmt: skip
             yield app.port
         return
+    if protocol != PROTOCOL_H1:
+        raise UserError(
+            f"bench {framework} on {protocol}: {bench_unsupported(framework, protocol)}"
+        )
     minimal = spawn(
         [
             "taskset",
@@ -90,17 +124,23 @@ def bench_framework(
     connections: int = 100,
     duration_s: float = 10.0,
     rounds: int = 3,
+    protocol: str = PROTOCOL_H1,
+    certificates: Certificates | None = None,
 ) -> BenchResult:
-    """Alternate wrk runs against our server and the minimal app; medians of req/s."""
+    """Alternate wrk runs against our server and the minimal app, both on `protocol`
+    (TLS: serving `certificates`); medians of req/s."""
     with (
-        minimal_app(framework, server_cpus) as port,
-        start_server(framework, loop=loop, cpus=server_cpus) as ours,
+        minimal_app(framework, server_cpus, protocol, certificates) as port,
+        start_server(
+            framework, loop=loop, cpus=server_cpus, protocol=protocol, certificates=certificates
+        ) as ours,
         tempfile.TemporaryDirectory(prefix="harness-bench-") as raw_dir,
     ):
         text = SCENARIOS["text"]
+        ca_path = certificates.ca_path if certificates is not None else None
         targets = {
-            "ours": Target("127.0.0.1", ours.port, text),
-            "minimal": Target("127.0.0.1", port, text),
+            name: Target("127.0.0.1", target_port, text, protocol=protocol, ca_path=ca_path)
+            for name, target_port in (("ours", ours.port), ("minimal", port))
         }
         driver = WrkDriver(threads=1)
         warm_up = RampStep(0, connections, "concurrency", duration_s=2)
@@ -121,4 +161,5 @@ def bench_framework(
         statistics.median(measured["ours"]),
         statistics.median(measured["minimal"]),
         rounds,
+        protocol,
     )

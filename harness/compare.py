@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from drivers import DRIVER_RAMPS, driver_class
+from drivers import DRIVER_RAMPS, driver_class, driver_classes
 from harness.affinity import parse_cpu_list
 from harness.database import check_backend, default_backend
 from harness.frameworks import register_servers, select_frameworks
@@ -20,9 +20,9 @@ from harness.profile import load_profile
 from harness.run import Plan, Runner, claim_run_dir, default_cpus
 from harness.run.rounds import has_rounds
 from model.errors import UserError
-from model.results import Case, Run, Step
+from model.results import Case, Run, Step, has_protocol_axis
 from model.scenarios import get_scenario
-from servers.contract import SINKS
+from servers.contract import PROTOCOL_H1, SINKS, TLS_PROTOCOLS
 
 DEFAULT_RESULTS_DIR = Path("results")
 
@@ -108,6 +108,8 @@ def build_plan(
     servers_file: Path | None = None,
     fleet: str | None = None,
     server_address: str | None = None,
+    tls_cert: Path | None = None,
+    tls_key: Path | None = None,
 ) -> Plan:
     """Check every user choice up front (one-line errors), then fix the plan. Servers given
     as commands (`servers`: NAME=COMMAND, a servers file, the profile's [servers] table)
@@ -135,6 +137,7 @@ def build_plan(
             f"driver {profile.driver} does not check reply bodies, which the {scenario.name} "
             "scenario needs: use --driver wrk"
         )
+    check_protocols(profile.protocols, profile.driver, fleet, tls_cert, tls_key, profile.ramp.kind)
     if fleet is not None:
         check_fleet_plan(fleet, profile.driver, server_address)
     elif server_address is not None:
@@ -167,7 +170,52 @@ def build_plan(
         db_cpus=db_cpus,
         fleet=fleet,
         server_address=server_address,
+        tls_cert=tls_cert,
+        tls_key=tls_key,
     )
+
+
+def check_protocols(
+    protocols: tuple[str, ...],
+    driver: str,
+    fleet: str | None,
+    tls_cert: Path | None,
+    tls_key: Path | None,
+    ramp_kind: str = "concurrency",
+) -> None:
+    """The run's protocols against its driver (one line naming the drivers that speak
+    them and run its ramp), the fleet (cleartext h1 only) and a user's certificate (it
+    must load)."""
+    speaks = driver_class(driver).protocols
+    unspoken = [p for p in protocols if p not in speaks]
+    if unspoken:
+        able = [
+            name
+            for name, cls in driver_classes().items()
+            if all(p in cls.protocols for p in protocols) and ramp_kind in cls.ramp_kinds
+        ]
+        instead = (
+            f"use --driver {' or '.join(able)}"
+            if able
+            else f"no driver that runs {ramp_kind} ramps speaks {', '.join(protocols)}"
+        )
+        raise UserError(
+            f"driver {driver} does not speak {', '.join(unspoken)} (it speaks "
+            f"{', '.join(speaks)}): {instead}"
+        )
+    if fleet is not None and protocols != (PROTOCOL_H1,):
+        raise UserError(f"--fleet runs cleartext h1 only, not {', '.join(protocols)}")
+    if (tls_cert is None) != (tls_key is None):
+        raise UserError("--tls-cert and --tls-key go together (a certificate and its key)")
+    if tls_cert is not None and tls_key is not None:
+        if not any(p in TLS_PROTOCOLS for p in protocols):
+            raise UserError(
+                f"--tls-cert is for the TLS protocols ({', '.join(TLS_PROTOCOLS)}): "
+                f"this run speaks {', '.join(protocols)}"
+            )
+        from harness.tls import user_certificates
+
+        user_certificates(str(tls_cert), str(tls_key))
 
 
 def mongo_backend_note(plan: Plan, asked: str | None) -> str | None:
@@ -203,6 +251,7 @@ def run_plan(plan: Plan, console: Console) -> tuple[Run, float]:
     """Run with progress bars; returns the run and its wall time in seconds."""
     profile = plan.profile
     cases = len(profile.affinity_modes) * len(profile.process_models) * len(plan.frameworks)
+    cases *= len(profile.protocols)
     # each confirmation round runs every case once more (fewer if a case found no peak)
     cases_total = cases * (profile.repeat + (profile.rounds if has_rounds(profile) else 0))
     started = time.monotonic()
@@ -235,19 +284,29 @@ def _ci(pair: tuple[float, float] | None, spec: str = "{:,.0f}") -> str:
     return "" if pair is None else f" [{spec.format(pair[0])}, {spec.format(pair[1])}]"
 
 
+LEFT_COLUMNS = ("framework", "flags", "process model", "protocol")
+
+
 def summary_table(run: Run) -> Table:
     """framework, peak, ratio to nginx, p99 at peak, CPU, RSS, errors, flags — per case.
 
-    A process-model column appears when the run compares several; MB/s when the scenario
-    moves files; `vs nginx` when nginx ran beside the others. With confirmation rounds,
-    peak, ratio and p99 carry their 95 % intervals in brackets.
+    A process-model column appears when the run compares several; a protocol column when
+    it has more than one protocol or any but h1, and `TLS tax` (an h1-tls peak over the
+    same server's h1 peak) when a server ran both; MB/s when the scenario moves files;
+    `vs nginx` when nginx ran beside the others. With confirmation rounds, peak, ratios
+    and p99 carry their 95 % intervals in brackets.
     """
     cases = run.cases
     models = len({c.process_model for c in cases}) > 1
+    protocols = has_protocol_axis(cases)
     megabytes = any(c.summary.megabytes_per_s_at_peak is not None for c in cases)
     ratios = any(c.summary.ratio_to_nginx is not None for c in cases)
-    columns = ["framework", *(["process model"] if models else []), "affinity", "status", "peak"]
+    taxes = any(c.summary.tls_tax is not None for c in cases)
+    columns = ["framework", *(["process model"] if models else [])]
+    columns += ["protocol"] if protocols else []
+    columns += ["affinity", "status", "peak"]
     columns += ["vs nginx"] if ratios else []
+    columns += ["TLS tax"] if taxes else []
     columns += ["MB/s"] if megabytes else []
     columns += ["at", "p99 at peak ms", "server CPU %", "RSS MB", "errors", "flags"]
     table = Table(title=f"run {run.run_id}: {run_status_line(run)}")
@@ -256,7 +315,7 @@ def summary_table(run: Run) -> Table:
     for column in columns:
         table.add_column(
             column,
-            justify="left" if column in ("framework", "flags", "process model") else "right",
+            justify="left" if column in LEFT_COLUMNS else "right",
             overflow="fold",
         )
     for case in cases:
@@ -265,6 +324,7 @@ def summary_table(run: Run) -> Table:
         cells = {
             "framework": name,
             "process model": case.process_model,
+            "protocol": case.protocol,
             "affinity": case.affinity.get("mode") or "",
             "status": case.status_text,
         }
@@ -280,6 +340,8 @@ def summary_table(run: Run) -> Table:
                 "peak": _fmt(summary.peak) + f" {summary.peak_unit}" + _ci(summary.peak_ci),
                 "vs nginx": (f"{ratio:.2f}×" if ratio is not None else "–")
                 + _ci(summary.ratio_to_nginx_ci, "{:.2f}"),
+                "TLS tax": (f"{summary.tls_tax:.2f}×" if summary.tls_tax is not None else "")
+                + _ci(summary.tls_tax_ci, "{:.2f}"),
                 "MB/s": _fmt(summary.megabytes_per_s_at_peak, "{:.1f}"),
                 "at": f"{at:g} {unit}" if at is not None else "–",
                 "p99 at peak ms": _fmt(summary.p99_at_peak_ms, "{:.2f}")
@@ -371,7 +433,7 @@ def threshold_table(run: Run) -> Table | None:
     for result in run.thresholds:
         interval = result.interval
         table.add_row(
-            result.rule,
+            escape(result.rule),  # `aiohttp[h1-tls]: …` is a rule, not rich markup
             result.case,
             figure_text(result.value),
             f"[{figure_text(interval[0])}, {figure_text(interval[1])}]" if interval else "–",

@@ -1,7 +1,8 @@
 """`harness diff`: the same cases in two runs, the change in each and whether it is real.
 
 Run A is the old (the base), run B the new. For every case in both runs, matched on
-framework, scenario, sink, driver, process model and affinity mode:
+framework, scenario, sink, driver, process model, affinity mode and protocol (a run from
+before protocols were an axis is all h1):
 
 - **the ratio** B / A of the peaks — the means of the two runs' usable confirmation rounds
   (harness.run.analysis.usable_rounds) — with a 95 % percentile-bootstrap interval, each
@@ -44,14 +45,23 @@ ALPHA = 0.05
 DEFAULT_FACTOR = 1.10
 # the host facts two runs must share to be diffed (or trended) without --allow-other-host
 SAME_HOST_FACTS = ("hostname", "cpu_model", "cores")
-IDENTITY_KEYS = ("framework", "scenario", "sink", "driver", "process_model", "affinity")
+IDENTITY_KEYS = (
+    "framework",
+    "scenario",
+    "sink",
+    "driver",
+    "process_model",
+    "affinity",
+    "protocol",
+)
 
-CaseIdentity = tuple[str, str, str, str, str, str]
+CaseIdentity = tuple[str, str, str, str, str, str, str]
 
 
 def case_labels(identities: Sequence[CaseIdentity]) -> dict[CaseIdentity, str]:
     """Each case as its framework, followed by only those other parts that vary
-    (`aiohttp`, or `aiohttp [lb:2, server]` in a run of several process models and modes)."""
+    (`aiohttp`, or `aiohttp [lb:2, server]` in a run of several process models and modes,
+    `aiohttp [h1-tls]` in one of several protocols)."""
     varying = [i for i in range(1, len(IDENTITY_KEYS)) if len({x[i] for x in identities}) > 1]
     labels = {}
     for identity in identities:

@@ -5,6 +5,10 @@ a fresh connection each (as a newcomer's browser would) while the server is load
 It is a thread of the harness, on the load's CPUs with it, and kept light: the standard
 library's http.client (httpx built an SSL context per client, ~40 ms of CPU a step, for
 plain-HTTP requests on loopback).
+
+Over h1-tls each probe is a new TLS connection trusting the run's CA (a newcomer pays the
+handshake too); h2 and h2c cases are not probed (http.client speaks HTTP/1.1 only), so
+their steps' `probe_ms` is null.
 """
 
 from __future__ import annotations
@@ -15,7 +19,9 @@ import threading
 import time
 from urllib.parse import urlsplit
 
+from harness.tls import Certificates, client_context
 from servers import contract
+from servers.contract import PROTOCOL_H1, PROTOCOL_H1_TLS
 
 PROBE_INTERVAL_S = 0.5
 PROBE_TIMEOUT_S = 5.0
@@ -24,11 +30,24 @@ PROBE_TIMEOUT_S = 5.0
 class Probe:
     """Times one request every `interval_s` between `start()` and `stop()`."""
 
-    def __init__(self, base_url: str, interval_s: float = PROBE_INTERVAL_S) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        interval_s: float = PROBE_INTERVAL_S,
+        protocol: str = PROTOCOL_H1,
+        certificates: Certificates | None = None,
+    ) -> None:
         address = urlsplit(base_url)
         self._host = address.hostname or "127.0.0.1"
         self._port = address.port or 80
         self._interval_s = interval_s
+        self._tls = (
+            client_context(certificates, protocol)
+            if protocol == PROTOCOL_H1_TLS and certificates is not None
+            else None
+        )
+        # http.client speaks HTTP/1.1: an h2 or h2c case is not probed
+        self._probes = protocol == PROTOCOL_H1 or self._tls is not None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.latencies_ms: list[float] = []
@@ -38,6 +57,8 @@ class Probe:
         self._stop.clear()
         self.latencies_ms = []
         self.failures = 0
+        if not self._probes:
+            return
         self._thread = threading.Thread(target=self._run, name="probe", daemon=True)
         self._thread.start()
 
@@ -55,7 +76,13 @@ class Probe:
     def _probe_once(self) -> None:
         """One `GET /` on a new connection: connect, request, whole reply, timed."""
         started = time.perf_counter()
-        connection = http.client.HTTPConnection(self._host, self._port, timeout=PROBE_TIMEOUT_S)
+        connection: http.client.HTTPConnection = (
+            http.client.HTTPSConnection(
+                self._host, self._port, timeout=PROBE_TIMEOUT_S, context=self._tls
+            )
+            if self._tls is not None
+            else http.client.HTTPConnection(self._host, self._port, timeout=PROBE_TIMEOUT_S)
+        )
         try:
             connection.request("GET", contract.ROUTE_TEXT)
             response = connection.getresponse()

@@ -5,7 +5,8 @@ path/to/mine.toml`: a profile of one's own); command-line options and `--set key
 (dotted for the ramp: `--set ramp.stop=100`) override it. A profile's `[servers]` table
 adds servers given as commands (harness.frameworks explains its shape).
 A profile's `[thresholds]` table holds `rules = ["aiohttp: peak >= 20000", ...]`
-(model.thresholds); `--threshold` adds to them.
+(model.thresholds); `--threshold` adds to them. `protocol` is a comma list of
+servers.contract.PROTOCOLS (`h1,h1-tls`): every server runs one case per protocol.
 """
 
 from __future__ import annotations
@@ -24,12 +25,24 @@ from model.ramps import RAMP_KINDS, ConnectionRamp, Ramp, kinds_taking, ramp_fro
 from model.scenarios import SCENARIOS
 from model.thresholds import parse_threshold
 from servers import FRAMEWORKS
-from servers.contract import MONGO_BATCH_LIMIT, MONGO_BATCH_MAX_RECORDS
+from servers.contract import MONGO_BATCH_LIMIT, MONGO_BATCH_MAX_RECORDS, PROTOCOLS
 
 PROFILES_DIR = Path(__file__).parent / "profiles"
 DEFAULT_PROFILE = "quick"
 AFFINITY_MODES = ("both", "server", "agent", "none")  # the affinity study's matrix
 AFFINITY_CHOICES = (*AFFINITY_MODES, "matrix")
+
+
+def parse_protocols(text: str) -> tuple[str, ...]:
+    """A comma list of protocols (`h1,h1-tls`), in the order given, each once; ValueError
+    names an unknown one."""
+    names = tuple(dict.fromkeys(part.strip() for part in str(text).split(",") if part.strip()))
+    unknown = [name for name in names if name not in PROTOCOLS]
+    if unknown or not names:
+        raise ValueError(
+            f"protocol {', '.join(unknown) or repr(text)} is not one of {', '.join(PROTOCOLS)}"
+        )
+    return names
 
 
 @dataclass(frozen=True)
@@ -49,7 +62,15 @@ class Profile:
     timeout_s: float = 5.0
     affinity: str = "both"
     process_model: str = "single"
+    # the protocols compared (comma list of servers.contract.PROTOCOLS): a case per server
+    # and protocol, interleaved as process models are
+    protocol: str = "h1"
     requests_per_step: int | None = None  # ab -n (a fixed request count instead of a time)
+    # h2load: the connections each step's concurrency is multiplexed over, as streams per
+    # connection (concurrency 1000 over 10: 100 streams each); None: a connection per request
+    multiplexed_connections: int | None = None
+    # the handshakes driver: offer the last connection's TLS session (resumed handshakes)
+    tls_resumption: bool = False
     file_count: int = (
         DEFAULT_FILE_COUNT  # the files/gridfs scenarios' file set (the autobench study)
     )
@@ -96,6 +117,7 @@ class Profile:
         if self.probe_interval_s <= 0 or self.timeout_s <= 0:
             raise ValueError("probe_interval_s and timeout_s must be positive")
         parse_process_models(self.process_model)
+        parse_protocols(self.protocol)
         if self.file_count < 1:
             raise ValueError(f"file_count must be at least 1, not {self.file_count}")
         if self.mongo_w not in (0, 1):
@@ -104,6 +126,14 @@ class Profile:
             raise ValueError(
                 f"mongo_batch must be in 1..{MONGO_BATCH_LIMIT}, not {self.mongo_batch!r}"
             )
+        if self.multiplexed_connections is not None and (
+            not isinstance(self.multiplexed_connections, int) or self.multiplexed_connections < 1
+        ):
+            raise ValueError(
+                f"multiplexed_connections must be at least 1, not {self.multiplexed_connections!r}"
+            )
+        if not isinstance(self.tls_resumption, bool):
+            raise ValueError(f"tls_resumption must be true or false, not {self.tls_resumption!r}")
         if not isinstance(self.strict_verify, bool):
             raise ValueError(f"strict_verify must be true or false, not {self.strict_verify!r}")
         if not isinstance(self.durable, bool):
@@ -126,6 +156,11 @@ class Profile:
             data["connection_ramp"] = dataclasses.asdict(self.connection_ramp)
         data["thresholds"] = list(self.thresholds)  # as JSON has it: run.json reads back equal
         return data
+
+    @property
+    def protocols(self) -> tuple[str, ...]:
+        """The protocols compared, in the order given (`h1,h1-tls`)."""
+        return parse_protocols(self.protocol)
 
     @property
     def process_models(self) -> list[ProcessModel]:
@@ -175,7 +210,7 @@ def load_profile(name: str, overrides: dict[str, Any] | None = None) -> Profile:
             continue
         if key.startswith(("ramp.", "connection_ramp.")):
             given[key] = value
-        if isinstance(value, str) and key not in ("scenario", "driver", "sink"):
+        if isinstance(value, str) and key not in ("scenario", "driver", "sink", "protocol"):
             value = _convert(value)
         if key == "thresholds":  # --threshold (repeatable) adds to the profile's rules
             rules += [value] if isinstance(value, str) else list(value)

@@ -12,10 +12,12 @@ a server starts: what it negotiated (version, cipher, key type, ALPN) goes into 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import ssl
 import tempfile
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,6 +72,23 @@ def temporary_certificates() -> tuple[tempfile.TemporaryDirectory[str], Certific
     return holder, make_certificates(Path(holder.name))
 
 
+@contextlib.contextmanager
+def run_certificates(
+    protocols: Sequence[str], tls_cert: Path | None = None, tls_key: Path | None = None
+) -> Iterator[Certificates | None]:
+    """The certificates a run (or a verify, a bench) of `protocols` serves: None when none
+    is a TLS protocol; the user's own (`--tls-cert/--tls-key`, checked); else a throwaway
+    CA's in a private temporary directory, removed when the block ends."""
+    if not any(protocol in TLS_PROTOCOLS for protocol in protocols):
+        yield None
+    elif tls_cert is not None and tls_key is not None:
+        yield user_certificates(str(tls_cert), str(tls_key))
+    else:
+        holder, certificates = temporary_certificates()
+        with holder:
+            yield certificates
+
+
 def key_type(cert_path: Path) -> str:
     """The certificate's public key in words: `ECDSA P-256`, `RSA 2048`, `Ed25519`."""
     from cryptography import x509
@@ -99,26 +118,33 @@ def _public_key_words(certificate: Any) -> str:
 
 
 def user_certificates(cert: str, key: str) -> Certificates:
-    """A user's `--tls-cert/--tls-key`: one clear line when either does not parse or they
-    do not match (ssl loads them as every Python server will)."""
+    """A user's `--tls-cert/--tls-key`: one clear line when either is missing, does not
+    parse as PEM, or they do not match (ssl loads them as every Python server will)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
     cert_path, key_path = Path(cert), Path(key)
     for label, path in (("--tls-cert", cert_path), ("--tls-key", key_path)):
         if not path.is_file():
             raise UserError(f"{label} {path}: no such file")
+    try:
+        x509.load_pem_x509_certificate(cert_path.read_bytes())
+    except ValueError:
+        raise UserError(f"--tls-cert {cert_path}: not a PEM certificate") from None
+    try:
+        load_pem_private_key(key_path.read_bytes(), password=None)
+    except (ValueError, TypeError):  # TypeError: the key is encrypted
+        raise UserError(f"--tls-key {key_path}: not an unencrypted PEM private key") from None
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     try:
         context.load_cert_chain(str(cert_path), str(key_path))
     except ssl.SSLError as error:
         reason = error.reason or str(error)
         raise UserError(
-            f"--tls-cert {cert_path} with --tls-key {key_path}: {reason} "
+            f"--tls-cert {cert_path} with --tls-key {key_path}: {reason.lower().replace('_', ' ')} "
             "(a PEM certificate and the PEM private key it was issued for)"
         ) from None
-    try:
-        kind = key_type(cert_path)
-    except ValueError as error:
-        raise UserError(f"--tls-cert {cert_path}: {error}") from None
-    return Certificates(cert_path, key_path, None, kind)
+    return Certificates(cert_path, key_path, None, key_type(cert_path))
 
 
 def client_context(certificates: Certificates, protocol: str) -> ssl.SSLContext:

@@ -76,21 +76,38 @@ class RateRamp:
 
 @dataclass(frozen=True)
 class ConcurrencyRamp:
-    """wrk/siege/ab: concurrency start → stop by step, each held for duration_s."""
+    """wrk/siege/ab/h2load: concurrency start → stop by step, or the rising `levels` listed
+    (10, 100, 1000: what a step cannot reach), each held for duration_s."""
 
-    start: int
-    stop: int
-    step: int
+    start: int = 0  # 0 with `levels`
+    stop: int = 0
+    step: int = 0
     duration_s: float = 10.0
+    levels: tuple[int, ...] = ()
     kind: Literal["concurrency"] = "concurrency"
 
     def __post_init__(self) -> None:
-        _levels(self.start, self.stop, self.step)
+        levels = self.levels
+        if isinstance(levels, str):  # `--set ramp.levels=10,100,1000`
+            levels = tuple(int(level) for level in levels.split(",") if level.strip())
+        elif isinstance(levels, int):
+            levels = (levels,)
+        object.__setattr__(self, "levels", tuple(int(level) for level in levels))
+        if self.levels:
+            if self.start or self.stop or self.step:
+                raise ValueError("a concurrency ramp has levels or start/stop/step, not both")
+            if any(level < 1 for level in self.levels) or list(self.levels) != sorted(
+                set(self.levels)
+            ):
+                raise ValueError(f"levels must be positive and rise, each once: {self.levels}")
+        else:
+            _levels(self.start, self.stop, self.step)
         if self.duration_s <= 0:
             raise ValueError(f"duration_s must be positive, not {self.duration_s}")
 
     def __iter__(self) -> Iterator[RampStep]:
-        for index, level in enumerate(_levels(self.start, self.stop, self.step)):
+        levels = self.levels or _levels(self.start, self.stop, self.step)
+        for index, level in enumerate(levels):
             yield RampStep(
                 index, offered=int(level), unit="concurrency", duration_s=self.duration_s
             )

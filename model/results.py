@@ -1,4 +1,4 @@
-"""The result model, schema `harness.run/4`: Run → Case → Step and Summary, frozen and validated.
+"""The result model, schema `harness.run/5`: Run → Case → Step and Summary, frozen and validated.
 
 The format is described field by field in docs/results.md.
 
@@ -30,26 +30,38 @@ by name):
   the driver keeps none); the flags `contended` and `cpu_contended`. Read from /3 by
   `upgrade_run_3`: the new percentiles `null`; no rounds, intervals, verdict, thresholds,
   bottleneck, histograms or knee.
-  Later within /4, compatibly: a `verify` entry may carry `deviations` (the robustness
-  rules the server bent: `check`, `key`, `sent`, `expected`, `came`, `declared`); a file
-  without them reads as a case with none (`Case.deviations`).
+- harness.run/5 — protocol is an axis: a case's `protocol` (h1, h1-tls, h2, h2c:
+  servers.contract.PROTOCOLS) is part of its identity, and its `negotiated` record says
+  what the harness's probe connection found right after the server started (TLS:
+  `tls_version`, `cipher`, `key_type`, `alpn`; h2c: the protocol only) and whether the
+  load generator verified the certificate against the run's CA (`ca_trusted`); `null`
+  for h1. The summary's `tls_tax` and `tls_tax_ci` (h1-tls cases: the peak as a ratio
+  to the same server's h1 peak, with its 95 % interval). Read from /4 by
+  `upgrade_run_4`: every case `h1`, `negotiated` null (/4 spoke cleartext HTTP/1.1
+  only), no TLS tax.
+  A `verify` entry may carry `deviations` (the robustness rules the server bent: `check`,
+  `key`, `sent`, `expected`, `came`, `declared`; harness.verify.severity); a file without
+  them reads as a case with none (`Case.deviations`).
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
 from model.files import write_text_atomically
+from servers.contract import PROTOCOL_H1, PROTOCOLS, TLS_PROTOCOLS
 
-SCHEMA = "harness.run/4"
+SCHEMA = "harness.run/5"
 SCHEMA_1 = "harness.run/1"
 SCHEMA_2 = "harness.run/2"
 SCHEMA_3 = "harness.run/3"
-READABLE_SCHEMAS = (SCHEMA_1, SCHEMA_2, SCHEMA_3, SCHEMA)
+SCHEMA_4 = "harness.run/4"
+READABLE_SCHEMAS = (SCHEMA_1, SCHEMA_2, SCHEMA_3, SCHEMA_4, SCHEMA)
 CaseStatus = Literal["ok", "failed", "skipped"]
 # running: under way (or the harness was killed outright before it could say otherwise);
 # unknown: read from a /2 file that recorded no end
@@ -79,7 +91,13 @@ FLAG_MEANINGS = {
 # which side limited a step (harness.run.analysis.step_bottleneck)
 BOTTLENECKS = ("server", "load generator", "database", "os limit", "none", "unknown")
 # the summary's intervals: [low, high] at 95 % (harness.stats)
-INTERVAL_FIELDS = ("peak_ci", "ratio_to_nginx_ci", "p99_at_peak_ci_ms", "server_cpu_at_peak_ci_pct")
+INTERVAL_FIELDS = (
+    "peak_ci",
+    "ratio_to_nginx_ci",
+    "p99_at_peak_ci_ms",
+    "server_cpu_at_peak_ci_pct",
+    "tls_tax_ci",
+)
 
 
 def _finite(name: str, value: float | None) -> None:
@@ -205,6 +223,10 @@ class Summary:
     server_cpu_at_peak_ci_pct: tuple[float, float] | None = None
     # rate ramps: where p99 leaves its floor (harness.run.analysis.find_knee)
     knee: dict[str, Any] | None = None  # offered, p99_ms, floor_p99_ms, threshold_ms, ...
+    # h1-tls cases: the peak / the same server's h1 peak in the run (the TLS tax), with its
+    # 95 % interval when both ran rounds (paired round by round)
+    tls_tax: float | None = None
+    tls_tax_ci: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
         if self.peak_unit not in PEAK_UNITS:
@@ -221,6 +243,7 @@ class Summary:
             "rss_max_bytes",
             "ratio_to_nginx",
             "baseline_rss_bytes",
+            "tls_tax",
         ):
             _non_negative(name, getattr(self, name))
         _finite("memory_per_connection_bytes", self.memory_per_connection_bytes)
@@ -261,8 +284,34 @@ def summary_from_dict(data: dict[str, Any]) -> Summary:
 
 
 @dataclass(frozen=True)
+class Negotiated:
+    """What a non-h1 case's server spoke, as the harness's probe connection found it
+    right after the start (TLS: python `ssl`, trusting the run's CA; h2c: the protocol
+    only), and whether the load generator checked the certificate."""
+
+    protocol: str  # the case's protocol
+    tls_version: str | None = None  # "TLSv1.3"; None for h2c
+    cipher: str | None = None  # "TLS_AES_256_GCM_SHA384"
+    key_type: str | None = None  # the served certificate's key: "ECDSA P-256", "RSA 2048"
+    alpn: str | None = None  # the ALPN protocol the server selected; None: it selected none
+    # whether the load generator verified the certificate against the run's CA (its driver
+    # class's `ca_trusted`); None: cleartext, or the driver does not declare it
+    ca_trusted: bool | None = None
+
+    def __post_init__(self) -> None:
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"protocol {self.protocol!r} is not one of {', '.join(PROTOCOLS)}")
+        tls = self.protocol in TLS_PROTOCOLS
+        if not tls and any((self.tls_version, self.cipher, self.key_type, self.alpn)):
+            raise ValueError(f"a {self.protocol} case negotiates no TLS: {self}")
+        if self.ca_trusted is not None and not isinstance(self.ca_trusted, bool):
+            raise ValueError(f"ca_trusted must be true, false or null, not {self.ca_trusted!r}")
+
+
+@dataclass(frozen=True)
 class Case:
-    """One framework under one scenario, sink, driver, process model and affinity."""
+    """One framework under one scenario, sink, driver, process model, affinity and
+    protocol."""
 
     framework: str
     scenario: str
@@ -277,6 +326,8 @@ class Case:
     summary: Summary = field(default_factory=Summary)
     reconcile: dict[str, int] | None = None
     rounds: tuple[Step, ...] = ()  # the confirmation rounds at the peak, in the order run
+    protocol: str = PROTOCOL_H1  # servers.contract.PROTOCOLS: what the server spoke
+    negotiated: Negotiated | None = None  # what the probe found (None: h1, or not started)
 
     def __post_init__(self) -> None:
         if self.status not in ("ok", "failed", "skipped"):
@@ -285,13 +336,28 @@ class Case:
             raise ValueError(f"a {self.status} case needs an error saying why")
         if not isinstance(self.summary, Summary):
             raise ValueError(f"summary must be a Summary, not {type(self.summary).__name__}")
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"protocol {self.protocol!r} is not one of {', '.join(PROTOCOLS)}")
+        if self.negotiated is not None and self.negotiated.protocol != self.protocol:
+            raise ValueError(
+                f"a {self.protocol} case negotiated {self.negotiated.protocol}: not one case"
+            )
 
     @property
-    def identity(self) -> tuple[str, str, str, str, str, str]:
+    def identity(self) -> tuple[str, str, str, str, str, str, str]:
         """What makes two cases, of one run or of two, the same case: framework, scenario,
-        sink, driver, process model and affinity mode (`pinned` when none is recorded)."""
+        sink, driver, process model, affinity mode (`pinned` when none is recorded) and
+        protocol."""
         mode = self.affinity.get("mode") or "pinned"
-        return (self.framework, self.scenario, self.sink, self.driver, self.process_model, mode)
+        return (
+            self.framework,
+            self.scenario,
+            self.sink,
+            self.driver,
+            self.process_model,
+            mode,
+            self.protocol,
+        )
 
     @property
     def deviations(self) -> list[dict[str, Any]]:
@@ -326,8 +392,10 @@ class Case:
 
     @property
     def key(self) -> str:
-        """A directory-safe name unique within a run: the identity, `:` as `-`."""
-        return "_".join(str(part) for part in self.identity).replace(":", "-")
+        """A directory-safe name unique within a run: the identity, `:` as `-`; an h1
+        case leaves its protocol out (its key as before protocols were an axis)."""
+        parts = self.identity if self.protocol != PROTOCOL_H1 else self.identity[:-1]
+        return "_".join(str(part) for part in parts).replace(":", "-")
 
 
 @dataclass(frozen=True)
@@ -400,17 +468,25 @@ class Run:
         return {**first, **ending, **data}
 
 
+def has_protocol_axis(cases: Sequence[Case]) -> bool:
+    """Whether tables and figures name each case's protocol: a run (or runs) of more than
+    one protocol, or of any but h1."""
+    return {c.protocol for c in cases} not in (set(), {PROTOCOL_H1})
+
+
 def step_from_dict(data: dict[str, Any]) -> Step:
     return Step(**{**data, "flags": tuple(data.get("flags", ()))})
 
 
 def case_from_dict(data: dict[str, Any]) -> Case:
+    negotiated = data.get("negotiated")
     return Case(
         **{
             **data,
             "steps": tuple(step_from_dict(s) for s in data.get("steps", ())),
             "rounds": tuple(step_from_dict(s) for s in data.get("rounds", ())),
             "summary": summary_from_dict(data.get("summary") or {}),
+            "negotiated": Negotiated(**negotiated) if negotiated is not None else None,
         }
     )
 
@@ -466,11 +542,28 @@ def upgrade_run_3(data: dict[str, Any]) -> dict[str, Any]:
             latency = {**dict.fromkeys(LATENCY_KEYS), **(step.get("latency_ms") or {})}
             steps.append({**step, "latency_ms": latency})
         cases.append({**case, "steps": steps})
+    return {**data, "schema": SCHEMA_4, "cases": cases}
+
+
+def upgrade_run_4(data: dict[str, Any]) -> dict[str, Any]:
+    """A harness.run/4 dict as harness.run/5: every case h1, nothing negotiated (/4 spoke
+    cleartext HTTP/1.1 only; a /4 case that says otherwise is refused by name)."""
+    cases = []
+    for case in data.get("cases", ()):
+        for name in ("protocol", "negotiated"):
+            if name in case:
+                raise ValueError(f"{SCHEMA_4} case of {case.get('framework')!r}: unknown {name!r}")
+        cases.append({**case, "protocol": PROTOCOL_H1, "negotiated": None})
     return {**data, "schema": SCHEMA, "cases": cases}
 
 
 # each readable older schema and the function that brings it one version forward
-UPGRADES = {SCHEMA_1: upgrade_run_1, SCHEMA_2: upgrade_run_2, SCHEMA_3: upgrade_run_3}
+UPGRADES = {
+    SCHEMA_1: upgrade_run_1,
+    SCHEMA_2: upgrade_run_2,
+    SCHEMA_3: upgrade_run_3,
+    SCHEMA_4: upgrade_run_4,
+}
 
 
 def run_from_dict(data: dict[str, Any]) -> Run:

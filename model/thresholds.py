@@ -1,9 +1,12 @@
 """Thresholds: rules a run must meet (`aiohttp: peak >= 20000`), parsed and judged.
 
 A rule is `FRAMEWORK: METRIC OP NUMBER`, FRAMEWORK a framework's name or `*` (every case
-that ran), OP one of `>=`, `>`, `<=`, `<`, `==`. Rules come from a profile's
-`[thresholds]` table (`rules = [...]`) and from `--threshold` on `harness compare` and
-`harness run`; each case a rule names gets a `ThresholdResult` in `run.json`.
+that ran), OP one of `>=`, `>`, `<=`, `<`, `==`. FRAMEWORK may name one protocol in
+brackets: `aiohttp[h1-tls]: peak >= 10000` judges aiohttp's h1-tls cases only, `*[h2]:`
+every h2 case; a plain `aiohttp:` judges every case of aiohttp, whatever its protocol.
+Rules come from a profile's `[thresholds]` table (`rules = [...]`) and from `--threshold`
+on `harness compare` and `harness run`; each case a rule names gets a `ThresholdResult`
+in `run.json`.
 
 **Judged on the interval.** With confirmation rounds a figure carries a 95 % interval,
 and a rule holds only when the whole interval meets it: `>=` and `>` are judged on the
@@ -29,12 +32,16 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from model.results import Case, ThresholdResult
+from servers.contract import PROTOCOLS
 
 OPERATORS = (">=", "<=", "==", ">", "<")
-RULE_SHAPE = "FRAMEWORK: METRIC OP NUMBER (e.g. 'aiohttp: peak >= 20000', '*: errors == 0')"
+RULE_SHAPE = (
+    "FRAMEWORK: METRIC OP NUMBER (e.g. 'aiohttp: peak >= 20000', '*: errors == 0'; "
+    "one protocol's cases: 'aiohttp[h1-tls]: peak >= 10000')"
+)
 _RULE = re.compile(
-    r"^\s*(?P<who>[^:\s]+)\s*:\s*(?P<metric>[A-Za-z_][A-Za-z0-9_]*)\s*"
-    r"(?P<op>[<>=!]=?)\s*(?P<bound>\S+)\s*$"
+    r"^\s*(?P<who>[^:\s\[\]]+)(?:\[(?P<protocol>[^\]\s]*)\])?\s*:\s*"
+    r"(?P<metric>[A-Za-z_][A-Za-z0-9_]*)\s*(?P<op>[<>=!]=?)\s*(?P<bound>\S+)\s*$"
 )
 
 Figure = tuple[float | None, tuple[float, float] | None, str | None]
@@ -58,6 +65,12 @@ def _server_cpu(case: Case) -> Figure:
     return case.summary.server_cpu_at_peak_pct, case.summary.server_cpu_at_peak_ci_pct, None
 
 
+def _tls_tax(case: Case) -> Figure:
+    summary = case.summary
+    why = None if summary.tls_tax is not None else "no h1-tls case with an h1 case beside it"
+    return summary.tls_tax, summary.tls_tax_ci, why
+
+
 def _errors(case: Case) -> Figure:
     # every error the case saw: the ramp's steps (the summary's errors_total) and its rounds
     errors = case.summary.errors_total + sum(s.errors["total"] for s in case.rounds)
@@ -76,6 +89,7 @@ METRICS: dict[str, tuple[str, Callable[[Case], Figure]]] = {
     "ratio_to_nginx": ("the peak as a ratio to nginx's in the same run", _ratio_to_nginx),
     "p99_ms": ("p99 latency at the peak, ms", _p99),
     "server_cpu_pct": ("server CPU at the peak, % of one core", _server_cpu),
+    "tls_tax": ("h1-tls cases: the peak over the same server's h1 peak", _tls_tax),
     "errors": ("errors over every ramp step and round", _errors),
     "lost": ("acknowledged records the sink does not hold (reconcile.lost)", _lost),
 }
@@ -93,14 +107,19 @@ class Threshold:
     metric: str
     op: str
     bound: float
+    protocol: str | None = None  # one protocol's cases only (None: every protocol)
 
     @property
     def text(self) -> str:
-        """The rule written canonically: `aiohttp: peak >= 20000`."""
-        return f"{self.framework}: {self.metric} {self.op} {_number_text(self.bound)}"
+        """The rule written canonically: `aiohttp: peak >= 20000`, `aiohttp[h2]: …`."""
+        who = self.framework + (f"[{self.protocol}]" if self.protocol else "")
+        return f"{who}: {self.metric} {self.op} {_number_text(self.bound)}"
 
     def matches(self, case: Case) -> bool:
-        """The rule applies to `case` (`*`: every case that was not skipped)."""
+        """The rule applies to `case` (`*`: every case that was not skipped), of its
+        protocol when it names one."""
+        if self.protocol is not None and case.protocol != self.protocol:
+            return False
         if self.framework == "*":
             return case.status != "skipped"
         return case.framework == self.framework
@@ -112,7 +131,11 @@ def parse_threshold(text: str, frameworks: Collection[str] | None = None) -> Thr
     match = _RULE.match(text) if isinstance(text, str) else None
     if match is None:
         raise ValueError(f"threshold {text!r} is not like {RULE_SHAPE}")
-    who, metric, op, bound_text = match.group("who", "metric", "op", "bound")
+    who, protocol, metric, op, bound_text = match.group("who", "protocol", "metric", "op", "bound")
+    if protocol is not None and protocol not in PROTOCOLS:
+        raise ValueError(
+            f"threshold {text!r}: unknown protocol {protocol!r}: choose from {', '.join(PROTOCOLS)}"
+        )
     if frameworks is not None and who != "*" and who not in frameworks:
         raise ValueError(
             f"threshold {text!r}: unknown framework {who!r}: choose from *, "
@@ -132,7 +155,7 @@ def parse_threshold(text: str, frameworks: Collection[str] | None = None) -> Thr
         raise ValueError(f"threshold {text!r}: {bound_text!r} is not a number") from None
     if not math.isfinite(bound):
         raise ValueError(f"threshold {text!r}: the bound must be a finite number")
-    return Threshold(who, metric, op, bound)
+    return Threshold(who, metric, op, bound, protocol)
 
 
 def _compare(x: float, op: str, bound: float) -> bool:

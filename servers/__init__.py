@@ -251,6 +251,12 @@ def _ruby_has(gem: str) -> bool:
     return done.returncode == 0
 
 
+def _http11_only(server: str) -> dict[str, str]:
+    """The protocol notes of a server that speaks HTTP/1.1 alone (cleartext and TLS)."""
+    why = f"{server} speaks HTTP/1.1 only"
+    return {contract.PROTOCOL_H2: why, contract.PROTOCOL_H2C: why}
+
+
 # Why node-express has no HTTP/2 (node-http, on the same Node, has).
 EXPRESS_NO_HTTP2 = (
     "Express 4 gives each request http.IncomingMessage's prototype, which Node's HTTP/2 "
@@ -266,6 +272,8 @@ FRAMEWORKS: dict[str, Framework] = {
             ("gevent", "wsproto", "pymongo"),
             ("gevent",),
             ("empty", "file", "mongo"),
+            protocols=(contract.PROTOCOL_H1, contract.PROTOCOL_H1_TLS),
+            protocol_notes=_http11_only("gevent.pywsgi"),
         ),
         Framework(
             "eventlet",
@@ -273,6 +281,8 @@ FRAMEWORKS: dict[str, Framework] = {
             ("eventlet", "wsproto", "pymongo"),
             ("eventlet",),
             ("empty", "file", "mongo"),
+            protocols=(contract.PROTOCOL_H1, contract.PROTOCOL_H1_TLS),
+            protocol_notes=_http11_only("eventlet.wsgi"),
         ),
         Framework(
             "tornado",
@@ -280,6 +290,8 @@ FRAMEWORKS: dict[str, Framework] = {
             ("tornado", "pymongo"),
             ("asyncio", "uvloop"),
             ("empty", "file", "mongo"),
+            protocols=(contract.PROTOCOL_H1, contract.PROTOCOL_H1_TLS),
+            protocol_notes=_http11_only("tornado.httpserver"),
         ),
         Framework(
             "twisted",
@@ -287,6 +299,7 @@ FRAMEWORKS: dict[str, Framework] = {
             ("twisted", "autobahn", "pymongo"),
             ("epoll",),
             ("empty", "file", "mongo"),
+            protocols=contract.PROTOCOLS,
         ),
         Framework(
             "aiohttp",
@@ -294,6 +307,8 @@ FRAMEWORKS: dict[str, Framework] = {
             ("aiohttp", "pymongo"),
             ("asyncio", "uvloop"),
             ("empty", "file", "mongo"),
+            protocols=(contract.PROTOCOL_H1, contract.PROTOCOL_H1_TLS),
+            protocol_notes=_http11_only("aiohttp.web"),
         ),
         # -- baselines: measured in the same run, so results carry a ratio to nginx ------
         Framework(

@@ -24,6 +24,7 @@ import sys
 from servers import FRAMEWORKS, PROGRAM_PATH
 from servers.contract import LISTEN_BACKLOG, PROTOCOL_H1, PROTOCOLS, SINKS, ServerOptions
 from servers.core.state import ServerState
+from servers.core.tls import CertificateError
 from servers.frameworks import Worker
 
 
@@ -134,7 +135,10 @@ def run_worker(
     state.port = listener.getsockname()[1]
     if mc_listener is not None:
         state.mc_port = mc_listener.getsockname()[1]
-    module.serve(Worker(options, listener, state, mc_listener))
+    try:
+        module.serve(Worker(options, listener, state, mc_listener))
+    except CertificateError as error:  # a bad --tls-cert/--tls-key: one line, exit 1
+        raise SystemExit(f"servers: {error}") from None
 
 
 def _die_with_parent(parent: int, signum: int = signal.SIGTERM) -> None:

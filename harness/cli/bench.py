@@ -10,8 +10,11 @@ from rich.table import Table
 
 from harness.cli.options import (
     AGENT_CPUS_OPTION,
+    PROTOCOL_OPTION,
     SERVER_OPTION,
     SERVERS_FILE_OPTION,
+    TLS_CERT_OPTION,
+    TLS_KEY_OPTION,
     check_cpus,
     console,
 )
@@ -31,12 +34,32 @@ def bench_command(
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
     servers: list[str] = SERVER_OPTION,
     servers_file: Path = SERVERS_FILE_OPTION,
+    protocol: str = PROTOCOL_OPTION,
+    tls_cert: Path = TLS_CERT_OPTION,
+    tls_key: Path = TLS_KEY_OPTION,
 ) -> None:
     """GET / on our server against the framework's minimal app, same core, same run (wrk).
-    A plugin's or a command's server is measured against its `minimal` command."""
-    from harness.bench import bench_framework
+    A plugin's or a command's server is measured against its `minimal` command; with
+    --protocol, both on each protocol (wrk speaks h1 and h1-tls)."""
+    from drivers.wrk import WrkDriver
+    from harness.bench import bench_framework, bench_unsupported
     from harness.frameworks import register_servers, select_frameworks
+    from harness.profile import parse_protocols
+    from harness.tls import run_certificates
     from harness.tools import tool_path
+
+    try:
+        protocols = parse_protocols(protocol or "h1")
+    except ValueError as error:
+        raise UserError(f"--protocol: {error}") from None
+    unspoken = [p for p in protocols if p not in WrkDriver.protocols]
+    if unspoken:
+        raise UserError(
+            f"bench runs wrk, which does not speak {', '.join(unspoken)} "
+            f"(it speaks {', '.join(WrkDriver.protocols)})"
+        )
+    if (tls_cert is None) != (tls_key is None):
+        raise UserError("--tls-cert and --tls-key go together (a certificate and its key)")
 
     load_cpus = agent_cpus or load_cpus
     register_servers(servers, servers_file)
@@ -52,29 +75,41 @@ def bench_command(
     check_cpus(load_cpus)
     if tool_path("wrk") is None:
         raise UserError("wrk not found: run `harness doctor --install`")
+    pairs = [(n, p) for n in names for p in protocols if bench_unsupported(n, p) is None]
+    for name, chosen in ((n, p) for n in names for p in protocols):
+        why = bench_unsupported(name, chosen)
+        if why is not None:
+            console.print(f"[yellow]skipped:[/] {name} on {chosen}: not supported: {why}")
+    if not pairs:
+        raise UserError(f"nothing to bench on {', '.join(protocols)}: see the reasons above")
     results = []
-    for name in names:
-        chosen_loop = loop if loop in FRAMEWORKS[name].loops else None
-        with console.status(f"bench {name}: {rounds} rounds of {duration_s:g} s each…"):
-            results.append(
-                bench_framework(
-                    name,
-                    loop=chosen_loop,
-                    server_cpus=server_cpus,
-                    load_cpus=load_cpus,
-                    connections=connections,
-                    duration_s=duration_s,
-                    rounds=rounds,
+    with run_certificates(protocols, tls_cert, tls_key) as certificates:
+        for name, chosen in pairs:
+            chosen_loop = loop if loop in FRAMEWORKS[name].loops else None
+            status = f"bench {name} ({chosen}): {rounds} rounds of {duration_s:g} s each…"
+            with console.status(status):
+                results.append(
+                    bench_framework(
+                        name,
+                        loop=chosen_loop,
+                        server_cpus=server_cpus,
+                        load_cpus=load_cpus,
+                        connections=connections,
+                        duration_s=duration_s,
+                        rounds=rounds,
+                        protocol=chosen,
+                        certificates=certificates,
+                    )
                 )
-            )
     if as_json:
         print(json.dumps([{**r.__dict__, "ratio": r.ratio} for r in results], indent=2))
         return
-    table = Table("framework", "loop", "ours req/s", "minimal req/s", "ours / minimal")
+    table = Table("framework", "loop", "protocol", "ours req/s", "minimal req/s", "ours / minimal")
     for r in results:
         table.add_row(
             r.framework,
             r.loop or FRAMEWORKS[r.framework].loops[0],
+            r.protocol,
             f"{r.ours_requests_per_s:,.0f}",
             f"{r.minimal_requests_per_s:,.0f}",
             f"{r.ratio:.0%}",

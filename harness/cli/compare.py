@@ -32,6 +32,7 @@ from harness.cli.options import (
     NO_VERIFY_OPTION,
     OUT_OPTION,
     PROFILE_OPTION,
+    PROTOCOL_OPTION,
     REPEAT_OPTION,
     SCENARIO_OPTION,
     SERVER_ADDRESS_OPTION,
@@ -42,6 +43,8 @@ from harness.cli.options import (
     SINK_OPTION,
     STRICT_VERIFY_OPTION,
     THRESHOLD_OPTION,
+    TLS_CERT_OPTION,
+    TLS_KEY_OPTION,
     console,
 )
 from model.errors import UserError
@@ -81,6 +84,9 @@ def run_comparison(
     servers_file: Path | None = None,
     fleet: str | None = None,
     server_address: str | None = None,
+    protocol: str | None = None,
+    tls_cert: Path | None = None,
+    tls_key: Path | None = None,
     junit: Path | None = None,
     markdown: Path | None = None,
     command: str = "compare",
@@ -123,6 +129,7 @@ def run_comparison(
         "duration_s": duration_s,
         "affinity": affinity,
         "process_model": process_model,
+        "protocol": protocol,
         "loop": loop,
         "mongo_w": mongo_w,
         "mongo_batch": mongo_batch,
@@ -147,6 +154,8 @@ def run_comparison(
         servers_file=servers_file,
         fleet=fleet,
         server_address=server_address,
+        tls_cert=tls_cert,
+        tls_key=tls_key,
     )
     console.print(
         f"profile {plan.profile.name}: {plan.profile.description}\n"
@@ -186,7 +195,8 @@ def run_comparison(
         console.print(judged)
     rules = [parse_threshold(rule) for rule in plan.profile.thresholds]
     for rule in unmatched(rules, run.cases):  # a framework not in this run: nothing to judge
-        console.print(f"[yellow]note:[/] threshold '{rule.text}' matched no case in this run")
+        text = escape(rule.text)  # `aiohttp[h1-tls]: …` is a rule, not rich markup
+        console.print(f"[yellow]note:[/] threshold '{text}' matched no case in this run")
     from charts.render import render
 
     with console.status("drawing charts and the report…"):
@@ -229,6 +239,7 @@ def compare_command(
     duration_s: float = DURATION_OPTION,
     affinity: str = AFFINITY_OPTION,
     process_model: str = MODEL_OPTION,
+    protocol: str = PROTOCOL_OPTION,
     loop: str = LOOP_OPTION,
     settings: list[str] = SET_OPTION,
     server_cpus: str = SERVER_CPUS_OPTION,
@@ -250,6 +261,8 @@ def compare_command(
     servers_file: Path = SERVERS_FILE_OPTION,
     fleet: str = FLEET_OPTION,
     server_address: str = SERVER_ADDRESS_OPTION,
+    tls_cert: Path = TLS_CERT_OPTION,
+    tls_key: Path = TLS_KEY_OPTION,
     junit: Path = JUNIT_OPTION,
     markdown: Path = MARKDOWN_OPTION,
 ) -> None:

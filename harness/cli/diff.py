@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from harness.cli.options import JUNIT_OPTION, MARKDOWN_OPTION, console, read_run_arg
@@ -84,7 +85,7 @@ def diff(
         style = VERDICT_STYLES.get(case.verdict)
         verdict = case.verdict + (f", beyond {factor:g}×" if case.beyond_factor else "")
         table.add_row(
-            case.label,
+            escape(case.label),  # `aiohttp [h1-tls]` is a label, not rich markup
             _figure(case.peak.old),
             _figure(case.peak.new),
             _ratio(case.peak),
@@ -102,9 +103,9 @@ def diff(
     console.print(table)
     for side, names in (("A", result.only_in_old), ("B", result.only_in_new)):
         if names:
-            console.print(f"only in {side}: {', '.join(names)}")
+            console.print(f"only in {side}: {escape(', '.join(names))}")
     if result.worse:
-        names = ", ".join(c.label for c in result.worse)
+        names = escape(", ".join(c.label for c in result.worse))
         console.print(f"[red]slower beyond {factor:g}×: {names}[/]")
     return result.exit_status
 

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from harness.cli.options import RESULTS_OPTION, console
@@ -30,7 +31,8 @@ def history(results: Path, *, as_json: bool) -> None:
         if entry.problem is not None:
             table.add_row(entry.name, "", "", f"[red]unreadable[/]: {entry.problem}", "", "")
             continue
-        peaks = "\n".join(f"{label} {text}" for label, text in entry.peak_texts())
+        # `aiohttp [h1-tls]` is a label, not rich markup
+        peaks = "\n".join(escape(f"{label} {text}") for label, text in entry.peak_texts())
         table.add_row(
             entry.name, entry.profile, entry.host, entry.status, ", ".join(entry.frameworks), peaks
         )

@@ -1,5 +1,8 @@
 """`harness list`: frameworks and baselines (installed or not, and where each came from:
-builtin, a plugin package, a --server command or a servers file), or the scenarios."""
+builtin, a plugin package, a --server command or a servers file), or the scenarios.
+
+Each server's protocols are listed; `--protocol h1-tls,h2` adds a column per protocol
+asked: `yes`, or `skipped: not supported: <why>` as a run would record the case."""
 
 from __future__ import annotations
 
@@ -10,7 +13,8 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from harness.cli.options import SERVER_OPTION, SERVERS_FILE_OPTION, console
+from harness.cli.options import PROTOCOL_OPTION, SERVER_OPTION, SERVERS_FILE_OPTION, console
+from model.errors import UserError
 from servers import FRAMEWORKS, contract
 
 PROBED = "probed"  # a command's routes: found by verify's probes once it runs
@@ -21,13 +25,19 @@ def list_command(
     scenarios: bool = typer.Option(False, "--scenarios", help="List the scenarios instead."),
     servers: list[str] = SERVER_OPTION,
     servers_file: Path = SERVERS_FILE_OPTION,
+    protocol: str = PROTOCOL_OPTION,
 ) -> None:
     """Frameworks and baselines: where each came from, installed here or not, versions,
-    loops, routes served."""
+    loops, routes served, protocols spoken."""
     from harness.frameworks import register_servers
+    from harness.profile import parse_protocols
     from servers.plugins import PLUGIN_PROBLEMS
 
     register_servers(servers, servers_file)
+    try:
+        asked = parse_protocols(protocol) if protocol else ()
+    except ValueError as error:
+        raise UserError(f"--protocol: {error}") from None
     if scenarios:
         from model.scenarios import SCENARIOS
 
@@ -49,6 +59,13 @@ def list_command(
             "loops": list(framework.usable_loops()),
             "routes": list(framework.routes) if framework.routes is not None else PROBED,
             "sinks": list(framework.sinks),
+            "protocols": list(framework.protocols),
+            # every other protocol, as a run records its case
+            "not_supported": {
+                p: f"skipped: not supported: {framework.why_not(p)}"
+                for p in contract.PROTOCOLS
+                if p not in framework.protocols
+            },
         }
         for name, framework in FRAMEWORKS.items()
     ]
@@ -58,6 +75,9 @@ def list_command(
             print(f"harness: plugin not loaded: {problem}", file=sys.stderr)
         return
     table = Table("framework", "role", "from", "available", "versions", "loops", "routes")
+    table.add_column("protocols")
+    for name in asked:
+        table.add_column(name)
     for row in rows:
         available = "yes" if row["available"] else f"no (missing {', '.join(row['missing'])})"
         versions = ", ".join(f"{k} {v}" for k, v in row["versions"].items())
@@ -72,6 +92,8 @@ def list_command(
             versions,
             ", ".join(row["loops"]),
             routes,
+            ", ".join(row["protocols"]),
+            *(row["not_supported"].get(name, "yes") for name in asked),
         )
     console.print(table)
     for problem in PLUGIN_PROBLEMS:

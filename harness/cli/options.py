@@ -77,6 +77,16 @@ MODEL_OPTION = typer.Option(
     "--process-model",
     help="single, workers:N, lb:N or lb:N/workers:M; a comma-separated list compares several.",
 )
+PROTOCOL_OPTION = typer.Option(
+    None,
+    "--protocol",
+    help="h1 (default), h1-tls, h2 or h2c; a comma-separated list (h1,h1-tls) runs every "
+    "server on each.",
+)
+TLS_CERT_OPTION = typer.Option(
+    None, "--tls-cert", help="Your PEM certificate for the TLS cases (default: a throwaway CA's)."
+)
+TLS_KEY_OPTION = typer.Option(None, "--tls-key", help="The PEM private key of --tls-cert.")
 LOOP_OPTION = typer.Option(None, help="asyncio or uvloop, for aiohttp and tornado.")
 SET_OPTION = typer.Option([], "--set", help="Profile override key=value (ramp.stop=100).")
 SERVER_CPUS_OPTION = typer.Option(None, help="CPUs for the server (default: the first).")
@@ -106,8 +116,9 @@ CONNECTIONS_OPTION = typer.Option(None, help="Connection ramp target (WebSocket 
 THRESHOLD_OPTION = typer.Option(
     [],
     "--threshold",
-    help="A rule the run must meet, e.g. 'aiohttp: peak >= 20000', '*: errors == 0' "
-    "(repeatable; added to the profile's [thresholds]); exit status 3 when one fails.",
+    help="A rule the run must meet, e.g. 'aiohttp: peak >= 20000', '*: errors == 0', "
+    "'aiohttp[h1-tls]: peak >= 10000' (one protocol's case; repeatable; added to the "
+    "profile's [thresholds]); exit status 3 when one fails.",
 )
 MODE_OPTION = typer.Option(
     None, help="Connection ramps: load (hold each step) or stress (stop at the breaking point)."

@@ -29,6 +29,7 @@ from harness.cli.options import (
     NO_VERIFY_OPTION,
     OUT_OPTION,
     PROFILE_OPTION,
+    PROTOCOL_OPTION,
     REPEAT_OPTION,
     SCENARIO_OPTION,
     SERVER_ADDRESS_OPTION,
@@ -39,6 +40,8 @@ from harness.cli.options import (
     SINK_OPTION,
     STRICT_VERIFY_OPTION,
     THRESHOLD_OPTION,
+    TLS_CERT_OPTION,
+    TLS_KEY_OPTION,
 )
 from model.errors import UserError
 
@@ -53,6 +56,7 @@ def run_command(
     duration_s: float = DURATION_OPTION,
     affinity: str = AFFINITY_OPTION,
     process_model: str = MODEL_OPTION,
+    protocol: str = PROTOCOL_OPTION,
     loop: str = LOOP_OPTION,
     settings: list[str] = SET_OPTION,
     server_cpus: str = SERVER_CPUS_OPTION,
@@ -74,6 +78,8 @@ def run_command(
     servers_file: Path = SERVERS_FILE_OPTION,
     fleet: str = FLEET_OPTION,
     server_address: str = SERVER_ADDRESS_OPTION,
+    tls_cert: Path = TLS_CERT_OPTION,
+    tls_key: Path = TLS_KEY_OPTION,
     junit: Path = JUNIT_OPTION,
     markdown: Path = MARKDOWN_OPTION,
 ) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
 from harness.cli.options import RESULTS_OPTION, console
 from model.errors import UserError
@@ -48,7 +49,7 @@ def trend(results: Path, *, profile: str, out: Path | None) -> Path:
         for index in indices:
             before, after = series[label][index - 1], series[label][index]
             console.print(
-                f"step: {label} {before.value:,.0f} → {after.value:,.0f} "
+                f"step: {escape(label)} {before.value:,.0f} → {after.value:,.0f} "
                 f"({after.value / before.value:.2f}×) from {before.run_id} to {after.run_id}"
             )
     if not any(steps.values()):

@@ -19,6 +19,7 @@ from harness.stats import Interval, mean_interval, paired_ratio_interval
 from model.ramps import RampStep
 from model.results import Case, Step, Summary
 from servers import contract
+from servers.contract import PROTOCOL_H1, PROTOCOL_H1_TLS
 
 DRIVER_BOUND_CPU_FRACTION = 0.90
 SERVER_SATURATED_CPU_FRACTION = 0.90
@@ -440,9 +441,10 @@ def with_baseline_ratios(cases: Sequence[Case], roles: Mapping[str, str]) -> lis
     nginx's peak in the same run (the affinity study: on noisy machines the ratio to a
     baseline measured alongside is the figure that travels).
 
-    nginx is matched on scenario, sink, driver, affinity mode and process model, falling back
-    to nginx's case with the same scenario and mode under any process model. With rounds
-    on both sides the ratio is taken round by round, with its interval.
+    nginx is matched on scenario, sink, driver, affinity mode, protocol and process model,
+    falling back to nginx's case with the same scenario, mode and protocol under any
+    process model (never across protocols: that ratio would hold the TLS tax). With
+    rounds on both sides the ratio is taken round by round, with its interval.
     """
     nginx = [c for c in cases if c.framework == "nginx" and c.status == "ok"]
 
@@ -450,8 +452,8 @@ def with_baseline_ratios(cases: Sequence[Case], roles: Mapping[str, str]) -> lis
         same = [
             c
             for c in nginx
-            if (c.scenario, c.sink, c.driver, c.affinity.get("mode"))
-            == (case.scenario, case.sink, case.driver, case.affinity.get("mode"))
+            if (c.scenario, c.sink, c.driver, c.affinity.get("mode"), c.protocol)
+            == (case.scenario, case.sink, case.driver, case.affinity.get("mode"), case.protocol)
         ]
         exact = [c for c in same if c.process_model == case.process_model]
         return (exact or same or [None])[0]
@@ -469,5 +471,31 @@ def with_baseline_ratios(cases: Sequence[Case], roles: Mapping[str, str]) -> lis
                 ),
                 ratio_to_nginx_ci=_pair(paired, 3),
             )
+        result.append(dataclasses.replace(case, summary=summary))
+    return result
+
+
+def with_tls_tax(cases: Sequence[Case]) -> list[Case]:
+    """Each h1-tls case's `tls_tax`: its peak as a ratio to the same server's h1 peak in
+    the same run (the same scenario, sink, driver, process model and affinity mode), with
+    its 95 % interval when both ran confirmation rounds (paired round by round, as the
+    ratio to nginx is). Below 1.0: what TLS costs that server. Other cases unchanged."""
+    plain = {
+        (c.identity[:-1]): c
+        for c in cases
+        if c.protocol == PROTOCOL_H1 and c.status == "ok" and c.summary.peak
+    }
+    result = []
+    for case in cases:
+        h1 = plain.get(case.identity[:-1]) if case.protocol == PROTOCOL_H1_TLS else None
+        peak = case.summary.peak
+        if h1 is None or case.status != "ok" or peak is None or h1.summary.peak is None:
+            result.append(case)
+            continue
+        paired = round_ratio(case, h1)
+        tax = paired.value if paired else float(peak) / float(h1.summary.peak)
+        summary = dataclasses.replace(
+            case.summary, tls_tax=round(tax, 3), tls_tax_ci=_pair(paired, 3)
+        )
         result.append(dataclasses.replace(case, summary=summary))
     return result

@@ -4,6 +4,16 @@ Never raises for the framework's faults: a missing framework is `skipped`, a ser
 will not start or fails verify is `failed` with the reason. The case kind is chosen by
 the ramp's kind through CASE_KINDS.
 
+A case speaks one protocol (h1, h1-tls, h2, h2c). A server that does not list it, or a
+process model that cannot carry it (lb:N: cleartext h1 only), is `skipped: not
+supported: <why>`, never run on another protocol. Right after the server starts, one
+probe connection of the harness reads what it negotiated (harness.tls.probe_tls: TLS
+version, cipher, key type, ALPN; h2c: the preface answered), recorded as the case's
+`negotiated` and checked as its `protocol` verify entry: a TLS handshake that fails, or
+an h2 server that does not select ALPN h2, fails the case. The contract's route checks
+speak cleartext HTTP/1.1 and run on h1 cases (`harness verify --protocol` checks a
+server's routes over the others).
+
 A server given as a command is probed for the routes it serves once it runs
 (harness.verify.served_routes): a scenario on a route it answers 404 is `skipped: not
 supported`, as for a baseline. It writes no telemetry line, so its figures that need one
@@ -16,6 +26,7 @@ import dataclasses
 import os
 from typing import Any
 
+from drivers import driver_class
 from harness import affinity as cpu_affinity
 from harness.monitor import Monitor
 from harness.run.connection_case import run_connection_case
@@ -23,9 +34,10 @@ from harness.run.context import CaseContext, CaseKind, Measured, RunContext
 from harness.run.http_case import run_http_case
 from harness.run.ledger import reconcile
 from harness.run.outputs import case_folder
-from harness.server_process import command_unsupported
+from harness.server_process import command_unsupported, protocol_unsupported
 from harness.sink_store import SinkStore
-from harness.topology import ProcessModel, start_topology
+from harness.tls import h2c_answers, probe_tls
+from harness.topology import ProcessModel, Topology, start_topology, topology_unsupported
 from harness.verify import (
     check_text_route,
     checks_for,
@@ -35,8 +47,9 @@ from harness.verify import (
     strictly,
 )
 from model.errors import UserError
-from model.results import Case, CaseStatus
+from model.results import Case, CaseStatus, Negotiated
 from servers import FRAMEWORKS
+from servers.contract import ALPN_FOR_PROTOCOL, PROTOCOL_H1, PROTOCOL_H2, TLS_PROTOCOLS
 
 CASE_KINDS: dict[str, CaseKind] = {
     "rate": run_http_case,
@@ -55,6 +68,7 @@ def new_case(
     run: RunContext,
     framework: str,
     model: ProcessModel,
+    protocol: str,
     status: CaseStatus,
     affinity: dict[str, str | None],
     **fields: Any,
@@ -69,6 +83,7 @@ def new_case(
         process_model=model.name,
         affinity=affinity,
         status=status,
+        protocol=protocol,
         **fields,
     )
 
@@ -80,8 +95,10 @@ def run_case(
     repeat: int,
     model: ProcessModel,
     round_label: str | None = None,
+    protocol: str = PROTOCOL_H1,
 ) -> Case:
-    """One framework through the whole ramp under one affinity mode and process model.
+    """One framework through the whole ramp under one affinity mode, process model and
+    protocol.
 
     `round_label` ("round 2 of 5") marks a confirmation round (harness.run.rounds): its
     files go to a folder of its own beside the ramp's, in the case's folder
@@ -91,6 +108,8 @@ def run_case(
     label = f"{framework} [{mode}]" + (f" #{repeat + 1}" if profile.repeat > 1 else "")
     if len(profile.process_models) > 1:
         label += f" {model.name}"
+    if len(profile.protocols) > 1 or protocol != PROTOCOL_H1:
+        label += f" {protocol}"
     if round_label is not None:
         label += f" {round_label}"
     run.reporter.case_started(label=label, steps=len(list(profile.ramp)))
@@ -98,23 +117,25 @@ def run_case(
     info = FRAMEWORKS[framework]
     missing = info.missing()
     if missing:
-        return new_case(
-            run, framework, model, "skipped", unpinned, error=f"not installed: {', '.join(missing)}"
-        )
+        error = f"not installed: {', '.join(missing)}"
+        return new_case(run, framework, model, protocol, "skipped", unpinned, error=error)
+    why_not = protocol_unsupported(info, protocol) or topology_unsupported(model, protocol)
+    if why_not is not None:
+        error = f"not supported: {why_not}"
+        return new_case(run, framework, model, protocol, "skipped", unpinned, error=error)
     if not info.serves(run.scenario.route):
         error = f"not supported: {framework} does not serve {run.scenario.route}"
-        return new_case(run, framework, model, "skipped", unpinned, error=error)
+        return new_case(run, framework, model, protocol, "skipped", unpinned, error=error)
     if profile.sink not in info.sinks:
         error = f"not supported: {framework} has no {profile.sink} sink"
-        return new_case(run, framework, model, "skipped", unpinned, error=error)
+        return new_case(run, framework, model, protocol, "skipped", unpinned, error=error)
     if info.kind == "command":
         why = command_unsupported(info, sink=profile.sink, workers=model.workers)
         if run.scenario.protocol == "memcached":
             why = "the memcached socket service is python -m servers' own"
         if why is not None:
-            return new_case(
-                run, framework, model, "skipped", unpinned, error=f"not supported: {why}"
-            )
+            error = f"not supported: {why}"
+            return new_case(run, framework, model, protocol, "skipped", unpinned, error=error)
     server_cpus = run.plan.server_cpus if mode in ("both", "server") else None
     agent_cpus = run.plan.agent_cpus if mode in ("both", "agent") else None
     agent_count = (
@@ -122,7 +143,7 @@ def run_case(
     )
     case_dir = case_folder(
         run.plan.out_dir,
-        new_case(run, framework, model, "ok", unpinned).key,
+        new_case(run, framework, model, protocol, "ok", unpinned).key,
         repeat=repeat,
         repeats=profile.repeat,
         round_label=round_label,
@@ -138,7 +159,7 @@ def run_case(
             durable=profile.durable,
         )
     except UserError as error:
-        return new_case(run, framework, model, "failed", unpinned, error=str(error))
+        return new_case(run, framework, model, protocol, "failed", unpinned, error=str(error))
     with store:
         ctx = CaseContext(
             run=run,
@@ -150,6 +171,7 @@ def run_case(
             agent_cpu_count=agent_count,
             case_dir=case_dir,
             store=store,
+            protocol=protocol,
         )
         return _run_with_sink(ctx)
 
@@ -170,9 +192,12 @@ def _run_with_sink(ctx: CaseContext) -> Case:
             server_cpus=ctx.server_cpus,
             extra_args=[*sink_args, *backend_args],
             host=run.server_host,
+            protocol=ctx.protocol,
+            certificates=run.certificates,
         )
     except UserError as error:
-        return new_case(run, framework, ctx.process_model, "failed", affinity, error=str(error))
+        model, protocol = ctx.process_model, ctx.protocol
+        return new_case(run, framework, model, protocol, "failed", affinity, error=str(error))
     interrupted = False
     monitor: Monitor | None = None
     try:  # from the moment the server runs: whatever happens, it is stopped below
@@ -180,16 +205,30 @@ def _run_with_sink(ctx: CaseContext) -> Case:
             server.latest_telemetry, on_sample=lambda row: run.reporter.sample(row=row)
         )
         affinity["server"] = cpu_affinity.cpus_allowed(server.pid)
+        negotiated, protocol_check = probe_protocol(ctx, server)
         routes = None
-        if FRAMEWORKS[framework].routes is None:  # a command's: probed now it runs
+        if FRAMEWORKS[framework].routes is None and ctx.protocol == PROTOCOL_H1:
+            # a command's routes, probed now it runs (over cleartext h1: the others are
+            # taken at the scenario's word, as `harness verify --protocol` checks them)
             routes = served_routes(server.instance_url, run.backends)
             if run.scenario.route not in routes:
                 how = "refuses the handshake" if run.scenario.websocket else "answers 404"
                 error = f"not supported: {framework} {how} on {run.scenario.route}"
                 model = ctx.process_model
-                return new_case(run, framework, model, "skipped", affinity, error=error)
+                return new_case(
+                    run, framework, model, ctx.protocol, "skipped", affinity, error=error
+                )
         verify: dict[str, Any] = {}
-        if run.plan.verify:
+        if protocol_check is not None:  # what the probe found, checked whether or not verify
+            verify["protocol"] = protocol_check
+            if not protocol_check["ok"]:
+                model = ctx.process_model
+                error = f"verify failed: protocol: {protocol_check['detail']}"
+                return new_case(
+                    run, framework, model, ctx.protocol, "failed", affinity, error=error,
+                    verify=verify, negotiated=negotiated,
+                )  # fmt: skip
+        if run.plan.verify and ctx.protocol == PROTOCOL_H1:
             # the contract on the (first) instance itself; behind a balancer, also that
             # the balancer passes GET / through (per-instance counters and proxied
             # WebSocket closes are not the contract's to judge through nginx)
@@ -206,8 +245,9 @@ def _run_with_sink(ctx: CaseContext) -> Case:
                 error = f"verify failed: {details}"
                 model = ctx.process_model
                 return new_case(
-                    run, framework, model, "failed", affinity, error=error, verify=verify
-                )
+                    run, framework, model, ctx.protocol, "failed", affinity, error=error,
+                    verify=verify,
+                )  # fmt: skip
         if run.database is not None:  # its CPU beside the server's (db_cpu_pct)
             monitor.set_database_pids(run.database.pids())
         monitor.start(server.pids)
@@ -235,12 +275,14 @@ def _run_with_sink(ctx: CaseContext) -> Case:
         run,
         framework,
         ctx.process_model,
+        ctx.protocol,
         "failed" if measured.error else "ok",
         affinity,
         error=measured.error,
         verify=verify,
         steps=measured.steps,
         summary=measured.summary,
+        negotiated=negotiated,
     )
     return reconcile(
         case,
@@ -250,3 +292,42 @@ def _run_with_sink(ctx: CaseContext) -> Case:
         messages_sent=measured.messages_sent,
         keep_dir=ctx.case_dir,
     )
+
+
+def probe_protocol(
+    ctx: CaseContext, server: Topology
+) -> tuple[Negotiated | None, dict[str, Any] | None]:
+    """What the started server negotiates, read by one probe connection, and the case's
+    `protocol` verify entry (None, None for h1: nothing to negotiate). TLS: the handshake
+    trusting the run's CA, and for h2 the ALPN h2 selected; h2c: SETTINGS after the
+    preface. Whether the load generator verifies the certificate is its driver's word
+    (the class attribute `ca_trusted`; None when it does not say)."""
+    protocol = ctx.protocol
+    if protocol == PROTOCOL_H1:
+        return None, None
+    if protocol not in TLS_PROTOCOLS:
+        answered = h2c_answers(server.host, server.port)
+        detail = "SETTINGS after the h2 preface" if answered else "no SETTINGS after the preface"
+        return Negotiated(protocol), {"ok": answered, "detail": f"{protocol}: {detail}"}
+    certificates = ctx.run.certificates
+    if certificates is None:
+        return None, {"ok": False, "detail": f"{protocol} without the run's certificates"}
+    try:
+        facts = probe_tls(server.host, server.port, protocol, certificates)
+    except (OSError, ValueError) as error:  # ssl.SSLError is an OSError
+        return None, {"ok": False, "detail": f"TLS handshake failed: {error}"}
+    ca_trusted = getattr(driver_class(ctx.profile.driver), "ca_trusted", None)
+    negotiated = Negotiated(
+        protocol,
+        tls_version=facts["version"],
+        cipher=facts["cipher"],
+        key_type=facts["key_type"],
+        alpn=facts["alpn"],
+        ca_trusted=ca_trusted if isinstance(ca_trusted, bool) else None,
+    )
+    detail = f"{facts['version']}, {facts['cipher']}, {facts['key_type']}, ALPN {facts['alpn']}"
+    expected = ALPN_FOR_PROTOCOL[protocol]
+    # h1-tls without ALPN is HTTP/1.1 still (RFC 7301: the default); h2 is not
+    if facts["alpn"] != expected and (protocol == PROTOCOL_H2 or facts["alpn"] is not None):
+        return negotiated, {"ok": False, "detail": f"{detail}: ALPN {expected} not selected"}
+    return negotiated, {"ok": True, "detail": detail}

@@ -12,6 +12,7 @@ from harness.backends import Backends
 from harness.database import HarnessDatabase
 from harness.profile import Profile
 from harness.sink_store import SinkStore
+from harness.tls import Certificates
 from harness.topology import ProcessModel
 from model.results import Step, Summary
 from model.scenarios import Scenario
@@ -27,7 +28,8 @@ if TYPE_CHECKING:
 class RunContext:
     """Fixed for the whole run: the plan, its scenario, the backends, who watches, and the
     database the harness started for the mongo sink and GridFS (None: none needed, or a
-    user's MongoDB), and the fleet whose hosts drive the load (None: this machine)."""
+    user's MongoDB), the fleet whose hosts drive the load (None: this machine), and the
+    certificates of the TLS cases (None: the run has none)."""
 
     plan: Plan
     scenario: Scenario
@@ -35,6 +37,7 @@ class RunContext:
     backends: Backends | None = None
     database: HarnessDatabase | None = None
     fleet: Fleet | None = None
+    certificates: Certificates | None = None
 
     @property
     def server_host(self) -> str:
@@ -59,6 +62,7 @@ class CaseContext:
     agent_cpu_count: int
     case_dir: Path
     store: SinkStore
+    protocol: str = "h1"  # what the server speaks (servers.contract.PROTOCOLS)
 
     @property
     def profile(self) -> Profile:

@@ -38,6 +38,7 @@ from model.results import LATENCY_KEYS, Step
 
 if TYPE_CHECKING:
     from harness.fleet.client import Fleet
+    from harness.profile import Profile
 
 
 def calls_per_connection(ramp: Ramp) -> int:
@@ -83,6 +84,15 @@ def local_runner(ctx: CaseContext, driver: Driver, target: Target) -> StepRunner
     return run
 
 
+def driver_options(profile: Profile) -> DriverOptions:
+    """What the profile tells its driver beyond the ramp (drivers.base.DriverOptions)."""
+    return {
+        "requests_per_step": profile.requests_per_step,
+        "multiplexed_connections": profile.multiplexed_connections,
+        "tls_resumption": profile.tls_resumption,
+    }
+
+
 def fleet_runner(ctx: CaseContext, fleet: Fleet, target: Target) -> StepRunner:
     """The step split over the fleet's hosts, each driver sized for its host: a namespace
     host shares this machine's load CPUs with the others (and is pinned to them), a real
@@ -104,7 +114,8 @@ def fleet_runner(ctx: CaseContext, fleet: Fleet, target: Target) -> StepRunner:
     drivers = {}
     for name, host_requests, host_opened in zip(names, requests, opened, strict=True):
         options: DriverOptions = {
-            "requests_per_step": max(1, host_requests) if profile.requests_per_step else None
+            **driver_options(profile),
+            "requests_per_step": max(1, host_requests) if profile.requests_per_step else None,
         }
         host_ramp = ramp
         if isinstance(ramp, ConstantRateRamp):
@@ -134,7 +145,7 @@ def run_http_case(ctx: CaseContext, server: Topology, monitor: Monitor) -> Measu
         profile.driver,
         profile.ramp,
         ctx.agent_cpu_count,
-        {"requests_per_step": profile.requests_per_step},
+        driver_options(profile),
     )
     target = Target(
         server.host,
@@ -143,6 +154,9 @@ def run_http_case(ctx: CaseContext, server: Topology, monitor: Monitor) -> Measu
         request_timeout_s(profile.ramp, profile.timeout_s),
         paths=backends.paths(scenario) if backends else (),
         expected_body=backends.expected_body(scenario) if backends else None,
+        protocol=ctx.protocol,
+        # the run's CA (a user's own certificate: None, the system's trust)
+        ca_path=ctx.run.certificates.ca_path if ctx.run.certificates else None,
     )
     # where the load ran, read once from the first driver process
     seen: dict[str, str | None] = {"agent": None}
@@ -239,7 +253,7 @@ def _run_one_step(
     ctx.run.reporter.step_started(
         index=ramp_step.index, offered=ramp_step.offered, unit=ramp_step.unit
     )
-    probe = Probe(server.url, ctx.profile.probe_interval_s)
+    probe = Probe(server.url, ctx.profile.probe_interval_s, ctx.protocol, ctx.run.certificates)
     monitor.begin_step(ramp_step.index)
     try:
         probe.start()
@@ -287,6 +301,8 @@ def _run_one_step(
         "backlog_max": stats["backlog_max"],
         **(noise or {}),
         **database_cpu(stats),
+        # what the load generator says it spoke, when it says (h2load: h2 or http/1.1)
+        **({"negotiated": result.negotiated} if result.negotiated is not None else {}),
     }
     step = build_step(ramp_step, result, stats, probe_ms=probe_ms, flags=flags, extra=extra)
     model = ctx.process_model

@@ -4,7 +4,11 @@ A failing framework never stops the others; `run.json` and `steps.csv` are rewri
 every case so an interrupted run keeps what it finished, and the run ends with a status:
 complete, interrupted (Ctrl-C, SIGTERM, SIGHUP) or failed (any exception, with its
 reason). `repeat` interleaves frameworks (A B C A B C …) and keeps the median of each
-step, flagging steps whose repeats spread by more than 10 % as `noisy`.
+step, flagging steps whose repeats spread by more than 10 % as `noisy`. Protocols are
+interleaved as process models are: every framework on one protocol, then on the next.
+
+A run with a TLS protocol makes its certificates once (harness.tls: a throwaway CA in a
+private temporary directory, removed when the run ends) unless the user gave their own.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from harness.backends import Backends
 from harness.database import HarnessDatabase
 from harness.doctor import host_facts
 from harness.lifecycle import interrupt_reason
-from harness.run.analysis import combine_repeats, with_baseline_ratios, with_rounds
+from harness.run.analysis import combine_repeats, with_baseline_ratios, with_rounds, with_tls_tax
 from harness.run.case import run_case
 from harness.run.context import RunContext
 from harness.run.outputs import write_files_index, write_steps_csv
@@ -27,6 +31,7 @@ from harness.run.plan import Plan, Reporter, SilentReporter, now_iso
 from harness.run.rounds import has_rounds, rotated, run_round
 from harness.run.verdict import verdict
 from harness.services import own_database
+from harness.tls import run_certificates
 from harness.tools import TOOLS, tool_status
 from model.errors import UserError
 from model.results import FLAG_MEANINGS, SCHEMA, Case, Run, RunStatus, write_run
@@ -59,6 +64,7 @@ class Runner:
             ) from None
         self.started = now_iso()
         self.fleet_description: dict[str, Any] | None = None  # set once the fleet is open
+        self.tls_description: dict[str, Any] | None = None  # set once certificates exist
         self.host = host_facts()
         self.versions = self._versions()
 
@@ -81,15 +87,14 @@ class Runner:
         CPUs meanwhile (harness.affinity.harness_pinned)."""
         profile = self.plan.profile
         roles = {name: info.role for name, info in FRAMEWORKS.items()}
-        by_key: dict[tuple[str, str, str], list[Case]] = {}
-        rounds: dict[tuple[str, str, str], list[tuple[int, Case]]] = {}
+        by_key: dict[tuple[str, str, str, str], list[Case]] = {}
+        rounds: dict[tuple[str, str, str, str], list[tuple[int, Case]]] = {}
         cases: list[Case] = []
 
         def figures() -> list[Case]:
             combined = {key: combine_repeats(runs) for key, runs in by_key.items()}
-            return with_baseline_ratios(
-                [with_rounds(case, rounds.get(key, [])) for key, case in combined.items()], roles
-            )
+            measured = [with_rounds(case, rounds.get(key, [])) for key, case in combined.items()]
+            return with_tls_tax(with_baseline_ratios(measured, roles))
 
         self.write(cases, finished=None, status="running")  # a run.json from the start
         try:
@@ -97,12 +102,16 @@ class Runner:
                 for repeat in range(profile.repeat):
                     for mode in profile.affinity_modes:
                         for model in profile.process_models:
-                            for framework in self.plan.frameworks:
-                                case = run_case(run_context, framework, mode, repeat, model)
-                                by_key.setdefault((framework, mode, model.name), []).append(case)
-                                cases = figures()
-                                self.write(cases, finished=None, status="running")
-                                self.reporter.case_finished(case=case)
+                            for protocol in profile.protocols:
+                                for framework in self.plan.frameworks:
+                                    case = run_case(
+                                        run_context, framework, mode, repeat, model, None, protocol
+                                    )
+                                    key = (framework, mode, model.name, protocol)
+                                    by_key.setdefault(key, []).append(case)
+                                    cases = figures()
+                                    self.write(cases, finished=None, status="running")
+                                    self.reporter.case_finished(case=case)
                 if has_rounds(profile):
                     peaked = {
                         key: combine_repeats(runs)
@@ -134,6 +143,15 @@ class Runner:
         with contextlib.ExitStack() as stack:
             database: HarnessDatabase | None = None
             fleet = None
+            certificates = stack.enter_context(
+                run_certificates(plan.profile.protocols, plan.tls_cert, plan.tls_key)
+            )
+            if certificates is not None:
+                own = certificates.ca_path is None
+                self.tls_description = {
+                    "certificate": str(plan.tls_cert) if own else "a throwaway CA's (trustme)",
+                    "key_type": certificates.key_type,
+                }
             if plan.fleet is not None:
                 from harness.fleet.client import open_fleet
 
@@ -149,7 +167,14 @@ class Runner:
                     )
                 )
             if scenario.backend is None:
-                yield RunContext(plan, scenario, self.reporter, database=database, fleet=fleet)
+                yield RunContext(
+                    plan,
+                    scenario,
+                    self.reporter,
+                    database=database,
+                    fleet=fleet,
+                    certificates=certificates,
+                )
                 return
 
             def progress(done: int, total: int) -> None:
@@ -165,7 +190,7 @@ class Runner:
                     progress=progress,
                 )
             )
-            yield RunContext(plan, scenario, self.reporter, backends, database, fleet)
+            yield RunContext(plan, scenario, self.reporter, backends, database, fleet, certificates)
 
     def write(
         self,
@@ -193,6 +218,8 @@ class Runner:
         }
         if self.fleet_description is not None:
             config["fleet"] = self.fleet_description
+        if self.tls_description is not None:
+            config["tls"] = self.tls_description
         run = Run(
             self.plan.run_id,
             self.started,

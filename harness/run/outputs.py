@@ -17,6 +17,7 @@ STEPS_CSV_COLUMNS = (
     "driver",
     "process_model",
     "affinity",
+    "protocol",
     "status",
     "step",
     "offered",
@@ -58,6 +59,7 @@ def write_steps_csv(run: Run, path: Path) -> None:
                 case.driver,
                 case.process_model,
                 case.affinity.get("mode"),
+                case.protocol,
                 case.status,
             ]
             if not case.steps:

@@ -56,6 +56,9 @@ class Plan:
     db_cpus: str | None = None  # CPUs for FerretDB and PostgreSQL (None: not pinned)
     fleet: str | None = None  # --fleet: local:N or tcp://SCHEDULER:PORT (None: load from here)
     server_address: str | None = None  # where servers listen for a fleet (None: its default)
+    # the user's own certificate for the TLS cases (None: a throwaway CA's, made per run)
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
     # --strict-verify: a deviation the server does not declare fails its case
     # (harness.verify.severity); a profile's strict_verify = true does the same
     strict_verify: bool = False

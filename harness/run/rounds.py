@@ -65,6 +65,5 @@ def run_round(run: RunContext, case: Case, index: int) -> Case:
     )
     mode = case.affinity.get("mode") or "both"
     label = f"round {index + 1} of {profile.rounds}"
-    return run_case(
-        round_run, case.framework, mode, 0, parse_process_model(case.process_model), label
-    )
+    model = parse_process_model(case.process_model)
+    return run_case(round_run, case.framework, mode, 0, model, label, case.protocol)

@@ -1,6 +1,7 @@
 """The comparison in words: a ranking that admits ties, neighbour ratios with intervals.
 
-Within each comparable set (same scenario, sink, driver, affinity mode and process model),
+Within each comparable set (same scenario, sink, driver, affinity mode, process model and
+protocol),
 cases are sorted by peak. A case joins the group of the one ranked above it when it
 cannot be told apart from the group's leader: their paired-round ratio's 95 % interval
 contains 1.0 (harness.stats). So "twisted ≈ node-express" means the rounds do not separate
@@ -21,7 +22,7 @@ from model.results import Case
 
 def comparable_key(case: Case) -> tuple[str, ...]:
     """The comparable set a case belongs to: its identity without the framework (scenario,
-    sink, driver, process model, affinity mode)."""
+    sink, driver, process model, affinity mode, protocol)."""
     return case.identity[1:]
 
 
@@ -78,6 +79,7 @@ def verdict(cases: Sequence[Case]) -> dict[str, Any] | None:
                 "driver": key[2],
                 "process_model": key[3],
                 "affinity": key[4],
+                "protocol": key[5],
                 "ranking": [[c.framework for c in group] for group in groups],
                 "ratios": ratios,
                 "text": sentence(groups),

@@ -12,11 +12,21 @@ they are listed as not installed and left out of `--frameworks all`.
 - granian: the same Starlette app on Granian (Rust, ASGI, uvloop); `/`, `/log`, `/ws`.
 - gunicorn-gevent: a plain WSGI app (servers.contenders.wsgi) on gunicorn's gevent
   workers; `/`, `/counter`, `/log`, `/ws` (on the connection gunicorn hands the app).
+- hypercorn: the same Starlette app on hypercorn (h11, h2 and wsproto, uvloop workers);
+  `/`, `/log`, `/ws`.
 Each has the empty, file and mongo sinks.
 
-Granian has no `/counter`: its Rust HTTP layer hands the app requests, never connections,
-so the open-connection count cannot be known (uvicorn's is counted by a protocol subclass,
-gunicorn's by a worker subclass).
+Granian and hypercorn have no `/counter`: they hand the app requests, never connections,
+and offer no hook on the connection (Granian's HTTP layer is Rust), so the open-connection
+count cannot be known (uvicorn's is counted by a protocol subclass, gunicorn's by a worker
+subclass).
+
+Protocols (the `protocols` of each entry, docs/contract.md "Protocols"): uvicorn takes
+`{tls_cert}`/`{tls_key}` as its own TLS flags (cleartext when they are ""), h1 and h1-tls;
+Granian, gunicorn and hypercorn speak all four but need other flags per protocol, so
+their commands go through servers.contenders.launch, which picks them and execs the stock
+server. The TLS rules a flag cannot set are given through each server's own hook
+(servers.contenders.tls).
 
 This module is imported by every harness start: it only describes, it imports no server.
 """
@@ -39,31 +49,50 @@ _COUNTING_PROTOCOL = "servers.contenders.uvicorn_protocol:CountingHttpToolsProto
 _COUNTING_WORKER = "servers.contenders.wsgi.CountingGeventWorker"
 
 
+# A launcher's protocol options (servers.contenders.launch), before the server's own.
+_LAUNCH = "--protocol {protocol} --tls-cert {tls_cert} --tls-key {tls_key} --"
+
+
 def uvicorn(app: str, http: str) -> str:
-    """uvicorn on uvloop, `http` its HTTP protocol (httptools, or our counting subclass)."""
+    """uvicorn on uvloop, `http` its HTTP protocol (httptools, or our counting subclass);
+    over TLS when `{tls_cert}` is not empty (ALPN: the protocol class's `alpn_protocols`)."""
     return (
         f"{{python}} -m uvicorn {app} --host {{host}} --port {{port}} --workers {{workers}}"
         f" --loop uvloop --http {http} --ws websockets-sansio"
         f" --ws-max-size {contract.WS_MAX_MESSAGE_BYTES} --ws-per-message-deflate false"
         f" --backlog {_BACKLOG} --no-access-log --log-level warning --timeout-graceful-shutdown 3"
+        " --ssl-certfile {tls_cert} --ssl-keyfile {tls_key}"
     )
 
 
 def granian(app: str) -> str:
-    """Granian serving ASGI over HTTP/1.1 on uvloop."""
+    """Granian serving ASGI on uvloop; `--http 1` or `2` and TLS by the case's protocol."""
     return (
-        f"{{python}} -m granian --interface asgi --host {{host}} --port {{port}}"
-        f" --workers {{workers}} --http 1 --loop uvloop --backlog {_BACKLOG}"
+        f"{{python}} -m servers.contenders.launch granian {_LAUNCH}"
+        " --interface asgi --host {host} --port {port}"
+        f" --workers {{workers}} --loop uvloop --backlog {_BACKLOG}"
         f" --no-access-log --log-level warning {app}"
     )
 
 
 def gunicorn(app: str, worker: str) -> str:
-    """gunicorn with `worker` (gevent, or our counting subclass of its gevent worker)."""
+    """gunicorn with `worker` (gevent, or our counting subclass of its gevent worker); TLS
+    and HTTP/2 by the case's protocol (TLS 1.3 and ALPN: servers.contenders.tls)."""
     return (
-        f"{{python}} -m gunicorn -k {worker} -b {{host}}:{{port}} -w {{workers}}"
+        f"{{python}} -m servers.contenders.launch gunicorn {_LAUNCH}"
+        f" -k {worker} -b {{host}}:{{port}} -w {{workers}}"
         f" --backlog {_BACKLOG} --worker-connections {_WORKER_CONNECTIONS} --graceful-timeout 3"
-        f" --keep-alive 10 --log-level warning {app}"
+        f" --keep-alive 10 --log-level warning -c python:servers.contenders.tls {app}"
+    )
+
+
+def hypercorn(app: str) -> str:
+    """hypercorn's uvloop workers: h1 and h2c on a cleartext bind, TLS by the protocol."""
+    return (
+        f"{{python}} -m servers.contenders.launch hypercorn {_LAUNCH}"
+        " --bind {host}:{port} --workers {workers} --worker-class uvloop"
+        f" --backlog {_BACKLOG} --keep-alive {int(contract.HEAD_TIMEOUT_S)} --graceful-timeout 3"
+        f" --log-level warning {app}"
     )
 
 
@@ -75,6 +104,35 @@ GRANIAN_DEVIATIONS = {
     "ws-raw-frames": "tungstenite drops the connection without a close frame on an unmasked "
     "frame, invalid UTF-8 or a frame header over its limit (RFC 6455 §7.1.7: SHOULD send "
     "1002/1007/1009 first)",
+}
+# What hypercorn answers otherwise, below the app (which never sees it): not ours to fix.
+HYPERCORN_DEVIATIONS = {
+    "content-length-and-chunked": "h11 serves a request with both Content-Length and "
+    "Transfer-Encoding by the Transfer-Encoding alone and keeps the connection open, "
+    "answering the next request on it (RFC 9112 §6.1: close after responding); the app "
+    "cannot close the connection",
+    "ws-raw-frames": "hypercorn drops the connection without a close frame on any frame "
+    "wsproto refuses (unmasked, invalid UTF-8, a bad close code, a header over its limit; "
+    "RFC 6455 §7.1.7: SHOULD send 1002/1007/1009 first)",
+}
+# Where a stock server's TLS is looser than the contract's, with no flag or hook to tighten
+# it (TLS_MINIMUM_VERSION: clients that can negotiate TLS 1.3 still get it).
+TLS12_DEVIATION = {
+    "tls-version": "{server} also accepts TLS 1.2 and has no setting for a TLS 1.3 minimum",
+}
+
+
+def _tls12(server: str) -> dict[str, str]:
+    return {name: why.format(server=server) for name, why in TLS12_DEVIATION.items()}
+
+
+_UVICORN_NO_HTTP2 = (
+    "uvicorn's HTTP/2 is its zttp protocol (the zttp package, not installed by the "
+    "contenders extra), and /counter counts connections in a subclass of its httptools one"
+)
+UVICORN_PROTOCOL_NOTES = {
+    contract.PROTOCOL_H2: _UVICORN_NO_HTTP2,
+    contract.PROTOCOL_H2C: _UVICORN_NO_HTTP2,
 }
 
 
@@ -93,6 +151,9 @@ def frameworks() -> list[Framework]:
             command=f"{_ENV} SERVERBENCH_FRAMEWORK=uvicorn-starlette "
             + uvicorn("servers.contenders.asgi:app", _COUNTING_PROTOCOL),
             minimal_command=uvicorn("servers.contenders.minimal_asgi:app", "httptools"),
+            deviations=_tls12("uvicorn"),
+            protocols=(contract.PROTOCOL_H1, contract.PROTOCOL_H1_TLS),
+            protocol_notes=UVICORN_PROTOCOL_NOTES,
         ),
         Framework(
             "granian",
@@ -106,6 +167,7 @@ def frameworks() -> list[Framework]:
             + granian("servers.contenders.asgi:app_without_counter"),
             minimal_command=granian("servers.contenders.minimal_asgi:app"),
             deviations=GRANIAN_DEVIATIONS,
+            protocols=contract.PROTOCOLS,
         ),
         Framework(
             "gunicorn-gevent",
@@ -118,5 +180,20 @@ def frameworks() -> list[Framework]:
             command=f"{_ENV} SERVERBENCH_FRAMEWORK=gunicorn-gevent "
             + gunicorn("servers.contenders.wsgi:application", _COUNTING_WORKER),
             minimal_command=gunicorn("servers.contenders.minimal_wsgi:app", "gevent"),
+            protocols=contract.PROTOCOLS,
+        ),
+        Framework(
+            "hypercorn",
+            "",
+            ("hypercorn", "starlette", "uvloop", "pymongo"),
+            ("uvloop",),
+            _SINKS,
+            kind="command",
+            routes=(contract.ROUTE_TEXT, contract.ROUTE_LOG, contract.ROUTE_WEBSOCKET),
+            command=f"{_ENV} SERVERBENCH_FRAMEWORK=hypercorn "
+            + hypercorn("servers.contenders.asgi:app_without_counter"),
+            minimal_command=hypercorn("servers.contenders.minimal_asgi:app"),
+            deviations={**HYPERCORN_DEVIATIONS, **_tls12("hypercorn")},
+            protocols=contract.PROTOCOLS,
         ),
     ]

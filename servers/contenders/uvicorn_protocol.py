@@ -9,13 +9,19 @@ the upgrade, and the app's `/ws` endpoint counts the WebSocket itself.
 from __future__ import annotations
 
 import asyncio
+from typing import ClassVar
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from servers.contenders.state import process_state
+from servers.contract import ALPN_FOR_PROTOCOL, PROTOCOL_H1_TLS
 
 
 class CountingHttpToolsProtocol(HttpToolsProtocol):
+    # What uvicorn's TLS context offers by ALPN (it reads this off the protocol class):
+    # the contract's h1-tls answers "http/1.1"; cleartext ignores it.
+    alpn_protocols: ClassVar[list[str]] = [ALPN_FOR_PROTOCOL[PROTOCOL_H1_TLS]]
+
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         process_state().connection_opened()
         super().connection_made(transport)

@@ -3,11 +3,14 @@
 The backends (`/gridfs`, `/mc`, the memcached socket service) are
 servers/runtimes/asyncio/backends.py, shared with tornado; `/files` is aiohttp's own
 FileResponse.
+
+TLS (h1-tls) is aiohttp's `ssl_context` on the site; aiohttp.web speaks HTTP/1.1 only.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ssl
 import weakref
 from typing import Any
 
@@ -15,10 +18,12 @@ from aiohttp import WSMsgType, web
 from aiohttp.http_websocket import WebSocketError
 
 from servers import contract
+from servers.contract import ServerOptions
 from servers.core import memcache, static
 from servers.core.backends import BackendUnavailable
 from servers.core.sinks import SinkUnavailable
 from servers.core.state import ServerState, TelemetryTimers
+from servers.core.tls import server_context
 from servers.core.websocket import (
     ClientFrameWatch,
     peer_close_code_valid,
@@ -262,6 +267,41 @@ def make_app(
     return app
 
 
+class _TLSSockSite(web.SockSite):
+    """aiohttp's SockSite with TLS (`ssl_context`), the handshake held to the head deadline.
+
+    SockSite leaves asyncio's handshake timeout at its default (60 s), and aiohttp meets a
+    connection only once its handshake is done (`connection_made`), so a client stopping
+    mid-handshake would outlive the contract's head deadline by far. This start is
+    SockSite's with the loop's `ssl_handshake_timeout` set.
+    """
+
+    def __init__(
+        self, runner: web.AppRunner, sock: Any, context: ssl.SSLContext, handshake_timeout_s: float
+    ) -> None:
+        super().__init__(runner, sock, ssl_context=context)
+        self._handshake_timeout_s = handshake_timeout_s
+
+    async def start(self) -> None:
+        await web.BaseSite.start(self)  # registers the site with its runner
+        server = self._runner.server
+        assert server is not None
+        self._server = await asyncio.get_running_loop().create_server(
+            server,
+            sock=self._sock,
+            ssl=self._ssl_context,
+            backlog=self._backlog,
+            ssl_handshake_timeout=self._handshake_timeout_s,
+        )
+
+
+def _site(runner: web.AppRunner, listener: Any, options: ServerOptions) -> web.SockSite:
+    """Where the runner serves: the listener, cleartext (h1) or over TLS (h1-tls)."""
+    if not options.tls:
+        return web.SockSite(runner, listener)
+    return _TLSSockSite(runner, listener, server_context(options), options.head_timeout_s)
+
+
 async def _serve(worker: Worker) -> None:
     options, listener, state = worker.options, worker.listener, worker.state
     mc_listener = worker.mc_listener
@@ -313,7 +353,7 @@ async def _serve(worker: Worker) -> None:
 
     server.connection_made = connection_made  # type: ignore[method-assign]
     server.connection_lost = connection_lost  # type: ignore[method-assign]
-    await web.SockSite(runner, listener).start()
+    await _site(runner, listener, options).start()
     if mc_listener is not None:
         await backends.start_socket_service(mc_listener)
 

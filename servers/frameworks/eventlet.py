@@ -1,5 +1,10 @@
 """The wire contract on eventlet: `eventlet.wsgi.server` over monkey-patched sockets.
 
+TLS (h1-tls) is eventlet's own: `wsgi.server` is given the listener wrapped by a green
+SSL context (servers.core.tls, made after monkey-patching), whose `accept` wraps each
+connection without a handshake; the handshake happens at the first read, in the
+connection's green thread and under its head deadline.
+
 The memcached socket service (`--mc-socket-port`) is an accept loop spawning one green
 thread per connection, each running servers.runtimes.green.backends' shared protocol loop.
 """
@@ -17,6 +22,7 @@ import functools
 import re
 import signal
 import socket
+import ssl
 import sys
 from collections.abc import Callable
 
@@ -25,7 +31,9 @@ from eventlet.green import threading as green_threading
 from eventlet.queue import Queue
 
 from servers import contract
+from servers.contract import ServerOptions
 from servers.core.state import ServerState
+from servers.core.tls import server_context
 from servers.frameworks import Worker
 from servers.runtimes.green.app import (
     Environ,
@@ -98,7 +106,11 @@ class Protocol(wsgi.HttpProtocol):
         # connection's green thread.
         self.deadlines = new_deadlines()
         try:
-            super().__init__(conn_state, server)
+            super().__init__(conn_state, server)  # closes the connection when it ends
+        except ssl.SSLError:
+            # h1-tls: a client whose TLS failed (a broken handshake, a plaintext request);
+            # eventlet.wsgi would print its traceback. Nothing to answer: it is closed.
+            pass
         finally:
             self.deadlines.stop()
 
@@ -217,6 +229,14 @@ def _accept_socket_service(
         pool.spawn(service.serve_connection, sock)
 
 
+def _http_socket(options: ServerOptions, listener: socket.socket) -> greenio.GreenSocket:
+    """The listener as eventlet.wsgi accepts on it: green, and TLS-wrapped for a TLS case."""
+    green = greenio.GreenSocket(listener)
+    if not options.tls:
+        return green
+    return server_context(options).wrap_socket(green, server_side=True)
+
+
 def _call_later(seconds: float, function: Callable[[], None]) -> Callable[[], None]:
     """`function` on the hub after `seconds` (GreenRuntime.call_later); returns its cancel."""
     return hubs.get_hub().schedule_call_global(seconds, function).cancel
@@ -252,7 +272,7 @@ def serve(worker: Worker) -> None:
     pool = ConnectionPool(state)
     server_thread = eventlet.spawn(
         wsgi.server,
-        greenio.GreenSocket(listener),
+        _http_socket(options, listener),
         app.wsgi,
         custom_pool=pool,
         # marked deprecated in the docstring, still the only hook

@@ -1,5 +1,10 @@
 """The wire contract on gevent: `gevent.pywsgi.WSGIServer` over monkey-patched sockets.
 
+TLS (h1-tls) is gevent's own: the server is given `ssl_context` (servers.core.tls, made
+after monkey-patching, so a gevent context) and wraps each accepted socket in its
+connection's greenlet; the handshake is left to the first read, which runs under the head
+deadline, so a client that never finishes it is closed like one that never sends a head.
+
 The memcached socket service (`--mc-socket-port`) is a `gevent.server.StreamServer` running
 servers.runtimes.green.backends' shared protocol loop on each connection.
 """
@@ -14,6 +19,7 @@ monkey.patch_all()
 import contextlib
 import signal
 import socket
+import ssl
 from collections.abc import Callable, Sequence
 
 import gevent
@@ -27,6 +33,7 @@ from gevent.threadpool import ThreadPool
 
 from servers import contract
 from servers.core.state import ServerState
+from servers.core.tls import server_context
 from servers.frameworks import Worker
 from servers.runtimes.green.app import (
     Environ,
@@ -143,7 +150,11 @@ class Server(WSGIServer):
         application,
         state: ServerState,
         new_deadlines: Callable[[], ClientDeadlines],
+        ssl_context: ssl.SSLContext | None = None,
     ):
+        # TLS arguments only for a TLS case: without them pywsgi hands `handle` the
+        # accepted socket itself, as it always did.
+        tls = {} if ssl_context is None else _tls_arguments(ssl_context)
         # The pool only tracks connection greenlets (unbounded), so shutdown can wait.
         super().__init__(
             listener,
@@ -152,6 +163,7 @@ class Server(WSGIServer):
             log=None,  # no access log: it would cost more than the request
             error_log=None,  # one line per malformed request is not worth stderr
             handler_class=Handler,
+            **tls,
         )
         self.state = state
         self.new_deadlines = new_deadlines
@@ -179,6 +191,11 @@ class Server(WSGIServer):
             if sock is not None and (handler.idle or not idle_only):
                 with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
+
+
+def _tls_arguments(context: ssl.SSLContext) -> dict[str, object]:
+    """gevent's server TLS arguments for `context`: the handshake on the first read."""
+    return {"ssl_context": context, "do_handshake_on_connect": False}
 
 
 def _call_later(seconds: float, function: Callable[[], None]) -> Callable[[], None]:
@@ -214,6 +231,7 @@ def serve(worker: Worker) -> None:
         app.wsgi,
         state,
         deadlines_factory(options, runtime.call_later),
+        server_context(options) if options.tls else None,
     )
     mc_service = MemcachedSocketService(backends.memcached, state)
     mc_server: StreamServer | None = None

@@ -1,5 +1,8 @@
 """The wire contract on tornado.web (asyncio or uvloop).
 
+TLS (h1-tls) is tornado's own: HTTPServer's `ssl_options` is the SSLContext of
+servers.core.tls. Tornado speaks HTTP/1.1 only (no HTTP/2 in tornado.httpserver).
+
 The backends (`/gridfs`, `/mc`, the memcached socket service) are
 servers/runtimes/asyncio/backends.py, shared with aiohttp; `/files` reads the file as
 tornado's StaticFileHandler does.
@@ -9,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from typing import Any
 
 import tornado.httpserver
@@ -21,6 +25,7 @@ from servers.core import memcache, static
 from servers.core.backends import BackendUnavailable
 from servers.core.sinks import SinkUnavailable
 from servers.core.state import ServerState, TelemetryTimers
+from servers.core.tls import server_context
 from servers.core.websocket import (
     frame_header_error,
     peer_close_code_valid,
@@ -360,20 +365,48 @@ class WebSocket(tornado.websocket.WebSocketHandler):
 _BAD_REQUEST = b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
 
 
-class _RefusingIOStream(tornado.iostream.IOStream):
-    """An IOStream that answers a line over its limit (headers over `max_header_size`) with
+class _Refusing:
+    """A stream that answers a line over its limit (headers over `max_header_size`) with
     400, as tornado answers other malformed requests; tornado's own stream just closes,
     leaving the client a reset and no reason."""
 
     def close(self, exc_info: Any = False) -> None:
+        stream: Any = self
         if (
             isinstance(exc_info, tornado.iostream.UnsatisfiableReadError)
-            and not self.closed()
-            and not self.writing()
+            and not stream.closed()
+            and not stream.writing()
         ):
-            with contextlib.suppress(OSError):
-                self.socket.send(_BAD_REQUEST)  # non-blocking; an empty buffer takes it
-        super().close(exc_info)
+            with contextlib.suppress(OSError):  # ssl.SSLError is one
+                stream.socket.send(_BAD_REQUEST)  # non-blocking; an empty buffer takes it
+        super().close(exc_info)  # type: ignore[misc]
+
+
+class _RefusingIOStream(_Refusing, tornado.iostream.IOStream):
+    """Cleartext HTTP/1.1 (h1)."""
+
+
+class _RefusingSSLIOStream(_Refusing, tornado.iostream.SSLIOStream):
+    """HTTP/1.1 over TLS (h1-tls): tornado's SSLIOStream does the handshake."""
+
+
+def _refusing_stream(stream: tornado.iostream.IOStream) -> tornado.iostream.IOStream:
+    """The accepted connection's stream as ours: it has done no I/O yet, so its socket is
+    rewrapped (TCPServer has no stream-class hook)."""
+    if isinstance(stream, tornado.iostream.SSLIOStream):
+        # An SSLIOStream asks the loop at once for the moment its handshake may start;
+        # ours asks again, so take the first one's request back.
+        stream.io_loop.remove_handler(stream.socket)
+        return _RefusingSSLIOStream(
+            stream.socket,
+            max_buffer_size=stream.max_buffer_size,
+            read_chunk_size=stream.read_chunk_size,
+        )
+    return _RefusingIOStream(
+        stream.socket,
+        max_buffer_size=stream.max_buffer_size,
+        read_chunk_size=stream.read_chunk_size,
+    )
 
 
 class CountingHTTPServer(tornado.httpserver.HTTPServer):
@@ -390,14 +423,7 @@ class CountingHTTPServer(tornado.httpserver.HTTPServer):
 
     def handle_stream(self, stream: tornado.iostream.IOStream, address: tuple) -> None:
         self.state.connection_opened()
-        # TCPServer has no stream-class hook; its stream has done no I/O yet, so rewrap
-        # the accepted socket in ours.
-        stream = _RefusingIOStream(
-            stream.socket,
-            max_buffer_size=stream.max_buffer_size,
-            read_chunk_size=stream.read_chunk_size,
-        )
-        super().handle_stream(stream, address)
+        super().handle_stream(_refusing_stream(stream), address)
 
     def on_close(self, server_conn: Any) -> None:
         super().on_close(server_conn)
@@ -406,6 +432,15 @@ class CountingHTTPServer(tornado.httpserver.HTTPServer):
             self.state.connection_closed()
         else:  # detached by a WebSocket: nobody else uses the stream's close callback now
             stream.set_close_callback(self.state.connection_closed)
+
+
+class _NoHandshakeWarnings(logging.Filter):
+    """Drops tornado's warning for each failed TLS handshake (a scanner, a plaintext
+    request on the TLS port): it logs a malformed cleartext request at info level, below
+    stderr's, and a failed handshake is the same kind of client error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("SSL Error on")
 
 
 def _no_access_log(handler: tornado.web.RequestHandler) -> None:
@@ -451,7 +486,12 @@ async def _serve(worker: Worker) -> None:
         # head. A WebSocket detaches the stream from both.
         idle_connection_timeout=options.head_timeout_s,
         body_timeout=options.body_timeout_s,
+        # h1-tls: tornado wraps each accepted socket and runs the handshake on its stream,
+        # before the first head, within the head deadline. None: cleartext, as always.
+        ssl_options=server_context(options) if options.tls else None,
     )
+    if options.tls:
+        logging.getLogger("tornado.general").addFilter(_NoHandshakeWarnings())
     listener.setblocking(False)  # tornado accepts in a loop until EWOULDBLOCK
     server.add_sockets([listener])
     if mc_listener is not None:

@@ -8,6 +8,14 @@ MongoDB inserts on dedicated thread pools). `/gridfs` and `/mc` answer from Defe
 also holds the memcached socket service (`--mc-socket-port`). `/files` streams the file with
 twisted.web's own `NoRangeStaticProducer`. Importing this module installs no reactor:
 `serve` installs the epoll reactor itself.
+
+Protocols: the same Site and routes on each. h1-tls and h2 wrap the listener as
+`listenSSL` does (servers.runtimes.twisted.tls), with ALPN offering only the case's
+protocol. h2 and h2c are twisted.web's own HTTP/2, `H2Connection` (the `h2` package), the
+channel twisted.web switches to when ALPN picks "h2": here each connection of an h2 or h2c
+case starts as one (h2c is that protocol on a cleartext port: the client's preface comes
+first, prior knowledge; twisted.web has no h2c upgrade). WebSockets stay HTTP/1.1's
+(twisted.web has no RFC 8441 extended CONNECT).
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from twisted.logger import (
     textFileLogObserver,
 )
 from twisted.python.failure import Failure
+from twisted.web._http2 import H2Connection, H2Stream  # twisted.web's HTTP/2 (h2 package)
 from twisted.web.error import UnsupportedMethod
 from twisted.web.http import HTTPChannel
 from twisted.web.resource import Resource
@@ -46,6 +55,7 @@ from servers.core import memcache, static
 from servers.core.backends import BackendUnavailable, StoredFile
 from servers.core.sinks import SinkUnavailable, mongo_url
 from servers.core.state import ServerState, TelemetryTimers
+from servers.core.tls import alpn_protocols
 from servers.core.websocket import (
     peer_close_code_valid,
     websocket_close_code,
@@ -58,6 +68,7 @@ from servers.runtimes.twisted.backends import (
     MemcachedSocketServiceFactory,
 )
 from servers.runtimes.twisted.sinks import TwistedSink, open_twisted_sink
+from servers.runtimes.twisted.tls import tls_factory
 
 _TEXT_CONTENT_TYPE = contract.TEXT_CONTENT_TYPE.encode()
 _JSON_CONTENT_TYPE = contract.JSON_CONTENT_TYPE.encode()
@@ -66,9 +77,11 @@ _JSON_CONTENT_TYPE = contract.JSON_CONTENT_TYPE.encode()
 _HEADER_TOO_LONG_REPLY = (
     b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
 )
+_TOO_LARGE_BODY = b"413: Request Entity Too Large"
 _TOO_LARGE_REPLY = (
     b"HTTP/1.1 413 Request Entity Too Large\r\nConnection: close\r\n"
-    b"Content-Type: text/plain\r\nContent-Length: 29\r\n\r\n413: Request Entity Too Large"
+    b"Content-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s"
+    % (len(_TOO_LARGE_BODY), _TOO_LARGE_BODY)
 )
 _DRAIN_POLL_S = 0.010
 _LOG_REPLY_LENGTH = b"%d" % len(contract.LOG_REPLY_BODY)
@@ -109,13 +122,21 @@ class ContractRequest(Request):
         self.content.write(data)
 
     def requestReceived(self, command: bytes, path: bytes, version: bytes) -> None:
-        if not self._refused:  # a refused request was answered already
+        if not self._refused:
             super().requestReceived(command, path, version)
+        elif isinstance(self.channel, H2Stream):  # HTTP/2: answered now its stream ended
+            self.method, self.uri, self.clientproto = command, path, version
+            _reply(self, 413, _TOO_LARGE_BODY, b"%d" % len(_TOO_LARGE_BODY))
+        # HTTP/1.1: the refusal was answered already and the connection closed
 
     def _refuse_too_large(self) -> None:
         self._refused = True
         self.content = BytesIO()
         channel = self.channel
+        if isinstance(channel, H2Stream):
+            # The connection carries other streams: this one's body is dropped as it comes
+            # (handleContentChunk) and answered 413 when it ends (requestReceived).
+            return
         if channel.transport is not None and not channel.transport.disconnecting:
             channel.transport.write(_TOO_LARGE_REPLY)
             channel.loseConnection()
@@ -194,6 +215,40 @@ class ContractChannel(HTTPChannel):
                 request.responseHeaders.setRawHeaders(b"connection", [b"close"])
 
 
+class ContractH2Connection(H2Connection):
+    """An HTTP/2 connection (h2, h2c): twisted.web's own, counted and closed on shutdown.
+
+    Its timer is H2Connection's: the connection is closed once no frame arrived for the
+    head timeout (an idle timer: streams share the connection, so no one stream's head or
+    body can hold it to a deadline), also while its TLS handshake has not finished.
+    """
+
+    site: ContractSite
+    _counted_closed = False
+    # On its timeout H2Connection sends a GOAWAY and closes once it is written, aborting
+    # after this long: a client that never finished its TLS handshake would otherwise
+    # hold the connection 15 s (twisted.web's default) past the head timeout.
+    abortTimeout = 1
+
+    def connectionMade(self) -> None:
+        super().connectionMade()  # sets TCP_NODELAY, arms the timer, sends SETTINGS
+        self.site.state.connection_opened()
+        self.site.channels.add(self)
+
+    def connectionLost(self, reason: Any, _cancelTimeouts: bool = True) -> None:
+        super().connectionLost(reason, _cancelTimeouts)
+        # H2Connection calls this itself on a GOAWAY, and the transport calls it again.
+        if not self._counted_closed:
+            self._counted_closed = True
+            self.site.state.connection_closed()
+            self.site.channels.discard(self)
+
+    def close_when_idle(self) -> None:
+        """Close now unless a stream is under way (the drain asks again until none is)."""
+        if not self.streams and self.transport is not None:
+            self.transport.loseConnection()
+
+
 class ContractSite(Site):
     """The Site: no access log, connection counting, and a drain for shutdown."""
 
@@ -201,15 +256,33 @@ class ContractSite(Site):
     requestFactory = ContractRequest
 
     def __init__(
-        self, resource: Resource, state: ServerState, head_timeout_s: float, body_timeout_s: float
+        self,
+        resource: Resource,
+        state: ServerState,
+        head_timeout_s: float,
+        body_timeout_s: float,
+        protocol: str = contract.PROTOCOL_H1,
     ) -> None:
         # /log reads the raw body; parsing form uploads into request.args is wasted work.
         # `timeout` is each channel's first timer period: the head deadline.
         super().__init__(resource, parsePOSTFormSubmission=False, timeout=head_timeout_s)
+        if protocol in (contract.PROTOCOL_H2, contract.PROTOCOL_H2C):
+            self.protocol = ContractH2Connection  # HTTP/2 from each connection's start
+        self.alpn = (
+            [name.encode() for name in alpn_protocols(protocol)]
+            if protocol in contract.TLS_PROTOCOLS
+            else []
+        )
         self.state = state
         self.body_timeout_s = body_timeout_s
-        self.channels: set[ContractChannel] = set()
+        self.channels: set[ContractChannel | ContractH2Connection] = set()
         self.draining = False
+
+    def acceptableProtocols(self) -> list[bytes]:
+        """What TLS offers by ALPN (Twisted asks the factory): the case's protocol only.
+
+        Site's own answer is h2 and http/1.1 whenever the h2 package is installed."""
+        return self.alpn
 
     def log(self, request: Request) -> None:
         """No access log: formatting a line per request costs a large share of GET /."""
@@ -454,6 +527,10 @@ class WebSocketRoute(Route):
             request.setResponseCode(refusal)
             request.setHeader(b"content-type", _TEXT_CONTENT_TYPE)
             return b"%d" % refusal
+        if isinstance(request.channel, H2Stream):  # no RFC 8441 in twisted.web
+            request.setResponseCode(400)
+            request.setHeader(b"content-type", _TEXT_CONTENT_TYPE)
+            return b"WebSocket needs HTTP/1.1 here"
         # Checked above; autobahn would refuse "agent" again, as an Origin without a host.
         headers.removeHeader(b"origin")
         channel = request.channel
@@ -607,7 +684,9 @@ def make_site(
     root.putChild(_segment(contract.ROUTE_GRIDFS_PREFIX), GridFSRoute(state, gridfs))
     root.putChild(_segment(contract.ROUTE_MEMCACHED_PREFIX), MemcachedRoute(state, pool))
     root.putChild(_segment(contract.ROUTE_WEBSOCKET), WebSocketRoute(state, websockets))
-    site = ContractSite(root, state, options.head_timeout_s, options.body_timeout_s)
+    site = ContractSite(
+        root, state, options.head_timeout_s, options.body_timeout_s, options.protocol
+    )
     return site, websockets
 
 
@@ -639,7 +718,9 @@ def serve(worker: Worker) -> None:
     gridfs = GridFSReader(mongo_url(options), options.mongo_db, state, reactor)
     pool = MemcachedPool(memcache.memcached_address(options.memcached), state, reactor)
     site, websockets = make_site(options, state, sink, gridfs, pool, reactor)
-    ports = [_adopt(reactor, listener, site)]
+    # h1-tls, h2: TLS around the site, as listenSSL serves one; h1, h2c: the site itself.
+    http_factory = tls_factory(options, site) if options.tls else site
+    ports = [_adopt(reactor, listener, http_factory)]
     socket_service: MemcachedSocketServiceFactory | None = None
     if mc_listener is not None:
         socket_service = MemcachedSocketServiceFactory(state, pool)

@@ -1,7 +1,8 @@
 """Runs written in older schemas still open: harness.run/1 (captured from the code before the
-runner split), harness.run/2 (run_v1 as /2 wrote it) and harness.run/3 (a smoke run of
-aiohttp and nginx before histograms) are upgraded by `read_run` to the current schema,
-with a status, and `harness report` draws them."""
+runner split), harness.run/2 (run_v1 as /2 wrote it), harness.run/3 (a smoke run of
+aiohttp and nginx before histograms) and harness.run/4 (a smoke run of aiohttp and nginx
+before protocols) are upgraded by `read_run` to the current schema, with a status, and
+`harness report` draws them."""
 
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ from model.results import (
     SCHEMA_1,
     SCHEMA_2,
     SCHEMA_3,
+    SCHEMA_4,
     Case,
+    Negotiated,
     Run,
     Summary,
     read_run,
@@ -66,7 +69,7 @@ def test_a_run_1_file_rewritten_is_run_2_and_reads_back_equal(tmp_path: Path) ->
     assert read_run(tmp_path) == run
 
 
-@pytest.mark.parametrize("name", [*RUNS_1, "run_v2", "run_v3"])
+@pytest.mark.parametrize("name", [*RUNS_1, "run_v2", "run_v3", "run_v4"])
 def test_harness_report_draws_an_older_run_directory(tmp_path: Path, name: str) -> None:
     run_dir = tmp_path / name
     shutil.copytree(DATA / name, run_dir)
@@ -81,7 +84,7 @@ def test_harness_report_draws_an_older_run_directory(tmp_path: Path, name: str) 
     assert (run_dir / "report.html").stat().st_size > 1000
     assert list((run_dir / "charts").glob("*.png"))
     written = json.loads((run_dir / "run.json").read_text())["schema"]
-    on_disk = {"run_v2": SCHEMA_2, "run_v3": SCHEMA_3}.get(name, SCHEMA_1)
+    on_disk = {"run_v2": SCHEMA_2, "run_v3": SCHEMA_3, "run_v4": SCHEMA_4}.get(name, SCHEMA_1)
     assert written == on_disk  # not rewritten
     assert "status: complete" in (run_dir / "report.html").read_text()
 
@@ -178,7 +181,7 @@ def test_the_status_is_written_beside_the_times_and_reads_back(tmp_path: Path) -
     assert list(written)[:6] == [
         "schema", "run_id", "started", "finished", "status", "status_reason",
     ]  # fmt: skip
-    assert written["schema"] == SCHEMA == "harness.run/4"
+    assert written["schema"] == SCHEMA == "harness.run/5"
     assert read_run(tmp_path) == run
 
 
@@ -206,3 +209,72 @@ def test_a_run_3_file_is_read_with_no_rounds_and_no_intervals() -> None:
         assert case.rounds == ()
         assert (case.summary.rounds, case.summary.peak_ci) == (0, None)
         assert case.summary.peak == written["summary"]["peak"]
+
+
+# -- harness.run/4 → /5: protocol is part of a case -----------------------------------------
+def test_a_run_4_file_reads_as_h1_cases_that_negotiated_nothing() -> None:
+    on_disk = json.loads((DATA / "run_v4" / "run.json").read_text())
+    assert on_disk["schema"] == SCHEMA_4
+    run = read_run(DATA / "run_v4")
+    assert run.schema == SCHEMA and run.status == "complete"
+    assert [(c.framework, c.protocol, c.negotiated) for c in run.cases] == [
+        ("aiohttp", "h1", None),
+        ("nginx", "h1", None),
+    ]
+    for case, written in zip(run.cases, on_disk["cases"], strict=True):
+        assert case.summary.peak == written["summary"]["peak"]
+        assert case.summary.tls_tax is None and case.summary.tls_tax_ci is None
+        assert case.identity[-1] == "h1"
+        assert case.key == "_".join(case.identity[:-1])  # an h1 key as /4 named its folder
+        assert (DATA / "run_v4" / case.key).is_dir()
+
+
+def test_a_run_4_case_that_names_a_protocol_is_refused_by_name() -> None:
+    data = json.loads((DATA / "run_v4" / "run.json").read_text())
+    data["cases"][0]["protocol"] = "h2"
+    with pytest.raises(ValueError, match=r"harness.run/4 case of 'aiohttp': unknown 'protocol'"):
+        run_from_dict(data)
+
+
+def test_a_tls_case_writes_its_protocol_and_what_it_negotiated_and_reads_back(
+    tmp_path: Path,
+) -> None:
+    negotiated = Negotiated(
+        "h1-tls", "TLSv1.3", "TLS_AES_256_GCM_SHA384", "ECDSA P-256", "http/1.1", False
+    )
+    case = Case(
+        "aiohttp", "text", "empty", "wrk", "single", {"mode": "both"}, "ok",
+        protocol="h1-tls", negotiated=negotiated,
+        summary=Summary(peak=900.0, tls_tax=0.9, tls_tax_ci=(0.85, 0.95)),
+    )  # fmt: skip
+    run = Run("r1", "2026-12-01T00:00:00Z", None, {}, {}, {}, (case,))
+    write_run(run, tmp_path)
+    written = json.loads((tmp_path / "run.json").read_text())["cases"][0]
+    assert written["protocol"] == "h1-tls"
+    assert written["negotiated"] == {
+        "protocol": "h1-tls",
+        "tls_version": "TLSv1.3",
+        "cipher": "TLS_AES_256_GCM_SHA384",
+        "key_type": "ECDSA P-256",
+        "alpn": "http/1.1",
+        "ca_trusted": False,
+    }
+    assert written["summary"]["tls_tax_ci"] == [0.85, 0.95]
+    assert read_run(tmp_path) == run
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"protocol": "h3"}, "protocol 'h3' is not one of h1, h1-tls, h2, h2c"),
+        ({"protocol": "h2", "negotiated": Negotiated("h1-tls")}, "a h2 case negotiated h1-tls"),
+    ],
+)
+def test_a_case_protocol_is_validated(fields: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        Case("a", "text", "empty", "wrk", "single", {}, "ok", **fields)  # type: ignore[arg-type]
+
+
+def test_h2c_negotiates_no_tls() -> None:
+    with pytest.raises(ValueError, match="a h2c case negotiates no TLS"):
+        Negotiated("h2c", tls_version="TLSv1.3")

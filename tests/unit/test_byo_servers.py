@@ -221,7 +221,7 @@ def test_the_contenders_are_plugin_entries_of_kind_command() -> None:
     from servers.contenders import frameworks
 
     entries = {f.name: f for f in frameworks()}
-    assert set(entries) == {"uvicorn-starlette", "granian", "gunicorn-gevent"}
+    assert set(entries) == {"uvicorn-starlette", "granian", "gunicorn-gevent", "hypercorn"}
     for entry in entries.values():
         assert entry.kind == "command" and entry.has_minimal and entry.origin == "builtin"
         assert entry.sinks == ("empty", "file", "mongo")

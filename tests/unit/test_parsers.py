@@ -240,6 +240,18 @@ def test_oha_without_a_report_is_refused() -> None:
         parse_oha(captured("oha_bad_url.txt"), [], offered_per_s=1, duration_s=1.0, connections=1)
 
 
+def test_oha_h2_deadline_aborts_are_its_own_not_the_servers() -> None:
+    result = parse_oha(
+        captured("oha_h2_deadline.txt"),
+        captured_requests("oha_h2_deadline_requests.csv"),
+        offered_per_s=200,
+        duration_s=1.0,
+        connections=4,
+    )
+    assert result.replies == 200 and result.errors_total == 0
+    assert result.extra["aborted_at_deadline"] == 3
+
+
 def test_oha_error_messages_map_to_the_common_kinds() -> None:
     assert error_kind("Connection refused (os error 111)") == "connect"
     assert error_kind("timeout") == "timeout"

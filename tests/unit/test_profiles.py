@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from drivers import build_driver
 from harness.monitor import merge_telemetry
 from harness.profile import load_profile, parse_settings, profile_names
+from harness.run.http_case import driver_options
 from harness.run.rounds import ROUND_WARMUP_S
 from model.errors import UserError
 from model.ramps import (
@@ -84,6 +86,8 @@ def test_overrides_from_the_command_line() -> None:
         ({"ramp.kind": "spiral"}, "ramp kind 'spiral'"),
         ({"repeat": 0}, "repeat must be at least 1"),
         ({"affinity": "sideways"}, "affinity 'sideways'"),
+        ({"multiplexed_connections": 0}, "multiplexed_connections must be at least 1"),
+        ({"tls_resumption": "sometimes"}, "tls_resumption must be true or false"),
     ],
 )
 def test_bad_overrides_are_named(overrides: dict[str, object], message: str) -> None:
@@ -129,6 +133,28 @@ def test_latency_profile_offers_every_framework_the_same_rates_up_to_saturation(
     assert rates[0] == 500 and rates == sorted(rates) and max(rates) >= 20_000
     shorter = load_profile("latency", parse_settings(["ramp.rates=1000,2000", "ramp.duration_s=2"]))
     assert [(s.offered, s.duration_s) for s in shorter.ramp] == [(1000.0, 2), (2000.0, 2)]
+
+
+def test_h2_profile_runs_1_10_and_100_streams_over_10_connections() -> None:
+    profile = load_profile("h2")
+    assert (profile.driver, profile.protocols) == ("h2load", ("h2",))
+    options = driver_options(profile)  # what the run hands the driver
+    assert options["multiplexed_connections"] == 10
+    driver = build_driver(profile.driver, profile.ramp, 1, options)
+    shapes = [driver.shape(step) for step in profile.ramp]  # type: ignore[attr-defined]
+    assert shapes == [(10, 1), (10, 10), (10, 100)]
+
+
+def test_handshakes_profiles_differ_only_in_resumption() -> None:
+    full, resumed = load_profile("handshakes"), load_profile("handshakes-resumed")
+    assert (full.driver, full.protocols, full.tls_resumption) == ("handshakes", ("h1-tls",), False)
+    assert resumed.tls_resumption is True
+    assert driver_options(resumed)["tls_resumption"] is True
+    assert [s.offered for s in full.ramp] == [s.offered for s in resumed.ramp] == [1, 2, 4]
+    keep = {"name", "description", "tls_resumption"}
+    assert {k: v for k, v in full.to_dict().items() if k not in keep} == {
+        k: v for k, v in resumed.to_dict().items() if k not in keep
+    }
 
 
 # a shipped profile of each ramp kind
@@ -177,9 +203,10 @@ def test_the_issues_websocket_mistake_gets_the_connection_ramp_and_ws_ramp() -> 
     overrides = {**parse_settings(["ramp.hold_s=5"]), "scenario": "ws-idle"}
     with pytest.raises(UserError) as raised:
         load_profile("quick", overrides)
+    keys = ", ".join(ramp_keys("concurrency"))  # start, stop, step, duration_s, ...
     assert str(raised.value) == (
-        "profile quick: --set ramp.hold_s=5: its ramp is a concurrency ramp (start, stop, "
-        "step, duration_s); hold_s is a key of a connections ramp: use --set "
+        f"profile quick: --set ramp.hold_s=5: its ramp is a concurrency ramp ({keys}); "
+        "hold_s is a key of a connections ramp: use --set "
         "connection_ramp.hold_s=5 (this profile's connections ramp, which WebSocket "
         "scenarios run), or --profile ws-ramp (or ws-load-10k, ws-stress), whose ramp takes "
         "hold_s"

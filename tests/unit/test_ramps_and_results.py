@@ -104,3 +104,23 @@ def test_unknown_schema_is_refused_by_name(tmp_path: Path) -> None:
     (tmp_path / "run.json").write_text(json.dumps({"schema": "harness.run/99", "cases": []}))
     with pytest.raises(ValueError, match=r"'harness.run/99' is not readable"):
         read_run(tmp_path)
+
+
+def test_a_concurrency_ramp_may_list_its_levels() -> None:
+    ramp = ramp_from_dict({"kind": "concurrency", "levels": [10, 100, 1000], "duration_s": 2})
+    assert [step.offered for step in ramp] == [10, 100, 1000]
+    assert ramp_from_dict({"kind": "concurrency", "levels": "1,10"}).levels == (1, 10)
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"levels": [10, 5]},
+        {"levels": [0, 5]},
+        {"levels": [10, 10]},
+        {"levels": [10], "start": 1, "stop": 2, "step": 1},
+    ],
+)
+def test_concurrency_levels_must_rise_and_stand_alone(fields: dict[str, object]) -> None:
+    with pytest.raises(ValueError, match="levels"):
+        ramp_from_dict({"kind": "concurrency", **fields})

@@ -1,0 +1,88 @@
+"""The handshakes driver's parser on reports its client wrote against nginx on loopback
+(tests/data/handshakes_*.txt), and its commands."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from drivers import histograms as hdr
+from drivers.base import DriverOutputError, Target
+from drivers.handshakes import HandshakesDriver, parse_handshakes
+from model.ramps import ConcurrencyRamp, RampStep
+from model.scenarios import get_scenario
+from tests.helpers import DATA_DIR
+
+
+def captured(name: str) -> str:
+    return (DATA_DIR / name).read_text()
+
+
+def test_full_handshakes_are_counted_and_none_resumed() -> None:
+    result = parse_handshakes(captured("handshakes_full.txt"))
+    assert result.replies == 34
+    assert result.rate == pytest.approx(34 / 0.514513)
+    assert result.errors_total == 0
+    assert result.negotiated == "h1-tls"
+    assert (result.extra["resumed"], result.extra["resumed_fraction"]) == (0, 0.0)
+    assert hdr.decode(result.histograms["latency"]).get_total_count() == 34
+    assert 0 < result.extra["handshake_ms_p50"] <= result.latency_ms["p50"]  # type: ignore[operator]
+
+
+def test_resumption_counts_what_the_server_resumed() -> None:
+    result = parse_handshakes(captured("handshakes_resumed.txt"))  # two clients
+    assert result.replies == 34
+    assert result.extra["resumed"] == 32  # each client's first connection has no ticket
+    assert result.extra["resumed_fraction"] == pytest.approx(32 / 34, abs=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("name", "errors"),
+    [
+        ("handshakes_refused.txt", {"connect": 877}),
+        ("handshakes_cleartext_port.txt", {"other": 87}),  # no TLS on that port
+        ("handshakes_status_404.txt", {"status": 27}),
+    ],
+)
+def test_failures_are_counted_by_kind(name: str, errors: dict[str, int]) -> None:
+    result = parse_handshakes(captured(name))
+    assert result.replies == 0
+    assert result.errors == errors
+
+
+def test_a_refused_connection_has_no_protocol_and_no_histogram() -> None:
+    result = parse_handshakes(captured("handshakes_refused.txt"))
+    assert result.negotiated is None and result.histograms == {}
+    assert result.latency_ms["p99"] is None
+
+
+def test_output_without_a_report_is_refused() -> None:
+    with pytest.raises(DriverOutputError, match="no report: Traceback"):
+        parse_handshakes("Traceback (most recent call last):\n")
+
+
+def test_another_alpn_is_refused() -> None:
+    text = captured("handshakes_full.txt").replace('"alpn":["http/1.1"]', '"alpn":["h2"]')
+    with pytest.raises(DriverOutputError, match=r"selected ALPN \['h2'\]"):
+        parse_handshakes(text)
+
+
+def test_one_process_with_a_client_per_unit_of_concurrency(tmp_path: Path) -> None:
+    target = Target(
+        "::1", 8443, get_scenario("text"), protocol="h1-tls", ca_path=Path("/tmp/ca.pem")
+    )
+    driver = HandshakesDriver.from_profile(ConcurrencyRamp(1, 2, 1), 2, {"tls_resumption": True})
+    commands = driver.commands(RampStep(0, 3, "concurrency", 2.0), target, tmp_path)
+    assert len(commands) == 1
+    command = commands[0]
+    assert command[:3] == [sys.executable, "-m", "drivers.handshakes"]
+    assert command[command.index("--clients") + 1] == "3"
+    assert command[-3:] == ["--ca", "/tmp/ca.pem", "--resumption"]
+
+
+def test_only_h1_tls_is_spoken(tmp_path: Path) -> None:
+    target = Target("127.0.0.1", 1, get_scenario("text"), protocol="h2")
+    with pytest.raises(ValueError, match="h1-tls only, not h2"):
+        HandshakesDriver().commands(RampStep(0, 1, "concurrency", 1.0), target, tmp_path)
