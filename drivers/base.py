@@ -189,7 +189,7 @@ class DriverOptions(TypedDict, total=False):
     # connection (None: one connection per request in flight, as wrk)
     multiplexed_connections: int | None
     # handshakes: offer the previous connection's TLS session (resumed handshakes)
-    tls_resumption: bool
+    tls_resumption: bool | str  # the handshakes driver: True, False or "both"
 
 
 class DriverClass(Protocol):

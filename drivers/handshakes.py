@@ -33,6 +33,13 @@ made 143 in 2.02 s (71/s), 2.7 ms of CPU each with the check. A client costs mor
 s_time, so a step's concurrency runs several, and `driver_bound` says when they were the
 limit.
 
+With `tls_resumption = "both"` (the `handshakes` profile) each step measures both, one
+after the other in one process: full handshakes for the first half of the step, then
+resumed ones for the second half. The step's figures are the full handshakes (its rate
+the full handshakes per second); `extra["resumed_per_s"]`, `extra["resumed_run_fraction"]`
+(the share of the second half's connections the server did resume) and
+`extra["resumption_speedup"]` (resumed over full rate) are the second half's.
+
 The latency figures are each connection's time from `connect()` to the end of its
 reply (histogram `latency`); `extra["handshake_ms_p50"]`... are from `connect()` to the
 end of the TLS handshake alone.
@@ -41,6 +48,7 @@ end of the TLS handshake alone.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import signal
 import socket
@@ -204,17 +212,37 @@ def parse_handshakes(text: str) -> DriverResult:
 
     `negotiated` is h1-tls when the server selected ALPN http/1.1 on every connection,
     None when it selected none (an ALPN-less server: nothing to check); another protocol
-    is refused by run_step's check.
+    is refused by run_step's check. A second report line (resumption "both") is the
+    resumed half: its rate, resumed share and speed-up go into `extra`.
     """
-    for line in text.splitlines():
-        if line.startswith(REPORT_PREFIX):
-            report = json.loads(line[len(REPORT_PREFIX) :])
-            break
-    else:
+    reports = [
+        json.loads(line[len(REPORT_PREFIX) :])
+        for line in text.splitlines()
+        if line.startswith(REPORT_PREFIX)
+    ]
+    if not reports:
         lines = [line for line in text.strip().splitlines() if line.strip()]
         raise DriverOutputError(
             f"the handshakes client gave no report: {lines[-1] if lines else '(no output)'}"
         )
+    result = _result_of(reports[0])
+    if len(reports) < 2:
+        return result
+    resumed = _result_of(reports[1])
+    handshakes = resumed.extra["handshakes"]
+    extra = {
+        **result.extra,
+        "resumed_per_s": round(resumed.rate, 1),
+        "resumed_run_fraction": (
+            round(resumed.extra["resumed"] / handshakes, 4) if handshakes else None
+        ),
+        "resumption_speedup": round(resumed.rate / result.rate, 3) if result.rate else None,
+    }
+    return dataclasses.replace(result, extra=extra)
+
+
+def _result_of(report: dict[str, Any]) -> DriverResult:
+    """One report line (one run of the clients) as a result."""
     errors = {kind: int(n) for kind, n in report["errors"].items()}
     replies = int(report["replies"])
     duration_s = float(report["duration_s"])
@@ -265,12 +293,13 @@ class HandshakesDriver:
     busy_polls = False
     checks_bodies = False
 
-    def __init__(self, resumption: bool = False) -> None:
-        self.resumption = resumption
+    def __init__(self, resumption: bool | str = False) -> None:
+        self.resumption = resumption  # True, False, or "both" (full, then resumed)
 
     @classmethod
     def from_profile(cls, ramp: Ramp, load_cpu_count: int, options: DriverOptions) -> Self:
-        return cls(resumption=bool(options.get("tls_resumption")))
+        resumption = options.get("tls_resumption") or False
+        return cls(resumption=resumption if resumption == "both" else bool(resumption))
 
     def commands(self, step: RampStep, target: Target, workdir: Path) -> list[list[str]]:
         if target.protocol not in self.protocols:
@@ -292,8 +321,10 @@ class HandshakesDriver:
         ]  # fmt: skip
         if target.ca_path is not None:
             command += ["--ca", str(target.ca_path)]
-        if self.resumption:
-            command.append("--resumption")
+        if self.resumption == "both":
+            command += ["--resumption", "both"]
+        elif self.resumption:
+            command += ["--resumption", "on"]
         return [command]
 
     def parse(self, text: str, target: Target, step: RampStep, workdir: Path) -> DriverResult:
@@ -310,15 +341,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout-s", type=float, default=5.0)
     parser.add_argument("--ca", default=None, help="the CA to trust (default: the system's)")
     parser.add_argument("--clients", type=int, default=1, help="clients side by side")
-    parser.add_argument("--resumption", action="store_true", help="offer the last session")
+    parser.add_argument(
+        "--resumption",
+        choices=("off", "on", "both"),
+        default="off",
+        help="offer the last session; both: half the time without, then half with",
+    )
     parser.add_argument("--version", action="version", version=ssl.OPENSSL_VERSION)
     args = parser.parse_args(argv)
     stop = threading.Event()
     # the watchdog's stop signal (drivers.base): finish the connection, then report
     signal.signal(signal.SIGINT, lambda _signum, _frame: stop.set())
-    report = run_clients(args, stop)
-    sys.stdout.write(REPORT_PREFIX + json.dumps(report, separators=(",", ":")) + "\n")
-    sys.stdout.flush()
+    halves = (False, True) if args.resumption == "both" else (args.resumption == "on",)
+    duration_s = args.duration_s / len(halves)
+    for resumption in halves:  # "both": full handshakes, then resumed, a report each
+        run = argparse.Namespace(**{**vars(args), "resumption": resumption})
+        run.duration_s = duration_s
+        report = run_clients(run, stop)
+        sys.stdout.write(REPORT_PREFIX + json.dumps(report, separators=(",", ":")) + "\n")
+        sys.stdout.flush()
     return 0
 
 

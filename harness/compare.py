@@ -302,11 +302,13 @@ def summary_table(run: Run) -> Table:
     megabytes = any(c.summary.megabytes_per_s_at_peak is not None for c in cases)
     ratios = any(c.summary.ratio_to_nginx is not None for c in cases)
     taxes = any(c.summary.tls_tax is not None for c in cases)
+    resumed = any("resumed_per_s" in s.extra for c in cases for s in c.steps)
     columns = ["framework", *(["process model"] if models else [])]
     columns += ["protocol"] if protocols else []
     columns += ["affinity", "status", "peak"]
     columns += ["vs nginx"] if ratios else []
     columns += ["TLS tax"] if taxes else []
+    columns += ["resumed /s"] if resumed else []
     columns += ["MB/s"] if megabytes else []
     columns += ["at", "p99 at peak ms", "server CPU %", "RSS MB", "errors", "flags"]
     table = Table(title=f"run {run.run_id}: {run_status_line(run)}")
@@ -343,6 +345,7 @@ def summary_table(run: Run) -> Table:
                 "TLS tax": (f"{summary.tls_tax:.2f}×" if summary.tls_tax is not None else "")
                 + _ci(summary.tls_tax_ci, "{:.2f}"),
                 "MB/s": _fmt(summary.megabytes_per_s_at_peak, "{:.1f}"),
+                "resumed /s": _fmt(resumed_at_peak(case)),
                 "at": f"{at:g} {unit}" if at is not None else "–",
                 "p99 at peak ms": _fmt(summary.p99_at_peak_ms, "{:.2f}")
                 + _ci(summary.p99_at_peak_ci_ms, "{:.2f}"),
@@ -355,6 +358,13 @@ def summary_table(run: Run) -> Table:
             }
         table.add_row(*(cells.get(column, "") for column in columns))
     return table
+
+
+def resumed_at_peak(case: Case) -> float | None:
+    """The handshakes profile's resumed handshakes per second in the peak step (its
+    figure is the full handshakes; drivers.handshakes, resumption "both")."""
+    peak = next((s for s in case.steps if s.offered == case.summary.peak_offered), None)
+    return peak.extra.get("resumed_per_s") if peak is not None else None
 
 
 def _warnings_text(count: int) -> str:

@@ -69,8 +69,9 @@ class Profile:
     # h2load: the connections each step's concurrency is multiplexed over, as streams per
     # connection (concurrency 1000 over 10: 100 streams each); None: a connection per request
     multiplexed_connections: int | None = None
-    # the handshakes driver: offer the last connection's TLS session (resumed handshakes)
-    tls_resumption: bool = False
+    # the handshakes driver: offer the last connection's TLS session (resumed handshakes);
+    # "both": each step measures full handshakes, then resumed ones (drivers.handshakes)
+    tls_resumption: bool | str = False
     file_count: int = (
         DEFAULT_FILE_COUNT  # the files/gridfs scenarios' file set (the autobench study)
     )
@@ -132,8 +133,10 @@ class Profile:
             raise ValueError(
                 f"multiplexed_connections must be at least 1, not {self.multiplexed_connections!r}"
             )
-        if not isinstance(self.tls_resumption, bool):
-            raise ValueError(f"tls_resumption must be true or false, not {self.tls_resumption!r}")
+        if not isinstance(self.tls_resumption, bool) and self.tls_resumption != "both":
+            raise ValueError(
+                f'tls_resumption must be true, false or "both", not {self.tls_resumption!r}'
+            )
         if not isinstance(self.strict_verify, bool):
             raise ValueError(f"strict_verify must be true or false, not {self.strict_verify!r}")
         if not isinstance(self.durable, bool):

@@ -14,6 +14,9 @@ Each strategy draws the bytes a client sends *and* what a server may be held to 
   into fragments anywhere, UTF-8 characters included, control frames between fragments,
   mask keys, every length form, then at most one frame or message the contract refuses)
   and the close codes the server may answer with.
+- `h2_scripts`: HTTP/2 frames sent after a valid preface and SETTINGS (any type, flags,
+  stream and payload, a valid request among them at times), then a PING; `complete`
+  unless a frame declares another length than its payload's (then the server may wait).
 
 "Complete" is judged conservatively: a head ends with an empty line (CRLF line endings
 only, since RFC 9112 §2.2 lets a server wait for a CR), its request line is not blank
@@ -30,8 +33,10 @@ import string
 from dataclasses import dataclass, replace
 from urllib.parse import unquote_to_bytes
 
+from hpack import Encoder
 from hypothesis import strategies as st
 
+from harness.verify.h2wire import FRAME_CONTINUATION, FRAME_HEADERS, h2_frame
 from servers import contract
 from tests.helpers import ws_frame
 
@@ -678,3 +683,58 @@ def _messages_ended(built: list[bytes], formed: list[_Frame], cut: int) -> int:
         if sent <= cut and frame.fin and frame.opcode in (TEXT, CONTINUATION):
             ended += 1
     return ended
+
+
+# -- HTTP/2 frames after a valid preface (RFC 9113 §4, §6) -------------------------------
+H2_PING = b"fuzzping"  # the 8 bytes of the PING that ends every script
+H2_END_STREAM = 0x1
+H2_END_HEADERS = 0x4
+# Every defined type, and ones no extension defines (a receiver must ignore those, §4.1).
+H2_FRAME_TYPES = st.one_of(st.integers(0x0, 0x9), st.sampled_from([0xA, 0xB, 0x10, 0xFA, 0xFF]))
+# The connection, the first streams a client may open, an even (server) one, and the last.
+H2_STREAMS = st.one_of(st.sampled_from([0, 1, 3, 5, 2, 2**31 - 1]), st.integers(0, 2**31 - 1))
+
+
+@dataclass(frozen=True)
+class H2Script:
+    """Frames to send after the preface and SETTINGS; `complete` when each frame's header
+    declares its own payload's length (the PING after them is then a whole frame a live
+    connection answers)."""
+
+    frames: tuple[bytes, ...]
+    complete: bool
+
+
+def h2_request_block(path: str = contract.ROUTE_TEXT) -> bytes:
+    """The HPACK block of a valid `GET path` (a fresh encoder: no dynamic table needed)."""
+    return Encoder().encode(
+        [(":method", "GET"), (":scheme", "https"), (":path", path), (":authority", "x")]
+    )
+
+
+@st.composite
+def _h2_frame(draw: st.DrawFn) -> tuple[bytes, bool]:
+    """One frame (its bytes, whether its header declares its payload's length): a valid
+    request's HEADERS at times, else any type, flags, stream and payload."""
+    stream_id = draw(H2_STREAMS)
+    if draw(st.integers(0, 4)) == 0:
+        flags = H2_END_HEADERS | draw(st.sampled_from([0, H2_END_STREAM]))
+        return h2_frame(FRAME_HEADERS, h2_request_block(), flags=flags, stream_id=stream_id), True
+    frame_type = draw(H2_FRAME_TYPES)
+    payload = draw(st.binary(max_size=48))
+    if frame_type in (FRAME_HEADERS, FRAME_CONTINUATION) and draw(st.booleans()):
+        payload = h2_request_block()[: draw(st.integers(0, 20))] + payload  # HPACK, cut
+    flags = draw(st.integers(0, 0xFF))
+    if draw(st.integers(0, 5)) == 0:  # a header declaring another length than the payload's
+        declared = draw(st.integers(0, 64))
+        frame = h2_frame(frame_type, payload, flags=flags, stream_id=stream_id)
+        return declared.to_bytes(3) + frame[3:], declared == len(payload)
+    return h2_frame(frame_type, payload, flags=flags, stream_id=stream_id), True
+
+
+@st.composite
+def h2_scripts(draw: st.DrawFn) -> H2Script:
+    """One to six frames, then a PING (a live connection answers it with an ACK)."""
+    drawn = draw(st.lists(_h2_frame(), min_size=1, max_size=6))
+    frames = tuple(frame for frame, _ in drawn)
+    return H2Script(frames, complete=all(whole for _, whole in drawn))

@@ -10,7 +10,7 @@ The schema's elements only (`testsuites` → `testsuite` → `testcase` with `fa
   with the figure, its interval and what was compared);
 - a diff: a suite `diff` (each case's verdict a test: slower beyond the factor fails
   with the ratio and its interval; not comparable is skipped);
-- a verify: a suite per framework and sink (each check a test; a server that would not
+- a verify: a suite per framework, sink and protocol (each check a test; a server that would not
   start fails a test `start`; a route it does not serve is skipped).
 
 Pure functions from the model to text; `write_output` (harness.outputs) writes it.
@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from harness.outputs.text import case_label, figure, interval, peak_text, ratio_text
 from model.results import Run
+from servers.contract import PROTOCOL_H1
 
 if TYPE_CHECKING:
     from harness.diff import RunDiff
@@ -201,7 +202,11 @@ def verify_junit(results: Sequence[Verification]) -> str:
     """A verify's JUnit document: a suite per framework and sink, a test per check."""
     suites = []
     for verification in results:
-        classname = f"verify.{verification.framework}.{verification.sink}"
+        protocol = verification.protocol
+        over = "" if protocol == PROTOCOL_H1 else f", {protocol}"
+        classname = f"verify.{verification.framework}.{verification.sink}" + (
+            "" if protocol == PROTOCOL_H1 else f".{protocol}"
+        )
         tests: list[JUnitTest] = []
         if verification.skipped:
             tests.append(JUnitTest(classname, "sink", skipped=verification.skipped))
@@ -233,5 +238,5 @@ def verify_junit(results: Sequence[Verification]) -> str:
                         classname, check.name, output=check.detail + warnings, properties=props
                     )
                 )
-        suites.append(_suite(f"{verification.framework} ({verification.sink} sink)", tests))
+        suites.append(_suite(f"{verification.framework} ({verification.sink} sink{over})", tests))
     return _document("harness verify", suites)

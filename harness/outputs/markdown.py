@@ -193,7 +193,7 @@ def verify_markdown(results: Sequence[Verification]) -> str:
     """A verify as Markdown: one row per check, failures first."""
     rows = []
     for verification in results:
-        who = [verification.framework, verification.sink]
+        who = [verification.framework, verification.sink, verification.protocol]
         if verification.skipped:
             rows.append((2, [*who, "-", "skipped", verification.skipped]))
         if verification.error:
@@ -216,5 +216,6 @@ def verify_markdown(results: Sequence[Verification]) -> str:
     offered = [v for v in results if not v.skipped]
     passed = sum(v.ok for v in offered)
     head = f"## Verify: {passed} of {len(offered)} passed"
-    body = table(["framework", "sink", "check", "result", "detail"], [r for _, r in rows], set())
+    headers = ["framework", "sink", "protocol", "check", "result", "detail"]
+    body = table(headers, [r for _, r in rows], set())
     return f"{head}\n\n{body}\n"

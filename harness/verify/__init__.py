@@ -24,26 +24,46 @@ checks live by concern beside it:
 - sinks.py: a record reaching the sink
 - files.py, memcached.py, backends.py: `/files`, `/gridfs`, `/mc` and the socket service
 - probe.py: which routes a server given as a command serves
+- endpoint.py: how a check reaches a server (protocol, CA): the one connection factory
+- tls.py: the TLS checks of h1-tls and h2 (handshake, ALPN, TLS hostile input)
+- h2wire.py, h2.py: HTTP/2 over a socket (the h2 library), and the h2 and h2c checks
+
+Every check takes the server as an `Endpoint` (or a plain URL: cleartext HTTP/1.1). Over
+h1-tls every HTTP/1.1 check runs over TLS; over h2 and h2c the route checks speak HTTP/2
+and the HTTP/1.1-only ones (malformed framing, WebSocket) are `not supported`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import signal
 from dataclasses import asdict, dataclass, field
 
 import httpx
+from h2.exceptions import H2Error
 from websockets.exceptions import WebSocketException
 
 from harness.backends import Backends
 from harness.fileset import FileSet
 from harness.server_process import start_server
 from harness.sink_store import SinkStore
+from harness.tls import Certificates, temporary_certificates
 from harness.verify.backends import (
     BACKEND_CHECK_ROUTES,
     backend_checks,
     served_backend_checks,
     verify_backends,
+)
+from harness.verify.endpoint import (
+    H2_PROTOCOLS,
+    CheckFunction,
+    Endpoint,
+    EndpointOrUrl,
+    endpoint_for,
+    endpoint_of,
+    http_client,
+    open_connection,
 )
 from harness.verify.failure import CheckFailed, expect
 from harness.verify.files import (
@@ -56,6 +76,8 @@ from harness.verify.files import (
     one_of_each_kind,
     plant_escape_bait,
 )
+from harness.verify.h2 import H2_CHECKS, MALFORMED_FRAMES, check_h2_malformed_frames
+from harness.verify.h2wire import H2Session, h2_exchange, h2_frame
 from harness.verify.http import (
     LOG_METHODS,
     SEQUENTIAL_MEDIAN_LIMIT_MS,
@@ -81,13 +103,13 @@ from harness.verify.malformed import (
 from harness.verify.memcached import check_memcached_route, check_memcached_socket
 from harness.verify.probe import NOT_SERVED_STATUS, PROBE_BODY, served_routes
 from harness.verify.severity import (
-    CheckFunction,
     Deviation,
     Outcome,
     deviation_from_dict,
     remedy,
 )
 from harness.verify.sinks import check_sink_record
+from harness.verify.tls import tls_checks
 from harness.verify.websocket import (
     RAW_FRAME_CASES,
     check_websocket_binary,
@@ -123,11 +145,15 @@ __all__ = [
     "ESCAPE_BAIT",
     "ESCAPE_BAIT_NAME",
     "ESCAPE_LINK_NAME",
+    "H2_CHECKS",
+    "H2_PROTOCOLS",
     "HTTP_CHECKS",
     "LOG_METHODS",
     "MALFORMED_DEVIATIONS",
+    "MALFORMED_FRAMES",
     "MALFORMED_QUIET_S",
     "MALFORMED_REQUESTS",
+    "NOT_OVER_H2",
     "NOT_SERVED_STATUS",
     "NO_SOCKET_SERVICE",
     "NO_TELEMETRY",
@@ -141,7 +167,11 @@ __all__ = [
     "WRONG_METHODS",
     "Check",
     "CheckFailed",
+    "CheckFunction",
     "Deviation",
+    "Endpoint",
+    "EndpointOrUrl",
+    "H2Session",
     "Outcome",
     "Routes",
     "Verification",
@@ -173,10 +203,17 @@ __all__ = [
     "contract_check_names",
     "contract_checks",
     "deviation_from_dict",
+    "endpoint_for",
+    "endpoint_of",
     "expect",
+    "h2_exchange",
+    "h2_frame",
+    "http_client",
     "not_supported",
     "one_of_each_kind",
+    "open_connection",
     "plant_escape_bait",
+    "protocol_checks",
     "raw_exchange",
     "raw_ws_close_code",
     "raw_ws_connect",
@@ -190,6 +227,7 @@ __all__ = [
     "status_of",
     "stopped_cleanly",
     "strictly",
+    "tls_checks",
     "verify_backends",
     "verify_framework",
     "ws_frame",
@@ -244,7 +282,8 @@ class Verification:
     sink: str
     checks: tuple[Check, ...] = field(default_factory=tuple)
     error: str | None = None  # the server could not be started
-    skipped: str | None = None  # the framework does not offer this sink (yet)
+    skipped: str | None = None  # the framework does not offer this sink or protocol (yet)
+    protocol: str = contract.PROTOCOL_H1  # what the checks spoke (servers.contract.PROTOCOLS)
 
     @property
     def ok(self) -> bool:
@@ -260,6 +299,7 @@ class Verification:
         return {
             "framework": self.framework,
             "sink": self.sink,
+            "protocol": self.protocol,
             "ok": self.ok,
             "error": self.error,
             "skipped": self.skipped,
@@ -299,24 +339,50 @@ CHECK_ROUTES: dict[str, str] = {
     "sequential-latency": contract.ROUTE_TEXT,
     **dict.fromkeys(WEBSOCKET_CHECKS, contract.ROUTE_WEBSOCKET),
 }
+# The checks HTTP/2 has no room for, and why: they are `not supported` over h2 and h2c.
+NOT_OVER_H2: dict[str, str] = {
+    "malformed": "HTTP/1.1 framing; HTTP/2's malformed input is h2-malformed-frames",
+    **dict.fromkeys(WEBSOCKET_CHECKS, "WebSocket over HTTP/2 (RFC 8441) is not in the contract"),
+}
 
 
-def checks_for(framework: str, routes: Routes | None = None) -> dict[str, CheckFunction]:
+def protocol_checks(
+    protocol: str, head_timeout_s: float = contract.HEAD_TIMEOUT_S
+) -> dict[str, CheckFunction]:
+    """The checks of `protocol` itself: TLS's for h1-tls and h2 (the half-sent handshake
+    judged against `head_timeout_s`, the server's head deadline), HTTP/2's for h2 and h2c."""
+    checks: dict[str, CheckFunction] = {}
+    if protocol in contract.TLS_PROTOCOLS:
+        checks |= tls_checks(head_timeout_s)
+    if protocol in H2_PROTOCOLS:
+        checks |= H2_CHECKS
+    return checks
+
+
+def checks_for(
+    framework: str,
+    routes: Routes | None = None,
+    protocol: str = contract.PROTOCOL_H1,
+    head_timeout_s: float = contract.HEAD_TIMEOUT_S,
+) -> dict[str, CheckFunction]:
     """The HTTP and WebSocket checks of the routes `framework` serves (`routes`: as found
-    by probing it)."""
+    by probing it) that `protocol` has room for, and the protocol's own checks."""
     served = routes_of(framework, routes)
     checks = {
         name: check
         for name, check in (HTTP_CHECKS | WEBSOCKET_CHECKS).items()
-        if CHECK_ROUTES[name] in served
+        if CHECK_ROUTES[name] in served and not (protocol in H2_PROTOCOLS and name in NOT_OVER_H2)
     }
     if "malformed" in checks:
-        checks["malformed"] = lambda url: check_malformed_requests(url, framework)
+        checks["malformed"] = lambda server: check_malformed_requests(server, framework)
     if "not-found" in checks:
         unserved = tuple(unserved_targets(framework, routes))
-        checks["not-found"] = lambda url: check_not_found(url, unserved)
+        checks["not-found"] = lambda server: check_not_found(server, unserved)
+    checks |= protocol_checks(protocol, head_timeout_s)
+    if "h2-malformed-frames" in checks:
+        checks["h2-malformed-frames"] = lambda server: check_h2_malformed_frames(server, framework)
     for name, reason in FRAMEWORKS[framework].deviations.items():
-        if name in checks:  # the others name malformed requests (check_malformed_requests)
+        if name in checks:  # the others name malformed requests and frames
             checks[name] = _known_deviation(name, checks[name], reason)
     return checks
 
@@ -326,13 +392,16 @@ def _known_deviation(name: str, check: CheckFunction, reason: str) -> CheckFunct
     to fix): its failure is recorded as a declared deviation, not failed; its passing
     fails (drop the entry)."""
 
-    def deviating(url: str) -> str | Outcome:
+    def deviating(server: EndpointOrUrl) -> str | Outcome:
         try:
-            check(url)
+            said = check(server)
         except CheckFailed as failure:
             seen = " ".join(str(failure).split())
             deviation = Deviation(name, name, f"the {name} check", "it passes", seen, reason)
             return Outcome(f"known deviation: {reason} (seen: {seen})", (deviation,))
+        if isinstance(said, Outcome) and said.deviations:  # the check's own: now declared
+            declared = tuple(dataclasses.replace(d, declared=reason) for d in said.deviations)
+            return Outcome(f"{said.detail} (known deviation: {reason})", declared)
         raise CheckFailed(f"passes now: drop its known deviation ({reason})")
 
     return deviating
@@ -344,11 +413,14 @@ NO_SOCKET_SERVICE = "not supported (the memcached socket service is python -m se
 
 
 def not_supported(
-    framework: str, backends: bool = False, routes: Routes | None = None
+    framework: str,
+    backends: bool = False,
+    routes: Routes | None = None,
+    protocol: str = contract.PROTOCOL_H1,
 ) -> tuple[Check, ...]:
     """The checks skipped because `framework` does not serve their route (a baseline, or
     a route a command's server answered 404 when probed); with `backends`, the backend
-    checks' too."""
+    checks' too; over h2 and h2c, the HTTP/1.1-only checks (`NOT_OVER_H2`)."""
     served = routes_of(framework, routes)
 
     def why(route: str) -> str:
@@ -362,6 +434,12 @@ def not_supported(
         for name, route in checks.items()
         if route not in served
     ]
+    if protocol in H2_PROTOCOLS:
+        skipped += [
+            Check(name, True, f"not supported over {protocol} ({reason})", supported=False)
+            for name, reason in NOT_OVER_H2.items()
+            if CHECK_ROUTES[name] in served
+        ]
     if (
         backends
         and not FRAMEWORKS[framework].telemetry
@@ -371,20 +449,28 @@ def not_supported(
     return tuple(skipped)
 
 
-def run_checks(base_url: str, checks: dict[str, CheckFunction]) -> tuple[Check, ...]:
-    """Run every check against a server at `base_url`; a failing one never stops the rest.
-    A check that returns an Outcome held with the deviations it carries."""
+def run_checks(server: EndpointOrUrl, checks: dict[str, CheckFunction]) -> tuple[Check, ...]:
+    """Run every check against the server (an Endpoint, or a cleartext base URL); a
+    failing one never stops the rest. A check that returns an Outcome held with the
+    deviations it carries."""
     results = []
     for name, check in checks.items():
         try:
-            said = check(base_url)
+            said = check(server)
             if isinstance(said, Outcome):
                 results.append(Check(name, True, said.detail, deviations=said.deviations))
             else:
                 results.append(Check(name, True, said))
         except CheckFailed as failure:
             results.append(Check(name, False, str(failure)))
-        except (httpx.HTTPError, WebSocketException, OSError, ValueError, AssertionError) as error:
+        except (
+            httpx.HTTPError,
+            WebSocketException,
+            H2Error,
+            OSError,
+            ValueError,
+            AssertionError,
+        ) as error:
             results.append(Check(name, False, f"{type(error).__name__}: {error}"))
     return tuple(results)
 
@@ -404,20 +490,23 @@ def contract_checks(
     fileset: FileSet | None = None,
     mc_port: int = 0,
     routes: Routes | None = None,
+    protocol: str = contract.PROTOCOL_H1,
+    head_timeout_s: float = contract.HEAD_TIMEOUT_S,
 ) -> dict[str, CheckFunction]:
-    """Every check of the routes `framework` serves; with a file set (and the server's
-    memcached socket port), the backend checks too. The one contract checker: `harness
-    verify` and the test suite run these; the runner's verify pass runs `checks_for`, the
-    part that needs no backend."""
-    return checks_for(framework, routes) | served_backend_checks(
+    """Every check of the routes `framework` serves over `protocol`; with a file set (and
+    the server's memcached socket port), the backend checks too. The one contract checker:
+    `harness verify` and the test suite run these; the runner's verify pass runs
+    `checks_for`, the part that needs no backend."""
+    return checks_for(framework, routes, protocol, head_timeout_s) | served_backend_checks(
         framework, fileset, mc_port, routes
     )
 
 
-def contract_check_names(framework: str) -> list[str]:
-    """The names `contract_checks(framework, fileset)` has, known without a server."""
+def contract_check_names(framework: str, protocol: str = contract.PROTOCOL_H1) -> list[str]:
+    """The names `contract_checks(framework, fileset, protocol=protocol)` has, known
+    without a server."""
     served = routes_of(framework)
-    return [*checks_for(framework)] + [
+    return [*checks_for(framework, protocol=protocol)] + [
         name
         for name, route in BACKEND_CHECK_ROUTES.items()
         if route in served and (FRAMEWORKS[framework].telemetry or name != "memcached-socket")
@@ -431,42 +520,70 @@ def verify_framework(
     mongo_url: str | None = None,
     backends: Backends | None = None,
     mongo_db: str = contract.GRIDFS_DATABASE,
+    protocol: str = contract.PROTOCOL_H1,
+    certificates: Certificates | None = None,
+    client_timeout_s: float | None = None,
 ) -> Verification:
-    """Start `framework` with `sink`, run every check of the routes it serves (with
-    `backends`: files, GridFS, memcached too), stop it (exit status checked too). A server
-    that does not say which routes it serves is probed for them first (`served_routes`)."""
+    """Start `framework` with `sink` speaking `protocol`, run every check of the routes it
+    serves over it (with `backends`: files, GridFS, memcached too), stop it (exit status
+    checked too). A server that does not say which routes it serves is probed for them
+    first (`served_routes`). A TLS protocol's server serves `certificates` (None: a
+    throwaway CA and certificate made for this verification, removed after). With
+    `client_timeout_s` a contract server's deadlines are that short (--client-timeout-s):
+    the half-sent TLS handshake is judged against it. A framework that does not speak
+    `protocol` is skipped with its reason (`Framework.why_not`)."""
     info = FRAMEWORKS[framework]
+    if protocol not in info.protocols:
+        return Verification(framework, sink, skipped=info.why_not(protocol), protocol=protocol)
     if sink not in info.sinks:
-        return Verification(framework, sink, skipped=f"{framework} has no {sink} sink")
+        skipped = f"{framework} has no {sink} sink"
+        return Verification(framework, sink, skipped=skipped, protocol=protocol)
     try:
         store = SinkStore(sink, mongo_url=mongo_url, mongo_db=mongo_db)
     except UserError as error:
-        return Verification(framework, sink, error=str(error))
-    with store:
+        return Verification(framework, sink, error=str(error), protocol=protocol)
+    head_timeout_s = contract.HEAD_TIMEOUT_S
+    with store, contextlib.ExitStack() as stack:
+        if protocol in contract.TLS_PROTOCOLS and certificates is None:
+            holder, certificates = temporary_certificates()
+            stack.enter_context(holder)
         args = store.server_args()
         if backends is not None:
             if sink == "mongo":  # one --mongo-url: GridFS goes into the sink's database too
                 backends.load_gridfs_into(str(store.mongo_url), mongo_db)
             args += backends.server_args(args)
+        if client_timeout_s is not None and info.telemetry:  # a contract server's option
+            args += ["--client-timeout-s", str(client_timeout_s)]
+            head_timeout_s = client_timeout_s
         try:
-            server = start_server(framework, sink=sink, cpus=cpus, extra_args=args)
+            server = start_server(
+                framework,
+                sink=sink,
+                cpus=cpus,
+                extra_args=args,
+                protocol=protocol,
+                certificates=certificates,
+            )
         except Exception as error:  # a server that cannot start is a failed verification
-            return Verification(framework, sink, error=str(error))
+            return Verification(framework, sink, error=str(error), protocol=protocol)
         try:
-            routes = None if info.routes is not None else served_routes(server.url, backends)
-            checks = run_checks(server.url, checks_for(framework, routes))
+            endpoint = endpoint_for(server.url, protocol, certificates)
+            routes = None if info.routes is not None else served_routes(endpoint, backends)
+            checks = run_checks(endpoint, checks_for(framework, routes, protocol, head_timeout_s))
             if sink != "empty":
                 checks += run_checks(
-                    server.url, {"sink-record": lambda url: check_sink_record(url, store)}
+                    endpoint, {"sink-record": lambda url: check_sink_record(url, store)}
                 )
             if backends is not None:
                 lines = server.telemetry_lines()
                 mc_port = int(lines[0].get("mc_port") or 0) if lines else 0
                 checks += run_checks(
-                    server.url,
+                    endpoint,
                     served_backend_checks(framework, backends.fileset, mc_port, routes),
                 )
-            checks += not_supported(framework, backends=backends is not None, routes=routes)
+            checks += not_supported(
+                framework, backends=backends is not None, routes=routes, protocol=protocol
+            )
         finally:
             status = server.stop()
     stopped = Check("sigterm", *stopped_cleanly(status, info.telemetry))
@@ -475,7 +592,7 @@ def verify_framework(
         if info.telemetry
         else Check("telemetry", True, NO_TELEMETRY, supported=False)
     )
-    return Verification(framework, sink, (*checks, telemetry, stopped))
+    return Verification(framework, sink, (*checks, telemetry, stopped), protocol=protocol)
 
 
 NO_TELEMETRY = "not supported (a server run as a command writes no telemetry line)"

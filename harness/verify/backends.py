@@ -3,11 +3,11 @@ routes each needs, and the backends verify starts once for every server it check
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 from harness.backends import KINDS, Backends
 from harness.fileset import FileSet
+from harness.verify.endpoint import CheckFunction
 from harness.verify.files import (
     VERIFY_FILE_COUNT,
     check_escapes,
@@ -46,7 +46,7 @@ def verify_backends(
     return backends
 
 
-def backend_checks(fileset: FileSet | None, mc_port: int) -> dict[str, Callable[[str], str]]:
+def backend_checks(fileset: FileSet | None, mc_port: int) -> dict[str, CheckFunction]:
     """The checks of `/files`, `/gridfs`, `/mc` and the memcached socket service."""
     if fileset is None:
         return {}
@@ -62,7 +62,7 @@ def backend_checks(fileset: FileSet | None, mc_port: int) -> dict[str, Callable[
 
 def served_backend_checks(
     framework: str, fileset: FileSet | None, mc_port: int, routes: Routes | None = None
-) -> dict[str, Callable[[str], str]]:
+) -> dict[str, CheckFunction]:
     """The backend checks of the backend routes `framework` serves (no socket service
     check for a command server: it has none)."""
     served = routes_of(framework, routes)

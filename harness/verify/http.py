@@ -9,8 +9,7 @@ import json
 import statistics
 import time
 
-import httpx
-
+from harness.verify.endpoint import EndpointOrUrl, http_client
 from harness.verify.failure import expect
 from harness.verify.wire import expect_still_serving, get_status
 from servers import FRAMEWORKS, contract
@@ -23,9 +22,9 @@ WRONG_METHODS = ("POST", "PUT", "DELETE")
 Routes = tuple[str, ...]
 
 
-def check_text_route(base_url: str) -> str:
+def check_text_route(server: EndpointOrUrl) -> str:
     """`GET /` three times on one kept-alive connection: body, type, length, Date, Server."""
-    with httpx.Client(base_url=base_url, timeout=5) as client:
+    with http_client(server) as client:
         for _ in range(3):
             response = client.get(contract.ROUTE_TEXT)
             expect(
@@ -56,9 +55,9 @@ def check_text_route(base_url: str) -> str:
     return f"200, {len(response.content)} bytes, Server: {response.headers['server']}, kept alive"
 
 
-def check_counter_route(base_url: str) -> str:
+def check_counter_route(server: EndpointOrUrl) -> str:
     """`GET /counter` twice: the contract's fields, this connection open, requests counted."""
-    with httpx.Client(base_url=base_url, timeout=5) as client:
+    with http_client(server) as client:
         first = client.get(contract.ROUTE_COUNTER)
         second = client.get(contract.ROUTE_COUNTER)
     expect(first.status_code == 200, f"status {first.status_code}")
@@ -73,9 +72,9 @@ def check_counter_route(base_url: str) -> str:
     return json.dumps(counter)
 
 
-def check_log_route(base_url: str) -> str:
+def check_log_route(server: EndpointOrUrl) -> str:
     """`/log` answers 'success' to every method of LOG_METHODS."""
-    with httpx.Client(base_url=base_url, timeout=5) as client:
+    with http_client(server) as client:
         for method in LOG_METHODS:
             body = b'{"check": "verify"}' if method != "GET" else None
             response = client.request(method, contract.ROUTE_LOG, content=body)
@@ -108,19 +107,19 @@ def unserved_targets(framework: str, routes: Routes | None = None) -> list[str]:
     return targets
 
 
-def check_not_found(base_url: str, unserved: tuple[str, ...] = ()) -> str:
+def check_not_found(server: EndpointOrUrl, unserved: tuple[str, ...] = ()) -> str:
     """Unknown paths (and the routes a baseline does not serve) are 404; still serving."""
     for target in ("/no/such/route", "/x", *unserved):
-        status = get_status(base_url, target)
+        status = get_status(server, target)
         expect(status == 404, f"{target} answered {status}")
-    expect_still_serving(base_url, "a 404")
+    expect_still_serving(server, "a 404")
     return f"404 for {2 + len(unserved)} paths"
 
 
-def check_wrong_method(base_url: str) -> str:
+def check_wrong_method(server: EndpointOrUrl) -> str:
     """POST, PUT, DELETE on `/` and `/counter` are 405 (nginx's `/` answers any method:
     this rule is checked on servers with `/counter`)."""
-    with httpx.Client(base_url=base_url, timeout=5) as client:
+    with http_client(server) as client:
         for method in WRONG_METHODS:
             for route in (contract.ROUTE_TEXT, contract.ROUTE_COUNTER):
                 status = client.request(method, route).status_code
@@ -128,9 +127,9 @@ def check_wrong_method(base_url: str) -> str:
     return f"405 for {', '.join(WRONG_METHODS)} on / and /counter"
 
 
-def check_sequential_latency(base_url: str) -> str:
+def check_sequential_latency(server: EndpointOrUrl) -> str:
     """The median of back-to-back requests on one keep-alive connection: catches 40 ms stalls."""
-    with httpx.Client(base_url=base_url, timeout=5) as client:
+    with http_client(server) as client:
         client.get(contract.ROUTE_TEXT)  # connect outside the timing
         latencies_ms = []
         for _ in range(SEQUENTIAL_REQUESTS):

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from harness.verify.endpoint import EndpointOrUrl
 from harness.verify.failure import expect
 from harness.verify.severity import Deviation, Outcome
 from harness.verify.wire import (
@@ -88,14 +89,14 @@ def statuses_text(accepted: tuple[int, ...]) -> str:
     return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} or {words[-1]}"
 
 
-def check_malformed_requests(base_url: str, framework: str = "") -> str | Outcome:
+def check_malformed_requests(server: EndpointOrUrl, framework: str = "") -> str | Outcome:
     """Every malformed request: one refusal (a status of its list) and nothing more on the
     connection, then the server still serves. A request served otherwise is a deviation
     (harness.verify.severity), declared when the server's `deviations` name it; one
     declared but refused now fails the check, so a declaration cannot go stale."""
     deviations = []
     for name, request, accepted in MALFORMED_REQUESTS:
-        reply = exchange_until_close(base_url, request, MALFORMED_QUIET_S)
+        reply = exchange_until_close(server, request, MALFORMED_QUIET_S)
         status = status_of(reply)
         count = responses(reply)
         ok = status in accepted and count <= 1
@@ -115,7 +116,7 @@ def check_malformed_requests(base_url: str, framework: str = "") -> str | Outcom
                     declared=reason,
                 )
             )
-        expect_still_serving(base_url, f"malformed {name}")
+        expect_still_serving(server, f"malformed {name}")
     refused = len(MALFORMED_REQUESTS) - len(deviations)
     detail = f"{refused} of {len(MALFORMED_REQUESTS)} malformed requests refused, still serving"
     if not deviations:

@@ -5,17 +5,16 @@ from __future__ import annotations
 
 import socket
 
-import httpx
-
+from harness.verify.endpoint import EndpointOrUrl, http_client
 from harness.verify.failure import expect
 from harness.verify.wire import address, read_until
 from model.scenarios import MC_KEY, MC_VALUE
 from servers import contract
 
 
-def check_memcached_route(base_url: str) -> str:
+def check_memcached_route(server: EndpointOrUrl) -> str:
     """`/mc/{key}`: a hit is the 100-byte value; a miss and a key too long are 404."""
-    with httpx.Client(base_url=base_url, timeout=10) as client:
+    with http_client(server, 10) as client:
         hit = client.get(contract.ROUTE_MEMCACHED_PREFIX + MC_KEY)
         expect(hit.status_code == 200 and hit.content == MC_VALUE, f"hit: {hit.status_code}")
         length = hit.headers.get("content-length")
@@ -29,13 +28,13 @@ def check_memcached_route(base_url: str) -> str:
     return "hit returns the 100-byte value; a miss and a key too long 404"
 
 
-def check_memcached_socket(base_url: str, mc_port: int) -> str:
+def check_memcached_socket(server: EndpointOrUrl, mc_port: int) -> str:
     """The socket service: a hit, a miss, three gets in one write answered in order, an
     unknown command, and `quit`."""
     expect(mc_port > 0, "no mc_port in the telemetry line")
     key = MC_KEY.encode()
     hit = b"VALUE %s 0 %d\r\n%s\r\nEND\r\n" % (key, len(MC_VALUE), MC_VALUE)
-    with socket.create_connection((address(base_url)[0], mc_port), 5) as sock:
+    with socket.create_connection((address(server)[0], mc_port), 5) as sock:
         sock.sendall(b"get " + key + b"\r\n")
         expect((got := read_until(sock, b"END\r\n")) == hit, f"a hit answered {got[:60]!r}")
         sock.sendall(b"get nothing-here\r\n")

@@ -19,6 +19,7 @@ import httpx
 from websockets.exceptions import InvalidStatus, WebSocketException
 
 from harness.backends import Backends
+from harness.verify.endpoint import EndpointOrUrl, endpoint_of, http_client
 from harness.verify.http import Routes
 from harness.verify.websocket import ws_connect
 from model.scenarios import MC_KEY
@@ -28,17 +29,20 @@ NOT_SERVED_STATUS = 404
 PROBE_BODY = b'{"probe": "served_routes"}'
 
 
-def _probe_status(base_url: str, method: str, path: str, body: bytes | None = None) -> int | None:
+def _probe_status(
+    server: EndpointOrUrl, method: str, path: str, body: bytes | None = None
+) -> int | None:
     try:
-        return httpx.request(method, base_url + path, content=body, timeout=5).status_code
+        with http_client(server) as client:
+            return client.request(method, path, content=body).status_code
     except httpx.HTTPError:
         return None  # no answer: not a 404, so the route's checks will say what is wrong
 
 
-def _probe_websocket(base_url: str) -> int | None:
+def _probe_websocket(server: EndpointOrUrl) -> int | None:
     """101 when the contract's handshake is accepted, else the refusal's status."""
     try:
-        with ws_connect(base_url):
+        with ws_connect(server):
             return 101
     except InvalidStatus as refused:
         return refused.response.status_code
@@ -46,24 +50,25 @@ def _probe_websocket(base_url: str) -> int | None:
         return None
 
 
-def served_routes(base_url: str, backends: Backends | None = None) -> Routes:
+def served_routes(server: EndpointOrUrl, backends: Backends | None = None) -> Routes:
     """The routes a running server serves, by the rule above (`NOT_SERVED_STATUS`)."""
     probes: dict[str, Callable[[], int | None]] = {
-        contract.ROUTE_TEXT: lambda: _probe_status(base_url, "GET", contract.ROUTE_TEXT),
-        contract.ROUTE_COUNTER: lambda: _probe_status(base_url, "GET", contract.ROUTE_COUNTER),
-        contract.ROUTE_LOG: lambda: _probe_status(base_url, "POST", contract.ROUTE_LOG, PROBE_BODY),
-        contract.ROUTE_WEBSOCKET: lambda: _probe_websocket(base_url),
+        contract.ROUTE_TEXT: lambda: _probe_status(server, "GET", contract.ROUTE_TEXT),
+        contract.ROUTE_COUNTER: lambda: _probe_status(server, "GET", contract.ROUTE_COUNTER),
+        contract.ROUTE_LOG: lambda: _probe_status(server, "POST", contract.ROUTE_LOG, PROBE_BODY),
     }
+    if not endpoint_of(server).h2:  # no WebSocket over HTTP/2 in the contract (RFC 8441)
+        probes[contract.ROUTE_WEBSOCKET] = lambda: _probe_websocket(server)
     fileset = backends.fileset if backends is not None else None
     if backends is not None and fileset is not None:
         files = contract.ROUTE_FILES_PREFIX + fileset.names[0]
-        probes[contract.ROUTE_FILES_PREFIX] = lambda: _probe_status(base_url, "GET", files)
+        probes[contract.ROUTE_FILES_PREFIX] = lambda: _probe_status(server, "GET", files)
         if backends.mongo_url is not None:  # the set is in GridFS too
             gridfs = contract.ROUTE_GRIDFS_PREFIX + fileset.names[0]
-            probes[contract.ROUTE_GRIDFS_PREFIX] = lambda: _probe_status(base_url, "GET", gridfs)
+            probes[contract.ROUTE_GRIDFS_PREFIX] = lambda: _probe_status(server, "GET", gridfs)
     if backends is not None and backends.memcached is not None:
         mc = contract.ROUTE_MEMCACHED_PREFIX + MC_KEY
-        probes[contract.ROUTE_MEMCACHED_PREFIX] = lambda: _probe_status(base_url, "GET", mc)
+        probes[contract.ROUTE_MEMCACHED_PREFIX] = lambda: _probe_status(server, "GET", mc)
     served = []
     for route in contract.ALL_ROUTES:
         if route not in probes:

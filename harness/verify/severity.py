@@ -17,7 +17,6 @@ came, and the remedy — the `deviations` key that declares it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -80,7 +79,3 @@ class Outcome:
 
     detail: str
     deviations: tuple[Deviation, ...] = ()
-
-
-# a check: given the server's base URL, its detail (or an Outcome); CheckFailed when it fails
-CheckFunction = Callable[[str], "str | Outcome"]

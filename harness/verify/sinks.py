@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import time
 
-import httpx
-
 from harness.sink_store import SinkStore
+from harness.verify.endpoint import EndpointOrUrl, http_client
 from harness.verify.failure import expect
 from servers import contract
 
 SINK_RECORD_WAIT_S = 2.0  # the file sink flushes within this; mongo acknowledges at once
 
 
-def check_sink_record(base_url: str, store: SinkStore) -> str:
+def check_sink_record(server: EndpointOrUrl, store: SinkStore) -> str:
     """A /log record reaches the sink (file: within a flush; mongo: acknowledged)."""
     before = store.count() or 0
     marker = f"verify-{time.time_ns()}"
-    response = httpx.post(base_url + contract.ROUTE_LOG, content=marker.encode(), timeout=5)
+    with http_client(server) as client:
+        response = client.post(contract.ROUTE_LOG, content=marker.encode())
     expect(response.status_code == 200, f"/log answered {response.status_code}")
     deadline = time.monotonic() + SINK_RECORD_WAIT_S
     while (store.count() or 0) <= before and time.monotonic() < deadline:

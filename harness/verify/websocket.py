@@ -11,24 +11,28 @@ from typing import Any
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
+from harness.verify.endpoint import EndpointOrUrl, endpoint_of, open_connection
 from harness.verify.failure import expect
-from harness.verify.wire import address, expect_still_serving, port_of
+from harness.verify.wire import expect_still_serving
 from servers import contract
 
 
-def ws_url(base_url: str) -> str:
-    """The `/ws` URL of the server at `base_url`."""
-    return base_url.replace("http://", "ws://", 1) + contract.ROUTE_WEBSOCKET
+def ws_url(server: EndpointOrUrl) -> str:
+    """The `/ws` URL of the server (wss:// over TLS)."""
+    base_url = endpoint_of(server).base_url
+    return base_url.replace("http", "ws", 1) + contract.ROUTE_WEBSOCKET
 
 
 def ws_connect(
-    base_url: str,
+    server: EndpointOrUrl,
     origin: str | None = contract.WS_ORIGIN,
     subprotocols: tuple[str, ...] = (contract.WS_SUBPROTOCOL,),
 ) -> ClientConnection:
     """A WebSocket client connection to `/ws` (the contract's Origin and subprotocol)."""
+    endpoint = endpoint_of(server)
     return connect(
-        ws_url(base_url),
+        ws_url(endpoint),
+        ssl=endpoint.ssl_context() if endpoint.tls else None,
         origin=origin,  # type: ignore[arg-type]
         subprotocols=list(subprotocols),  # type: ignore[arg-type]
         compression=None,
@@ -38,9 +42,9 @@ def ws_connect(
     )
 
 
-def check_websocket_handshake(base_url: str) -> str:
+def check_websocket_handshake(server: EndpointOrUrl) -> str:
     """The contract's handshake is accepted with its subprotocol; messages and a ping pass."""
-    with ws_connect(base_url) as ws:
+    with ws_connect(server) as ws:
         expect(ws.subprotocol == contract.WS_SUBPROTOCOL, f"subprotocol {ws.subprotocol!r}")
         for i in range(5):
             ws.send(json.dumps({"a": "b", "i": i}))
@@ -48,10 +52,10 @@ def check_websocket_handshake(base_url: str) -> str:
     return f"101, subprotocol {contract.WS_SUBPROTOCOL}, messages accepted"
 
 
-def check_websocket_long_message(base_url: str) -> str:
+def check_websocket_long_message(server: EndpointOrUrl) -> str:
     """A message just under the limit is accepted and the connection stays open."""
     payload = json.dumps({"testKeyValue": "v" * (contract.WS_MAX_MESSAGE_BYTES - 100)})
-    with ws_connect(base_url) as ws:
+    with ws_connect(server) as ws:
         ws.send(payload)
         ws.ping().wait(5)
         ws.send('{"still": "open"}')
@@ -59,33 +63,33 @@ def check_websocket_long_message(base_url: str) -> str:
     return f"a {len(payload)}-byte message accepted"
 
 
-def refused_with(base_url: str, **options: Any) -> int | None:
+def refused_with(server: EndpointOrUrl, **options: Any) -> int | None:
     """The status a handshake with `options` is refused with (None: it was accepted)."""
     try:
-        with ws_connect(base_url, **options):
+        with ws_connect(server, **options):
             return None
     except InvalidStatus as refused:
         return refused.response.status_code
 
 
-def check_websocket_origin(base_url: str) -> str:
+def check_websocket_origin(server: EndpointOrUrl) -> str:
     """A handshake from another Origin, or with none, is refused; still serving."""
     for origin in ("elsewhere", None):
-        status = refused_with(base_url, origin=origin)
+        status = refused_with(server, origin=origin)
         expect(status == contract.WS_BAD_ORIGIN_STATUS, f"Origin {origin!r} answered {status}")
-    expect_still_serving(base_url, "a refused handshake")
+    expect_still_serving(server, "a refused handshake")
     return f"Origin 'elsewhere' and no Origin refused with {contract.WS_BAD_ORIGIN_STATUS}"
 
 
-def check_websocket_subprotocol(base_url: str) -> str:
+def check_websocket_subprotocol(server: EndpointOrUrl) -> str:
     """A handshake offering no subprotocol is refused."""
-    status = refused_with(base_url, subprotocols=())
+    status = refused_with(server, subprotocols=())
     expect(status == contract.WS_NO_SUBPROTOCOL_STATUS, f"no subprotocol answered {status}")
     return f"no subprotocol refused with {status}"
 
 
-def _close_code_after(base_url: str, payload: str | bytes) -> int | None:
-    with ws_connect(base_url) as ws:
+def _close_code_after(server: EndpointOrUrl, payload: str | bytes) -> int | None:
+    with ws_connect(server) as ws:
         try:
             ws.send(payload)  # the server may close while a big message is still going out
             for _ in range(10):
@@ -97,32 +101,32 @@ def _close_code_after(base_url: str, payload: str | bytes) -> int | None:
     return None
 
 
-def _bad_messages_close_with(base_url: str, code: int, *payloads: str | bytes) -> str:
+def _bad_messages_close_with(server: EndpointOrUrl, code: int, *payloads: str | bytes) -> str:
     for payload in payloads:
-        closed = _close_code_after(base_url, payload)
+        closed = _close_code_after(server, payload)
         expect(closed == code, f"{payload[:20]!r}… closed with {closed}, not {code}")
-    expect_still_serving(base_url, f"a {code} close")
+    expect_still_serving(server, f"a {code} close")
     return f"closed with {code}"
 
 
-def check_websocket_binary(base_url: str) -> str:
+def check_websocket_binary(server: EndpointOrUrl) -> str:
     """A binary message closes with 1003."""
-    return _bad_messages_close_with(base_url, contract.WS_CLOSE_UNSUPPORTED_DATA, b"\x00\x01bin")
+    return _bad_messages_close_with(server, contract.WS_CLOSE_UNSUPPORTED_DATA, b"\x00\x01bin")
 
 
-def check_websocket_invalid_json(base_url: str) -> str:
+def check_websocket_invalid_json(server: EndpointOrUrl) -> str:
     """Invalid JSON, and JSON that is not an object, close with 1007."""
     code = contract.WS_CLOSE_INVALID_PAYLOAD
     return "invalid JSON and a non-object " + _bad_messages_close_with(
-        base_url, code, "not json", "[1, 2]"
+        server, code, "not json", "[1, 2]"
     )
 
 
-def check_websocket_too_big(base_url: str) -> str:
+def check_websocket_too_big(server: EndpointOrUrl) -> str:
     """A message over the limit closes with 1009."""
     payload = '{"a": "' + "x" * contract.WS_MAX_MESSAGE_BYTES + '"}'
     return "a message over 1 MiB " + _bad_messages_close_with(
-        base_url, contract.WS_CLOSE_TOO_BIG, payload
+        server, contract.WS_CLOSE_TOO_BIG, payload
     )
 
 
@@ -167,6 +171,11 @@ def ws_frame(
 def raw_ws_connect(port: int, timeout_s: float = 5.0, host: str = "127.0.0.1") -> socket.socket:
     """A raw socket to `/ws` past a valid handshake (the contract's Origin and protocol)."""
     sock = socket.create_connection((host, port), timeout=timeout_s)
+    return raw_ws_handshake(sock, host, port)
+
+
+def raw_ws_handshake(sock: socket.socket, host: str, port: int) -> socket.socket:
+    """`sock` past a valid `/ws` handshake (the contract's Origin and protocol)."""
     sock.sendall(
         (
             f"GET {contract.ROUTE_WEBSOCKET} HTTP/1.1\r\nHost: {host}:{port}\r\n"
@@ -242,14 +251,13 @@ RAW_FRAME_CASES: dict[str, tuple[bytes, int]] = {
 }
 
 
-def check_websocket_raw_frames(base_url: str) -> str:
+def check_websocket_raw_frames(server: EndpointOrUrl) -> str:
     """Raw frames no client library sends: each closes with RFC 6455's code, at once."""
-    port = port_of(base_url)
-    host = address(base_url)[0]
+    endpoint = endpoint_of(server)
     for what, (frame, code) in RAW_FRAME_CASES.items():
-        with raw_ws_connect(port, host=host) as sock:
+        with raw_ws_handshake(open_connection(endpoint), endpoint.host, endpoint.port) as sock:
             sock.sendall(frame)
             closed = raw_ws_close_code(sock, timeout_s=3.0)
         expect(closed == code, f"{what} closed with {closed}, not {code}")
-    expect_still_serving(base_url, "raw frames")
+    expect_still_serving(server, "raw frames")
     return ", ".join(f"{what} {code}" for what, (_, code) in RAW_FRAME_CASES.items())

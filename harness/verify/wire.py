@@ -1,17 +1,20 @@
 """Raw bytes to a server and back: what the checks send that no client library would.
 
 Every helper here reads a reply as bytes, exactly as the server wrote it, so a check can
-judge a status line, a second response on one connection, or a leaked file.
+judge a status line, a second response on one connection, or a leaked file. Each opens
+its connection through the one factory (`open_connection`), so the same helper speaks
+cleartext or TLS; over HTTP/2 (h2, h2c) a raw GET is a stream of its own (h2wire).
 """
 
 from __future__ import annotations
 
 import re
 import socket
+import time
 
-import httpx
-
+from harness.verify.endpoint import EndpointOrUrl, endpoint_of, open_connection
 from harness.verify.failure import expect
+from harness.verify.h2wire import h2_exchange
 from servers import contract
 
 # Planted beside the files directory (harness.verify.files.plant_escape_bait): no reply to
@@ -20,15 +23,15 @@ ESCAPE_BAIT = b"outside the files directory"
 STATUS_LINE = re.compile(rb"HTTP/1\.[01] [1-5][0-9][0-9] ")
 
 
-def address(base_url: str) -> tuple[str, int]:
-    """The host and port of `base_url`."""
-    url = httpx.URL(base_url)
-    return url.host, url.port or 80
+def address(target: EndpointOrUrl) -> tuple[str, int]:
+    """The host and port of the server."""
+    endpoint = endpoint_of(target)
+    return endpoint.host, endpoint.port
 
 
-def port_of(base_url: str) -> int:
-    """The port of `base_url`."""
-    return int(base_url.rsplit(":", 1)[1].split("/", 1)[0])
+def port_of(target: EndpointOrUrl) -> int:
+    """The port of the server."""
+    return endpoint_of(target).port
 
 
 def read_until_close(sock: socket.socket) -> bytes:
@@ -42,6 +45,26 @@ def read_until_close(sock: socket.socket) -> bytes:
     return data
 
 
+def wait_for_close(sock: socket.socket, wait_s: float) -> tuple[bytes, float | None]:
+    """What `sock` receives until the peer closes (or resets) it, and the seconds that took
+    (None: still open after `wait_s`)."""
+    started = time.monotonic()
+    deadline = started + wait_s
+    data = b""
+    while (remaining := deadline - time.monotonic()) > 0:
+        sock.settimeout(remaining)
+        try:
+            chunk = sock.recv(65536)
+        except TimeoutError:
+            break
+        except (ConnectionResetError, BrokenPipeError):
+            return data, time.monotonic() - started
+        if not chunk:
+            return data, time.monotonic() - started
+        data += chunk
+    return data, None
+
+
 def read_until(sock: socket.socket, ending: bytes, count: int = 1) -> bytes:
     """What `sock` receives until `ending` has come `count` times (a close fails the check)."""
     data = b""
@@ -52,9 +75,9 @@ def read_until(sock: socket.socket, ending: bytes, count: int = 1) -> bytes:
     return data
 
 
-def raw_exchange(base_url: str, request: bytes, timeout_s: float = 5.0) -> bytes:
+def raw_exchange(target: EndpointOrUrl, request: bytes, timeout_s: float = 5.0) -> bytes:
     """Send raw bytes (no client-side normalisation), read until the reply head is in."""
-    with socket.create_connection(address(base_url), timeout=timeout_s) as sock:
+    with open_connection(target, timeout_s) as sock:
         sock.sendall(request)
         data = b""
         try:
@@ -65,9 +88,9 @@ def raw_exchange(base_url: str, request: bytes, timeout_s: float = 5.0) -> bytes
     return data
 
 
-def exchange_until_close(base_url: str, request: bytes, quiet_s: float) -> bytes:
+def exchange_until_close(target: EndpointOrUrl, request: bytes, quiet_s: float) -> bytes:
     """Send raw bytes; read everything until the server closes or stays quiet `quiet_s`."""
-    with socket.create_connection(address(base_url), timeout=5.0) as sock:
+    with open_connection(target, 5.0) as sock:
         sock.sendall(request)
         sock.settimeout(quiet_s)
         return read_until_close(sock)
@@ -99,24 +122,36 @@ def reply_text(reply: bytes) -> str:
     return f"{len(said)} responses on one connection ({', '.join(said)})"
 
 
-def raw_get(base_url: str, target: str, timeout_s: float = 5.0) -> bytes:
-    """The whole reply to a raw `GET target` (exactly as written), read until the close."""
-    request = f"GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode()
-    with socket.create_connection(address(base_url), timeout=timeout_s) as sock:
+def raw_get(target: EndpointOrUrl, path: str, timeout_s: float = 5.0) -> bytes:
+    """The whole reply to a raw `GET path` (exactly as written), read until the close."""
+    request = f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode()
+    with open_connection(target, timeout_s) as sock:
         sock.sendall(request)
         return read_until_close(sock)
 
 
-def get_status(base_url: str, target: str) -> int | None:
-    """The status of a raw `GET target`; a reply that leaks `ESCAPE_BAIT` fails the check."""
-    reply = raw_get(base_url, target)
-    expect(ESCAPE_BAIT not in reply, f"{target} leaked the file outside the directory")
+def get_status(target: EndpointOrUrl, path: str) -> int | None:
+    """The status of a raw `GET path` (over HTTP/2: on a stream of a new connection); a
+    reply that leaks `ESCAPE_BAIT` fails the check."""
+    if endpoint_of(target).h2:
+        response = h2_exchange(target, "GET", path)
+        expect(ESCAPE_BAIT not in response.body, f"{path} leaked the file outside the directory")
+        return response.status
+    reply = raw_get(target, path)
+    expect(ESCAPE_BAIT not in reply, f"{path} leaked the file outside the directory")
     return status_of(reply)
 
 
-def expect_still_serving(base_url: str, after: str) -> None:
+def expect_still_serving(target: EndpointOrUrl, after: str) -> None:
     """`GET /` on a new connection is answered 200 with the contract's body."""
-    reply = raw_get(base_url, contract.ROUTE_TEXT)
+    if endpoint_of(target).h2:
+        response = h2_exchange(target, "GET", contract.ROUTE_TEXT)
+        expect(
+            response.status == 200 and response.body == contract.TEXT_BODY,
+            f"not serving after {after}: {response.status} {response.body[:60]!r}",
+        )
+        return
+    reply = raw_get(target, contract.ROUTE_TEXT)
     expect(
         status_of(reply) == 200 and reply.endswith(b"\r\n\r\n" + contract.TEXT_BODY),
         f"not serving after {after}: GET / came {reply_text(reply)}; expected 200 with the "

@@ -1,7 +1,10 @@
 """The fuzz suite (issue 12): Hypothesis draws raw HTTP requests, `/log` requests and
 WebSocket frame scripts (tests/fuzz_strategies.py) and sends them to every server,
 baselines included, each on the routes it serves, with the slow-client deadlines at
-CLIENT_TIMEOUT_S and a file sink where the server stores records.
+CLIENT_TIMEOUT_S and a file sink where the server stores records. Every server that
+speaks HTTP/2 (h2 over TLS, h2c) is also sent random frame sequences after a valid
+preface and SETTINGS, then a PING: it answers the PING, or sends GOAWAY, or closes, within
+ANSWER_BOUND_S, and then still serves `/` over HTTP/2 on a new connection.
 
 After every example: the server process is alive; a complete input was answered, or its
 connection closed, within ANSWER_BOUND_S (an incomplete one gets INCOMPLETE_WAIT_S, then
@@ -32,13 +35,28 @@ from hypothesis import strategies as st
 
 from harness.server_process import ServerProcess, start_server
 from harness.sink_store import SinkStore
-from harness.verify import _responses, read_until_close
+from harness.tls import make_certificates
+from harness.verify import Endpoint, _responses, endpoint_for, read_until_close
+from harness.verify.h2wire import (
+    FRAME_GOAWAY,
+    FRAME_PING,
+    FRAME_SETTINGS,
+    PREFACE,
+    RawFrame,
+    h2_frame,
+    open_h2_socket,
+    read_raw_frames,
+)
+from harness.verify.wire import expect_still_serving
 from servers import FRAMEWORKS, contract
 from tests.fuzz_strategies import (
     CLOSING_FLAWS,
+    H2_PING,
+    H2Script,
     HttpInput,
     LogRequest,
     WsScript,
+    h2_scripts,
     http_inputs,
     log_batches,
     ws_scripts,
@@ -70,9 +88,12 @@ _COMMON: dict[str, Any] = {
     "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large],
 }
 settings.register_profile("fuzz-ci", max_examples=40, derandomize=True, **_COMMON)
+# HTTP/2 frames: fewer in the default session (each server over h2 and h2c)
+settings.register_profile("fuzz-h2-ci", max_examples=15, derandomize=True, **_COMMON)
 # not derandomized: each long run draws new inputs; a failure prints the blob that replays it
 settings.register_profile("fuzz-long", max_examples=400, print_blob=True, **_COMMON)
 FUZZ_CI = settings.get_profile("fuzz-ci")
+FUZZ_H2_CI = settings.get_profile("fuzz-h2-ci")
 FUZZ_LONG = settings.get_profile("fuzz-long")
 LONG_TIMEOUT_S = 1800  # per test under fuzz-long (pyproject's default is 120 s)
 
@@ -387,3 +408,82 @@ def test_websocket_frames_long(fuzzed: Fuzzed) -> None:
     if not fuzzed.serves(contract.ROUTE_WEBSOCKET):
         pytest.skip(f"{fuzzed.server.framework} does not serve {contract.ROUTE_WEBSOCKET}")
     _fuzz(FUZZ_LONG, ws_scripts(), lambda script: _check_ws_script(fuzzed, script))
+
+
+# -- HTTP/2 frames after a valid preface, on every server that speaks h2 or h2c -------------
+H2_CASES = [
+    (name, protocol)
+    for name, framework in sorted(FRAMEWORKS.items())
+    for protocol in (contract.PROTOCOL_H2, contract.PROTOCOL_H2C)
+    if protocol in framework.protocols
+]
+
+
+@dataclass
+class H2Fuzzed:
+    """One server under the HTTP/2 fuzzer, on one protocol."""
+
+    server: ServerProcess
+    endpoint: Endpoint
+    examples: int = 0
+
+
+@pytest.fixture(scope="module", params=H2_CASES, ids=[f"{n}-{p}" for n, p in H2_CASES])
+def h2_fuzzed(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[H2Fuzzed]:
+    """Each HTTP/2 server with the slow-client deadlines at CLIENT_TIMEOUT_S, serving a
+    throwaway certificate over h2; SIGTERM at the end must exit 0."""
+    name, protocol = request.param
+    require_framework(name)
+    certificates = make_certificates(tmp_path_factory.mktemp("tls"))
+    server = start_server(
+        name,
+        protocol=protocol,
+        certificates=certificates,
+        extra_args=["--client-timeout-s", str(CLIENT_TIMEOUT_S)],
+    )
+    fuzzed = H2Fuzzed(server, endpoint_for(server.url, protocol, certificates))
+    try:
+        yield fuzzed
+    finally:
+        status = server.stop()
+    print(f"\nfuzzed {name} over {protocol}: {fuzzed.examples} frame scripts")
+    assert status == 0, f"{name} exited {status} on SIGTERM: {server.stderr_tail()}"
+
+
+def _h2_ended(frames: list[RawFrame]) -> bool:
+    """Whether the server answered our PING (an ACK with its bytes) or sent GOAWAY."""
+    return any(
+        f.frame_type == FRAME_GOAWAY
+        or (f.frame_type == FRAME_PING and f.flags & 0x1 and f.payload == H2_PING)
+        for f in frames
+    )
+
+
+def _check_h2_script(fuzzed: H2Fuzzed, script: H2Script) -> None:
+    fuzzed.examples += 1
+    bound_s = ANSWER_BOUND_S if script.complete else INCOMPLETE_WAIT_S
+    with open_h2_socket(fuzzed.endpoint, timeout_s=ANSWER_BOUND_S) as sock:
+        sent = _send(sock, PREFACE + h2_frame(FRAME_SETTINGS))
+        sent = sent and _send(sock, b"".join(script.frames) + h2_frame(FRAME_PING, H2_PING))
+        frames, closed, _ = read_raw_frames(sock, _h2_ended, bound_s)
+    assert not frames or frames[0].frame_type == FRAME_SETTINGS, f"first {frames[0]}"
+    if script.complete:
+        assert _h2_ended(frames) or closed or not sent, (
+            f"no PING ACK, GOAWAY or close within {ANSWER_BOUND_S} s: "
+            f"{[(f.frame_type, f.flags, f.stream_id) for f in frames][:8]}"
+        )
+    server = fuzzed.server
+    assert server.process.poll() is None, f"the server died: {server.stderr_tail()}"
+    expect_still_serving(fuzzed.endpoint, "HTTP/2 frames")
+
+
+def test_h2_frames(h2_fuzzed: H2Fuzzed) -> None:
+    _fuzz(FUZZ_H2_CI, h2_scripts(), lambda script: _check_h2_script(h2_fuzzed, script))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(LONG_TIMEOUT_S)
+def test_h2_frames_long(h2_fuzzed: H2Fuzzed) -> None:
+    _fuzz(FUZZ_LONG, h2_scripts(), lambda script: _check_h2_script(h2_fuzzed, script))

@@ -180,6 +180,21 @@ def test_handshakes_full_or_resumed(
         assert result.extra["resumed"] == 0
 
 
+def test_handshakes_full_then_resumed_in_one_step(
+    nginx_ports: Ports, certificates: Certificates, tmp_path: Path
+) -> None:
+    """The handshakes profile's "both": the step's figures are the full handshakes, the
+    resumed half's rate beside them."""
+    to = target(nginx_ports.tls_h1_only, "h1-tls", certificates)
+    result = one_step(HandshakesDriver(resumption="both"), to, tmp_path, 2)
+    assert result.replies > 0 and result.errors_total == 0
+    assert result.extra["resumed"] == 0
+    assert result.extra["resumed_per_s"] > 0
+    # every connection but each client's first in the second half was resumed
+    assert result.extra["resumed_run_fraction"] > 0.5
+    assert result.extra["resumption_speedup"] > 0
+
+
 def test_handshakes_on_a_cleartext_port_are_errors(
     nginx_ports: Ports, certificates: Certificates, tmp_path: Path
 ) -> None:

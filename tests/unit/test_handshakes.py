@@ -38,6 +38,21 @@ def test_resumption_counts_what_the_server_resumed() -> None:
     assert result.extra["resumed_fraction"] == pytest.approx(32 / 34, abs=1e-4)
 
 
+def test_both_halves_give_the_full_rate_and_the_resumed_one_beside_it() -> None:
+    """resumption "both": the full handshakes' report, then the resumed half's."""
+    text = captured("handshakes_full.txt") + captured("handshakes_resumed.txt")
+    result = parse_handshakes(text)
+    full, resumed = (
+        parse_handshakes(captured("handshakes_full.txt")),
+        parse_handshakes(captured("handshakes_resumed.txt")),
+    )
+    assert result.replies == full.replies and result.rate == full.rate
+    assert result.extra["resumed"] == 0  # the step's own figures are the full handshakes
+    assert result.extra["resumed_per_s"] == round(resumed.rate, 1)
+    assert result.extra["resumed_run_fraction"] == pytest.approx(32 / 34, abs=1e-4)
+    assert result.extra["resumption_speedup"] == round(resumed.rate / full.rate, 3)
+
+
 @pytest.mark.parametrize(
     ("name", "errors"),
     [
@@ -79,7 +94,10 @@ def test_one_process_with_a_client_per_unit_of_concurrency(tmp_path: Path) -> No
     command = commands[0]
     assert command[:3] == [sys.executable, "-m", "drivers.handshakes"]
     assert command[command.index("--clients") + 1] == "3"
-    assert command[-3:] == ["--ca", "/tmp/ca.pem", "--resumption"]
+    assert command[-4:] == ["--ca", "/tmp/ca.pem", "--resumption", "on"]
+    both = HandshakesDriver.from_profile(ConcurrencyRamp(1, 2, 1), 2, {"tls_resumption": "both"})
+    [command] = both.commands(RampStep(0, 3, "concurrency", 2.0), target, tmp_path)
+    assert command[-2:] == ["--resumption", "both"]
 
 
 def test_only_h1_tls_is_spoken(tmp_path: Path) -> None:

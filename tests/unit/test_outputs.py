@@ -99,7 +99,7 @@ def test_a_verifys_junit_has_a_test_per_check(tmp_path: Path) -> None:
     text = verify_markdown(results)
     assert text.startswith("## Verify: 0 of 2 passed")
     body = text.splitlines()[4:]
-    assert body[0].startswith("| mine | empty | malformed | **FAIL**")  # failures first
+    assert body[0].startswith("| mine | empty | h1 | malformed | **FAIL**")  # failures first
 
 
 def markdown_tables(text: str) -> list[list[list[str]]]:

@@ -87,7 +87,7 @@ def test_overrides_from_the_command_line() -> None:
         ({"repeat": 0}, "repeat must be at least 1"),
         ({"affinity": "sideways"}, "affinity 'sideways'"),
         ({"multiplexed_connections": 0}, "multiplexed_connections must be at least 1"),
-        ({"tls_resumption": "sometimes"}, "tls_resumption must be true or false"),
+        ({"tls_resumption": "sometimes"}, "tls_resumption must be true, false or"),
     ],
 )
 def test_bad_overrides_are_named(overrides: dict[str, object], message: str) -> None:
@@ -147,7 +147,8 @@ def test_h2_profile_runs_1_10_and_100_streams_over_10_connections() -> None:
 
 def test_handshakes_profiles_differ_only_in_resumption() -> None:
     full, resumed = load_profile("handshakes"), load_profile("handshakes-resumed")
-    assert (full.driver, full.protocols, full.tls_resumption) == ("handshakes", ("h1-tls",), False)
+    assert (full.driver, full.protocols, full.tls_resumption) == ("handshakes", ("h1-tls",), "both")
+    assert driver_options(full)["tls_resumption"] == "both"  # full, then resumed, per step
     assert resumed.tls_resumption is True
     assert driver_options(resumed)["tls_resumption"] is True
     assert [s.offered for s in full.ramp] == [s.offered for s in resumed.ramp] == [1, 2, 4]

@@ -1,0 +1,212 @@
+"""The HTTP/2 checks of the h2 and h2c cases, spoken with the h2 library over a socket:
+SETTINGS exchanged and ours honoured, many concurrent streams on one connection, a reset
+stream that leaves the connection serving, and malformed frames answered with GOAWAY
+while the server keeps serving new connections."""
+
+from __future__ import annotations
+
+from h2.errors import ErrorCodes
+from h2.settings import SettingCodes
+
+from harness.verify.endpoint import CheckFunction, EndpointOrUrl, endpoint_of
+from harness.verify.failure import expect
+from harness.verify.h2wire import (
+    FRAME_DATA,
+    FRAME_PING,
+    FRAME_PUSH_PROMISE,
+    FRAME_SETTINGS,
+    FRAME_WINDOW_UPDATE,
+    PREFACE,
+    H2Session,
+    RawFrame,
+    h2_frame,
+    open_h2_socket,
+    read_raw_frames,
+)
+from harness.verify.wire import expect_still_serving
+from servers import FRAMEWORKS, contract
+
+# Our SETTINGS: no server push, and a stream window smaller than the contract's body, so
+# honouring it shows (RFC 9113 §6.9.2: the server may send this much, then waits).
+OUR_WINDOW_BYTES = 8
+OUR_SETTINGS = {SettingCodes.ENABLE_PUSH: 0, SettingCodes.INITIAL_WINDOW_SIZE: OUR_WINDOW_BYTES}
+# How long the check waits for DATA past our window before calling the window honoured.
+WINDOW_QUIET_S = 0.5
+CONCURRENT_STREAMS = 50  # GET / at once on one connection
+CONCURRENT_WAIT_S = 10.0
+OVERSIZED_FRAME = "h2-oversized-frame"
+# Frames that are a connection error (RFC 9113 §5.4.1), each sent on a new connection
+# after a valid preface: each earns a GOAWAY. The names are what a Framework's
+# `deviations` names, as for the malformed HTTP/1.1 requests.
+MALFORMED_FRAMES: dict[str, bytes] = {
+    "h2-data-on-stream-0": h2_frame(FRAME_DATA, b"hello", stream_id=0),  # §6.1
+    "h2-ping-7-bytes": h2_frame(FRAME_PING, b"\x00" * 7),  # §6.7: FRAME_SIZE_ERROR
+    "h2-settings-5-bytes": h2_frame(FRAME_SETTINGS, b"\x00" * 5),  # §6.5: FRAME_SIZE_ERROR
+    "h2-window-update-0": h2_frame(FRAME_WINDOW_UPDATE, bytes(4)),  # §6.9: PROTOCOL_ERROR
+    "h2-push-promise-from-client": h2_frame(FRAME_PUSH_PROMISE, bytes(4), stream_id=1),  # §8.4
+    # a frame one byte past the server's SETTINGS_MAX_FRAME_SIZE (§4.2): written once the
+    # server's SETTINGS are read (`oversized_frame`)
+    OVERSIZED_FRAME: b"",
+}
+SETTINGS_MAX_FRAME_SIZE = 0x5
+DEFAULT_MAX_FRAME_BYTES = 2**14
+LARGEST_FRAME_BYTES = 2**24 - 1  # a frame's length field holds no more
+GOAWAY_WAIT_S = 3.0
+
+
+def error_name(code: int) -> str:
+    """An HTTP/2 error code by its RFC 9113 name (the number when it has none)."""
+    try:
+        return ErrorCodes(code).name
+    except ValueError:
+        return str(code)
+
+
+def _expect_contract_body(session: H2Session, stream_id: int, what: str) -> None:
+    response = session.response(stream_id)
+    expect(
+        response.status == 200, f"{what}: status {response.status} (reset {response.reset_code})"
+    )
+    expect(response.body == contract.TEXT_BODY, f"{what}: body {response.body[:60]!r}")
+
+
+def check_h2_settings(server: EndpointOrUrl) -> str:
+    """The server's SETTINGS come first; ours are ACKed and honoured: no push, and a
+    response held to our 8-byte stream window until we open it."""
+    with H2Session(server, settings=OUR_SETTINGS, acknowledge_data=False) as session:
+        session.start()
+        session.wait(lambda: session.settings_acknowledged)
+        expect(session.settings_acknowledged, f"our SETTINGS not ACKed: {session.why()}")
+        remote = session.conn.remote_settings
+        theirs = (
+            f"max_concurrent_streams {remote.max_concurrent_streams}, "
+            f"initial_window_size {remote.initial_window_size}, "
+            f"max_frame_size {remote.max_frame_size}"
+        )
+        stream_id = session.request("GET", contract.ROUTE_TEXT)
+        response = session.responses[stream_id]
+        session.wait(lambda: response.done, WINDOW_QUIET_S)
+        expect(session.protocol_error is None, f"past our window: {session.why()}")
+        held = len(response.body)
+        expect(
+            held <= OUR_WINDOW_BYTES and not response.done,
+            f"{held} bytes sent into a stream window of {OUR_WINDOW_BYTES}",
+        )
+        session.conn.increment_flow_control_window(2**16, stream_id)
+        session.send_pending()
+        _expect_contract_body(session, stream_id, "after our WINDOW_UPDATE")
+        expect(session.pushed == 0, f"{session.pushed} pushes with ENABLE_PUSH 0")
+    return (
+        f"server SETTINGS ({theirs}); ours ACKed; {held} bytes within our "
+        f"{OUR_WINDOW_BYTES}-byte window until WINDOW_UPDATE, then the whole body"
+    )
+
+
+def check_h2_concurrent_streams(server: EndpointOrUrl) -> str:
+    """CONCURRENT_STREAMS GET / at once on one connection: all 200 with the contract's body."""
+    with H2Session(server) as session:
+        session.start()
+        limit = session.conn.remote_settings.max_concurrent_streams
+        expect(
+            limit >= CONCURRENT_STREAMS,
+            f"SETTINGS_MAX_CONCURRENT_STREAMS {limit}: fewer than {CONCURRENT_STREAMS} "
+            "(RFC 9113 recommends at least 100)",
+        )
+        stream_ids = [
+            session.request("GET", contract.ROUTE_TEXT) for _ in range(CONCURRENT_STREAMS)
+        ]
+        session.wait(lambda: all(session.responses[s].done for s in stream_ids), CONCURRENT_WAIT_S)
+        for stream_id in stream_ids:
+            _expect_contract_body(session, stream_id, f"stream {stream_id}")
+    return f"{CONCURRENT_STREAMS} concurrent GET / on one connection, all 200 (limit {limit})"
+
+
+def check_h2_reset_stream(server: EndpointOrUrl) -> str:
+    """A stream reset by the client (a POST whose body never came, a GET just sent) leaves
+    the connection up: the next stream is answered."""
+    with H2Session(server) as session:
+        session.start()
+        posted = session.request("POST", contract.ROUTE_LOG, end_stream=False)
+        session.conn.reset_stream(posted, ErrorCodes.CANCEL)
+        got = session.request("GET", contract.ROUTE_TEXT)
+        session.conn.reset_stream(got, ErrorCodes.CANCEL)
+        session.send_pending()
+        after = session.request("GET", contract.ROUTE_TEXT)
+        _expect_contract_body(session, after, "the stream after two resets")
+        expect(session.terminated is None, f"GOAWAY after RST_STREAM: {session.why()}")
+    return "two streams reset (CANCEL); the next answered 200 on the same connection"
+
+
+def server_max_frame_bytes(frames: list[RawFrame]) -> int:
+    """SETTINGS_MAX_FRAME_SIZE in the server's first SETTINGS (the default when unset)."""
+    for frame in frames:
+        if frame.frame_type == FRAME_SETTINGS and not frame.flags & 0x1:
+            for at in range(0, len(frame.payload) - 5, 6):
+                if int.from_bytes(frame.payload[at : at + 2]) == SETTINGS_MAX_FRAME_SIZE:
+                    return int.from_bytes(frame.payload[at + 2 : at + 6])
+    return DEFAULT_MAX_FRAME_BYTES
+
+
+def oversized_frame(max_frame_bytes: int) -> bytes | None:
+    """A whole DATA frame one byte longer than the server allows (None: it allows the
+    largest a frame can be, so no frame is too long for it). Whole, since a server may
+    read a frame to its end before judging its length (the h2 library does)."""
+    if max_frame_bytes >= LARGEST_FRAME_BYTES:
+        return None
+    return h2_frame(FRAME_DATA, bytes(max_frame_bytes + 1), stream_id=1)
+
+
+def _has_settings(frames: list[RawFrame]) -> bool:
+    return any(f.frame_type == FRAME_SETTINGS and not f.flags & 0x1 for f in frames)
+
+
+def _has_goaway(frames: list[RawFrame]) -> bool:
+    return any(f.goaway_error is not None for f in frames)
+
+
+def check_h2_malformed_frames(server: EndpointOrUrl, framework: str = "") -> str:
+    """Each malformed frame after a valid preface and the server's SETTINGS: GOAWAY with an
+    error code, and the server still serves a new connection. `framework`'s known
+    deviations are named."""
+    endpoint = endpoint_of(server)
+    answered, deviated, skipped = [], [], []
+    for name, frame in MALFORMED_FRAMES.items():
+        with open_h2_socket(endpoint) as sock:
+            sock.sendall(PREFACE + h2_frame(FRAME_SETTINGS))
+            first, closed, _ = read_raw_frames(sock, _has_settings, GOAWAY_WAIT_S)
+            expect(_has_settings(first), f"{name}: no SETTINGS from the server")
+            if name == OVERSIZED_FRAME:
+                limit = server_max_frame_bytes(first)
+                frame = oversized_frame(limit) or b""
+                if not frame:
+                    skipped.append(f"{name} (its SETTINGS_MAX_FRAME_SIZE is {limit})")
+                    continue
+            sock.sendall(frame)
+            frames, closed, _ = read_raw_frames(sock, _has_goaway, GOAWAY_WAIT_S)
+        codes = [f.goaway_error for f in first + frames if f.goaway_error is not None]
+        how = "closed" if closed else f"open after {GOAWAY_WAIT_S:g} s"
+        ok = bool(codes) and codes[0] != ErrorCodes.NO_ERROR
+        reason = FRAMEWORKS[framework].deviations.get(name) if framework in FRAMEWORKS else None
+        if reason is None:
+            expect(bool(codes), f"{name}: no GOAWAY ({how})")
+            expect(codes[0] != ErrorCodes.NO_ERROR, f"{name}: GOAWAY with NO_ERROR")
+            answered.append(f"{name} {error_name(codes[0])}")
+        else:
+            expect(not ok, f"{name} gets its GOAWAY now: drop its known deviation")
+            deviated.append(f"{name} (known deviation: {reason})")
+        expect_still_serving(endpoint, name)
+    return (
+        "GOAWAY for "
+        + ", ".join(answered)
+        + "; still serving"
+        + "".join(f"; {d}" for d in deviated)
+        + "".join(f"; no frame too long for it: {s}" for s in skipped)
+    )
+
+
+H2_CHECKS: dict[str, CheckFunction] = {
+    "h2-settings": check_h2_settings,
+    "h2-concurrent-streams": check_h2_concurrent_streams,
+    "h2-reset-stream": check_h2_reset_stream,
+    "h2-malformed-frames": check_h2_malformed_frames,
+}
