@@ -19,6 +19,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only, never a window
 import matplotlib.pyplot as plt
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, MaxNLocator, NullLocator, StrMethodFormatter
@@ -405,7 +406,8 @@ def memory_figure(series: Sequence[Series], context: str = "") -> Figure:
 
 def peak_figure(series: Sequence[Series], context: str = "") -> Figure:
     """Peak sustained throughput per framework (baselines hatched), each bar with its 95 %
-    interval as an error bar when it was measured in rounds."""
+    interval as an error bar and its rounds' peaks as dots beside it (kept-out rounds
+    hollow) when it was measured in rounds."""
     figure, axes = _new(
         _title("Peak sustained throughput", context),
         "framework",
@@ -446,6 +448,11 @@ def peak_figure(series: Sequence[Series], context: str = "") -> Figure:
         tops = [max(ci[1], peak) if ci else peak for peak, ci in zip(peaks, intervals, strict=True)]
         # said on the axis, not in a legend that could cover a bar's label
         axes.set_ylabel("peak (replies/s, error-free; error bars: 95 % interval)")
+    shown = [one for one in series if one.case.status == "ok" and one.case.summary.peak is not None]
+    dotted = _round_dots(axes, shown, bars)
+    if dotted:
+        tops = [max([top, *highest]) for top, highest in zip(tops, dotted, strict=True)]
+        axes.set_ylabel(axes.get_ylabel().removesuffix(")") + "; dots: each round)")
     # labels above the interval's top, so the error bar never runs through them
     if any(one.case.summary.ratio_to_nginx is not None for one in series):
         axes.set_xlabel("framework (under each peak: its ratio to nginx in this run)")
@@ -464,6 +471,30 @@ def peak_figure(series: Sequence[Series], context: str = "") -> Figure:
     axes.set_ylim(0, max(tops, default=1) * 1.18)
     axes.yaxis.set_major_formatter(THOUSANDS)
     return figure
+
+
+def _round_dots(axes: Axes, shown: Sequence[Series], bars: Any) -> list[list[float]] | None:
+    """Each bar's rounds as dots beside it (kept-out rounds hollow): the spread an interval
+    summarises, seen. Returns each bar's round peaks (empty for a bar without rounds), or
+    None when no bar has rounds."""
+    if not any(one.case.rounds for one in shown):
+        return None
+    peaks_by_bar = []
+    for one, bar in zip(shown, bars, strict=True):
+        excluded = {e["round"] for e in one.case.summary.rounds_excluded}
+        rounds = one.case.rounds
+        x = bar.get_x() + bar.get_width() + 0.06  # just right of the bar, in the gap
+        kept = [s.achieved for s in rounds if s.extra.get("round") not in excluded]
+        out = [s.achieved for s in rounds if s.extra.get("round") in excluded]
+        if kept:
+            axes.scatter([x] * len(kept), kept, s=12, color="black", zorder=3, gid="round-peaks")
+        if out:
+            axes.scatter(
+                [x] * len(out), out, s=14, facecolors="none", edgecolors="black", zorder=3,
+                gid="round-peaks-excluded",
+            )  # fmt: skip
+        peaks_by_bar.append([s.achieved for s in rounds])
+    return peaks_by_bar
 
 
 def protocol_figure(series: Sequence[Series], context: str = "") -> Figure:

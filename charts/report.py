@@ -231,6 +231,38 @@ def _thresholds(run: Run) -> str:
     return f"<h3>Thresholds</h3>{verdict}{table}"
 
 
+def _precision(run: Run) -> str:
+    """Each case measured in rounds: rounds run and kept out (with why), the round length,
+    the half-width its peak reached against the precision asked, `imprecise` with its
+    reason and the source of its noise; "" when no case ran rounds."""
+    measured = [c for c in run.cases if c.status == "ok" and c.summary.rounds]
+    if not measured:
+        return ""
+    rows = []
+    for case in measured:
+        s = case.summary
+        if s.precision_pct is None:
+            state = "–"
+        elif s.imprecise_reason is not None:
+            state = f'<span class="failed">imprecise</span>: {escape(s.imprecise_reason)}'
+        else:
+            state = f'<span class="ok">within ±{s.precision_pct:g} %</span>'
+        kept_out = "; ".join(f"round {e['round'] + 1}: {e['reason']}" for e in s.rounds_excluded)
+        rows.append(
+            [
+                escape(f"{case.framework} {case.process_model} {case.affinity.get('mode') or ''}"),
+                _number(s.rounds),
+                _number(s.round_duration_s, "{:g}"),
+                _number(s.half_width_pct, "±{:.1f}"),
+                state,
+                escape(s.noise_note or ""),
+                escape(kept_out),
+            ]
+        )
+    headers = ["case", "rounds", "round (s)", "± % of peak", "precision", "noise", "kept out"]
+    return "<h3>Precision</h3>" + _table(headers, rows, {1, 2, 3})
+
+
 TLS_HEADERS = ("framework", "protocol", "TLS version", "cipher", "key", "ALPN",
                "load generator verified the certificate", "TLS tax")  # fmt: skip
 
@@ -446,6 +478,8 @@ def render_html(
         parts.append("<h3>Summary</h3>")
         parts.append(_summary(run))
         parts.append(_thresholds(run))
+        parts.append(_precision(run))
+
         tls_rows = _tls_rows(run)
         if tls_rows:
             parts.append("<h3>Protocols</h3>")

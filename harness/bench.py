@@ -1,8 +1,15 @@
 """`harness bench`: our server against the framework's minimal hello-world, same core, same run.
 
-Both run pinned to the server CPUs; wrk runs on the load CPUs. Rounds alternate the two
-apps so that drift on a noisy machine hits both alike; medians are reported. A plugin's or
-a command's server is measured against its own `minimal_command`.
+Both run pinned to the server CPUs; wrk runs on the load CPUs. A round is one wrk run
+against each app, back to back, the order alternating round by round (ours first, then
+the minimal app first) so that drift on a noisy machine and position hit both alike. The
+ratio ours / minimal is taken per round (the two runs were seconds apart: drift cancels)
+and its 95 % interval is the t interval on the log ratios (harness.stats). Rounds go on
+past `rounds` (the minimum) until that interval's half-width is within `precision_pct` %
+of the ratio, `max_rounds` have run, or the next round would end past `max_time_s`
+(harness.run.precision's rules). The rounds measure the same two processes: the interval
+covers their run-to-run spread, not how each settles at another start. A plugin's or a
+command's server is measured against its own `minimal_command`.
 
 On a protocol other than h1 both apps speak it: our server, and a minimal command whose
 placeholders carry it (harness.frameworks.command_protocols); the builtin minimal apps
@@ -12,11 +19,13 @@ placeholders carry it (harness.frameworks.command_protocols); the builtin minima
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import signal
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,8 +34,10 @@ from drivers.base import Target, run_step
 from drivers.processes import kill_group, spawn
 from drivers.wrk import WrkDriver
 from harness.frameworks import command_protocols
+from harness.run.precision import imprecise_reason, round_fits
 from harness.server_process import protocol_unsupported, start_command_server, start_server
 from harness.services import wait_listening
+from harness.stats import Interval, paired_ratio_interval
 from harness.tls import Certificates
 from model.errors import UserError
 from model.ramps import RampStep
@@ -34,19 +45,92 @@ from model.scenarios import SCENARIOS
 from servers import FRAMEWORKS
 from servers.contract import PROTOCOL_H1
 
+BENCH_MIN_ROUNDS = 10
+BENCH_PRECISION_PCT = 3.0
+BENCH_MAX_ROUNDS = 60
+BENCH_MAX_TIME_S = 240.0
+
 
 @dataclass(frozen=True)
 class BenchResult:
+    """Our server against the framework's minimal app: the rounds' mean req/s of each, the
+    paired ratio with its 95 % interval, and whether it reached the precision asked."""
+
     framework: str
     loop: str | None
     ours_requests_per_s: float
     minimal_requests_per_s: float
     rounds: int
+    ratio: float
+    ratio_ci: tuple[float, float] | None  # 95 %, from the paired rounds
+    precision_pct: float | None = None
+    imprecise_reason: str | None = None  # None: within the precision (or none asked)
     protocol: str = PROTOCOL_H1
 
     @property
-    def ratio(self) -> float:
-        return self.ours_requests_per_s / self.minimal_requests_per_s
+    def half_width_pct(self) -> float | None:
+        """The ratio interval's half-width in % of the ratio."""
+        if self.ratio_ci is None:
+            return None
+        return 100.0 * (self.ratio_ci[1] - self.ratio_ci[0]) / 2 / self.ratio
+
+
+def ratio_half_width_pct(interval: Interval | None) -> float | None:
+    """A ratio interval's half-width in % of the ratio; None without an interval."""
+    if interval is None or interval.value <= 0:
+        return None
+    return 100.0 * (interval.high - interval.low) / 2 / interval.value
+
+
+def bench_summary(
+    framework: str,
+    loop: str | None,
+    ours: list[float],
+    minimal: list[float],
+    precision_pct: float | None,
+) -> BenchResult:
+    """The bench's figures from its paired rounds (`ours[i]` and `minimal[i]` ran in round
+    i): means, the paired ratio and its interval, imprecise when wider than asked."""
+    interval = paired_ratio_interval(ours, minimal)
+    ratio = interval.value if interval else statistics.fmean(ours) / statistics.fmean(minimal)
+    width = ratio_half_width_pct(interval)
+    short = precision_pct is not None and (width is None or width > precision_pct)
+    return BenchResult(
+        framework,
+        loop,
+        statistics.fmean(ours),
+        statistics.fmean(minimal),
+        len(ours),
+        ratio,
+        interval.rounded(4).as_pair() if interval else None,
+        precision_pct,
+        imprecise_reason(width, len(ours), precision_pct) if short and precision_pct else None,
+    )
+
+
+def bench_continues(
+    ours: list[float],
+    minimal: list[float],
+    *,
+    min_rounds: int,
+    max_rounds: int,
+    precision_pct: float | None,
+    elapsed_s: float,
+    round_s: float,
+    max_time_s: float | None,
+) -> bool:
+    """Whether another round runs: always up to `min_rounds`; then, with a precision, while
+    the ratio's half-width is wider, fewer than `max_rounds` ran and a round of `round_s`
+    ends within `max_time_s` of the start."""
+    done = len(ours)
+    if done < min_rounds:
+        return True
+    if not precision_pct or done >= max_rounds:
+        return False
+    width = ratio_half_width_pct(paired_ratio_interval(ours, minimal))
+    if width is not None and width <= precision_pct:
+        return False
+    return round_fits(elapsed_s=elapsed_s, round_cost_s=round_s, budget_s=max_time_s)
 
 
 def bench_unsupported(framework: str, protocol: str) -> str | None:
@@ -122,13 +206,18 @@ def bench_framework(
     server_cpus: str = "0",
     load_cpus: str = "1",
     connections: int = 100,
-    duration_s: float = 10.0,
-    rounds: int = 3,
+    duration_s: float = 3.0,
+    rounds: int = BENCH_MIN_ROUNDS,
+    precision_pct: float | None = BENCH_PRECISION_PCT,
+    max_rounds: int = BENCH_MAX_ROUNDS,
+    max_time_s: float | None = BENCH_MAX_TIME_S,
     protocol: str = PROTOCOL_H1,
     certificates: Certificates | None = None,
 ) -> BenchResult:
-    """Alternate wrk runs against our server and the minimal app, both on `protocol`
-    (TLS: serving `certificates`); medians of req/s."""
+    """Interleaved wrk runs against our server and the minimal app, both on `protocol`
+    (TLS: serving `certificates`), the order alternating, until the paired ratio is
+    within `precision_pct` % (module docstring)."""
+    started = time.monotonic()
     with (
         minimal_app(framework, server_cpus, protocol, certificates) as port,
         start_server(
@@ -148,18 +237,26 @@ def bench_framework(
         for name, target in targets.items():
             run_step(driver, warm_up, target, load_cpus, Path(raw_dir), f"warm-{name}")
         measured: dict[str, list[float]] = {"ours": [], "minimal": []}
-        for round_index in range(rounds):
-            for name, target in targets.items():
+        round_s = 2 * duration_s  # until a round has run: its load alone
+        while bench_continues(
+            measured["ours"],
+            measured["minimal"],
+            min_rounds=rounds,
+            max_rounds=max_rounds,
+            precision_pct=precision_pct,
+            elapsed_s=time.monotonic() - started,
+            round_s=round_s,
+            max_time_s=max_time_s,
+        ):
+            round_index = len(measured["ours"])
+            began = time.monotonic()
+            order = list(targets) if round_index % 2 == 0 else list(reversed(targets))
+            for name in order:
                 label = f"{name}-{round_index}"
-                result = run_step(driver, step, target, load_cpus, Path(raw_dir), label)
+                result = run_step(driver, step, targets[name], load_cpus, Path(raw_dir), label)
                 if result.errors_total:
                     raise UserError(f"{framework} {name}: wrk saw errors {result.errors}")
                 measured[name].append(result.rate)
-    return BenchResult(
-        framework,
-        loop,
-        statistics.median(measured["ours"]),
-        statistics.median(measured["minimal"]),
-        rounds,
-        protocol,
-    )
+            round_s = time.monotonic() - began
+    result = bench_summary(framework, loop, measured["ours"], measured["minimal"], precision_pct)
+    return dataclasses.replace(result, protocol=protocol)

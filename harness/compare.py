@@ -88,6 +88,9 @@ class RichReporter:
         self.progress.update(self.steps_task, live=f"{self._offered}: {achieved}, {errors} errors")
 
     def case_finished(self, *, case: Case) -> None:
+        task = next(t for t in self.progress.tasks if t.id == self.cases_task)
+        if task.total is not None and task.completed + 1 > task.total:  # rounds to a precision
+            self.progress.update(self.cases_task, total=task.completed + 1)
         self.progress.advance(self.cases_task)
 
 
@@ -252,7 +255,8 @@ def run_plan(plan: Plan, console: Console) -> tuple[Run, float]:
     profile = plan.profile
     cases = len(profile.affinity_modes) * len(profile.process_models) * len(plan.frameworks)
     cases *= len(profile.protocols)
-    # each confirmation round runs every case once more (fewer if a case found no peak)
+    # each confirmation round runs every case once more (fewer if a case found no peak;
+    # with a precision, the minimum: more rounds grow the total as they start)
     cases_total = cases * (profile.repeat + (profile.rounds if has_rounds(profile) else 0))
     started = time.monotonic()
     try:
@@ -451,3 +455,69 @@ def threshold_table(run: Run) -> Table | None:
             "[green]held[/]" if result.held else "[red]FAILED[/]",
         )
     return table
+
+
+def precision_table(run: Run) -> Table | None:
+    """Each case measured in rounds: how many ran and counted, the half-width its peak
+    reached (% of the peak) against the precision asked, the round length, and for an
+    imprecise case where its noise came from; then each round kept out and why. None when
+    no case ran rounds."""
+    measured = [c for c in run.cases if c.status == "ok" and c.summary.rounds]
+    if not measured:
+        return None
+    asked = {c.summary.precision_pct for c in measured} - {None}
+    title = "precision" + (
+        f": ±{', '.join(f'{p:g}' for p in sorted(asked))} % asked" if asked else ""
+    )
+    table = Table(title=title)
+    columns = ("case", "rounds", "kept out", "round s", "± % of peak", "precision", "noise")
+    for column in columns:
+        table.add_column(
+            column, justify="left" if column in ("case", "precision", "noise") else "right"
+        )
+    for case in measured:
+        summary = case.summary
+        label = " ".join(
+            part for part in (case.framework, case.process_model, case.affinity.get("mode")) if part
+        )
+        width = summary.half_width_pct
+        if summary.precision_pct is None:
+            state = "–"
+        elif summary.imprecise_reason is not None:
+            state = f"[yellow]imprecise[/]: {summary.imprecise_reason}"
+        else:
+            state = f"[green]within ±{summary.precision_pct:g} %[/]"
+        table.add_row(
+            label,
+            str(summary.rounds),
+            str(len(summary.rounds_excluded)),
+            _fmt(summary.round_duration_s, "{:g}"),
+            _fmt(width, "±{:.1f}"),
+            state,
+            summary.noise_note or "",
+        )
+    excluded = [
+        f"{case.framework} round {e['round'] + 1}: {e['reason']}"
+        for case in measured
+        for e in case.summary.rounds_excluded
+    ]
+    if excluded:
+        table.caption = "kept out — " + "; ".join(excluded)
+    return table
+
+
+def precision_line(run: Run) -> str | None:
+    """One line on a run to a precision: how many cases reached it, and each that did not
+    with its width and the source of its noise; None when no precision was asked."""
+    asked = [c for c in run.cases if c.status == "ok" and c.summary.precision_pct is not None]
+    if not asked:
+        return None
+    short = [c for c in asked if c.summary.imprecise_reason is not None]
+    within = len(asked) - len(short)
+    line = f"precision: {within} of {len(asked)} cases within the ±% asked"
+    if short:
+        line += "; imprecise: " + "; ".join(
+            f"{c.framework} {c.summary.imprecise_reason}, noise from the {c.summary.noise_source}"
+            for c in short
+        )
+    return line

@@ -18,6 +18,11 @@ before protocols were an axis is all h1):
   two peaks alone, with no interval and no verdict); `not comparable` when either case
   failed or found no peak.
 
+A run to a precision (`--precision`) has rounds until each case's interval is narrow
+enough, so a real change of that size is told apart; a case that stopped short
+(`imprecise`) is named in the note of a `no significant change`: its width, not the
+absence of a change, may be why.
+
 The Mann–Whitney test on n and m rounds cannot give p below 2 / C(n + m, n): 0.10 with 3
 rounds a side, 0.029 with 4, 0.008 with 5. With 3 rounds a side or fewer no change can
 be called significant, and the diff says so.
@@ -156,6 +161,8 @@ class CaseDiff:
     verdict: str  # faster, slower, no significant change, no rounds, not comparable
     beyond_factor: bool  # significant and beyond the factor, either way
     note: str | None = None  # why there is no verdict, or why none could be significant
+    # each run's peak half-width, % of its peak (harness.run.precision); None: no interval
+    half_width_pct: tuple[float | None, float | None] = (None, None)
 
     @property
     def worse_beyond_factor(self) -> bool:
@@ -179,6 +186,7 @@ class CaseDiff:
             "peak": self.peak.to_dict(),
             "p99_ms": {**self.p99.to_dict(), "change": self.p99_change},
             "note": self.note,
+            "half_width_pct": {"a": self.half_width_pct[0], "b": self.half_width_pct[1]},
         }
 
 
@@ -214,6 +222,13 @@ def diff_case(old: Case, new: Case, label: str, factor: float) -> CaseDiff:
                 f"{peak.rounds[0]} and {peak.rounds[1]} rounds cannot reach p < {ALPHA} "
                 f"(at best {smallest_p(*peak.rounds):.2f}): run at least 4 a side"
             )
+    imprecise = [
+        f"{side} imprecise ({case.summary.imprecise_reason})"
+        for side, case in sides
+        if case.summary.imprecise_reason is not None
+    ]
+    if imprecise and verdict == "no significant change":
+        note = "; ".join(filter(None, (note, *imprecise)))
     if old.summary.peak_offered != new.summary.peak_offered:
         moved = (
             f"the ramps peaked at different loads (offered {old.summary.peak_offered:g} in "
@@ -222,7 +237,8 @@ def diff_case(old: Case, new: Case, label: str, factor: float) -> CaseDiff:
         note = f"{note}; {moved}" if note else moved
     ratio = peak.ratio or 1.0
     beyond = peak.significant and (ratio < 1 / factor or ratio > factor)
-    return CaseDiff(identity, label, peak, p99, verdict, beyond, note)
+    widths = (old.summary.half_width_pct, new.summary.half_width_pct)
+    return CaseDiff(identity, label, peak, p99, verdict, beyond, note, widths)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import itertools
 import os
 import statistics
 import threading
@@ -391,3 +392,26 @@ def step_stats(
             "max": round(max(t["tick_max_ms"] for t in lines), 3),
         }
     return stats
+
+
+def replies_per_second(telemetry: list[dict[str, Any]], window: StepWindow) -> list[float]:
+    """The server's replies in each whole telemetry interval inside a step's window, per
+    second: each worker's `requests` counter differenced line to line (its lines come once
+    a second), the workers summed by interval. Intervals that straddle the window's start
+    or end (the load starting, stopping) are left out; empty without telemetry."""
+    end = window.ended or time.time()
+    by_pid: dict[int, list[dict[str, Any]]] = {}
+    for line in telemetry:
+        if "requests" in line and "t" in line:
+            by_pid.setdefault(int(line.get("pid", 0)), []).append(line)
+    buckets: dict[int, float] = {}
+    for lines in by_pid.values():
+        lines.sort(key=lambda line: line["t"])
+        for before, after in itertools.pairwise(lines):
+            span_s = after["t"] - before["t"]
+            if span_s <= 0 or before["t"] < window.started or after["t"] > end:
+                continue
+            second = int(after["t"] - window.started)
+            rate = (int(after["requests"]) - int(before["requests"])) / span_s
+            buckets[second] = buckets.get(second, 0.0) + rate
+    return [round(buckets[second], 1) for second in sorted(buckets)]

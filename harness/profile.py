@@ -31,6 +31,7 @@ PROFILES_DIR = Path(__file__).parent / "profiles"
 DEFAULT_PROFILE = "quick"
 AFFINITY_MODES = ("both", "server", "agent", "none")  # the affinity study's matrix
 AFFINITY_CHOICES = (*AFFINITY_MODES, "matrix")
+PRECISION_MIN_ROUNDS = 3  # harness.run.precision.MIN_PRECISE_ROUNDS (profile sits below run)
 
 
 def parse_protocols(text: str) -> tuple[str, ...]:
@@ -90,6 +91,13 @@ class Profile:
     # figure then carries a 95 % interval. 0: the ramp's figures alone, no intervals.
     rounds: int = 0
     round_duration_s: float = 3.0
+    # precision (harness.run.precision): > 0, rounds go on past `rounds` (then the
+    # minimum) until every case's peak is within ±precision_pct % at 95 %, `max_rounds`
+    # have run, or the next round would end past `max_time_s` of the run's wall time (0: no
+    # budget); round lengths and warm-ups are chosen from the first rounds.
+    precision_pct: float = 0.0
+    max_time_s: float = 0.0
+    max_rounds: int = 30
     # threshold rules (model.thresholds), canonical text: the profile's, then --threshold's
     thresholds: tuple[str, ...] = ()
     # verify's deviations (harness.verify.severity): false, a warning and the server is
@@ -113,6 +121,21 @@ class Profile:
             raise ValueError(f"rounds must be 0 or at least 2 (an interval), not {self.rounds!r}")
         if self.round_duration_s <= 0:
             raise ValueError(f"round_duration_s must be positive, not {self.round_duration_s}")
+        if not 0 <= self.precision_pct < 100:
+            raise ValueError(
+                f"precision_pct must be a percentage in 0..100 (0: off), not {self.precision_pct}"
+            )
+        if self.max_time_s < 0:
+            raise ValueError(
+                f"max_time_s must not be negative (0: no budget), not {self.max_time_s}"
+            )
+        if not isinstance(self.max_rounds, int) or self.max_rounds < max(2, self.rounds):
+            raise ValueError(
+                f"max_rounds must be a whole number >= rounds ({self.rounds}) and >= 2, "
+                f"not {self.max_rounds!r}"
+            )
+        if self.precision_pct and self.rounds < 2:
+            raise ValueError("precision_pct needs rounds (at least 2: the minimum per case)")
         if self.warmup_s < 0 or self.cooldown_s < 0:
             raise ValueError("warmup_s and cooldown_s must not be negative")
         if self.probe_interval_s <= 0 or self.timeout_s <= 0:
@@ -230,6 +253,8 @@ def load_profile(name: str, overrides: dict[str, Any] | None = None) -> Profile:
                 connection_data["hold_s"] = value
         else:
             data[key] = value
+    if data.get("precision_pct") and not data.get("rounds"):  # --precision on a profile
+        data["rounds"] = PRECISION_MIN_ROUNDS  # without rounds: the precision's minimum
     known = {f.name for f in dataclasses.fields(Profile)}
     unknown = sorted(set(data) - known)
     if unknown:

@@ -39,6 +39,12 @@ by name):
   to the same server's h1 peak, with its 95 % interval). Read from /4 by
   `upgrade_run_4`: every case `h1`, `negotiated` null (/4 spoke cleartext HTTP/1.1
   only), no TLS tax.
+  Also in /5, rounds to a precision (harness.run.precision): the summary's
+  `half_width_pct`, `precision_pct`, `rounds_excluded` (each `{round, reason}`),
+  `round_duration_s`, `imprecise_reason`, `noise_source` (NOISE_SOURCES) and
+  `noise_note`, and the flag `imprecise`; a step's `extra.replies_per_s` (the server's
+  telemetry, second by second) and a round's `extra.round_s`. A /4 file (or a /5 one
+  from before them) reads with their defaults: no precision asked, nothing excluded.
   A `verify` entry may carry `deviations` (the robustness rules the server bent: `check`,
   `key`, `sent`, `expected`, `came`, `declared`; harness.verify.severity); a file without
   them reads as a case with none (`Case.deviations`).
@@ -87,7 +93,11 @@ FLAG_MEANINGS = {
     "another process held: the machine, not only the server, shaped the step",
     "step_lost": "the driver gave no figures for the step twice (it was retried once): the "
     "ramp has a hole there, and its case reads `incomplete`",
+    "imprecise": "the case's rounds stopped (time budget or max_rounds) before its peak's 95 % "
+    "interval was within the precision asked: summary.imprecise_reason says how wide it is",
 }
+# where an imprecise case's spread comes from (harness.run.precision.noise_source)
+NOISE_SOURCES = ("server", "load generator", "machine", "unknown")
 # which side limited a step (harness.run.analysis.step_bottleneck)
 BOTTLENECKS = ("server", "load generator", "database", "os limit", "none", "unknown")
 # the summary's intervals: [low, high] at 95 % (harness.stats)
@@ -223,6 +233,18 @@ class Summary:
     server_cpu_at_peak_ci_pct: tuple[float, float] | None = None
     # rate ramps: where p99 leaves its floor (harness.run.analysis.find_knee)
     knee: dict[str, Any] | None = None  # offered, p99_ms, floor_p99_ms, threshold_ms, ...
+    # precision (harness.run.precision): the half-width of `peak_ci` in % of `peak`; the
+    # precision asked (`--precision`, None: a fixed number of rounds); rounds kept out of
+    # the figures, each {"round": i, "reason": ...}; the round length the rounds used
+    # (chosen from the first rounds' spread); and for a case that stopped short
+    # (`imprecise` among its flags) how wide it got and where the noise came from
+    half_width_pct: float | None = None
+    precision_pct: float | None = None
+    rounds_excluded: tuple[dict[str, Any], ...] = ()
+    round_duration_s: float | None = None
+    imprecise_reason: str | None = None
+    noise_source: str | None = None  # one of NOISE_SOURCES
+    noise_note: str | None = None
     # h1-tls cases: the peak / the same server's h1 peak in the run (the TLS tax), with its
     # 95 % interval when both ran rounds (paired round by round)
     tls_tax: float | None = None
@@ -243,6 +265,9 @@ class Summary:
             "rss_max_bytes",
             "ratio_to_nginx",
             "baseline_rss_bytes",
+            "half_width_pct",
+            "precision_pct",
+            "round_duration_s",
             "tls_tax",
         ):
             _non_negative(name, getattr(self, name))
@@ -268,6 +293,19 @@ class Summary:
             raise ValueError(f"breaking_point lacks 'connections': {self.breaking_point}")
         if self.knee is not None and "offered" not in self.knee:
             raise ValueError(f"knee lacks 'offered': {self.knee}")
+        if self.noise_source is not None and self.noise_source not in NOISE_SOURCES:
+            raise ValueError(
+                f"noise_source {self.noise_source!r} is not one of {', '.join(NOISE_SOURCES)}"
+            )
+        if not isinstance(self.rounds_excluded, tuple) or not all(
+            isinstance(e, dict) and {"round", "reason"} <= set(e) for e in self.rounds_excluded
+        ):
+            raise ValueError(
+                "rounds_excluded must be a tuple of {round, reason}, not "
+                f"{self.rounds_excluded!r}"
+            )
+        if ("imprecise" in self.flags) != (self.imprecise_reason is not None):
+            raise ValueError("an imprecise case (flag) needs an imprecise_reason, and only it")
 
 
 SUMMARY_FIELDS = tuple(f.name for f in fields(Summary))
@@ -278,7 +316,7 @@ def summary_from_dict(data: dict[str, Any]) -> Summary:
     unknown = sorted(set(data) - set(SUMMARY_FIELDS))
     if unknown:
         raise ValueError(f"unknown summary fields {unknown}")
-    names = ("flags", "failed_repeats", *INTERVAL_FIELDS)
+    names = ("flags", "failed_repeats", "rounds_excluded", *INTERVAL_FIELDS)
     tuples = {k: tuple(data[k]) for k in names if data.get(k) is not None}
     return Summary(**{**data, **tuples})
 

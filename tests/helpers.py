@@ -181,9 +181,11 @@ def synthetic_case(
     process_model: str = "single",
     reconcile: dict[str, int] | None = None,
     round_errors: int = 0,
+    precision_pct: float | None = None,
 ) -> Case:
     """A case whose ramp peaked at the first round's value, then measured in `rounds`
-    (none: the ramp's peak alone, no interval) — made by the runner's own with_rounds."""
+    (none: the ramp's peak alone, no interval) — made by the runner's own with_rounds,
+    to `precision_pct` when given."""
     peak = rounds[0] if rounds else 1000.0
     ramp_case = Case(
         framework=framework,
@@ -213,7 +215,7 @@ def synthetic_case(
         )  # type: ignore[arg-type]
         for index, (value, p99) in enumerate(zip(rounds, p99s, strict=True))
     ]
-    return with_rounds(ramp_case, measured)
+    return with_rounds(ramp_case, measured, precision_pct)
 
 
 def synthetic_run(

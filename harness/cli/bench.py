@@ -29,8 +29,23 @@ def bench_command(
     load_cpus: str = typer.Option("1", help="CPUs for wrk."),
     agent_cpus: str = AGENT_CPUS_OPTION,
     connections: int = typer.Option(100, help="wrk connections."),
-    duration_s: float = typer.Option(10.0, "--duration", help="Seconds per wrk run."),
-    rounds: int = typer.Option(3, help="Alternating rounds (ours, minimal) per framework."),
+    duration_s: float = typer.Option(3.0, "--duration", help="Seconds per wrk run."),
+    rounds: int = typer.Option(
+        10, help="Rounds (ours and minimal, the order alternating) per framework, at least."
+    ),
+    precision_pct: float = typer.Option(
+        3.0,
+        "--precision",
+        metavar="PCT",
+        help="Rounds go on until the ratio's 95 % interval is within ±PCT % (0: --rounds only).",
+    ),
+    max_time_s: float = typer.Option(
+        240.0,
+        "--max-time",
+        metavar="SECONDS",
+        help="Per framework, for --precision, once --rounds ran (0: none).",
+    ),
+    max_rounds: int = typer.Option(60, help="Rounds per framework, at most."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
     servers: list[str] = SERVER_OPTION,
     servers_file: Path = SERVERS_FILE_OPTION,
@@ -73,6 +88,10 @@ def bench_command(
         )
     check_cpus(server_cpus)
     check_cpus(load_cpus)
+    if rounds < 2 or max_rounds < rounds:
+        raise UserError(f"--rounds must be at least 2 and --max-rounds at least it ({rounds})")
+    if not 0 <= precision_pct < 100 or max_time_s < 0:
+        raise UserError("--precision is a percentage in 0..100 and --max-time seconds >= 0")
     if tool_path("wrk") is None:
         raise UserError("wrk not found: run `harness doctor --install`")
     pairs = [(n, p) for n in names for p in protocols if bench_unsupported(n, p) is None]
@@ -83,10 +102,11 @@ def bench_command(
     if not pairs:
         raise UserError(f"nothing to bench on {', '.join(protocols)}: see the reasons above")
     results = []
+    what = f"≥ {rounds} rounds to ±{precision_pct:g} %" if precision_pct else f"{rounds} rounds"
     with run_certificates(protocols, tls_cert, tls_key) as certificates:
         for name, chosen in pairs:
             chosen_loop = loop if loop in FRAMEWORKS[name].loops else None
-            status = f"bench {name} ({chosen}): {rounds} rounds of {duration_s:g} s each…"
+            status = f"bench {name} ({chosen}): {what} of 2 × {duration_s:g} s…"
             with console.status(status):
                 results.append(
                     bench_framework(
@@ -97,21 +117,38 @@ def bench_command(
                         connections=connections,
                         duration_s=duration_s,
                         rounds=rounds,
+                        precision_pct=precision_pct or None,
+                        max_rounds=max_rounds,
+                        max_time_s=max_time_s or None,
                         protocol=chosen,
                         certificates=certificates,
                     )
                 )
     if as_json:
-        print(json.dumps([{**r.__dict__, "ratio": r.ratio} for r in results], indent=2))
+        rows = [{**r.__dict__, "half_width_pct": r.half_width_pct} for r in results]
+        print(json.dumps(rows, indent=2))
         return
-    table = Table("framework", "loop", "protocol", "ours req/s", "minimal req/s", "ours / minimal")
+    columns = ("framework", "loop", "protocol", "ours req/s", "minimal req/s",
+               "ours / minimal [95 % CI]", "rounds", "±", "precision")  # fmt: skip
+    table = Table(*columns)
     for r in results:
+        ci = f" [{r.ratio_ci[0]:.1%}, {r.ratio_ci[1]:.1%}]" if r.ratio_ci else ""
+        width = r.half_width_pct
+        if r.precision_pct is None:
+            state = "–"
+        elif r.imprecise_reason:
+            state = f"[yellow]imprecise[/]: {r.imprecise_reason}"
+        else:
+            state = f"[green]within ±{r.precision_pct:g} %[/]"
         table.add_row(
             r.framework,
             r.loop or FRAMEWORKS[r.framework].loops[0],
             r.protocol,
             f"{r.ours_requests_per_s:,.0f}",
             f"{r.minimal_requests_per_s:,.0f}",
-            f"{r.ratio:.0%}",
+            f"{r.ratio:.1%}{ci}",
+            str(r.rounds),
+            f"±{width:.1f} %" if width is not None else "–",
+            state,
         )
     console.print(table)

@@ -23,6 +23,7 @@ from harness.cli.options import (
     LOAD_CPUS_OPTION,
     LOOP_OPTION,
     MARKDOWN_OPTION,
+    MAX_TIME_OPTION,
     MODE_OPTION,
     MODEL_OPTION,
     MONGO_BACKEND_OPTION,
@@ -31,6 +32,7 @@ from harness.cli.options import (
     MONGO_W_OPTION,
     NO_VERIFY_OPTION,
     OUT_OPTION,
+    PRECISION_OPTION,
     PROFILE_OPTION,
     PROTOCOL_OPTION,
     REPEAT_OPTION,
@@ -80,6 +82,8 @@ def run_comparison(
     connections: int | None,
     mode: str | None,
     thresholds: list[str],
+    precision_pct: float | None = None,
+    max_time_s: float | None = None,
     servers: list[str] = (),  # type: ignore[assignment]
     servers_file: Path | None = None,
     fleet: str | None = None,
@@ -103,6 +107,8 @@ def run_comparison(
         build_plan,
         deviation_lines,
         mongo_backend_note,
+        precision_line,
+        precision_table,
         run_plan,
         summary_table,
         threshold_table,
@@ -137,6 +143,8 @@ def run_comparison(
         "connections": connections,
         "mode": mode,
         "thresholds": list(thresholds),
+        "precision_pct": precision_pct,
+        "max_time_s": max_time_s,
     }
     plan = build_plan(
         frameworks=frameworks,
@@ -185,6 +193,10 @@ def run_comparison(
         if case.status == "failed":
             failure = escape(f"{case.framework}: {case.error}")
             console.print(f"[red]failed:[/] {failure}", soft_wrap=True)
+    precision = precision_table(run)
+    if precision is not None:
+        console.print(precision)
+        console.print(precision_line(run))
     for note in dict.fromkeys(c.summary.limit_note for c in run.cases if c.summary.limit_note):
         console.print(f"[yellow]note:[/] {note}")
     topologies = topology_table(run)
@@ -257,6 +269,8 @@ def compare_command(
     connections: int = CONNECTIONS_OPTION,
     mode: str = MODE_OPTION,
     thresholds: list[str] = THRESHOLD_OPTION,
+    precision_pct: float = PRECISION_OPTION,
+    max_time_s: float = MAX_TIME_OPTION,
     servers: list[str] = SERVER_OPTION,
     servers_file: Path = SERVERS_FILE_OPTION,
     fleet: str = FLEET_OPTION,

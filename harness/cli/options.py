@@ -112,6 +112,19 @@ DURABLE_OPTION = typer.Option(
     "--durable",
     help="Acknowledge a record once on disk: fsync per file batch, mongo j: true.",
 )
+PRECISION_OPTION = typer.Option(
+    None,
+    "--precision",
+    help="Rounds go on until every case's peak is within ±PCT % (its 95 % interval), or "
+    "--max-time is spent; 0: the profile's rounds, no more (quick: ±5 %, at least 4 rounds).",
+    metavar="PCT",
+)
+MAX_TIME_OPTION = typer.Option(
+    None,
+    "--max-time",
+    help="The run's time budget in seconds for --precision (0: none; quick: 450).",
+    metavar="SECONDS",
+)
 CONNECTIONS_OPTION = typer.Option(None, help="Connection ramp target (WebSocket scenarios).")
 THRESHOLD_OPTION = typer.Option(
     [],

@@ -8,6 +8,9 @@
   - connection_case.py: connection ramps (WebSocket scenarios, with harness.connections)
 - context.py: RunContext and CaseContext (frozen), Measured (what a case kind returns)
 - analysis.py: the peak, repeats combined, ratios to nginx, the driver-bound test
+- rounds.py: confirmation rounds at each peak, interleaved, to a precision when asked
+- precision.py: the precision's rules (stopping, round length, outlier rounds, the noise
+  source), pure
 - ledger.py: nothing lost, the sink reconciled with what was acknowledged
 - outputs.py: steps.csv
 """

@@ -15,6 +15,15 @@ from typing import Any
 from drivers import histograms as hdr
 from drivers.base import Driver, DriverResult
 from harness.monitor import CpuSnapshot
+from harness.run.precision import (
+    case_precise,
+    exclusion_note,
+    half_width_pct,
+    imprecise_reason,
+    noise_source,
+    round_exclusions,
+    stall_note,
+)
 from harness.stats import Interval, mean_interval, paired_ratio_interval
 from model.ramps import RampStep
 from model.results import Case, Step, Summary
@@ -382,16 +391,22 @@ def _pair(interval: Interval | None, digits: int) -> tuple[float, float] | None:
 
 
 def usable_rounds(rounds: Sequence[Step]) -> list[Step]:
-    """The rounds that count: those not flagged `contended`, unless fewer than two are left
-    (then all of them, and the summary says how many were contended)."""
-    quiet = [s for s in rounds if "contended" not in s.flags]
-    return quiet if len(quiet) >= 2 else list(rounds)
+    """The rounds that count: all but those harness.run.precision.round_exclusions keeps
+    out (contended or stalled), unless fewer than two would be left (then all of them,
+    and the summary's limit_note says so)."""
+    excluded = {e.round for e in round_exclusions(rounds)}
+    return [s for i, s in enumerate(rounds) if int(s.extra.get("round", i)) not in excluded]
 
 
-def with_rounds(case: Case, rounds: Sequence[tuple[int, Case]]) -> Case:
+def with_rounds(
+    case: Case, rounds: Sequence[tuple[int, Case]], precision_pct: float | None = None
+) -> Case:
     """The case's figures from its confirmation rounds (`(round index, round case)`): the
-    peak, p99 and server CPU become the rounds' means with 95 % intervals; the ramp's peak
-    stays as `ramp_peak`. A failed round is listed in `failed_repeats`."""
+    peak, p99 and server CPU become the usable rounds' means with 95 % intervals; the
+    ramp's peak stays as `ramp_peak`. A failed round is listed in `failed_repeats`, a round
+    kept out in `rounds_excluded` with its reason. With `precision_pct` (`--precision`), a
+    case whose peak's half-width is wider is `imprecise`, with the width it reached and
+    where its noise comes from (harness.run.precision)."""
     if case.status != "ok" or not rounds:
         return case
     steps = tuple(
@@ -402,17 +417,24 @@ def with_rounds(case: Case, rounds: Sequence[tuple[int, Case]]) -> Case:
     failures = tuple(
         f"round {index + 1}: {r.error}" for index, r in rounds if r.status != "ok" or not r.steps
     )
+    excluded = round_exclusions(steps)
+    notes = [case.summary.limit_note, stall_note(steps), exclusion_note(steps)]
     summary = dataclasses.replace(
         case.summary,
         rounds=len(steps),
         rounds_contended=sum("contended" in s.flags for s in steps),
         failed_repeats=case.summary.failed_repeats + failures,
+        rounds_excluded=tuple(e.to_dict() for e in excluded),
+        precision_pct=precision_pct,
+        limit_note="; ".join(n for n in dict.fromkeys(notes) if n) or None,
     )
     used = usable_rounds(steps)
     peak = mean_interval([s.achieved for s in used])
     if peak is not None:
         p99 = mean_interval([v for s in used if (v := s.latency_ms.get("p99")) is not None])
         cpu = mean_interval([v for s in used if (v := s.server_cpu_pct) is not None])
+        width = half_width_pct([s.achieved for s in used])
+        lengths = [s.extra["round_s"] for s in steps if s.extra.get("round_s")]
         summary = dataclasses.replace(
             summary,
             ramp_peak=case.summary.peak,
@@ -422,7 +444,18 @@ def with_rounds(case: Case, rounds: Sequence[tuple[int, Case]]) -> Case:
             p99_at_peak_ci_ms=_pair(p99, 3),
             server_cpu_at_peak_pct=round(cpu.value, 1) if cpu else None,
             server_cpu_at_peak_ci_pct=_pair(cpu, 1),
+            half_width_pct=round(width, 2) if width is not None else None,
+            round_duration_s=max(lengths) if lengths else None,
             flags=tuple(sorted({*summary.flags, *(f for s in steps for f in s.flags)})),
+        )
+    if precision_pct is not None and not case_precise([s.achieved for s in used], precision_pct):
+        source, note = noise_source(used)
+        summary = dataclasses.replace(
+            summary,
+            flags=tuple(sorted({*summary.flags, "imprecise"})),
+            imprecise_reason=imprecise_reason(summary.half_width_pct, len(used), precision_pct),
+            noise_source=source,
+            noise_note=note,
         )
     return dataclasses.replace(case, rounds=steps, summary=summary)
 

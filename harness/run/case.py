@@ -10,9 +10,9 @@ supported: <why>`, never run on another protocol. Right after the server starts,
 probe connection of the harness reads what it negotiated (harness.tls.probe_tls: TLS
 version, cipher, key type, ALPN; h2c: the preface answered), recorded as the case's
 `negotiated` and checked as its `protocol` verify entry: a TLS handshake that fails, or
-an h2 server that does not select ALPN h2, fails the case. The contract's route checks
-speak cleartext HTTP/1.1 and run on h1 cases (`harness verify --protocol` checks a
-server's routes over the others).
+an h2 server that does not select ALPN h2, fails the case. Verify then speaks the case's
+protocol (harness.verify's Endpoint): the route checks, and the protocol's own (TLS,
+HTTP/2) but the ones `harness verify --protocol` keeps to itself (`case_checks`).
 
 A server given as a command is probed for the routes it serves once it runs
 (harness.verify.served_routes): a scenario on a route it answers 404 is `skipped: not
@@ -39,8 +39,13 @@ from harness.sink_store import SinkStore
 from harness.tls import h2c_answers, probe_tls
 from harness.topology import ProcessModel, Topology, start_topology, topology_unsupported
 from harness.verify import (
+    H2_PROTOCOLS,
+    WEBSOCKET_CHECKS,
+    CheckFunction,
+    Routes,
     check_text_route,
     checks_for,
+    endpoint_for,
     not_supported,
     run_checks,
     served_routes,
@@ -48,6 +53,7 @@ from harness.verify import (
 )
 from model.errors import UserError
 from model.results import Case, CaseStatus, Negotiated
+from model.scenarios import Scenario
 from servers import FRAMEWORKS
 from servers.contract import ALPN_FOR_PROTOCOL, PROTOCOL_H1, PROTOCOL_H2, TLS_PROTOCOLS
 
@@ -58,6 +64,9 @@ CASE_KINDS: dict[str, CaseKind] = {
     "connections": run_connection_case,
 }
 INTERRUPTED_STOP_S = 2.0
+# what a run's verify leaves to `harness verify --protocol`: it waits out the server's head
+# deadline (10 s) for a half-sent ClientHello, a slow-client property, not an answer's
+RUN_VERIFY_LEFT_OUT = ("tls-half-handshake",)
 NO_TELEMETRY_NOTE = (
     "no telemetry line (a server run as a command): tick lag and the server's own "
     "counters are not measured; CPU and RSS are its process tree's"
@@ -206,18 +215,6 @@ def _run_with_sink(ctx: CaseContext) -> Case:
         )
         affinity["server"] = cpu_affinity.cpus_allowed(server.pid)
         negotiated, protocol_check = probe_protocol(ctx, server)
-        routes = None
-        if FRAMEWORKS[framework].routes is None and ctx.protocol == PROTOCOL_H1:
-            # a command's routes, probed now it runs (over cleartext h1: the others are
-            # taken at the scenario's word, as `harness verify --protocol` checks them)
-            routes = served_routes(server.instance_url, run.backends)
-            if run.scenario.route not in routes:
-                how = "refuses the handshake" if run.scenario.websocket else "answers 404"
-                error = f"not supported: {framework} {how} on {run.scenario.route}"
-                model = ctx.process_model
-                return new_case(
-                    run, framework, model, ctx.protocol, "skipped", affinity, error=error
-                )
         verify: dict[str, Any] = {}
         if protocol_check is not None:  # what the probe found, checked whether or not verify
             verify["protocol"] = protocol_check
@@ -228,25 +225,39 @@ def _run_with_sink(ctx: CaseContext) -> Case:
                     run, framework, model, ctx.protocol, "failed", affinity, error=error,
                     verify=verify, negotiated=negotiated,
                 )  # fmt: skip
-        if run.plan.verify and ctx.protocol == PROTOCOL_H1:
-            # the contract on the (first) instance itself; behind a balancer, also that
-            # the balancer passes GET / through (per-instance counters and proxied
-            # WebSocket closes are not the contract's to judge through nginx)
-            checks = run_checks(server.instance_url, checks_for(framework, routes))
+        # the (first) instance itself, reached over the case's protocol
+        endpoint = endpoint_for(server.instance_url, ctx.protocol, run.certificates)
+        routes = None
+        if FRAMEWORKS[framework].routes is None:  # a command's: probed now it runs
+            routes = served_routes(endpoint, run.backends)
+            if run.scenario.route not in routes:
+                how = "refuses the handshake" if run.scenario.websocket else "answers 404"
+                error = f"not supported: {framework} {how} on {run.scenario.route}"
+                model = ctx.process_model
+                return new_case(
+                    run, framework, model, ctx.protocol, "skipped", affinity, error=error,
+                    negotiated=negotiated,
+                )  # fmt: skip
+        if run.plan.verify:
+            # the contract on the instance; behind a balancer, also that the balancer
+            # passes GET / through (per-instance counters and proxied WebSocket closes are
+            # not the contract's to judge through nginx)
+            wanted = case_checks(framework, routes, ctx.protocol, run.scenario)
+            checks = run_checks(endpoint, wanted)
             if run.plan.strict_verify or profile.strict_verify:  # every warning fails
                 checks = strictly(checks, framework)
             if server.balancer is not None:
                 checks += run_checks(server.url, {"balancer": check_text_route})
-            if routes is not None:  # what the probes found not served, said as such
-                checks += not_supported(framework, routes=routes)
-            verify = {c.name: c.record() for c in checks}
+            if routes is not None or ctx.protocol in H2_PROTOCOLS:  # not served, said so
+                checks += not_supported(framework, routes=routes, protocol=ctx.protocol)
+            verify |= {c.name: c.record() for c in checks}
             if any(not c.ok for c in checks):
                 details = "; ".join(f"{c.name}: {c.detail}" for c in checks if not c.ok)
                 error = f"verify failed: {details}"
                 model = ctx.process_model
                 return new_case(
                     run, framework, model, ctx.protocol, "failed", affinity, error=error,
-                    verify=verify,
+                    verify=verify, negotiated=negotiated,
                 )  # fmt: skip
         if run.database is not None:  # its CPU beside the server's (db_cpu_pct)
             monitor.set_database_pids(run.database.pids())
@@ -331,3 +342,16 @@ def probe_protocol(
     if facts["alpn"] != expected and (protocol == PROTOCOL_H2 or facts["alpn"] is not None):
         return negotiated, {"ok": False, "detail": f"{detail}: ALPN {expected} not selected"}
     return negotiated, {"ok": True, "detail": detail}
+
+
+def case_checks(
+    framework: str, routes: Routes | None, protocol: str, scenario: Scenario
+) -> dict[str, CheckFunction]:
+    """The verify checks of a case: the contract's over its protocol (harness.verify's
+    `checks_for`) but RUN_VERIFY_LEFT_OUT; over a protocol other than h1, the WebSocket
+    rules only for a WebSocket scenario (an HTTP scenario's load over TLS or HTTP/2 never
+    opens /ws; `harness verify --protocol` checks them there)."""
+    checks = checks_for(framework, routes, protocol=protocol)
+    if protocol != PROTOCOL_H1 and not scenario.websocket:
+        checks = {name: check for name, check in checks.items() if name not in WEBSOCKET_CHECKS}
+    return {name: check for name, check in checks.items() if name not in RUN_VERIFY_LEFT_OUT}

@@ -17,7 +17,7 @@ from drivers import build_driver
 from drivers.base import Driver, DriverOptions, DriverOutputError, DriverResult, Target, run_step
 from harness import affinity as cpu_affinity
 from harness.fleet.steps import HostLost, run_fleet_step, split_evenly
-from harness.monitor import Monitor, StepWindow, step_stats
+from harness.monitor import Monitor, StepWindow, replies_per_second, step_stats
 from harness.probe import Probe
 from harness.run.analysis import (
     behind_schedule,
@@ -299,6 +299,8 @@ def _run_one_step(
         "agent_cpu_wait_pct": stats["agent_cpu_wait_pct"],
         "sink_errors_in_step": stats["sink_errors"],
         "backlog_max": stats["backlog_max"],
+        # the server's own count, second by second (harness.run.precision reads its spread)
+        "replies_per_s": replies_per_second(server.telemetry_lines(), window),
         **(noise or {}),
         **database_cpu(stats),
         # what the load generator says it spoke, when it says (h2load: h2 or http/1.1)

@@ -14,6 +14,7 @@ private temporary directory, removed when the run ends) unless the user gave the
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,7 +29,7 @@ from harness.run.case import run_case
 from harness.run.context import RunContext
 from harness.run.outputs import write_files_index, write_steps_csv
 from harness.run.plan import Plan, Reporter, SilentReporter, now_iso
-from harness.run.rounds import has_rounds, rotated, run_round
+from harness.run.rounds import has_rounds, run_rounds
 from harness.run.verdict import verdict
 from harness.services import own_database
 from harness.tls import run_certificates
@@ -86,6 +87,7 @@ class Runner:
         (interleaved, rotated); run.json after each. The harness itself runs on the load's
         CPUs meanwhile (harness.affinity.harness_pinned)."""
         profile = self.plan.profile
+        started_s = time.monotonic()  # the precision's time budget counts from here
         roles = {name: info.role for name, info in FRAMEWORKS.items()}
         by_key: dict[tuple[str, str, str, str], list[Case]] = {}
         rounds: dict[tuple[str, str, str, str], list[tuple[int, Case]]] = {}
@@ -93,7 +95,10 @@ class Runner:
 
         def figures() -> list[Case]:
             combined = {key: combine_repeats(runs) for key, runs in by_key.items()}
-            measured = [with_rounds(case, rounds.get(key, [])) for key, case in combined.items()]
+            measured = [
+                with_rounds(case, rounds.get(key, []), profile.precision_pct or None)
+                for key, case in combined.items()
+            ]
             return with_tls_tax(with_baseline_ratios(measured, roles))
 
         self.write(cases, finished=None, status="running")  # a run.json from the start
@@ -118,13 +123,15 @@ class Runner:
                         for key, runs in by_key.items()
                         if combine_repeats(runs).summary.peak_offered is not None
                     }
-                    for index in range(profile.rounds):
-                        for key in rotated(list(peaked), index):
-                            measured = run_round(run_context, peaked[key], index)
-                            rounds.setdefault(key, []).append((index, measured))
-                            cases = figures()
-                            self.write(cases, finished=None, status="running")
-                            self.reporter.case_finished(case=measured)
+
+                    def record(key: tuple[str, ...], index: int, measured: Case) -> None:
+                        nonlocal cases
+                        rounds.setdefault(key, []).append((index, measured))
+                        cases = figures()
+                        self.write(cases, finished=None, status="running")
+                        self.reporter.case_finished(case=measured)
+
+                    run_rounds(run_context, peaked, record, started_s=started_s)
         except KeyboardInterrupt as error:  # Ctrl-C, SIGTERM, SIGHUP (harness.lifecycle)
             self.write(cases, now_iso(), "interrupted", interrupt_reason(error))
             raise

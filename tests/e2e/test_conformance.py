@@ -111,6 +111,14 @@ KNOWN_PROTOCOL_FAILURES: dict[tuple[str, str, str], tuple[str, bool]] = {
         )
         for name in ("gevent", "eventlet", "tornado")
     },
+    **{
+        (name, contract.PROTOCOL_H1_TLS, "ws-origin"): (
+            "intermittent: after ws-long-message over TLS, a refused handshake got no "
+            "response within 5 s (seen once each in full matrix runs; not reproduced alone)",
+            False,
+        )
+        for name in ("gevent", "tornado")
+    },
 }
 
 

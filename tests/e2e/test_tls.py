@@ -54,6 +54,9 @@ async def app(scope, receive, send):
 """
 
 
+UVICORN_TLS12 = "stock uvicorn's SSL context accepts TLS 1.2; its --ssl-version sets no minimum"
+
+
 def require_uvicorn() -> None:
     pytest.importorskip("uvicorn", reason="pip install serverbench-harness[contenders]")
 
@@ -116,10 +119,16 @@ def test_compare_on_h1_and_h1_tls_gives_a_case_each_with_what_tls_negotiated(
 ) -> None:
     require_uvicorn()
     require_tools("wrk")
-    server = f"tlsapp={uvicorn_command(tmp_path, tls=True)}"
+    servers = tmp_path / "servers.toml"
+    # stock uvicorn's SSL context takes TLS 1.2 too (the contract's minimum is 1.3): said,
+    # as a known deviation, so that verify reports it instead of failing the case
+    servers.write_text(
+        f"[servers.tlsapp]\ncommand = {json.dumps(uvicorn_command(tmp_path, tls=True))}\n"
+        f'deviations = {{ "tls-1.2-refused" = {json.dumps(UVICORN_TLS12)} }}\n'
+    )
     out = tmp_path / "results"
     done = harness(
-        "compare", "--frameworks", "tlsapp", "--server", server, "--protocol", "h1,h1-tls",
+        "compare", "--frameworks", "tlsapp", "--servers", str(servers), "--protocol", "h1,h1-tls",
         "--profile", "smoke", "--out", str(out), timeout_s=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
@@ -135,6 +144,11 @@ def test_compare_on_h1_and_h1_tls_gives_a_case_each_with_what_tls_negotiated(
     assert tls.negotiated.cipher and tls.negotiated.cipher.startswith("TLS_")
     assert tls.negotiated.key_type == "ECDSA P-256"  # trustme's
     assert tls.verify["protocol"]["ok"], tls.verify
+    # verify spoke h1-tls: the routes and TLS's own checks, the known deviation reported
+    assert {"text", "not-found", "tls-handshake", "tls-plaintext"} <= set(tls.verify)
+    assert "tls-half-handshake" not in tls.verify  # harness verify --protocol's alone
+    assert "known deviation" in tls.verify["tls-1.2-refused"]["detail"]
+    assert not any(name.startswith("tls-") for name in plain.verify)
     for case in run.cases:
         assert all(step.achieved > 50 and step.errors["total"] == 0 for step in case.steps)
         assert all(step.probe_ms is not None for step in case.steps)  # h1-tls is probed too
@@ -169,6 +183,27 @@ def test_a_protocol_a_server_does_not_speak_is_skipped_not_supported(tmp_path: P
     assert tls.error == (
         "not supported: plainapp's command does not declare h1-tls (it needs {tls_cert}, {tls_key})"
     )
+
+
+def test_compare_over_h2_skips_a_server_without_it_and_records_alpn_h2(tmp_path: Path) -> None:
+    require_uvicorn()
+    require_tools("h2load", "nginx")
+    server = f"plainapp={uvicorn_command(tmp_path, tls=False)}"
+    out = tmp_path / "results"
+    done = harness(
+        "compare", "--frameworks", "plainapp,nginx", "--server", server, "--protocol", "h2",
+        "--driver", "h2load", "--profile", "smoke", "--out", str(out), timeout_s=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    run, _ = only_run(out)
+    plain, nginx = run.cases
+    assert (plain.protocol, plain.status, plain.steps) == ("h2", "skipped", ())
+    assert plain.error is not None and plain.error.startswith("not supported: plainapp")
+    assert (nginx.protocol, nginx.status) == ("h2", "ok"), nginx.error
+    assert nginx.negotiated is not None
+    assert (nginx.negotiated.alpn, nginx.negotiated.tls_version) == ("h2", "TLSv1.3")
+    assert nginx.negotiated.ca_trusted is False  # h2load verifies no certificate
+    assert all(step.extra.get("negotiated") == "h2" for step in nginx.steps)
 
 
 def test_the_runner_skips_h2_on_a_server_without_it_and_never_starts_it(tmp_path: Path) -> None:

@@ -427,3 +427,55 @@ def test_report_opens_each_run_with_its_verdict_and_gives_intervals() -> None:
 def test_a_run_without_a_verdict_has_no_verdict_box(tmp_path: Path) -> None:
     html = render([write(tmp_path, "old", (make_case("aiohttp", (make_step(50, 9000),)),))])
     assert 'class="verdict"' not in html.read_text()
+
+
+def test_peak_bars_show_each_rounds_peak_as_a_dot_kept_out_rounds_hollow() -> None:
+    rounds = tuple(
+        dataclasses.replace(make_step(50, peak), extra={"round": i})
+        for i, peak in enumerate((9000.0, 9400.0, 12500.0))
+    )
+    summary = Summary(
+        peak=9200.0,
+        peak_ci=(8000.0, 10400.0),
+        rounds=3,
+        rounds_excluded=({"round": 2, "reason": "contended: ..."},),
+    )
+    measured = dataclasses.replace(
+        make_case("aiohttp", (make_step(50, 9000),), summary=summary), rounds=rounds
+    )
+    cases = (measured, make_case("gevent", (make_step(50, 4000),), summary=Summary(peak=4000.0)))
+    axes = ramp_figures(series_of(cases))["peak"].axes[0]
+    (kept,) = [c for c in axes.collections if c.get_gid() == "round-peaks"]
+    (out,) = [c for c in axes.collections if c.get_gid() == "round-peaks-excluded"]
+    assert sorted(kept.get_offsets()[:, 1]) == [9000.0, 9400.0]
+    assert list(out.get_offsets()[:, 1]) == [12500.0]
+    assert axes.get_ylim()[1] > 12500.0 and "dots: each round" in axes.get_ylabel()
+    plt.close("all")
+
+
+def test_the_report_says_each_cases_precision_and_why_one_stopped_short() -> None:
+    from charts.report import _precision
+
+    imprecise = Summary(
+        peak=4000.0,
+        rounds=9,
+        half_width_pct=7.25,
+        precision_pct=5.0,
+        round_duration_s=8.0,
+        imprecise_reason="±7.2 % after 9 rounds, asked ±5 %",
+        noise_source="server",
+        noise_note="the server's own variation: its per-second replies wander ±9.0 %",
+        rounds_excluded=({"round": 3, "reason": "contended: other processes"},),
+        flags=("imprecise",),
+    )
+    precise = Summary(peak=9000.0, rounds=4, half_width_pct=2.1, precision_pct=5.0)
+    run = Run(
+        "r1", "2026-12-01T00:00:00Z", None, {}, {}, {},
+        (make_case("gevent", (make_step(50, 4000),), summary=imprecise),
+         make_case("nginx", (make_step(50, 9000),), summary=precise)),
+    )  # fmt: skip
+    html = _precision(run)
+    assert "±7.2" in html and "imprecise</span>: ±7.2 % after 9 rounds, asked ±5 %" in html
+    assert "wander ±9.0 %" in html and "round 4: contended" in html
+    assert "within ±5 %" in html and "±2.1" in html
+    assert _precision(dataclasses.replace(run, cases=())) == ""

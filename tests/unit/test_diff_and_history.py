@@ -111,6 +111,43 @@ def test_overlapping_rounds_are_no_significant_change(tmp_path: Path) -> None:
     assert case.peak.interval is not None and not case.peak.interval.excludes(1.0)
 
 
+# two runs of one commit, each to ±2 %: the same server, rounds within 1.5 % of each other
+RUN_ONE = [10000.0, 10120.0, 9880.0, 10060.0, 9940.0, 10010.0]
+RUN_TWO = [10050.0, 9900.0, 10100.0, 9970.0, 10030.0, 9950.0]
+
+
+def test_runs_to_a_precision_overlap_and_a_ten_percent_slower_server_is_told_apart() -> None:
+    one = synthetic_run("a", [synthetic_case("aiohttp", RUN_ONE, precision_pct=2.0)])
+    two = synthetic_run("b", [synthetic_case("aiohttp", RUN_TWO, precision_pct=2.0)])
+    slower = synthetic_run(
+        "c", [synthetic_case("aiohttp", [0.9 * v for v in RUN_TWO], precision_pct=2.0)]
+    )
+    for run in (one, two):
+        (case,) = run.cases
+        assert "imprecise" not in case.summary.flags and case.summary.half_width_pct < 2.0
+    low_a, high_a = one.cases[0].summary.peak_ci  # type: ignore[misc]
+    low_b, high_b = two.cases[0].summary.peak_ci  # type: ignore[misc]
+    assert low_a <= high_b and low_b <= high_a  # the intervals overlap
+    (same,) = diff_runs(one, two).cases
+    assert same.verdict == "no significant change" and same.note is None
+    assert same.to_dict()["half_width_pct"] == {
+        "a": one.cases[0].summary.half_width_pct,
+        "b": two.cases[0].summary.half_width_pct,
+    }
+    (found,) = diff_runs(one, slower).cases
+    assert found.verdict == "slower" and found.peak.p is not None and found.peak.p < 0.05
+    assert found.peak.interval is not None and found.peak.interval.high < 1.0
+
+
+def test_an_imprecise_side_is_named_when_no_change_is_found() -> None:
+    wide = [10000.0, 12500.0, 8000.0, 11000.0, 9000.0]
+    imprecise = synthetic_run("a", [synthetic_case("aiohttp", wide, precision_pct=5.0)])
+    precise = synthetic_run("b", [synthetic_case("aiohttp", RUN_ONE, precision_pct=5.0)])
+    (case,) = diff_runs(imprecise, precise).cases
+    assert case.verdict == "no significant change"
+    assert case.note is not None and case.note.startswith("A imprecise (±")
+
+
 def test_p99_is_reported_beside_and_never_sets_the_exit_status(tmp_path: Path) -> None:
     old = synthetic_case("gevent", BASE, p99_ms=[30.0, 31.0, 29.0, 30.5, 29.5])
     new = synthetic_case("gevent", BASE, p99_ms=[60.0, 62.0, 58.0, 61.0, 59.0])

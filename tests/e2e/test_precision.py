@@ -1,0 +1,122 @@
+"""Rounds to a precision, end to end through the `harness` console script: a server made
+10 % slower on purpose (tests/spin_server.py with a fixed amount of CPU work added per
+request) is found slower by `harness diff` with p < 0.05, and each run's summary says how
+precise its peak got.
+
+Both runs are the smoke ramp and then rounds to ±2 % (at least 5, at most 35 s of run):
+about 50 s each with the report drawn, so the test is `slow`; on a quiet machine (a
+shared one gives wide intervals, and its run says so: `imprecise`, the machine).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.run.analysis import usable_rounds
+from harness.run.precision import case_precise
+from model.results import read_run
+from tests.helpers import harness, require_framework, require_tools
+from tests.spin_server import spin
+
+SPIN_SERVER = Path(__file__).resolve().parent.parent / "spin_server.py"
+SLOWER = 0.10  # what the spin adds: a tenth of a request's cost
+
+
+def iterations_per_us() -> float:
+    """The spin loop's speed here (its best of three: the least disturbed)."""
+    best_s = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        spin(200_000)
+        best_s = min(best_s, time.perf_counter() - started)
+    return 200_000 / (best_s * 1e6)
+
+
+def run_spin(out: Path, iterations: int) -> Path:
+    """One run of the spin server (as the case `spin`) to ±2 %; its results directory."""
+    command = (
+        f"spin={sys.executable} {SPIN_SERVER} --host {{host}} --port {{port}} --spin {iterations}"
+    )
+    result = harness(
+        "run", "--framework", "spin", "--server", command, "--profile", "smoke",
+        "--precision", "2", "--max-time", "35", "--set", "rounds=5",
+        "--set", "round_duration_s=2", "--no-verify", "--out", str(out), timeout_s=150,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "precision: ±2 % asked" in result.stdout
+    (run_dir,) = out.iterdir()
+    return run_dir
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(330)  # two runs of about 50 s each (the report drawn), and the diff
+def test_a_server_made_ten_percent_slower_is_found_slower(tmp_path: Path) -> None:
+    require_tools("wrk")
+    fast_dir = run_spin(tmp_path / "fast", 0)
+    (fast,) = read_run(fast_dir).cases
+    assert fast.status == "ok" and fast.summary.peak
+    assert fast.summary.rounds >= 5 and fast.summary.precision_pct == 2.0
+    assert fast.summary.half_width_pct is not None
+    assert ("imprecise" in fast.summary.flags) == (fast.summary.half_width_pct > 2.0)
+    # a request's cost on the server's one core, and a tenth of it as loop iterations
+    cost_us = 1e6 / fast.summary.peak
+    slow_dir = run_spin(
+        tmp_path / "slow", round(SLOWER / (1 - SLOWER) * cost_us * iterations_per_us())
+    )
+    diffed = harness("diff", str(fast_dir), str(slow_dir), "--json", "--factor", "1.05")
+    (case,) = json.loads(diffed.stdout)["cases"]
+    (slow,) = read_run(slow_dir).cases
+    widths = (fast.summary.half_width_pct, slow.summary.half_width_pct)
+    assert case["verdict"] == "slower", (case["peak"], widths, fast.summary.noise_note)
+    assert case["peak"]["p"] < 0.05 and case["peak"]["ci"][1] < 1.0
+    assert diffed.returncode == 1  # slower beyond the factor
+
+
+def test_rounds_stop_as_soon_as_a_case_is_precise_or_the_budget_is_spent(tmp_path: Path) -> None:
+    """aiohttp (its telemetry gives per-second replies) to ±10 %, at least 3 rounds, within
+    35 s of run: the rounds stopped at the first that made the case precise, or it is
+    `imprecise` with its reason and noise source; every round says its length and seconds."""
+    require_framework("aiohttp")
+    require_tools("wrk")
+    result = harness(
+        "run", "--framework", "aiohttp", "--profile", "smoke", "--precision", "10",
+        "--max-time", "35", "--set", "rounds=3", "--set", "round_duration_s=3", "--no-verify",
+        "--out", str(tmp_path), timeout_s=150,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "precision: ±10 % asked" in result.stdout
+    (run_dir,) = tmp_path.iterdir()
+    (case,) = read_run(run_dir).cases
+    summary = case.summary
+    assert summary.precision_pct == 10.0 and summary.rounds == len(case.rounds) >= 2
+    assert all(s.extra["round_s"] >= 3.0 and s.extra["replies_per_s"] for s in case.rounds)
+    peaks = [s.achieved for s in usable_rounds(case.rounds)]
+    if "imprecise" in summary.flags:
+        assert summary.imprecise_reason and summary.imprecise_reason.endswith("asked ±10 %")
+        assert summary.noise_source in ("server", "load generator", "machine")
+    else:  # precise now, and not one round earlier (from the minimum on)
+        assert case_precise(peaks, 10.0) and summary.half_width_pct <= 10.0  # type: ignore[operator]
+        assert summary.rounds == 3 or not case_precise(peaks[:-1], 10.0)
+    assert f"±{summary.half_width_pct:.1f}" in result.stdout
+
+
+def test_bench_gives_the_paired_ratio_with_its_interval(tmp_path: Path) -> None:
+    """Three rounds of 1 s a side, no precision asked: the ratio ours / minimal is the
+    geometric mean of the three rounds' ratios, inside its 95 % interval."""
+    require_framework("aiohttp")
+    require_tools("wrk")
+    result = harness(
+        "bench", "--frameworks", "aiohttp", "--rounds", "3", "--duration", "1",
+        "--precision", "0", "--json", timeout_s=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    (row,) = json.loads(result.stdout)
+    assert row["framework"] == "aiohttp" and row["rounds"] == 3
+    low, high = row["ratio_ci"]
+    assert low <= row["ratio"] <= high and row["imprecise_reason"] is None
+    assert row["half_width_pct"] == pytest.approx(100 * (high - low) / 2 / row["ratio"])
