@@ -295,17 +295,20 @@ def test_children_die_with_a_harness_killed_outright(
 class KillDuringFirstStep(SilentReporter):
     """Kills a process of the first case 1 s into its first step; times the cases."""
 
-    def __init__(self, pick: Callable[[], psutil.Process | None]) -> None:
+    def __init__(self, pick: Callable[[], psutil.Process | None], attempts: int = 1) -> None:
         self.pick = pick
+        self.attempts = attempts  # kill in this many starts of the first step (its retry too)
         self.cases_started: list[float] = []
         self.cases_finished: list[float] = []
         self.killed: list[tuple[int, float]] = []
+        self._timers = 0
 
     def case_started(self, *, label: str, steps: int) -> None:
         self.cases_started.append(time.monotonic())
 
     def step_started(self, *, index: int, offered: float, unit: str) -> None:
-        if len(self.cases_started) == 1 and not self.killed:
+        if len(self.cases_started) == 1 and index == 0 and self._timers < self.attempts:
+            self._timers += 1
             threading.Timer(1.0, self._kill).start()
 
     def _kill(self) -> None:
@@ -414,10 +417,44 @@ def test_a_killed_load_generator_fails_its_step_with_the_reason_and_nothing_hang
     [case] = run.cases
     [step] = case.steps
     wrk_pid, killed_at = reporter.killed[0]
-    assert step.extra["driver_error"] == f"wrk (pid {wrk_pid}) was killed by SIGKILL"
-    assert step.errors == {"total": 1, "aborted": 1}
-    assert reporter.cases_finished[0] - killed_at < contract.SHUTDOWN_GRACE_S  # no hang
+    # the step had no figures, so it ran once more (issue 27): measured, the first
+    # attempt's reason kept beside them
+    assert step.extra["retried"]["first_error"] == f"wrk (pid {wrk_pid}) was killed by SIGKILL"
+    assert step.replies > 0 and "step_lost" not in step.flags
+    assert case.status_text == "ok"
+    # no hang: the retry's 20 s step, then the case ends
+    retry_s = LONG_STEP["ramp.duration_s"]
+    assert reporter.cases_finished[0] - killed_at < retry_s + contract.SHUTDOWN_GRACE_S + 5
     assert run.status == "complete"
+
+
+def test_a_step_killed_twice_is_lost_and_its_case_says_so(tmp_path: Path) -> None:
+    """The retry's wrk killed too: the step has no figures, is flagged step_lost, and the
+    case reads `incomplete: 1 step lost` (never a plain ok)."""
+    require_framework("aiohttp")
+    require_tools("wrk")
+    plan = build_plan(
+        frameworks="aiohttp",
+        profile_name="smoke",
+        overrides=LONG_STEP,
+        server_cpus=None,
+        agent_cpus=None,
+        out=tmp_path,
+    )
+    reporter = KillDuringFirstStep(the_wrk, attempts=2)
+    run = Runner(plan, reporter).run()
+    [case] = run.cases
+    [step] = case.steps
+    (first_pid, _), (second_pid, _) = reporter.killed
+    assert step.extra["driver_error"] == f"wrk (pid {second_pid}) was killed by SIGKILL"
+    assert step.extra["retried"]["first_error"] == f"wrk (pid {first_pid}) was killed by SIGKILL"
+    assert step.errors == {"total": 1, "aborted": 1}
+    assert "step_lost" in step.flags and "step_lost" in case.summary.flags
+    assert case.status == "ok" and case.status_text == "incomplete: 1 step lost"
+    assert sorted(p.name for p in (tmp_path / run.run_id).glob("*/raw/step000*")) == [
+        "step000-0.txt",
+        "step000-retry-0.txt",
+    ]
 
 
 class StopDatabaseDuringFirstStep(SilentReporter):

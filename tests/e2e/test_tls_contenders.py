@@ -191,3 +191,34 @@ def test_minimal_app_speaks_each_protocol(name: str, protocol: str, certificates
             reply = client.get(f"{'https' if tls else 'http'}://localhost:{server.port}/")
         assert (reply.status_code, reply.content) == (200, contract.TEXT_BODY)
         assert reply.http_version == ("HTTP/2" if http2 else "HTTP/1.1")
+
+
+# -- the one contract checker over each protocol a contender speaks ----------------------
+# (tests/e2e/test_conformance.py runs it over the builtin servers; the contenders are
+# plugins, so here: every TLS and HTTP/2 check, a known deviation reported, not failed)
+VERIFIED = [
+    (name, protocol)
+    for name in CONTENDERS
+    for protocol in contract.PROTOCOLS
+    if protocol != contract.PROTOCOL_H1
+]
+
+
+@pytest.mark.parametrize(("name", "protocol"), VERIFIED, ids=[f"{n}-{p}" for n, p in VERIFIED])
+def test_verify_over_each_protocol(name: str, protocol: str, certificates) -> None:
+    from harness.verify import verify_framework
+
+    load_plugins()
+    require_framework(name)
+    verification = verify_framework(name, protocol=protocol, certificates=certificates)
+    if protocol not in FRAMEWORKS[name].protocols:
+        assert verification.skipped == FRAMEWORKS[name].why_not(protocol)
+        return
+    assert verification.error is None, verification.error
+    failed = [(c.name, c.detail) for c in verification.checks if not c.ok]
+    assert not failed, failed
+    names = {c.name for c in verification.checks}
+    if protocol in contract.TLS_PROTOCOLS:
+        assert {"tls-handshake", "tls-1.2-refused", "tls-plaintext"} <= names
+    if protocol in (contract.PROTOCOL_H2, contract.PROTOCOL_H2C):
+        assert {"h2-settings", "h2-concurrent-streams", "h2-reset-stream"} <= names
