@@ -81,11 +81,16 @@ def context_of(runs: Sequence[Run]) -> str:
     return f"{'/'.join(scenarios)} scenario, {'/'.join(drivers)}, {'/'.join(sinks)} sink"
 
 
-def render(run_dirs: Sequence[Path], out_dir: Path | None = None) -> Path:
+def render(
+    run_dirs: Sequence[Path],
+    out_dir: Path | None = None,
+    links: Sequence[tuple[str, str]] = (),
+) -> Path:
     """Draw every figure and write report.html; returns the report's path.
 
-    One run: into its own directory. Several: overlaid, into `out_dir` (default: the
-    first run's `overlay/` directory).
+    One run: into its own directory (or `out_dir`). Several: overlaid, into `out_dir`
+    (default: the first run's `overlay/` directory). `links` (label, relative URL): a
+    line of links above the report's title.
     """
     runs = load_runs(run_dirs)
     check_hosts_agree(runs)
@@ -103,4 +108,4 @@ def render(run_dirs: Sequence[Path], out_dir: Path | None = None) -> Path:
             images[name] = path
     finally:
         close_all(figures)
-    return write_report(runs, images, out_dir / "report.html")
+    return write_report(runs, images, out_dir / "report.html", links)

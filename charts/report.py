@@ -45,8 +45,11 @@ FIGURE_CAPTIONS = {
 }
 
 STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }
-h1 { font-size: 1.6em; } h2 { border-bottom: 1px solid #ccc; padding-bottom: .2em; }
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222;
+       padding: 0 1em; }
+h1 { font-size: 1.6em; } h1, h2, h3, p, li, figcaption { overflow-wrap: anywhere; }
+nav.links { font-size: .9em; margin-bottom: .5em; }
+h2 { border-bottom: 1px solid #ccc; padding-bottom: .2em; }
 table { border-collapse: collapse; margin: .5em 0 1.5em; font-size: .92em; }
 th, td { border: 1px solid #ddd; padding: .3em .6em; text-align: left; vertical-align: top; }
 th { background: #f4f4f4; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
@@ -160,7 +163,8 @@ def _summary_rows(run: Run) -> list[list[str]]:
                 _number(s.server_cpu_at_peak_pct),
                 _number(rss / 1e6 if rss else None, "{:.1f}"),
                 _number(s.errors_total),
-                escape(" ".join(s.flags)),
+                escape(" ".join(s.flags))
+                + (f" {case.warnings} deviation(s)" if case.warnings else ""),
                 escape(case.error or ""),
             ]
         )
@@ -301,6 +305,21 @@ def _verify_rows(case: Case) -> list[list[str]]:
     ]
 
 
+def _deviation_rows(run: Run) -> list[list[str]]:
+    """Each case's deviations (verify's record): a warning, or declared with the reason."""
+    return [
+        [
+            escape(case.framework),
+            *(escape(str(d.get(k, ""))) for k in ("check", "key", "sent", "expected", "came")),
+            '<span class="incomplete">warning</span>'
+            if d.get("declared") is None
+            else f"declared: {escape(str(d['declared']))}",
+        ]
+        for case in run.cases
+        for d in case.deviations
+    ]
+
+
 def _ms(value: Any) -> str:
     return _number(value, "{:,.2f}")
 
@@ -426,12 +445,24 @@ def _status(run: Run) -> str:
     return f"status: <b class='failed'>{escape(what)}</b>{reason}: the figures cover part of it"
 
 
-def render_html(runs: Sequence[Run], images: dict[str, Path]) -> str:
+def nav_html(links: Sequence[tuple[str, str]]) -> str:
+    """A line of links (label, relative URL) above a page's title; "" without links."""
+    if not links:
+        return ""
+    items = " · ".join(f'<a href="{escape(url)}">{escape(label)}</a>' for label, url in links)
+    return f'<nav class="links">{items}</nav>'
+
+
+def render_html(
+    runs: Sequence[Run], images: dict[str, Path], links: Sequence[tuple[str, str]] = ()
+) -> str:
+    """The report page; `links` (label, relative URL): a line of links above the title
+    (harness publish's way back to its index)."""
     title = "Server comparison — " + ", ".join(run.run_id for run in runs)
     parts = [
         f"<!doctype html><html><head><meta charset='utf-8'><title>{escape(title)}</title>",
         f"<meta name='viewport' content='width=device-width, initial-scale=1'>"
-        f"<style>{STYLE}</style></head><body><h1>{escape(title)}</h1>",
+        f"<style>{STYLE}</style></head><body>{nav_html(links)}<h1>{escape(title)}</h1>",
     ]
     for run in runs:
         profile = run.config.get("profile", {})
@@ -526,6 +557,22 @@ def render_html(runs: Sequence[Run], images: dict[str, Path]) -> str:
                 "not the hosts' mean: ≤ marks its upper bound, the largest host's).</p>"
             )
             parts.append(_table(HOST_HEADERS, host_rows, numeric=set(range(3, 12))))
+        deviations = _deviation_rows(run)
+        if deviations:
+            parts.append(f"<h2>Deviations — {escape(run.run_id)}</h2>")
+            parts.append(
+                "<p>Robustness rules a server bent while answering what it is measured on "
+                "rightly: it was measured. A <b>warning</b> is one the server does not "
+                "declare (<code>--strict-verify</code> fails it); a declared one gives the "
+                "server's reason.</p>"
+            )
+            parts.append(
+                _table(
+                    ["framework", "check", "key", "sent", "expected", "came", "status"],
+                    deviations,
+                    set(),
+                )
+            )
         verify_rows = [row for case in run.cases for row in _verify_rows(case)]
         if verify_rows:
             parts.append(f"<h2>Verify — {escape(run.run_id)}</h2>")
@@ -560,6 +607,12 @@ def render_html(runs: Sequence[Run], images: dict[str, Path]) -> str:
     return "\n".join(parts)
 
 
-def write_report(runs: Sequence[Run], images: dict[str, Path], path: Path) -> Path:
-    path.write_text(render_html(runs, images))
+def write_report(
+    runs: Sequence[Run],
+    images: dict[str, Path],
+    path: Path,
+    links: Sequence[tuple[str, str]] = (),
+) -> Path:
+    """Write the report page to `path` (with `links` above its title); returns `path`."""
+    path.write_text(render_html(runs, images, links))
     return path

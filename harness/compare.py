@@ -103,6 +103,7 @@ def build_plan(
     agent_cpus: str | None,
     out: Path | None,
     verify: bool = True,
+    strict_verify: bool = False,
     mongo_url: str | None = None,
     mongo_backend: str | None = None,
     db_cpus: str | None = None,
@@ -167,6 +168,7 @@ def build_plan(
         run_id,
         verify,
         mongo_url,
+        strict_verify=strict_verify,
         mongo_backend=backend,
         db_cpus=db_cpus,
         fleet=fleet,
@@ -320,6 +322,7 @@ def summary_table(run: Run) -> Table:
         table.add_column(
             column,
             justify="left" if column in LEFT_COLUMNS else "right",
+            overflow="fold",
         )
     for case in cases:
         summary = case.summary
@@ -332,7 +335,8 @@ def summary_table(run: Run) -> Table:
             "status": case.status_text,
         }
         if case.status != "ok":
-            cells["flags"] = escape((case.error or "")[:60])
+            # whole: the table wraps it, never cuts it; brackets are text, not markup
+            cells["flags"] = escape(case.error or "")
         else:
             rss = summary.rss_max_bytes
             unit = case.steps[0].unit if case.steps else ""
@@ -352,7 +356,9 @@ def summary_table(run: Run) -> Table:
                 "server CPU %": _fmt(summary.server_cpu_at_peak_pct),
                 "RSS MB": _fmt(rss / 1e6 if rss else None, "{:.1f}"),
                 "errors": str(summary.errors_total),
-                "flags": " ".join(summary.flags),
+                "flags": " ".join(
+                    [*summary.flags, *([_warnings_text(case.warnings)] if case.warnings else [])]
+                ),
             }
         table.add_row(*(cells.get(column, "") for column in columns))
     return table
@@ -363,6 +369,30 @@ def resumed_at_peak(case: Case) -> float | None:
     figure is the full handshakes; drivers.handshakes, resumption "both")."""
     peak = next((s for s in case.steps if s.offered == case.summary.peak_offered), None)
     return peak.extra.get("resumed_per_s") if peak is not None else None
+
+
+def _warnings_text(count: int) -> str:
+    return f"{count} deviation{'s' if count > 1 else ''} (below)"
+
+
+def deviation_lines(run: Run) -> list[str]:
+    """Each case's undeclared deviations as whole lines, `framework: check key: sent …;
+    expected …; came …; remedy` (harness.verify.severity), once per framework and key."""
+    lines = []
+    for case in run.cases:
+        if case.status != "ok":  # measured only: a failed case says why in its error
+            continue
+        for deviation in case.deviations:
+            if deviation.get("declared") is None:
+                lines.append(f"{case.framework}: {deviation_line(deviation, case.framework)}")
+    return list(dict.fromkeys(lines))
+
+
+def deviation_line(deviation: dict[str, Any], server: str) -> str:
+    """A deviation read back from run.json, as its one line."""
+    from harness.verify.severity import deviation_from_dict
+
+    return deviation_from_dict(deviation).line(server)
 
 
 def topology_table(run: Run) -> Table | None:
@@ -379,7 +409,7 @@ def topology_table(run: Run) -> Table | None:
         best = max(case.steps, key=lambda s: s.achieved, default=None)
         if case.status != "ok" or best is None:
             table.add_row(case.framework, case.process_model, case.status, *[""] * 6,
-                          (case.error or "")[:40])  # fmt: skip
+                          escape(case.error or ""))  # fmt: skip
             continue
         latency = best.latency_ms
         table.add_row(

@@ -12,6 +12,7 @@ servers.contract.PROTOCOLS (`h1,h1-tls`): every server runs one case per protoco
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +21,7 @@ from typing import Any
 from harness.fileset import DEFAULT_FILE_COUNT
 from harness.topology import ProcessModel, parse_process_models
 from model.errors import UserError
-from model.ramps import ConnectionRamp, Ramp, ramp_from_dict
+from model.ramps import RAMP_KINDS, ConnectionRamp, Ramp, kinds_taking, ramp_from_dict, ramp_keys
 from model.scenarios import SCENARIOS
 from model.thresholds import parse_threshold
 from servers import FRAMEWORKS
@@ -99,6 +100,9 @@ class Profile:
     max_rounds: int = 30
     # threshold rules (model.thresholds), canonical text: the profile's, then --threshold's
     thresholds: tuple[str, ...] = ()
+    # verify's deviations (harness.verify.severity): false, a warning and the server is
+    # measured; true, a failure unless the server declares it (as --strict-verify)
+    strict_verify: bool = False
     # servers given as commands: name -> command, or a table (harness.frameworks)
     servers: dict[str, Any] = field(default_factory=dict)
 
@@ -156,6 +160,8 @@ class Profile:
             raise ValueError(
                 f'tls_resumption must be true, false or "both", not {self.tls_resumption!r}'
             )
+        if not isinstance(self.strict_verify, bool):
+            raise ValueError(f"strict_verify must be true or false, not {self.strict_verify!r}")
         if not isinstance(self.durable, bool):
             raise ValueError(f"durable must be true or false, not {self.durable!r}")
         if self.durable and self.sink == "mongo" and self.mongo_w == 0:
@@ -224,9 +230,12 @@ def load_profile(name: str, overrides: dict[str, Any] | None = None) -> Profile:
     connection_data = dict(data.pop("connection_ramp", {}))
     if connection_data:
         connection_data.setdefault("kind", "connections")
+    given: dict[str, Any] = {}  # the --set keys of each ramp table, and their values
     for key, value in (overrides or {}).items():
         if value is None:
             continue
+        if key.startswith(("ramp.", "connection_ramp.")):
+            given[key] = value
         if isinstance(value, str) and key not in ("scenario", "driver", "sink", "protocol"):
             value = _convert(value)
         if key == "thresholds":  # --threshold (repeatable) adds to the profile's rules
@@ -249,7 +258,15 @@ def load_profile(name: str, overrides: dict[str, Any] | None = None) -> Profile:
     known = {f.name for f in dataclasses.fields(Profile)}
     unknown = sorted(set(data) - known)
     if unknown:
-        raise UserError(f"profile {name}: unknown setting {', '.join(unknown)}")
+        raise UserError(_unknown_setting(name, unknown, known, ramp_data.get("kind")))
+    scenario_name = str(data.get("scenario"))
+    for section, table, other in (
+        ("ramp", ramp_data, connection_data),
+        ("connection_ramp", connection_data, ramp_data),
+    ):
+        misplaced = _misplaced_ramp_key(name, section, table, other, given, scenario_name)
+        if misplaced is not None:
+            raise UserError(misplaced)
     try:
         ramp = ramp_from_dict(ramp_data)
         connection_ramp = ramp_from_dict(connection_data) if connection_data else None
@@ -272,6 +289,91 @@ def load_profile(name: str, overrides: dict[str, Any] | None = None) -> Profile:
         return Profile(name=name, ramp=ramp, connection_ramp=connection_ramp, **data)  # type: ignore[arg-type]
     except (ValueError, TypeError) as error:
         raise UserError(f"profile {name}: {error}") from None
+
+
+# each ramp's step length, by the other's name for it (what `--duration` sets)
+STEP_LENGTH_KEYS = {"duration_s": "hold_s", "hold_s": "duration_s"}
+
+
+def _ramp_kind_text(kind: str) -> str:
+    return f"a {kind} ramp ({', '.join(ramp_keys(kind))})"
+
+
+def _unknown_setting(name: str, unknown: list[str], known: set[str], kind: Any) -> str:
+    """One line: the settings the profile does not know, what it takes, the likely one."""
+    guesses = [g for key in unknown for g in difflib.get_close_matches(key, known, 1)]
+    ramp = f"; ramp.KEY for its ramp, {_ramp_kind_text(kind)}" if kind in RAMP_KINDS else ""
+    return (
+        f"profile {name}: unknown setting {', '.join(unknown)}"
+        + (f" (did you mean {', '.join(guesses)}?)" if guesses else "")
+        + f": it takes {', '.join(sorted(known - {'name', 'ramp', 'connection_ramp'}))}{ramp}"
+    )
+
+
+def shipped_profiles_taking(kinds: list[str], scenario: str | None = None) -> list[str]:
+    """The shipped profiles whose ramp is one of `kinds`, those of `scenario` first."""
+    found = []
+    for profile in profile_names():
+        try:
+            data = tomllib.loads((PROFILES_DIR / f"{profile}.toml").read_text())
+        except (OSError, tomllib.TOMLDecodeError):
+            continue
+        if (data.get("ramp") or {}).get("kind") in kinds:
+            found.append((data.get("scenario") != scenario, profile))
+    return [profile for _, profile in sorted(found)]
+
+
+def _misplaced_ramp_key(
+    name: str,
+    section: str,
+    table: dict[str, Any],
+    other: dict[str, Any],
+    given: dict[str, Any],
+    scenario: str | None,
+) -> str | None:
+    """One line for the first key of a ramp table (`ramp`, `connection_ramp`) that its
+    ramp's kind does not take: where it came from (`--set ramp.hold_s=5`, or the profile
+    file), which ramp is in use and the keys it takes, and what was probably meant — the
+    profile's other ramp, a shipped profile whose ramp takes it, or a near key. None when
+    every key fits (or the kind is unknown: ramp_from_dict names that)."""
+    kind = table.get("kind")
+    if kind not in RAMP_KINDS:
+        return None
+    for key, value in table.items():
+        if key == "kind" or key in ramp_keys(kind):
+            continue
+        option = f"{section}.{key}"
+        where = f"--set {option}={given[option]}" if option in given else f"[{section}] {key}"
+        said = f"profile {name}: {where}: its {section} is {_ramp_kind_text(kind)}"
+        takers = kinds_taking(key)
+        meant = []
+        other_section = "connection_ramp" if section == "ramp" else "ramp"
+        value_text = given.get(option, value)
+        step_length = STEP_LENGTH_KEYS.get(key)
+        websocket = (scenario_info := SCENARIOS.get(str(scenario))) is not None and (
+            scenario_info.websocket
+        )
+        runs_other = websocket and section == "ramp" and kind != "connections"
+        if step_length in ramp_keys(kind) and not runs_other:
+            meant.append(f"--set {section}.{step_length}={value_text} (its step length)")
+        if other.get("kind") in takers:
+            runs = ", which WebSocket scenarios run" if other_section == "connection_ramp" else ""
+            meant.append(
+                f"--set {other_section}.{key}={value_text} "
+                f"(this profile's {other.get('kind')} ramp{runs})"
+            )
+        profiles = [p for p in shipped_profiles_taking(takers, scenario) if p != name]
+        if profiles:
+            rest = f" (or {', '.join(profiles[1:4])})" if len(profiles) > 1 else ""
+            meant.append(f"--profile {profiles[0]}{rest}, whose ramp takes {key}")
+        if takers:
+            said += f"; {key} is a key of {' and '.join(f'a {k} ramp' for k in takers)}"
+        else:
+            near = difflib.get_close_matches(key, ramp_keys(kind), 1)
+            if near:
+                meant.append(f"--set {section}.{near[0]}=…")
+        return said + (f": use {', or '.join(meant)}" if meant else "")
+    return None
 
 
 def _profile_rules(name: str, table: Any) -> list[str]:

@@ -12,7 +12,7 @@ A ramp is a plain iterable of `RampStep`s, unit-tested without any network.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Literal
 
 StepUnit = Literal["req/s", "concurrency", "conns"]
@@ -202,13 +202,33 @@ RAMP_KINDS: dict[str, type] = {
 }
 
 
+def ramp_keys(kind: str) -> tuple[str, ...]:
+    """The keys a ramp of `kind` takes (`kind` itself aside), in their declared order."""
+    return tuple(f.name for f in fields(RAMP_KINDS[kind]) if f.name != "kind")
+
+
+def kinds_taking(key: str) -> list[str]:
+    """The ramp kinds that take `key` (`hold_s`: connections)."""
+    return [kind for kind in RAMP_KINDS if key in ramp_keys(kind)]
+
+
 def ramp_from_dict(data: dict[str, object]) -> Ramp:
-    """A ramp from a profile table (`kind = "rate"` etc.); ValueError names what is wrong."""
-    fields = dict(data)
-    kind = fields.pop("kind", None)
+    """A ramp from a profile table (`kind = "rate"` etc.); ValueError names what is wrong:
+    an unknown kind, a key the kind does not take (with the keys it does), a bad value."""
+    values = dict(data)
+    kind = values.pop("kind", None)
     if kind not in RAMP_KINDS:
         raise ValueError(f"ramp kind {kind!r} is not one of {', '.join(RAMP_KINDS)}")
+    accepted = ramp_keys(str(kind))
+    unknown = [key for key in values if key not in accepted]
+    if unknown:
+        raise ValueError(f"a {kind} ramp takes {', '.join(accepted)}; not {', '.join(unknown)}")
+    types = {f.name: f.type for f in fields(RAMP_KINDS[kind])}
+    for key, value in values.items():
+        number = types[key] in ("int", "float")
+        if number and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise ValueError(f"{kind} ramp: {key} must be a number, not {value!r}")
     try:
-        return RAMP_KINDS[kind](**fields)
-    except TypeError as error:
-        raise ValueError(f"{kind} ramp: {error}") from None
+        return RAMP_KINDS[kind](**values)
+    except TypeError as error:  # a value of the wrong type, compared or converted
+        raise ValueError(f"{kind} ramp ({', '.join(accepted)}): {error}") from None

@@ -45,6 +45,9 @@ by name):
   `noise_note`, and the flag `imprecise`; a step's `extra.replies_per_s` (the server's
   telemetry, second by second) and a round's `extra.round_s`. A /4 file (or a /5 one
   from before them) reads with their defaults: no precision asked, nothing excluded.
+  A `verify` entry may carry `deviations` (the robustness rules the server bent: `check`,
+  `key`, `sent`, `expected`, `came`, `declared`; harness.verify.severity); a file without
+  them reads as a case with none (`Case.deviations`).
 """
 
 from __future__ import annotations
@@ -393,6 +396,23 @@ class Case:
             mode,
             self.protocol,
         )
+
+    @property
+    def deviations(self) -> list[dict[str, Any]]:
+        """The robustness rules the server bent, as verify recorded them (each verify
+        entry's `deviations`: check, key, sent, expected, came, declared — the server's
+        reason, or null for a warning); [] for a run written before verify kept them."""
+        return [
+            deviation
+            for entry in self.verify.values()
+            if isinstance(entry, dict)
+            for deviation in entry.get("deviations") or ()
+        ]
+
+    @property
+    def warnings(self) -> int:
+        """Deviations the server does not declare."""
+        return sum(d.get("declared") is None for d in self.deviations)
 
     @property
     def lost_steps(self) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -18,8 +19,10 @@ from harness.cli.options import (
     DURATION_OPTION,
     FLEET_OPTION,
     FRAMEWORKS_OPTION,
+    JUNIT_OPTION,
     LOAD_CPUS_OPTION,
     LOOP_OPTION,
+    MARKDOWN_OPTION,
     MAX_TIME_OPTION,
     MODE_OPTION,
     MODEL_OPTION,
@@ -40,12 +43,16 @@ from harness.cli.options import (
     SERVERS_FILE_OPTION,
     SET_OPTION,
     SINK_OPTION,
+    STRICT_VERIFY_OPTION,
     THRESHOLD_OPTION,
     TLS_CERT_OPTION,
     TLS_KEY_OPTION,
     console,
 )
 from model.errors import UserError
+
+if TYPE_CHECKING:
+    from model.results import Run
 
 
 def run_comparison(
@@ -84,8 +91,13 @@ def run_comparison(
     protocol: str | None = None,
     tls_cert: Path | None = None,
     tls_key: Path | None = None,
+    junit: Path | None = None,
+    markdown: Path | None = None,
+    command: str = "compare",
+    strict_verify: bool = False,
 ) -> None:
-    """Plan (every choice checked up front), run, print the tables, draw the report.
+    """Plan (every choice checked up front), run, print the tables, draw the report;
+    with `junit` / `markdown`, write those too (harness.outputs).
 
     Exit status 1 when no case ran, else 3 when a threshold failed (after everything is
     written and drawn), else 0."""
@@ -93,6 +105,7 @@ def run_comparison(
 
     from harness.compare import (
         build_plan,
+        deviation_lines,
         mongo_backend_note,
         precision_line,
         precision_table,
@@ -141,6 +154,7 @@ def run_comparison(
         agent_cpus=load_cpus or agent_cpus,  # --agent-cpus: the old name, still accepted
         out=out,
         verify=not no_verify,
+        strict_verify=strict_verify,
         mongo_url=mongo_url,
         mongo_backend=mongo_backend,
         db_cpus=db_cpus,
@@ -173,6 +187,12 @@ def run_comparison(
             )
         raise SystemExit(interrupt_exit_status(error)) from None
     console.print(summary_table(run))
+    for line in deviation_lines(run):
+        console.print(f"[yellow]warning:[/] {escape(line)}", soft_wrap=True)
+    for case in run.cases:  # the table wraps a failure; here it is one whole line
+        if case.status == "failed":
+            failure = escape(f"{case.framework}: {case.error}")
+            console.print(f"[red]failed:[/] {failure}", soft_wrap=True)
     precision = precision_table(run)
     if precision is not None:
         console.print(precision)
@@ -195,12 +215,30 @@ def run_comparison(
         report_path = render([plan.out_dir])
     console.print(f"wall time {wall_s:.0f} s; results: {plan.out_dir / 'run.json'}")
     console.print(f"report: {report_path}")
+    write_ci_outputs(run, plan.out_dir, junit=junit, markdown=markdown, command=command)
     if not any(case.status == "ok" for case in run.cases):
         raise typer.Exit(1)
     failed = [t for t in run.thresholds if not t.held]
     if failed:
         console.print(f"[red]{len(failed)} of {len(run.thresholds)} threshold checks failed[/]")
         raise typer.Exit(3)
+
+
+def write_ci_outputs(
+    run: Run, run_dir: Path, *, junit: Path | None, markdown: Path | None, command: str
+) -> None:
+    """The run as JUnit XML and as Markdown, where asked for; each path printed."""
+    from harness.outputs import write_output
+    from harness.outputs.junit import run_junit
+    from harness.outputs.markdown import run_markdown
+
+    if junit is not None:
+        write_output(junit, run_junit(run, command), "--junit")
+        console.print(f"junit: {junit}")
+    if markdown is not None:
+        text = run_markdown(run, run_dir, base=markdown.resolve().parent)
+        write_output(markdown, text, "--markdown")
+        console.print(f"markdown: {markdown}")
 
 
 def compare_command(
@@ -221,6 +259,7 @@ def compare_command(
     agent_cpus: str = AGENT_CPUS_OPTION,
     out: Path = OUT_OPTION,
     no_verify: bool = NO_VERIFY_OPTION,
+    strict_verify: bool = STRICT_VERIFY_OPTION,
     mongo_url: str = MONGO_URL_OPTION,
     mongo_backend: str = MONGO_BACKEND_OPTION,
     db_cpus: str = DB_CPUS_OPTION,
@@ -238,6 +277,8 @@ def compare_command(
     server_address: str = SERVER_ADDRESS_OPTION,
     tls_cert: Path = TLS_CERT_OPTION,
     tls_key: Path = TLS_KEY_OPTION,
+    junit: Path = JUNIT_OPTION,
+    markdown: Path = MARKDOWN_OPTION,
 ) -> None:
     """Identical load ramps against every framework; run.json, steps.csv, charts, report."""
     run_comparison(**locals())

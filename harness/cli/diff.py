@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from harness.cli.options import console, read_run_arg
+from harness.cli.options import JUNIT_OPTION, MARKDOWN_OPTION, console, read_run_arg
 from model.errors import UserError
 
 if TYPE_CHECKING:  # harness.diff imports scipy: loaded only when a diff is asked for
@@ -34,10 +34,20 @@ def _figure(value: float | None, spec: str = "{:,.0f}") -> str:
 VERDICT_STYLES = {"faster": "green", "slower": "red", "not comparable": "yellow"}
 
 
-def diff(run_a: Path, run_b: Path, *, factor: float, allow_other_host: bool, as_json: bool) -> int:
-    """Print the diff of two runs (a table, or JSON); returns the exit status: 1 when a
-    case got significantly slower by more than `factor`, else 0. Runs from different
-    hosts are refused (UserError) unless `allow_other_host`, and then labelled."""
+def diff(
+    run_a: Path,
+    run_b: Path,
+    *,
+    factor: float,
+    allow_other_host: bool,
+    as_json: bool,
+    junit: Path | None = None,
+    markdown: Path | None = None,
+) -> int:
+    """Print the diff of two runs (a table, or JSON), and write it as JUnit XML and
+    Markdown where asked; returns the exit status: 1 when a case got significantly slower
+    by more than `factor`, else 0. Runs from different hosts are refused (UserError)
+    unless `allow_other_host`, and then labelled."""
     from harness.diff import diff_runs, host_differences
 
     if not factor >= 1.0:
@@ -50,6 +60,15 @@ def diff(run_a: Path, run_b: Path, *, factor: float, allow_other_host: bool, as_
             f"({'; '.join(differences)}): use --allow-other-host to diff them anyway"
         )
     result = diff_runs(old, new, factor)
+    if junit is not None or markdown is not None:
+        from harness.outputs import write_output
+        from harness.outputs.junit import diff_junit
+        from harness.outputs.markdown import diff_markdown
+
+        if junit is not None:
+            write_output(junit, diff_junit(result), "--junit")
+        if markdown is not None:
+            write_output(markdown, diff_markdown(result), "--markdown")
     if as_json:
         print(json.dumps(result.to_dict(), indent=2))
         return result.exit_status
@@ -101,10 +120,20 @@ def diff_command(
         False, "--allow-other-host", help="Diff runs measured on different hosts (labelled)."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    junit: Path = JUNIT_OPTION,
+    markdown: Path = MARKDOWN_OPTION,
 ) -> None:
     """Each case's peak in run B against run A: the ratio with its 95 % interval and a
     verdict (faster, slower, no significant change); exit 1 when a case is significantly
     slower by more than --factor."""
     raise typer.Exit(
-        diff(run_a, run_b, factor=factor, allow_other_host=allow_other_host, as_json=as_json)
+        diff(
+            run_a,
+            run_b,
+            factor=factor,
+            allow_other_host=allow_other_host,
+            as_json=as_json,
+            junit=junit,
+            markdown=markdown,
+        )
     )

@@ -148,3 +148,19 @@ SERVER_ADDRESS_OPTION = typer.Option(
     help="With --fleet: the address servers listen on, which the load hosts reach "
     "(default: the local fleet's bridge, or this machine's address toward the scheduler).",
 )
+JUNIT_OPTION = typer.Option(
+    None,
+    "--junit",
+    help="Also write the result as JUnit XML to FILE (each case, threshold or verdict a test).",
+)
+MARKDOWN_OPTION = typer.Option(
+    None,
+    "--markdown",
+    help="Also write the summary as Markdown to FILE (a CI job's step summary).",
+)
+STRICT_VERIFY_OPTION = typer.Option(
+    False,
+    "--strict-verify",
+    help="Fail a server on any deviation it does not declare (oversized headers accepted, "
+    "a lenient framing rule), not only on a wrong answer.",
+)

@@ -16,8 +16,10 @@ from harness.cli.options import (
     DURABLE_OPTION,
     DURATION_OPTION,
     FLEET_OPTION,
+    JUNIT_OPTION,
     LOAD_CPUS_OPTION,
     LOOP_OPTION,
+    MARKDOWN_OPTION,
     MAX_TIME_OPTION,
     MODE_OPTION,
     MODEL_OPTION,
@@ -38,6 +40,7 @@ from harness.cli.options import (
     SERVERS_FILE_OPTION,
     SET_OPTION,
     SINK_OPTION,
+    STRICT_VERIFY_OPTION,
     THRESHOLD_OPTION,
     TLS_CERT_OPTION,
     TLS_KEY_OPTION,
@@ -63,6 +66,7 @@ def run_command(
     agent_cpus: str = AGENT_CPUS_OPTION,
     out: Path = OUT_OPTION,
     no_verify: bool = NO_VERIFY_OPTION,
+    strict_verify: bool = STRICT_VERIFY_OPTION,
     mongo_url: str = MONGO_URL_OPTION,
     mongo_backend: str = MONGO_BACKEND_OPTION,
     db_cpus: str = DB_CPUS_OPTION,
@@ -80,9 +84,11 @@ def run_command(
     server_address: str = SERVER_ADDRESS_OPTION,
     tls_cert: Path = TLS_CERT_OPTION,
     tls_key: Path = TLS_KEY_OPTION,
+    junit: Path = JUNIT_OPTION,
+    markdown: Path = MARKDOWN_OPTION,
 ) -> None:
     """One framework through a profile (the same as compare --frameworks NAME)."""
     if "," in framework or framework == "all":
         raise UserError("run takes one framework; use compare for several")
     options = dict(locals())
-    run_comparison(frameworks=options.pop("framework"), **options)
+    run_comparison(frameworks=options.pop("framework"), command="run", **options)

@@ -4,16 +4,21 @@ over each protocol asked for (`--protocol h1,h1-tls,h2,h2c`)."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import tempfile
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from harness.cli.options import (
+    JUNIT_OPTION,
+    MARKDOWN_OPTION,
     SERVER_OPTION,
     SERVERS_FILE_OPTION,
+    STRICT_VERIFY_OPTION,
     check_cpus,
     console,
     parse_sinks,
@@ -52,6 +57,9 @@ def verify_command(
         None, help="The PEM certificate the TLS protocols serve (default: a throwaway CA's)."
     ),
     tls_key: Path = typer.Option(None, help="The PEM private key of --tls-cert."),
+    junit: Path = JUNIT_OPTION,
+    markdown: Path = MARKDOWN_OPTION,
+    strict_verify: bool = STRICT_VERIFY_OPTION,
 ) -> None:
     """Start each server and check every route it serves, WebSocket rules, latency and
     the sinks asked for; routes a baseline does not serve (or a command's server answers
@@ -61,7 +69,7 @@ def verify_command(
     from harness.frameworks import register_servers, select_frameworks
     from harness.services import new_database_name, own_database
     from harness.tls import temporary_certificates, user_certificates
-    from harness.verify import verify_backends, verify_framework
+    from harness.verify import strictly, verify_backends, verify_framework
 
     register_servers(servers, servers_file)
     names = select_frameworks(frameworks)
@@ -101,6 +109,17 @@ def verify_command(
                                 certificates=certificates,
                             )
                         )
+    if strict_verify:  # a deviation the server does not declare fails
+        results = [dataclasses.replace(r, checks=strictly(r.checks, r.framework)) for r in results]
+    if junit is not None or markdown is not None:
+        from harness.outputs import write_output
+        from harness.outputs.junit import verify_junit
+        from harness.outputs.markdown import verify_markdown
+
+        if junit is not None:
+            write_output(junit, verify_junit(results), "--junit")
+        if markdown is not None:
+            write_output(markdown, verify_markdown(results), "--markdown")
     if as_json:
         print(json.dumps([r.to_dict() for r in results], indent=2))
     else:
@@ -113,12 +132,24 @@ def verify_command(
                 table.add_row(*row, "start", "[red]FAIL[/]", result.error)
             for check in result.checks:
                 mark = "[green]ok[/]" if check.ok else "[red]FAIL[/]"
+                if check.ok and check.warnings:
+                    mark = f"[yellow]ok, {len(check.warnings)} warning(s)[/]"
                 if not check.supported:
                     mark = "[dim]not supported[/]"
                 table.add_row(*row, check.name, mark, check.detail)
         console.print(table)
+        for result in results:
+            for deviation in result.warnings:
+                line = deviation.line(result.framework)
+                said = escape(f"{result.framework}: {line}")
+                console.print(f"[yellow]warning:[/] {said}", soft_wrap=True)
         passed = sum(r.ok for r in results if not r.skipped)
         skipped = sum(bool(r.skipped) for r in results)
-        console.print(f"{passed} of {len(results) - skipped} passed, {skipped} not offered")
+        warned = sum(bool(r.ok and r.warnings) for r in results)
+        console.print(
+            f"{passed} of {len(results) - skipped} passed"
+            + (f" ({warned} with warnings: --strict-verify fails them)" if warned else "")
+            + f", {skipped} not offered"
+        )
     if not all(r.ok for r in results if not r.skipped):
         raise typer.Exit(1)

@@ -33,6 +33,7 @@ from harness.run.connection_case import run_connection_case
 from harness.run.context import CaseContext, CaseKind, Measured, RunContext
 from harness.run.http_case import run_http_case
 from harness.run.ledger import reconcile
+from harness.run.outputs import case_folder
 from harness.server_process import command_unsupported, protocol_unsupported
 from harness.sink_store import SinkStore
 from harness.tls import h2c_answers, probe_tls
@@ -48,6 +49,7 @@ from harness.verify import (
     not_supported,
     run_checks,
     served_routes,
+    strictly,
 )
 from model.errors import UserError
 from model.results import Case, CaseStatus, Negotiated
@@ -108,7 +110,8 @@ def run_case(
     protocol.
 
     `round_label` ("round 2 of 5") marks a confirmation round (harness.run.rounds): its
-    files go to a directory of their own beside the ramp's.
+    files go to a folder of its own beside the ramp's, in the case's folder
+    (harness.run.outputs.case_folder).
     """
     profile = run.profile
     label = f"{framework} [{mode}]" + (f" #{repeat + 1}" if profile.repeat > 1 else "")
@@ -147,11 +150,13 @@ def run_case(
     agent_count = (
         len(cpu_affinity.parse_cpu_list(agent_cpus)) if agent_cpus else (os.cpu_count() or 1)
     )
-    name = new_case(run, framework, model, protocol, "ok", unpinned).key + (
-        f"_r{repeat + 1}" if profile.repeat > 1 else ""
+    case_dir = case_folder(
+        run.plan.out_dir,
+        new_case(run, framework, model, protocol, "ok", unpinned).key,
+        repeat=repeat,
+        repeats=profile.repeat,
+        round_label=round_label,
     )
-    if round_label is not None:
-        name += "_" + round_label.replace(" ", "-")
     try:  # GridFS and the mongo sink share the run's database when both are asked for
         store = SinkStore(
             profile.sink,
@@ -173,7 +178,7 @@ def run_case(
             server_cpus=server_cpus,
             agent_cpus=agent_cpus,
             agent_cpu_count=agent_count,
-            case_dir=run.plan.out_dir / name,
+            case_dir=case_dir,
             store=store,
             protocol=protocol,
         )
@@ -239,11 +244,13 @@ def _run_with_sink(ctx: CaseContext) -> Case:
             # not the contract's to judge through nginx)
             wanted = case_checks(framework, routes, ctx.protocol, run.scenario)
             checks = run_checks(endpoint, wanted)
+            if run.plan.strict_verify or profile.strict_verify:  # every warning fails
+                checks = strictly(checks, framework)
             if server.balancer is not None:
                 checks += run_checks(server.url, {"balancer": check_text_route})
             if routes is not None or ctx.protocol in H2_PROTOCOLS:  # not served, said so
                 checks += not_supported(framework, routes=routes, protocol=ctx.protocol)
-            verify |= {c.name: {"ok": c.ok, "detail": c.detail} for c in checks}
+            verify |= {c.name: c.record() for c in checks}
             if any(not c.ok for c in checks):
                 details = "; ".join(f"{c.name}: {c.detail}" for c in checks if not c.ok)
                 error = f"verify failed: {details}"

@@ -27,7 +27,7 @@ from harness.lifecycle import interrupt_reason
 from harness.run.analysis import combine_repeats, with_baseline_ratios, with_rounds, with_tls_tax
 from harness.run.case import run_case
 from harness.run.context import RunContext
-from harness.run.outputs import write_steps_csv
+from harness.run.outputs import write_files_index, write_steps_csv
 from harness.run.plan import Plan, Reporter, SilentReporter, now_iso
 from harness.run.rounds import has_rounds, run_rounds
 from harness.run.verdict import verdict
@@ -243,6 +243,7 @@ class Runner:
         )
         write_run(run, self.plan.out_dir)
         write_steps_csv(run, self.plan.out_dir / "steps.csv")
+        write_files_index(run, self.plan.out_dir)
         return run
 
 

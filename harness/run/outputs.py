@@ -1,12 +1,14 @@
-"""steps.csv: one row per case and step, autobench-like, for spreadsheets."""
+"""What a run writes beside run.json: steps.csv (one row per case and step, autobench-like,
+for spreadsheets), the case folders' layout (`case_folder`) and FILES.md, the index of
+what each file is."""
 
 from __future__ import annotations
 
 import csv
 from pathlib import Path
 
-from model.files import atomic_writer
-from model.results import Run
+from model.files import atomic_writer, write_text_atomically
+from model.results import Case, Run
 
 STEPS_CSV_COLUMNS = (
     "framework",
@@ -93,3 +95,82 @@ def write_steps_csv(run: Run, path: Path) -> None:
                         step.bottleneck,
                     ]
                 )
+
+
+# -- the run's folder: one folder per case, its ramp and rounds inside -----------------------
+RAMP_FOLDER = "ramp"
+
+
+def case_folder(
+    run_dir: Path, key: str, *, repeat: int = 0, repeats: int = 1, round_label: str | None = None
+) -> Path:
+    """Where one pass of a case keeps its files: `<run>/<case key>/ramp/` (`ramp-r2/` …
+    per repeat when the profile repeats), `<run>/<case key>/round-2-of-5/` per
+    confirmation round."""
+    if round_label is not None:
+        return run_dir / key / round_label.replace(" ", "-")
+    return run_dir / key / (RAMP_FOLDER + (f"-r{repeat + 1}" if repeats > 1 else ""))
+
+
+def ramp_dir(run_dir: Path, case: Case) -> Path:
+    """The case's (first) ramp folder: `<case key>/ramp/`, or in a run of the old layout
+    (before harness 24: each ramp and round a sibling folder) `<case key>/` itself."""
+    folder = run_dir / case.key
+    for name in (RAMP_FOLDER, f"{RAMP_FOLDER}-r1"):
+        if (folder / name).is_dir():
+            return folder / name
+    return folder
+
+
+FILE_MEANINGS = (
+    ("run.json", "the run: host, versions, configuration, every case with its steps, rounds "
+     "and summary (docs/results.md)"),
+    ("steps.csv", "one row per case and step, for spreadsheets"),
+    ("report.html", "the report: verdict, summary, charts (one page; `harness report` redraws it)"),
+    ("charts/*.png", "the report's figures, drawn from run.json"),
+    ("FILES.md", "this index"),
+)  # fmt: skip
+PASS_MEANINGS = (
+    ("monitor.csv", "the per-second monitor: CPU per core, the server's CPU and RSS, the "
+     "load's CPU, the server's telemetry"),
+    ("raw/", "the load generator's own output, as it wrote it (`stepNNN-K.txt` per step "
+     "and driver process; a fleet's per host)"),
+)  # fmt: skip
+
+
+def files_index(run: Run, passes: dict[str, list[str]]) -> str:
+    """FILES.md: what each file and folder of the run is. `passes`: each case key → the
+    folders of its passes found on disk (`ramp`, `round-1-of-5`, …)."""
+    lines = [f"# Run {run.run_id}", "", "| path | what |", "| --- | --- |"]
+    lines += [f"| `{path}` | {what} |" for path, what in FILE_MEANINGS]
+    lines += [
+        "",
+        "## Cases",
+        "",
+        "Each case has one folder, named by its identity (framework, scenario, sink, driver, "
+        "process model, affinity mode); inside, one folder per pass: `ramp/` (the ramp that "
+        "found the peak; `ramp-r2/` … per repeat) and `round-R-of-N/` (each confirmation "
+        "round at the peak). Each pass holds:",
+        "",
+    ]
+    lines += [f"- `{path}`: {what}" for path, what in PASS_MEANINGS]
+    lines += ["", "| case folder | status | passes |", "| --- | --- | --- |"]
+    for case in run.cases:
+        found = passes.get(case.key, [])
+        status = case.status_text + (f" ({case.error})" if case.error else "")
+        folders = ", ".join(f"`{name}/`" for name in found) or "none (nothing ran)"
+        lines.append(
+            f"| `{case.key}/` | {' '.join(status.replace('|', '/').split())} | {folders} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def write_files_index(run: Run, run_dir: Path) -> None:
+    """FILES.md of the run, from its cases and the pass folders on disk (atomically)."""
+    passes = {
+        case.key: sorted(p.name for p in (run_dir / case.key).iterdir() if p.is_dir())
+        if (run_dir / case.key).is_dir()
+        else []
+        for case in run.cases
+    }
+    write_text_atomically(run_dir / "FILES.md", files_index(run, passes))

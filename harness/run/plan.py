@@ -59,6 +59,9 @@ class Plan:
     # the user's own certificate for the TLS cases (None: a throwaway CA's, made per run)
     tls_cert: Path | None = None
     tls_key: Path | None = None
+    # --strict-verify: a deviation the server does not declare fails its case
+    # (harness.verify.severity); a profile's strict_verify = true does the same
+    strict_verify: bool = False
 
 
 def default_cpus() -> tuple[str, str]:

@@ -18,6 +18,8 @@ checks live by concern beside it:
 - wire.py: raw bytes to a server and back (the helpers every raw check uses)
 - http.py: `/`, `/counter`, `/log`, 404s, 405s, sequential latency
 - malformed.py: the malformed requests and their known deviations
+- severity.py: a failure (a wrong answer: the case is not measured) against a deviation
+  (a robustness rule bent: recorded, a warning unless declared; `--strict-verify` fails it)
 - websocket.py: `/ws`, its refusals, close codes and raw frames
 - sinks.py: a record reaching the sink
 - files.py, memcached.py, backends.py: `/files`, `/gridfs`, `/mc` and the socket service
@@ -34,6 +36,7 @@ and the HTTP/1.1-only ones (malformed framing, WebSocket) are `not supported`.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import signal
 from dataclasses import asdict, dataclass, field
 
@@ -99,6 +102,12 @@ from harness.verify.malformed import (
 )
 from harness.verify.memcached import check_memcached_route, check_memcached_socket
 from harness.verify.probe import NOT_SERVED_STATUS, PROBE_BODY, served_routes
+from harness.verify.severity import (
+    Deviation,
+    Outcome,
+    deviation_from_dict,
+    remedy,
+)
 from harness.verify.sinks import check_sink_record
 from harness.verify.tls import tls_checks
 from harness.verify.websocket import (
@@ -159,9 +168,11 @@ __all__ = [
     "Check",
     "CheckFailed",
     "CheckFunction",
+    "Deviation",
     "Endpoint",
     "EndpointOrUrl",
     "H2Session",
+    "Outcome",
     "Routes",
     "Verification",
     "_responses",
@@ -191,6 +202,7 @@ __all__ = [
     "checks_for",
     "contract_check_names",
     "contract_checks",
+    "deviation_from_dict",
     "endpoint_for",
     "endpoint_of",
     "expect",
@@ -206,6 +218,7 @@ __all__ = [
     "raw_ws_close_code",
     "raw_ws_connect",
     "read_until_close",
+    "remedy",
     "responses",
     "routes_of",
     "run_checks",
@@ -213,6 +226,7 @@ __all__ = [
     "served_routes",
     "status_of",
     "stopped_cleanly",
+    "strictly",
     "tls_checks",
     "verify_backends",
     "verify_framework",
@@ -222,12 +236,42 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Check:
-    """One verified property: its name, whether it held, and what was seen."""
+    """One verified property: its name, whether it held, and what was seen; a check that
+    held may carry deviations (harness.verify.severity): warnings unless declared."""
 
     name: str
     ok: bool
     detail: str = ""
     supported: bool = True  # False: the server does not serve this route (not a failure)
+    deviations: tuple[Deviation, ...] = ()
+
+    @property
+    def warnings(self) -> tuple[Deviation, ...]:
+        """The deviations the server does not declare."""
+        return tuple(d for d in self.deviations if d.warning)
+
+    def record(self) -> dict[str, object]:
+        """The check as a case's `verify` entry in run.json: ok, detail, and its
+        deviations when it has any."""
+        entry: dict[str, object] = {"ok": self.ok, "detail": self.detail}
+        if self.deviations:
+            entry["deviations"] = [d.to_dict() for d in self.deviations]
+        return entry
+
+
+def strictly(checks: tuple[Check, ...], server: str | None = None) -> tuple[Check, ...]:
+    """`--strict-verify`: every check with a warning fails, its detail each warning's
+    whole line (declared deviations stay what they are)."""
+    return tuple(
+        dataclasses.replace(
+            check,
+            ok=False,
+            detail="; ".join(d.line(server, with_check=False) for d in check.warnings),
+        )
+        if check.warnings
+        else check
+        for check in checks
+    )
 
 
 @dataclass(frozen=True)
@@ -244,6 +288,12 @@ class Verification:
     @property
     def ok(self) -> bool:
         return self.error is None and all(c.ok for c in self.checks)
+
+    @property
+    def warnings(self) -> tuple[Deviation, ...]:
+        """Every undeclared deviation of the checks that held (under --strict-verify a
+        check with one fails: its warnings are its failure)."""
+        return tuple(d for c in self.checks if c.ok for d in c.warnings)
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -333,19 +383,25 @@ def checks_for(
         checks["h2-malformed-frames"] = lambda server: check_h2_malformed_frames(server, framework)
     for name, reason in FRAMEWORKS[framework].deviations.items():
         if name in checks:  # the others name malformed requests and frames
-            checks[name] = _known_deviation(checks[name], reason)
+            checks[name] = _known_deviation(name, checks[name], reason)
     return checks
 
 
-def _known_deviation(check: CheckFunction, reason: str) -> CheckFunction:
+def _known_deviation(name: str, check: CheckFunction, reason: str) -> CheckFunction:
     """A check a plugin's or a command's server is known to fail, for `reason` (not ours
-    to fix): its failure is reported, not failed; its passing fails (drop the entry)."""
+    to fix): its failure is recorded as a declared deviation, not failed; its passing
+    fails (drop the entry)."""
 
-    def deviating(server: EndpointOrUrl) -> str:
+    def deviating(server: EndpointOrUrl) -> str | Outcome:
         try:
-            check(server)
+            said = check(server)
         except CheckFailed as failure:
-            return f"known deviation: {reason} (seen: {failure})"
+            seen = " ".join(str(failure).split())
+            deviation = Deviation(name, name, f"the {name} check", "it passes", seen, reason)
+            return Outcome(f"known deviation: {reason} (seen: {seen})", (deviation,))
+        if isinstance(said, Outcome) and said.deviations:  # the check's own: now declared
+            declared = tuple(dataclasses.replace(d, declared=reason) for d in said.deviations)
+            return Outcome(f"{said.detail} (known deviation: {reason})", declared)
         raise CheckFailed(f"passes now: drop its known deviation ({reason})")
 
     return deviating
@@ -395,11 +451,16 @@ def not_supported(
 
 def run_checks(server: EndpointOrUrl, checks: dict[str, CheckFunction]) -> tuple[Check, ...]:
     """Run every check against the server (an Endpoint, or a cleartext base URL); a
-    failing one never stops the rest."""
+    failing one never stops the rest. A check that returns an Outcome held with the
+    deviations it carries."""
     results = []
     for name, check in checks.items():
         try:
-            results.append(Check(name, True, check(server)))
+            said = check(server)
+            if isinstance(said, Outcome):
+                results.append(Check(name, True, said.detail, deviations=said.deviations))
+            else:
+                results.append(Check(name, True, said))
         except CheckFailed as failure:
             results.append(Check(name, False, str(failure)))
         except (

@@ -13,11 +13,15 @@ import socket
 import ssl
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import httpx
 
 from harness.tls import Certificates
 from servers import contract
+
+if TYPE_CHECKING:
+    from harness.verify.severity import Outcome
 
 H2_PROTOCOLS = (contract.PROTOCOL_H2, contract.PROTOCOL_H2C)
 
@@ -84,9 +88,10 @@ class Endpoint:
 
 
 EndpointOrUrl = Endpoint | str
-# A check: the server in, what was seen out; it raises CheckFailed (or a client library's
+# A check: the server in, what was seen out — its detail, or an Outcome when it held with
+# deviations (harness.verify.severity); it raises CheckFailed (or a client library's
 # error) when the property does not hold.
-CheckFunction = Callable[[EndpointOrUrl], str]
+CheckFunction = Callable[[EndpointOrUrl], "str | Outcome"]
 
 
 def endpoint_of(target: EndpointOrUrl) -> Endpoint:

@@ -27,15 +27,26 @@ def check_text_route(server: EndpointOrUrl) -> str:
     with http_client(server) as client:
         for _ in range(3):
             response = client.get(contract.ROUTE_TEXT)
-            expect(response.status_code == 200, f"status {response.status_code}")
-            expect(response.content == contract.TEXT_BODY, f"body {response.content[:60]!r}")
+            expect(
+                response.status_code == 200,
+                f"GET / came status {response.status_code}; expected 200",
+            )
+            expect(
+                response.content == contract.TEXT_BODY,
+                f"GET / came body {response.content[:60]!r} ({len(response.content)} bytes); "
+                f"expected {contract.TEXT_BODY!r}",
+            )
             content_type = response.headers.get("content-type", "")
             expect(
                 content_type.startswith(contract.TEXT_CONTENT_TYPE),
                 f"Content-Type {content_type!r}",
             )
             length = response.headers.get("content-length")
-            expect(length == str(len(contract.TEXT_BODY)), f"Content-Length {length!r}")
+            expect(
+                length == str(len(contract.TEXT_BODY)),
+                f"GET / came Content-Length {length!r}; expected {len(contract.TEXT_BODY)} "
+                "(a chunked reply has none: send the length)",
+            )
             date = response.headers.get("date")
             expect(
                 date is not None and email.utils.parsedate_tz(date) is not None, f"Date {date!r}"

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from harness.verify.endpoint import EndpointOrUrl
 from harness.verify.failure import expect
-from harness.verify.wire import exchange_until_close, expect_still_serving, responses, status_of
+from harness.verify.severity import Deviation, Outcome
+from harness.verify.wire import (
+    exchange_until_close,
+    expect_still_serving,
+    reply_text,
+    responses,
+    status_of,
+)
 from servers import FRAMEWORKS
 
 # A request hidden in the body of another: a server that frames the first one wrongly
@@ -49,6 +56,23 @@ MALFORMED_REQUESTS: tuple[tuple[str, bytes, tuple[int, ...]], ...] = (
     ),
     ("nul-in-header", b"GET / HTTP/1.1\r\nHost: x\r\nX-A: a\x00b\r\n\r\n", (400,)),
 )
+# Each malformed request in words, for a finding's "sent".
+MALFORMED_SENT: dict[str, str] = {
+    "garbage": "GARBAGE and no request line",
+    "extra-words": "a request line with extra words (GET / HTTP/1.1 extra words)",
+    "bad-version": "GET / HTTP/9.9x",
+    "bad-content-length": "GET / with Content-Length: nope",
+    "bad-header": "GET / with a header line that has no colon",
+    "above-the-root": "GET /x/../../y (a path above the root)",
+    "oversized-headers": "GET / with a 200,000-byte X-Big header",
+    "transfer-encoding-xchunked": "GET / with Transfer-Encoding: xchunked and a request after",
+    "content-length-twice": "GET / with Content-Length twice (0, then the length of a "
+    "request that follows)",
+    "content-length-plus": "GET / with Content-Length: +3",
+    "content-length-and-chunked": "GET / with both Content-Length: 5 and Transfer-Encoding: "
+    "chunked, and a request after",
+    "nul-in-header": "GET / with a NUL byte in a header value",
+}
 # (server, case) -> why that server answers otherwise and why it is not ours to fix. The
 # check reports these in its detail instead of failing; an entry that no longer deviates
 # fails the check, so the list cannot go stale.
@@ -59,10 +83,18 @@ MALFORMED_DEVIATIONS: dict[tuple[str, str], str] = {}
 MALFORMED_QUIET_S = 0.5
 
 
-def check_malformed_requests(server: EndpointOrUrl, framework: str = "") -> str:
+def statuses_text(accepted: tuple[int, ...]) -> str:
+    """`400, 413 or 431`."""
+    words = [str(status) for status in accepted]
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} or {words[-1]}"
+
+
+def check_malformed_requests(server: EndpointOrUrl, framework: str = "") -> str | Outcome:
     """Every malformed request: one refusal (a status of its list) and nothing more on the
-    connection, then the server still serves. `framework`'s known deviations are named."""
-    deviated = []
+    connection, then the server still serves. A request served otherwise is a deviation
+    (harness.verify.severity), declared when the server's `deviations` name it; one
+    declared but refused now fails the check, so a declaration cannot go stale."""
+    deviations = []
     for name, request, accepted in MALFORMED_REQUESTS:
         reply = exchange_until_close(server, request, MALFORMED_QUIET_S)
         status = status_of(reply)
@@ -71,14 +103,28 @@ def check_malformed_requests(server: EndpointOrUrl, framework: str = "") -> str:
         reason = MALFORMED_DEVIATIONS.get((framework, name))
         if reason is None and framework in FRAMEWORKS:  # a plugin's or a command's own
             reason = FRAMEWORKS[framework].deviations.get(name)
-        if reason is None:
-            expect(status in accepted, f"{name} answered {reply[:60]!r}")
-            expect(count <= 1, f"{name}: {count} responses on one connection")
-        else:
-            expect(not ok, f"{name} is refused now: drop its known deviation")
-            deviated.append(f"{name} (known deviation: {reason})")
-        expect_still_serving(server, name)
-    refused = len(MALFORMED_REQUESTS) - len(deviated)
-    return f"{refused} malformed requests refused, still serving" + "".join(
-        f"; {d}" for d in deviated
-    )
+        if reason is not None:
+            expect(not ok, f"malformed {name}: refused now: drop its declared deviation")
+        if not ok:
+            deviations.append(
+                Deviation(
+                    check="malformed",
+                    key=name,
+                    sent=MALFORMED_SENT.get(name, name),
+                    expected=f"{statuses_text(accepted)} and nothing more on the connection",
+                    came=reply_text(reply),
+                    declared=reason,
+                )
+            )
+        expect_still_serving(server, f"malformed {name}")
+    refused = len(MALFORMED_REQUESTS) - len(deviations)
+    detail = f"{refused} of {len(MALFORMED_REQUESTS)} malformed requests refused, still serving"
+    if not deviations:
+        return detail
+    warned = [d.key for d in deviations if d.warning]
+    declared = [d.key for d in deviations if not d.warning]
+    if warned:
+        detail += f"; deviating: {', '.join(warned)}"
+    if declared:
+        detail += f"; declared deviations: {', '.join(declared)}"
+    return Outcome(detail, tuple(deviations))

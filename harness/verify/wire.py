@@ -107,6 +107,21 @@ def responses(reply: bytes) -> int:
     return len(STATUS_LINE.findall(reply))
 
 
+def reply_text(reply: bytes) -> str:
+    """What came back, in words: the status of each response (`200 OK`), or that nothing
+    came, or the first bytes of a reply that is no HTTP response."""
+    if not reply:
+        return "no reply (the connection closed or stayed silent)"
+    heads = [reply[m.start() :].split(b"\r\n", 1)[0] for m in STATUS_LINE.finditer(reply)]
+    said = [head.decode("latin-1").split(" ", 1)[1][:40] for head in heads]
+    if not said:
+        first = reply.split(b"\r\n", 1)[0][:40].decode("latin-1")
+        return f"no HTTP response (it began {first!r})"
+    if len(said) == 1:
+        return f"{said[0]} (one response)"
+    return f"{len(said)} responses on one connection ({', '.join(said)})"
+
+
 def raw_get(target: EndpointOrUrl, path: str, timeout_s: float = 5.0) -> bytes:
     """The whole reply to a raw `GET path` (exactly as written), read until the close."""
     request = f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode()
@@ -139,5 +154,6 @@ def expect_still_serving(target: EndpointOrUrl, after: str) -> None:
     reply = raw_get(target, contract.ROUTE_TEXT)
     expect(
         status_of(reply) == 200 and reply.endswith(b"\r\n\r\n" + contract.TEXT_BODY),
-        f"not serving after {after}: {reply[:60]!r}",
+        f"not serving after {after}: GET / came {reply_text(reply)}; expected 200 with the "
+        "contract's body",
     )

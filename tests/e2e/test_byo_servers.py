@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -271,3 +272,75 @@ def test_a_process_forked_by_the_server_is_its_own_not_another_listener() -> Non
     finally:
         os.killpg(parent.pid, signal.SIGKILL)
         parent.wait()
+
+
+# The same app as a new user writes it, with no header limit of its own: uvicorn's
+# httptools parser takes 200 kB of headers, a robustness deviation, not a wrong answer.
+PLAIN_ONE_FILE_APP = """
+async def app(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    if scope["path"] != "/":
+        status, body = 404, b"not found"
+    else:
+        status, body = 200, b"I am a stupid HTTP server!"
+    headers = [(b"content-type", b"text/plain"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+"""
+
+
+@pytest.mark.timeout(LONG_TEST_S)
+def test_plain_uvicorn_is_measured_with_one_warning_and_fails_strict(tmp_path: Path) -> None:
+    """Issue 24's new user: `--server 'mine=uvicorn mineapp:app ...'` is measured, exit 0,
+    with one warning naming the deviation and its remedy; --strict-verify fails it with
+    that one line; declaring the key in a servers file passes strict."""
+    require_uvicorn()
+    require_tools("wrk")
+    (tmp_path / "mineapp.py").write_text(PLAIN_ONE_FILE_APP)
+    command = (
+        f"{sys.executable} -m uvicorn mineapp:app --app-dir {tmp_path} --host {{host}} "
+        "--port {port}"
+    )
+    results = tmp_path / "results"
+
+    def compare(*extra: str) -> subprocess.CompletedProcess[str]:
+        return harness(
+            "compare", "--profile", "smoke", "--frameworks", "mine", "--out", str(results),
+            *extra, timeout_s=240,
+        )  # fmt: skip
+
+    measured = compare("--server", f"mine={command}")
+    assert measured.returncode == 0, measured.stdout + measured.stderr
+    warnings = [line for line in measured.stdout.splitlines() if line.startswith("warning:")]
+    assert warnings == [
+        "warning: mine: malformed oversized-headers: sent GET / with a 200,000-byte X-Big "
+        "header; expected 400, 413 or 431 and nothing more on the connection; came 200 OK "
+        '(one response); to accept it, declare it: deviations = { oversized-headers = "why" '
+        "} in [servers.mine] of a servers file (--servers FILE)"
+    ]
+    run, run_dir = only_run(results)
+    [case] = run.cases
+    assert case.status == "ok" and case.summary.peak and case.warnings == 1
+    [deviation] = case.deviations
+    assert (deviation["key"], deviation["declared"]) == ("oversized-headers", None)
+    assert "oversized-headers" in (run_dir / "report.html").read_text()
+
+    strict = compare("--server", f"mine={command}", "--strict-verify")
+    assert strict.returncode == 1, strict.stdout + strict.stderr
+    failed = [line for line in strict.stdout.splitlines() if line.startswith("failed:")]
+    assert failed == [
+        "failed: mine: verify failed: malformed: oversized-headers: sent GET / with a "
+        "200,000-byte X-Big header; expected 400, 413 or 431 and nothing more on the "
+        "connection; came 200 OK (one response); to accept it, declare it: deviations = { "
+        'oversized-headers = "why" } in [servers.mine] of a servers file (--servers FILE)'
+    ]
+
+    servers = tmp_path / "servers.toml"
+    servers.write_text(
+        f"[servers.mine]\ncommand = {json.dumps(command)}\n"
+        'deviations = { oversized-headers = "httptools has no header size limit" }\n'
+    )
+    declared = compare("--servers", str(servers), "--strict-verify")
+    assert declared.returncode == 0, declared.stdout + declared.stderr
+    assert "warning:" not in declared.stdout

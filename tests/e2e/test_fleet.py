@@ -27,6 +27,7 @@ from harness.compare import build_plan
 from harness.fleet import local
 from harness.fleet.facts import harness_version
 from harness.run import Plan, Runner
+from harness.run.outputs import ramp_dir
 from model.results import Case, Run, read_run
 from tests.helpers import harness, require_framework, require_tools
 
@@ -166,7 +167,7 @@ def test_a_smoke_compare_through_the_fleet_sums_the_hosts(
         assert step.latency_ms["max"] == max(h["latency_ms"]["max"] for h in hosts)
         assert all(h["start_skew_ms"] is not None for h in hosts)
         assert min(h["start_skew_ms"] for h in hosts) == 0.0
-        raw = plan.out_dir / case.key / "raw"
+        raw = ramp_dir(plan.out_dir, case) / "raw"
         for host in HOSTS:
             assert "WRK_JSON" in (raw / host / f"step{index:03d}-0.txt").read_text()
         assert (raw / f"step{index:03d}-hosts.json").is_file()
@@ -191,7 +192,7 @@ def test_a_connection_ramp_splits_over_the_hosts_own_addresses(
     assert limits["agent_sources"] == ["198.51.100.10", "198.51.100.11"]
     assert {h["start_skew_ms"] for h in limits["hosts"].values()} >= {0.0}
     for host in HOSTS:
-        assert (plan.out_dir / case.key / "raw" / host / "agent-0.txt").is_file()
+        assert (ramp_dir(plan.out_dir, case) / "raw" / host / "agent-0.txt").is_file()
 
 
 def kill_worker_when_its_load_runs(namespace: str, timeout_s: float, killed: list[str]) -> None:

@@ -17,6 +17,7 @@ import pytest
 
 from harness.compare import build_plan
 from harness.run import Runner, SilentReporter, combine_repeats, summarize
+from harness.run.outputs import ramp_dir
 from harness.tools import tool_path
 from model.results import Case, Step, read_run
 from servers import FRAMEWORKS, Framework
@@ -47,6 +48,15 @@ def test_smoke_compare_of_two_frameworks_writes_valid_results(tmp_path: Path) ->
     )
     assert result.returncode == 0, result.stdout + result.stderr
     [run_dir] = list(tmp_path.iterdir())
+    # one folder per case, its ramp and rounds inside; FILES.md says what each file is
+    folders = sorted(p.name for p in run_dir.iterdir() if p.is_dir())
+    keys = sorted(c.key for c in read_run(run_dir).cases)
+    assert folders == sorted([*keys, "charts"])
+    for key in keys:
+        passes = sorted(p.name for p in (run_dir / key).iterdir())
+        assert passes == ["ramp"]  # no rounds in smoke: tests/e2e/test_ci_outputs.py has them
+    index = (run_dir / "FILES.md").read_text()
+    assert all(f"| `{key}/` | ok | `ramp/` |" in index for key in keys)
     assert str(run_dir / "run.json") in result.stdout.replace("\n", "")
     run = read_run(run_dir)
     assert run.finished is not None
@@ -66,7 +76,7 @@ def test_smoke_compare_of_two_frameworks_writes_valid_results(tmp_path: Path) ->
             assert step.tick_ms["max"] is not None
             assert step.probe_ms is not None and step.probe_ms > 0
         assert case.summary.peak == max(s.achieved for s in case.steps)
-        case_dir = run_dir / case.key
+        case_dir = ramp_dir(run_dir, case)
         rows = list(csv.DictReader((case_dir / "monitor.csv").open()))
         assert len(rows) >= 3
         assert {

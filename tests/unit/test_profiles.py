@@ -10,7 +10,14 @@ from harness.profile import load_profile, parse_settings, profile_names
 from harness.run.http_case import driver_options
 from harness.run.rounds import ROUND_WARMUP_S
 from model.errors import UserError
-from model.ramps import ConcurrencyRamp, ConstantRateRamp, RateRamp
+from model.ramps import (
+    RAMP_KINDS,
+    ConcurrencyRamp,
+    ConstantRateRamp,
+    RateRamp,
+    kinds_taking,
+    ramp_keys,
+)
 
 
 def test_every_shipped_profile_loads() -> None:
@@ -152,3 +159,77 @@ def test_handshakes_profiles_differ_only_in_resumption() -> None:
     assert {k: v for k, v in full.to_dict().items() if k not in keep} == {
         k: v for k, v in resumed.to_dict().items() if k not in keep
     }
+
+
+# a shipped profile of each ramp kind
+PROFILE_OF_KIND = {
+    "concurrency": "quick",
+    "rate": "autobench-vps",
+    "connections": "ws-ramp",
+    "constant-rate": "latency",
+}
+FOREIGN_RAMP_KEYS = [
+    (kind, key)
+    for kind in RAMP_KINDS
+    for other in RAMP_KINDS
+    for key in ramp_keys(other)
+    if key not in ramp_keys(kind)
+]
+
+
+def test_every_ramp_kind_has_a_shipped_profile() -> None:
+    assert set(PROFILE_OF_KIND) == set(RAMP_KINDS)
+    for kind, name in PROFILE_OF_KIND.items():
+        assert load_profile(name).ramp.kind == kind
+
+
+@pytest.mark.parametrize(("kind", "key"), sorted(set(FOREIGN_RAMP_KEYS)))
+def test_a_ramp_key_of_another_kind_is_one_line_that_says_what_to_use(kind: str, key: str) -> None:
+    """Every --set key of every ramp kind, fed to a profile whose ramp is another kind:
+    one line naming the profile, the --set, the ramp in use and the keys it takes, and a
+    remedy that works — a shipped profile whose ramp does take the key."""
+    name = PROFILE_OF_KIND[kind]
+    with pytest.raises(UserError) as raised:
+        load_profile(name, parse_settings([f"ramp.{key}=5"]))
+    message = str(raised.value)
+    assert "\n" not in message
+    keys = ", ".join(ramp_keys(kind))
+    assert message.startswith(
+        f"profile {name}: --set ramp.{key}=5: its ramp is a {kind} ramp ({keys})"
+    ), message
+    assert "__init__" not in message and "unexpected keyword" not in message
+    suggested = message.split("--profile ", 1)[1].split(" ", 1)[0].rstrip(",")
+    assert load_profile(suggested).ramp.kind in kinds_taking(key), message
+
+
+def test_the_issues_websocket_mistake_gets_the_connection_ramp_and_ws_ramp() -> None:
+    """`harness compare --scenario ws-idle --set ramp.hold_s=5` with the default profile."""
+    overrides = {**parse_settings(["ramp.hold_s=5"]), "scenario": "ws-idle"}
+    with pytest.raises(UserError) as raised:
+        load_profile("quick", overrides)
+    keys = ", ".join(ramp_keys("concurrency"))  # start, stop, step, duration_s, ...
+    assert str(raised.value) == (
+        f"profile quick: --set ramp.hold_s=5: its ramp is a concurrency ramp ({keys}); "
+        "hold_s is a key of a connections ramp: use --set "
+        "connection_ramp.hold_s=5 (this profile's connections ramp, which WebSocket "
+        "scenarios run), or --profile ws-ramp (or ws-load-10k, ws-stress), whose ramp takes "
+        "hold_s"
+    )
+    # and the remedy runs
+    profile = load_profile("quick", {"connection_ramp.hold_s": "5", "scenario": "ws-idle"})
+    assert profile.ramp.kind == "connections" and profile.ramp.hold_s == 5
+
+
+@pytest.mark.parametrize(
+    ("profile", "setting", "message"),
+    [
+        ("quick", "ramp.dration_s=3", "use --set ramp.duration_s=…"),
+        ("ws-ramp", "ramp.duration_s=3", "use --set ramp.hold_s=3 (its step length)"),
+        ("ws-ramp", "ramp.start=abc", "connections ramp: start must be a number, not 'abc'"),
+        ("quick", "warmup=1", "unknown setting warmup (did you mean warmup_s?): it takes "),
+    ],
+)
+def test_near_misses_are_named(profile: str, setting: str, message: str) -> None:
+    with pytest.raises(UserError) as raised:
+        load_profile(profile, parse_settings([setting]))
+    assert message in str(raised.value) and "\n" not in str(raised.value)

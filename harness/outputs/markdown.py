@@ -1,0 +1,221 @@
+"""Markdown (`--markdown FILE`): a run, a diff or a verify as a CI job's step summary
+(GitHub's `$GITHUB_STEP_SUMMARY`, GitLab's and Forgejo's comments render it alike).
+
+A compare or run: the status, the verdict in words, the summary table with each
+interval beside its figure, the threshold judgements, the flags raised and what they
+mean, and links to the charts and the report (relative to the Markdown file, so they
+resolve where the file lies beside the results). A diff: each case's ratio with its
+interval and the verdict. A verify: each framework's checks, failures first.
+
+Pure functions from the model to text; `write_output` (harness.outputs) writes it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from harness.outputs.text import figure, interval, peak_text, ratio_text, with_interval
+from model.results import FLAG_MEANINGS, Run
+
+if TYPE_CHECKING:
+    from harness.diff import RunDiff
+    from harness.verify import Verification
+
+
+def cell(text: str) -> str:
+    """Text made safe for one table cell: pipes escaped, lines joined (a cell is one line)."""
+    return " ".join(text.replace("|", "\\|").split())
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> str:
+    """A GitHub-flavoured Markdown table; columns in `right` aligned right (figures)."""
+    rule = ["---:" if i in right else "---" for i in range(len(headers))]
+    lines = [headers, rule, *rows]
+    return "\n".join("| " + " | ".join(cell(str(c)) for c in line) + " |" for line in lines)
+
+
+def _link(target: Path, base: Path | None) -> str:
+    """`target` relative to `base` (the Markdown file's directory), as a URL path."""
+    if base is None:
+        return target.as_posix()
+    return Path(os.path.relpath(target.resolve(), base.resolve())).as_posix()
+
+
+def run_markdown(run: Run, run_dir: Path | None = None, base: Path | None = None) -> str:
+    """A run as Markdown. `run_dir`: where its charts and report lie (linked when they
+    exist); `base`: the directory the Markdown file is written in."""
+    status = run.status + (f": {run.status_reason}" if run.status_reason else "")
+    profile = (run.config.get("profile") or {}).get("name", "")
+    parts = [f"## Run `{run.run_id}` ({profile}): {status}", ""]
+    if run.verdict and run.verdict.get("text"):
+        parts += [f"**Verdict** (95 % intervals): {run.verdict['text']}", ""]
+    ratios = any(c.summary.ratio_to_nginx is not None for c in run.cases)
+    headers = [
+        "framework",
+        "status",
+        "peak [95 %]",
+        *(["vs nginx [95 %]"] if ratios else []),
+        "at",
+        "p99 at peak ms [95 %]",
+        "server CPU %",
+        "errors",
+        "flags",
+        "reason",
+    ]
+    rows = []
+    for case in run.cases:
+        s = case.summary
+        name = case.framework + (" (baseline)" if s.role == "baseline" else "")
+        unit = case.steps[0].unit if case.steps else ""
+        row = [
+            name,
+            case.status_text if case.status == "ok" else f"**{case.status}**",
+            peak_text(case),
+        ]
+        if ratios:
+            ratio = s.ratio_to_nginx
+            text = f"{ratio:.2f}×" if ratio is not None else "–"
+            if s.ratio_to_nginx_ci and ratio is not None:
+                text += f" [{s.ratio_to_nginx_ci[0]:.2f}, {s.ratio_to_nginx_ci[1]:.2f}]"
+            row.append(text)
+        row += [
+            f"{s.peak_offered:g} {unit}" if s.peak_offered is not None else "–",
+            with_interval(s.p99_at_peak_ms, s.p99_at_peak_ci_ms),
+            figure(s.server_cpu_at_peak_pct),
+            str(s.errors_total),
+            " ".join(
+                [
+                    *(f"`{f}`" for f in s.flags),
+                    *([f"{case.warnings} deviation(s)"] if case.warnings else []),
+                ]
+            ),
+            case.error or "",
+        ]
+        rows.append(row)
+    right = {2, 3, 4, 5, 6, 7} if ratios else {2, 3, 4, 5, 6}
+    parts += [table(headers, rows, right), ""]
+    if run.thresholds:
+        failed = [t for t in run.thresholds if not t.held]
+        parts.append(
+            f"**Thresholds**: {len(failed)} of {len(run.thresholds)} failed"
+            if failed
+            else f"**Thresholds**: all {len(run.thresholds)} held"
+        )
+        parts.append("")
+        parts.append(
+            table(
+                ["rule", "case", "value", "interval", "judged on", "result"],
+                [
+                    [
+                        t.rule,
+                        t.case,
+                        figure(t.value),
+                        interval(t.interval) or "–",
+                        t.judged_on,
+                        "held" if t.held else "**FAILED**",
+                    ]
+                    for t in run.thresholds
+                ],
+                {2, 3},
+            )
+        )
+        parts.append("")
+    raised = list(dict.fromkeys(f for c in run.cases for f in c.summary.flags))
+    if raised:
+        parts.append("**Flags**")
+        parts.append("")
+        parts += [f"- `{flag}`: {FLAG_MEANINGS[flag]}" for flag in raised]
+        parts.append("")
+    warned = [
+        (c.framework, d) for c in run.cases for d in c.deviations if d.get("declared") is None
+    ]
+    if warned:
+        parts += ["**Deviations** (warnings: measured; `--strict-verify` fails them)", ""]
+        parts += [
+            f"- {name}: {d.get('check')} `{d.get('key')}`: sent {d.get('sent')}; expected "
+            f"{d.get('expected')}; came {d.get('came')} — declare it in the server's "
+            "`deviations` to accept it"
+            for name, d in warned
+        ]
+        parts.append("")
+    notes = list(dict.fromkeys(c.summary.limit_note for c in run.cases if c.summary.limit_note))
+    parts += [f"> note: {note}" for note in notes] + ([""] if notes else [])
+    if run_dir is not None:
+        links = []
+        report = run_dir / "report.html"
+        if report.is_file():
+            links.append(f"[report]({_link(report, base)})")
+        charts = sorted((run_dir / "charts").glob("*.png"))
+        links += [f"[{png.stem}]({_link(png, base)})" for png in charts]
+        links.append(f"[run.json]({_link(run_dir / 'run.json', base)})")
+        parts += ["**Files**: " + " · ".join(links), ""]
+    return "\n".join(parts)
+
+
+def diff_markdown(result: RunDiff) -> str:
+    """A diff as Markdown: each case's B/A with its interval, the p and the verdict."""
+    parts = [f"## Diff: A `{result.old_id}` → B `{result.new_id}` (factor {result.factor:g})", ""]
+    if result.other_host:
+        parts += [f"**Different hosts**: {'; '.join(result.other_host)}", ""]
+    rows = [
+        [
+            case.label,
+            figure(case.peak.old),
+            figure(case.peak.new),
+            ratio_text(case.peak.ratio, case.peak.interval),
+            figure(case.peak.p),
+            f"**{case.verdict}**" if case.worse_beyond_factor else case.verdict,
+            case.note or "",
+        ]
+        for case in result.cases
+    ]
+    headers = ["case", "A peak", "B peak", "B/A [95 %]", "p", "verdict", "note"]
+    parts += [table(headers, rows, {1, 2, 3, 4}), ""]
+    for side, names in (("A", result.only_in_old), ("B", result.only_in_new)):
+        if names:
+            parts += [f"only in {side}: {', '.join(names)}", ""]
+    if result.worse:
+        names = ", ".join(c.label for c in result.worse)
+        parts += [f"**Slower beyond {result.factor:g}×**: {names}", ""]
+    else:
+        parts += [f"No case slower beyond {result.factor:g}×.", ""]
+    parts += [
+        "Verdict: Mann–Whitney U p < 0.05 and the ratio's 95 % bootstrap interval excludes 1.",
+        "",
+    ]
+    return "\n".join(parts)
+
+
+def verify_markdown(results: Sequence[Verification]) -> str:
+    """A verify as Markdown: one row per check, failures first."""
+    rows = []
+    for verification in results:
+        who = [verification.framework, verification.sink, verification.protocol]
+        if verification.skipped:
+            rows.append((2, [*who, "-", "skipped", verification.skipped]))
+        if verification.error:
+            rows.append((0, [*who, "start", "**FAIL**", verification.error]))
+        for check in verification.checks:
+            if not check.supported:
+                rows.append((2, [*who, check.name, "not supported", check.detail]))
+            elif not check.ok:
+                rows.append((0, [*who, check.name, "**FAIL**", check.detail]))
+            elif check.warnings:
+                lines = "; ".join(
+                    f"warning: {d.line(verification.framework)}" for d in check.warnings
+                )
+                rows.append(
+                    (1, [*who, check.name, "ok, with warnings", f"{check.detail}; {lines}"])
+                )
+            else:
+                rows.append((1, [*who, check.name, "ok", check.detail]))
+    rows.sort(key=lambda r: r[0])
+    offered = [v for v in results if not v.skipped]
+    passed = sum(v.ok for v in offered)
+    head = f"## Verify: {passed} of {len(offered)} passed"
+    headers = ["framework", "sink", "protocol", "check", "result", "detail"]
+    body = table(headers, [r for _, r in rows], set())
+    return f"{head}\n\n{body}\n"

@@ -1,0 +1,53 @@
+"""Figures as the outputs write them: one place, so JUnit, Markdown and the site agree."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from model.results import Case
+
+if TYPE_CHECKING:
+    from harness.stats import Interval
+
+
+def figure(value: float | None) -> str:
+    """A figure of any size readably: 25,752 (req/s), 3.72 (ms), 0.153 (a ratio)."""
+    if value is None:
+        return "–"
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def interval(pair: tuple[float, float] | None) -> str:
+    """ "[low, high]" for a 95 % interval; "" when there is none."""
+    return "" if pair is None else f"[{figure(pair[0])}, {figure(pair[1])}]"
+
+
+def with_interval(value: float | None, pair: tuple[float, float] | None) -> str:
+    """`25,752 [24,100, 27,000]`, or the figure alone without an interval."""
+    text = figure(value)
+    return f"{text} {interval(pair)}" if pair is not None and value is not None else text
+
+
+def case_label(case: Case) -> str:
+    """The case as a person names it: the framework, and what else makes it this case
+    (`aiohttp [text, empty, wrk, single, both]`)."""
+    return f"{case.framework} [{', '.join(case.identity[1:])}]"
+
+
+def peak_text(case: Case) -> str:
+    """The case's peak with its unit and interval: `25,752 req/s [24,100, 27,000]`."""
+    summary = case.summary
+    if summary.peak is None:
+        return "–"
+    text = f"{figure(summary.peak)} {summary.peak_unit}"
+    return text + (f" {interval(summary.peak_ci)}" if summary.peak_ci else "")
+
+
+def ratio_text(ratio: float | None, pair: Interval | None) -> str:
+    """`0.912× [0.880, 0.944]`: a diff's ratio B/A with its bootstrap interval."""
+    if ratio is None:
+        return "–"
+    text = f"{ratio:.3f}×"
+    if pair is not None:
+        text += f" [{pair.low:.3f}, {pair.high:.3f}]"
+    return text

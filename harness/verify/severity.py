@@ -1,0 +1,81 @@
+"""How much a verify finding weighs (issue 24, item 1).
+
+- **A failure** — a wrong answer on a route the case measures (status, body, the headers
+  the contract fixes, a record not stored), or a server that stops serving: the case is
+  not measured. A check says so by raising `CheckFailed`.
+- **A deviation** — a robustness rule bent (a malformed request served instead of
+  refused: oversized headers accepted, a lenient framing rule): the server answers what it
+  is measured on rightly, so it is measured, and the deviation is recorded (run.json, the
+  summary, the report, `harness verify`). A check says so by returning an `Outcome` that
+  carries `Deviation`s. One the server declares in its `deviations` table is *declared*
+  (known, not a warning); one it does not is a *warning*. `--strict-verify` (or a
+  profile's `strict_verify = true`) makes every warning a failure.
+
+Every finding reads as one whole line: the check, what was sent, what was expected, what
+came, and the remedy — the `deviations` key that declares it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+def remedy(key: str, server: str | None = None) -> str:
+    """How to declare a deviation, naming its key and (when known) the server's table."""
+    table = f"[servers.{server}]" if server else "the server's table"
+    return (
+        f'to accept it, declare it: deviations = {{ {key} = "why" }} in {table} of a '
+        "servers file (--servers FILE)"
+    )
+
+
+@dataclass(frozen=True)
+class Deviation:
+    """One robustness rule a server bends: what was sent, expected and came."""
+
+    check: str  # the check that saw it (`malformed`)
+    key: str  # the `deviations` key that declares it (`oversized-headers`)
+    sent: str
+    expected: str
+    came: str
+    declared: str | None = None  # the server's own reason, when it declares the deviation
+
+    def __post_init__(self) -> None:
+        for name in ("check", "key", "sent", "expected", "came"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value or "\n" in value:
+                raise ValueError(f"deviation {name} must be one line of text, not {value!r}")
+
+    @property
+    def warning(self) -> bool:
+        """Not declared by the server: a warning (a failure with --strict-verify)."""
+        return self.declared is None
+
+    def line(self, server: str | None = None, with_check: bool = True) -> str:
+        """The finding in one line (`malformed oversized-headers: sent …; expected …; came
+        …; remedy`); a warning ends with the remedy, a declared one with the server's
+        reason. `with_check` False: without the check's name (a check's own detail)."""
+        said = (
+            f"{self.check + ' ' if with_check else ''}{self.key}: sent {self.sent}; "
+            f"expected {self.expected}; came {self.came}"
+        )
+        if self.declared is not None:
+            return f"{said}; declared: {self.declared}"
+        return f"{said}; {remedy(self.key, server)}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def deviation_from_dict(data: dict[str, Any]) -> Deviation:
+    """A Deviation from its run.json form."""
+    return Deviation(**data)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a check returns when it passed but saw deviations (a plain str otherwise)."""
+
+    detail: str
+    deviations: tuple[Deviation, ...] = ()
