@@ -451,7 +451,7 @@ def test_a_step_killed_twice_is_lost_and_its_case_says_so(tmp_path: Path) -> Non
     assert step.errors == {"total": 1, "aborted": 1}
     assert "step_lost" in step.flags and "step_lost" in case.summary.flags
     assert case.status == "ok" and case.status_text == "incomplete: 1 step lost"
-    assert sorted(p.name for p in (tmp_path / run.run_id).glob("*/raw/step000*")) == [
+    assert sorted(p.name for p in (tmp_path / run.run_id).rglob("raw/step000*")) == [
         "step000-0.txt",
         "step000-retry-0.txt",
     ]
