@@ -141,7 +141,9 @@ def test_repeat_interleaves_and_keeps_the_median(tmp_path: Path) -> None:
     assert step.extra["repeats"] == 2
     assert len(step.extra["achieved_runs"]) == 2
     assert case.summary.repeats == 2
-    assert len([p for p in plan.out_dir.iterdir() if p.is_dir()]) == 2  # one directory a repeat
+    # one folder for the case, a ramp folder a repeat inside it
+    [case_dir] = [p for p in plan.out_dir.iterdir() if p.is_dir()]
+    assert sorted(p.name for p in case_dir.glob("ramp-r*")) == ["ramp-r1", "ramp-r2"]
 
 
 class Order(SilentReporter):
@@ -185,7 +187,8 @@ def test_rounds_run_interleaved_at_each_peak_and_give_intervals(tmp_path: Path) 
     assert aiohttp.summary.ratio_to_nginx_ci is not None
     assert run.verdict is not None and "nginx" in run.verdict["text"]
     assert read_run(plan.out_dir) == run
-    assert len([p for p in plan.out_dir.iterdir() if p.name.endswith("-of-3")]) == 6
+    # each case's rounds inside its own folder
+    assert len(list(plan.out_dir.glob("*/round-*-of-3"))) == 6
 
 
 @pytest.mark.skipif(not TWO_CPUS, reason="the affinity matrix needs two CPUs")
