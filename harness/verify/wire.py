@@ -8,8 +8,10 @@ cleartext or TLS; over HTTP/2 (h2, h2c) a raw GET is a stream of its own (h2wire
 
 from __future__ import annotations
 
+import contextlib
 import re
 import socket
+import ssl
 import time
 
 from harness.verify.endpoint import EndpointOrUrl, endpoint_of, open_connection
@@ -21,6 +23,9 @@ from servers import contract
 # a raw GET may contain it, whichever route it asked for.
 ESCAPE_BAIT = b"outside the files directory"
 STATUS_LINE = re.compile(rb"HTTP/1\.[01] [1-5][0-9][0-9] ")
+# The peer ended the connection: a reset, or over TLS a close without close_notify (the
+# TLS form of the same refusal a cleartext server gives by closing)
+PEER_CLOSED = (ConnectionResetError, BrokenPipeError, ssl.SSLEOFError, ssl.SSLZeroReturnError)
 
 
 def address(target: EndpointOrUrl) -> tuple[str, int]:
@@ -40,7 +45,7 @@ def read_until_close(sock: socket.socket) -> bytes:
     try:
         while chunk := sock.recv(65536):
             data += chunk
-    except (TimeoutError, ConnectionResetError):
+    except (TimeoutError, *PEER_CLOSED):
         pass
     return data
 
@@ -57,7 +62,7 @@ def wait_for_close(sock: socket.socket, wait_s: float) -> tuple[bytes, float | N
             chunk = sock.recv(65536)
         except TimeoutError:
             break
-        except (ConnectionResetError, BrokenPipeError):
+        except PEER_CLOSED:
             return data, time.monotonic() - started
         if not chunk:
             return data, time.monotonic() - started
@@ -83,7 +88,7 @@ def raw_exchange(target: EndpointOrUrl, request: bytes, timeout_s: float = 5.0) 
         try:
             while b"\r\n\r\n" not in data and (chunk := sock.recv(65536)):
                 data += chunk
-        except (TimeoutError, ConnectionResetError):
+        except (TimeoutError, *PEER_CLOSED):
             pass
     return data
 
@@ -91,7 +96,8 @@ def raw_exchange(target: EndpointOrUrl, request: bytes, timeout_s: float = 5.0) 
 def exchange_until_close(target: EndpointOrUrl, request: bytes, quiet_s: float) -> bytes:
     """Send raw bytes; read everything until the server closes or stays quiet `quiet_s`."""
     with open_connection(target, 5.0) as sock:
-        sock.sendall(request)
+        with contextlib.suppress(*PEER_CLOSED):  # closed before all of it went: refused
+            sock.sendall(request)
         sock.settimeout(quiet_s)
         return read_until_close(sock)
 
