@@ -30,6 +30,7 @@ import pytest
 
 from harness.compare import build_plan
 from harness.run import Runner, SilentReporter
+from harness.run.plan import Plan
 from harness.server_process import ServerProcess, start_server
 from harness.services import FerretDB, ferretdb_binary
 from harness.tools import tool_path
@@ -399,12 +400,11 @@ def test_a_killed_server_fails_its_case_at_once_and_the_run_goes_on(
     assert run.status == "complete"
 
 
-def test_a_killed_load_generator_fails_its_step_with_the_reason_and_nothing_hangs(
-    tmp_path: Path,
-) -> None:
+def aiohttp_long_step_plan(tmp_path: Path) -> Plan:
+    """aiohttp, one 20 s wrk step, unpinned: room to kill a process during it."""
     require_framework("aiohttp")
     require_tools("wrk")
-    plan = build_plan(
+    return build_plan(
         frameworks="aiohttp",
         profile_name="smoke",
         overrides=LONG_STEP,
@@ -412,6 +412,12 @@ def test_a_killed_load_generator_fails_its_step_with_the_reason_and_nothing_hang
         agent_cpus=None,
         out=tmp_path,
     )
+
+
+def test_a_killed_load_generator_fails_its_step_with_the_reason_and_nothing_hangs(
+    tmp_path: Path,
+) -> None:
+    plan = aiohttp_long_step_plan(tmp_path)
     reporter = KillDuringFirstStep(the_wrk)
     run = Runner(plan, reporter).run()
     [case] = run.cases
@@ -431,16 +437,7 @@ def test_a_killed_load_generator_fails_its_step_with_the_reason_and_nothing_hang
 def test_a_step_killed_twice_is_lost_and_its_case_says_so(tmp_path: Path) -> None:
     """The retry's wrk killed too: the step has no figures, is flagged step_lost, and the
     case reads `incomplete: 1 step lost` (never a plain ok)."""
-    require_framework("aiohttp")
-    require_tools("wrk")
-    plan = build_plan(
-        frameworks="aiohttp",
-        profile_name="smoke",
-        overrides=LONG_STEP,
-        server_cpus=None,
-        agent_cpus=None,
-        out=tmp_path,
-    )
+    plan = aiohttp_long_step_plan(tmp_path)
     reporter = KillDuringFirstStep(the_wrk, attempts=2)
     run = Runner(plan, reporter).run()
     [case] = run.cases
