@@ -243,6 +243,29 @@ class ContractH2Connection(H2Connection):
             self.site.state.connection_closed()
             self.site.channels.discard(self)
 
+    # A request and its RST_STREAM in one read (cleartext h2c, above all): h2 has closed
+    # the stream by the time twisted.web renders the request, and a write to it raised
+    # StreamClosedError (or StreamIDTooLowError) out of dataReceived, dropping every other
+    # stream of the connection. The reset stream's answer has nowhere to go: it is
+    # dropped, and the connection serves on (verify's h2-reset-stream).
+    def _was_reset(self, stream_id: int) -> bool:
+        stream = self.conn.streams.get(stream_id)
+        return stream is None or stream.closed
+
+    def writeHeaders(
+        self, version: bytes, code: bytes, reason: bytes, headers: Any, streamID: int
+    ) -> None:
+        if not self._was_reset(streamID):
+            super().writeHeaders(version, code, reason, headers, streamID)
+
+    def writeDataToStream(self, streamID: int, data: bytes) -> None:
+        if not self._was_reset(streamID):
+            super().writeDataToStream(streamID, data)
+
+    def endRequest(self, streamID: int) -> None:
+        if not self._was_reset(streamID):  # a reset one: its StreamReset event cleans up
+            super().endRequest(streamID)
+
     def close_when_idle(self) -> None:
         """Close now unless a stream is under way (the drain asks again until none is)."""
         if not self.streams and self.transport is not None:

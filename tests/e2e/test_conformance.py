@@ -98,11 +98,6 @@ PROTOCOL_MATRIX = [
 # intermittent ones may pass. A Framework's `deviations` cannot say it: they name a check
 # on every protocol.
 KNOWN_PROTOCOL_FAILURES: dict[tuple[str, str, str], tuple[str, bool]] = {
-    ("twisted", contract.PROTOCOL_H2C, "h2-reset-stream"): (
-        "twisted.web's H2Connection raises StreamClosedError sending the response of a "
-        "stream the client reset, and drops the connection (over h2 the TLS timing hides it)",
-        True,
-    ),
     **{
         (name, contract.PROTOCOL_H1_TLS, "ws-1009"): (
             "intermittent: the 1009 close frame is lost to a reset while the client is still "
