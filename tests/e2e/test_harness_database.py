@@ -28,6 +28,7 @@ from harness.compare import build_plan
 from harness.database import HarnessDatabase
 from harness.fileset import FileSet
 from harness.run import Runner
+from harness.run.outputs import ramp_dir
 from tests.helpers import require_ferretdb, require_framework, require_tools
 
 
@@ -176,7 +177,7 @@ def test_the_mongo_sink_on_postgresql_loses_nothing_and_records_the_databases_cp
     assert stored_in["postgresql"]["settings"]["plan_cache_mode"] == "force_custom_plan"
     # FerretDB and PostgreSQL worked for every record: their CPU shows in every step
     assert all(step.extra["db_cpu_pct"] > 0 for step in case.steps), case.steps
-    with (plan.out_dir / f"{case.key}/monitor.csv").open() as monitor:
+    with (ramp_dir(plan.out_dir, case) / "monitor.csv").open() as monitor:
         rows = list(csv.DictReader(monitor))
     assert rows and all(row["db_cpu_pct"] != "" for row in rows)
     assert processes_under(reachable_tmp) == []
