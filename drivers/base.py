@@ -28,6 +28,7 @@ says what each tool does on its signal.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import signal
 import subprocess
 import time
@@ -282,7 +283,7 @@ def scheduled_run_s(driver: Driver, step: RampStep) -> float | None:
 class Overrun:
     """A driver that outlived its step and was sent its stop signal."""
 
-    signal_name: str  # SIGINT
+    signal_name: str  # SIGINT, or what the driver's own stop did (`close_connections_to`)
     overran_s: float  # from its scheduled end to the moment it ended (or was killed)
     answered: bool  # it ended within the grace after the signal (its totals may be there)
 
@@ -324,6 +325,7 @@ class DriverProcesses:
         stop_after_s: float | None = None,
         stop_signal: int = signal.SIGINT,
         scheduled_s: float = 0.0,
+        stop: Callable[[], str] | None = None,
     ) -> str | None:
         """Wait for every process; None when all ended, else why they were all killed: the
         time ran out, `abort` (asked every POLL_S) gave a reason to stop now, or a process
@@ -332,10 +334,13 @@ class DriverProcesses:
         `stop_after_s`: the watchdog — processes still running then are sent `stop_signal`
         (the tool's own way to stop and print its totals) and `self.overrun` says so;
         `scheduled_s` is when they were due to end, from which the overrun is counted.
+        `stop`, when given, stops them instead of the signal and returns what it did (the
+        overrun's `stopped_by`): h2load's closes its connections (`close_connections_to`).
         """
         started = time.monotonic()
         deadline = started + timeout_s
         signalled_at: float | None = None
+        stopped_by = signal.Signals(stop_signal).name
         self.overrun = None
         while self.running():
             now = time.monotonic()
@@ -345,27 +350,29 @@ class DriverProcesses:
             overdue = stop_after_s is not None and now - started > stop_after_s
             if reason is None and signalled_at is None and overdue:
                 signalled_at = now
-                self.signal(stop_signal)
+                if stop is None:
+                    self.signal(stop_signal)
+                else:
+                    stopped_by = stop()
             if reason is None and signalled_at is not None and now - signalled_at > STOP_GRACE_S:
                 reason = (
-                    f"did not stop within {STOP_GRACE_S:.0f} s of "
-                    f"{signal.Signals(stop_signal).name}, sent {stop_after_s - scheduled_s:.0f} s "
-                    "past its step's end"
+                    f"did not stop within {STOP_GRACE_S:.0f} s of {stopped_by}, done "
+                    f"{stop_after_s - scheduled_s:.0f} s past its step's end"
                 )
             if reason is not None:
                 self.kill()
                 if signalled_at is not None:
-                    self.overrun = self._overrun(stop_signal, started, scheduled_s, False)
+                    self.overrun = self._overrun(stopped_by, started, scheduled_s, False)
                 return reason
             time.sleep(POLL_S)
         if signalled_at is not None:
-            self.overrun = self._overrun(stop_signal, started, scheduled_s, True)
+            self.overrun = self._overrun(stopped_by, started, scheduled_s, True)
         return None
 
     @staticmethod
-    def _overrun(signum: int, started: float, scheduled_s: float, answered: bool) -> Overrun:
+    def _overrun(stopped_by: str, started: float, scheduled_s: float, answered: bool) -> Overrun:
         overran_s = round(time.monotonic() - started - scheduled_s, 2)
-        return Overrun(signal.Signals(signum).name, overran_s, answered)
+        return Overrun(stopped_by, overran_s, answered)
 
     def signal(self, signum: int) -> None:
         """Send `signum` to each running process (the tool itself: taskset has exec'd it)."""
@@ -395,6 +402,25 @@ class DriverProcesses:
             text = path.read_text(errors="replace")
             texts.append(text.split("\n", 1)[1] if text.startswith("$ ") else text)
         return texts
+
+
+CLOSED_CONNECTIONS = "its connections closed (ss -K)"
+
+
+def close_connections_to(host: str, port: int) -> str:
+    """Have the kernel close every TCP connection to `host`:`port` (`ss -K`: the
+    SOCK_DESTROY of CONFIG_INET_DIAG_DESTROY; needs CAP_NET_ADMIN). The server's own
+    sockets have the port as their source, so only its clients' are matched. What it did,
+    for the overrun's `stopped_by`: CLOSED_CONNECTIONS, or why it could not."""
+    command = ["ss", "-K", "-tn", "dst", host, "dport", "=", f":{port}"]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"ss -K could not run ({error})"
+    if done.returncode != 0:
+        said = (done.stderr or done.stdout).strip().splitlines()
+        return f"ss -K failed ({said[-1] if said else f'exit {done.returncode}'})"
+    return CLOSED_CONNECTIONS
 
 
 def check_negotiated(tool: str, result: DriverResult, target: Target) -> None:
@@ -443,6 +469,11 @@ def run_step(
             stop_after_s=stop_after_s,
             stop_signal=driver.stop_signal,
             scheduled_s=scheduled_s or 0.0,
+            stop=(
+                functools.partial(close_connections_to, target.host, target.port)
+                if getattr(driver, "stops_by_closing_connections", False)
+                else None
+            ),
         )
     finally:
         processes.kill()

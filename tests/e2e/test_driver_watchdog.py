@@ -10,15 +10,18 @@ the signal. The stress test runs many short siege steps through the whole harnes
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from drivers.base import (
+    CLOSED_CONNECTIONS,
     OVERRUN_MARGIN_S,
     STOP_GRACE_S,
     DriverOutputError,
@@ -27,8 +30,10 @@ from drivers.base import (
     no_latency,
     run_step,
 )
+from drivers.h2load import H2loadDriver
 from drivers.siege import SiegeDriver
 from harness.server_process import start_server
+from harness.tls import make_certificates
 from model.ramps import Ramp, RampStep
 from model.scenarios import SCENARIOS
 from tests.e2e.test_backends_and_topologies import compare, ok_cases
@@ -130,3 +135,70 @@ def test_many_short_siege_steps_lose_none(tmp_path: Path) -> None:
     overruns = [s["extra"]["overran_s"] for s in steps if "overran_s" in s["extra"]]
     retried = [s["extra"]["retried"] for s in steps if "retried" in s["extra"]]
     print(json.dumps({"overruns_s": overruns, "retried": retried}))
+
+
+class LateConnectionProxy:
+    """A TCP proxy to `upstream_port` on loopback that holds its `late`-th connection for
+    `delay_s` before passing any byte: that client's TLS handshake ends after the step."""
+
+    def __init__(self, upstream_port: int, late: int, delay_s: float) -> None:
+        self.upstream_port = upstream_port
+        self.late = late
+        self.delay_s = delay_s
+        self.accepted = 0
+        self.loop = asyncio.new_event_loop()
+        self.server = self.loop.run_until_complete(
+            asyncio.start_server(self._serve, "127.0.0.1", 0)
+        )
+        self.port = self.server.sockets[0].getsockname()[1]
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.accepted += 1
+        if self.accepted == self.late:
+            await asyncio.sleep(self.delay_s)
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+
+        async def pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+            try:
+                while chunk := await source.read(65536):
+                    sink.write(chunk)
+                    await sink.drain()
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                sink.close()
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.server.close)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=5)
+
+
+def test_h2load_with_a_client_connected_after_its_duration_is_stopped_with_its_totals(
+    tmp_path: Path,
+) -> None:
+    """h2load 1.52 never stops a client whose TLS handshake ends after its main duration
+    (it runs on, requesting): the watchdog closes its connections, h2load ends and prints
+    its totals, which count the main duration only."""
+    require_tools("h2load", "nginx")
+    certificates = make_certificates(tmp_path / "tls")
+    step = RampStep(0, offered=2, unit="concurrency", duration_s=1)
+    with start_server("nginx", protocol="h2", certificates=certificates) as server:
+        proxy = LateConnectionProxy(server.port, late=2, delay_s=2.5)
+        try:
+            target = Target(
+                "127.0.0.1", proxy.port, SCENARIOS["text"], timeout_s=1.0, protocol="h2"
+            )
+            started = time.monotonic()
+            result = run_step(H2loadDriver(), step, target, None, tmp_path, "step000")
+            took_s = time.monotonic() - started
+        finally:
+            proxy.close()
+    assert result.extra["stopped_by"] == CLOSED_CONNECTIONS
+    assert took_s < 1 + 1.0 + OVERRUN_MARGIN_S + STOP_GRACE_S
+    assert result.replies > 0 and result.duration_s == 1.0  # h2load's main duration
+    assert result.rate == pytest.approx(result.replies)
