@@ -79,6 +79,23 @@ class StepWindow:
     ended: float | None = None
     cpu_before: CpuSnapshot | None = None
     cpu_after: CpuSnapshot | None = None
+    # the server tree's CPU seconds per process at the step's start and end
+    # (`_ProcessGroup.cpu_seconds`): its exact CPU over the window (`window_cpu_pct`)
+    server_cpu_s_before: dict[int, float] | None = None
+    server_cpu_s_after: dict[int, float] | None = None
+
+
+def window_cpu_pct(
+    before: dict[int, float], after: dict[int, float], wall_s: float
+) -> float | None:
+    """% of one core some processes used between two readings of their CPU seconds: each
+    process's gain, one started in between counted from 0 (all its time is the window's);
+    one that ended in between is lost unless its parent reaped it (the parent's clock has
+    it then). None for a window with no wall time."""
+    if wall_s <= 0:
+        return None
+    used_s = sum(max(0.0, cpu_s - before.get(pid, 0.0)) for pid, cpu_s in after.items())
+    return used_s / wall_s * 100.0
 
 
 # /proc/stat's per-CPU columns: user nice system idle iowait irq softirq steal guest guest_nice
@@ -185,6 +202,25 @@ class _ProcessGroup:
             self._delays.pop(gone, None)
         return pids
 
+    def cpu_seconds(self) -> dict[int, float]:
+        """Each process's CPU seconds now (user + system, its reaped children's
+        included), the tree looked at afresh: read at a step's two ends, its exact CPU."""
+        with self._lock:
+            pids = self._refresh()
+            clocks: dict[int, float] = {}
+            for pid in pids:
+                process = self._processes.get(pid)
+                if process is None:
+                    continue
+                try:
+                    times = process.cpu_times()
+                except psutil.Error:
+                    continue
+                clocks[pid] = (
+                    times.user + times.system + times.children_user + times.children_system
+                )
+            return clocks
+
     def sample(self) -> tuple[float, int, float]:
         """CPU % (of one core, summed) since the last sample, RSS, and CPU wait (% of one
         core spent runnable but not running), of the whole group."""
@@ -259,16 +295,25 @@ class Monitor:
     def begin_step(self, index: int) -> None:
         """A step starts now (its CPU clocks read)."""
         snapshot = read_cpu_snapshot()
+        server_cpu_s = self._server.cpu_seconds()
         with self._lock:
             self._step = index
-            self.windows.append(StepWindow(index, time.time(), cpu_before=snapshot))
+            self.windows.append(
+                StepWindow(
+                    index, time.time(), cpu_before=snapshot, server_cpu_s_before=server_cpu_s
+                )
+            )
 
     def end_step(self) -> StepWindow:
         """The step ends now: its window, with its CPU clocks at both ends."""
+        ended = time.time()
+        server_cpu_s = self._server.cpu_seconds()
         snapshot = read_cpu_snapshot()
         with self._lock:
             window = self.windows[-1]
-            self.windows[-1] = dataclasses.replace(window, ended=time.time(), cpu_after=snapshot)
+            self.windows[-1] = dataclasses.replace(
+                window, ended=ended, cpu_after=snapshot, server_cpu_s_after=server_cpu_s
+            )
             self._step = None
             self._agent.set_roots([])
             return self.windows[-1]
@@ -369,7 +414,7 @@ def step_stats(
         "sink_errors": None,
         "backlog_max": None,
     }
-    if inside:
+    if inside:  # the 1 s samples overlapping the step's edges (charts; fallbacks)
         stats["server_cpu_pct"] = round(statistics.fmean(r["server_cpu_pct"] for r in inside), 1)
         stats["agent_cpu_pct"] = round(statistics.fmean(r["agent_cpu_pct"] for r in inside), 1)
         stats["rss_max_bytes"] = max(r["server_rss_bytes"] for r in inside)
@@ -379,6 +424,14 @@ def step_stats(
         database = [r["db_cpu_pct"] for r in inside if "db_cpu_pct" in r]
         if database:
             stats["db_cpu_pct"] = round(statistics.fmean(database), 1)
+    # the server's CPU is read at the step's two ends: exact over the step, where a mean of
+    # the samples would count the idle second straddling its start (a saturated 2 s step
+    # read 70 % that way: issue 23)
+    before, after = window.server_cpu_s_before, window.server_cpu_s_after
+    if before is not None and after and window.ended is not None:
+        exact = window_cpu_pct(before, after, window.ended - window.started)
+        if exact is not None:
+            stats["server_cpu_pct"] = round(exact, 1)
     # sink_errors counts since the server started: the step's share is its gain
     counted = [r for r in rows if "sink_errors" in r and r["t"] <= end + 0.5]
     errors = [r["sink_errors"] for r in counted]

@@ -9,7 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from harness.monitor import CpuSnapshot, ProcessClock, StepWindow, parse_proc_stat, step_stats
+from harness.monitor import (
+    CpuSnapshot,
+    ProcessClock,
+    StepWindow,
+    parse_proc_stat,
+    step_stats,
+    window_cpu_pct,
+)
 from harness.run.analysis import (
     is_contended,
     other_cpu_pct,
@@ -188,3 +195,30 @@ def test_step_stats_takes_the_sinks_errors_gained_in_the_window() -> None:
     stats = step_stats(rows, [], StepWindow(0, now, now + 2))
     assert (stats["sink_errors"], stats["backlog_max"]) == (8, 700)
     assert step_stats(rows[:1], [], StepWindow(0, now, now + 2))["sink_errors"] is None
+
+
+def test_a_steps_server_cpu_is_its_clocks_at_both_ends_not_the_samples_mean() -> None:
+    """The first 1 s sample straddles the idle gap before the step: a server saturated
+    for its 2 s read 41 % and 99.9 % → 70.5 % as a mean (issue 23); its clocks read at
+    the step's two ends give what it used (a worker started in the step counts whole)."""
+    now = time.time()
+    rows = [
+        {"t": now + 0.4, "server_cpu_pct": 41.0, "agent_cpu_pct": 50.0, "server_rss_bytes": 1},
+        {"t": now + 1.4, "server_cpu_pct": 99.9, "agent_cpu_pct": 50.0, "server_rss_bytes": 1},
+    ]
+    window = StepWindow(
+        0,
+        now,
+        now + 2.0,
+        server_cpu_s_before={10: 5.0, 11: 1.0},
+        server_cpu_s_after={10: 6.5, 11: 1.2, 12: 0.2},  # 12: a worker started in the step
+    )
+    assert step_stats(rows, [], window)["server_cpu_pct"] == pytest.approx(95.0)
+    # without its clocks (an older caller), the samples' mean stays
+    assert step_stats(rows, [], StepWindow(0, now, now + 2.0))["server_cpu_pct"] == 70.5
+
+
+def test_window_cpu_is_each_processs_gain_over_the_wall_time() -> None:
+    assert window_cpu_pct({1: 2.0}, {1: 3.0}, 2.0) == pytest.approx(50.0)
+    assert window_cpu_pct({1: 2.0, 2: 9.0}, {1: 2.5}, 1.0) == pytest.approx(50.0)  # 2 ended
+    assert window_cpu_pct({}, {}, 0.0) is None

@@ -1,0 +1,44 @@
+"""A step's server CPU is exact over its window (issue 23, item 0): read from the server's
+clocks at the step's two ends, not the mean of the 1 s samples that overlap its edges.
+
+tests/spin_server.py does a fixed amount of CPU work per request (about 1 ms here), so ten
+or twenty wrk connections keep its one process busy for the whole of each 2 s step.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from model.results import read_run
+from tests.e2e.test_precision import SPIN_SERVER, iterations_per_us
+from tests.helpers import harness, require_tools
+
+
+def test_a_server_saturated_for_a_two_second_step_reads_at_least_90_percent(
+    tmp_path: Path,
+) -> None:
+    require_tools("wrk")
+    iterations = round(1000 * iterations_per_us())  # ~1 ms of CPU per request
+    command = (
+        f"spin={sys.executable} {SPIN_SERVER} --host {{host}} --port {{port}} --spin {iterations}"
+    )
+    done = harness(
+        "run", "--framework", "spin", "--server", command, "--profile", "smoke",
+        "--set", "ramp.start=10", "--set", "ramp.stop=20", "--set", "ramp.duration_s=2",
+        "--set", "warmup_s=0", "--set", "cooldown_s=1",
+        "--precision", "0", "--no-verify", "--out", str(tmp_path), timeout_s=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    (run_dir,) = tmp_path.iterdir()
+    (case,) = read_run(run_dir).cases
+    # each step follows an idle second (no warm-up, a 1 s cool-down): the samples' mean
+    # counted part of it
+    assert len(case.steps) == 2
+    if any("contended" in step.flags for step in case.steps):  # others held its CPU
+        pytest.skip(f"other processes used the server's CPU: {[s.extra for s in case.steps]}")
+    for step in case.steps:
+        assert step.server_cpu_pct is not None and step.server_cpu_pct >= 90.0, step
+        assert step.bottleneck == "server"
