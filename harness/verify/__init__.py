@@ -65,7 +65,13 @@ from harness.verify.endpoint import (
     http_client,
     open_connection,
 )
-from harness.verify.failure import CheckFailed, expect
+from harness.verify.failure import (
+    FAILURE_REMEDY,
+    CheckFailed,
+    expect,
+    failure_line,
+    one_line,
+)
 from harness.verify.files import (
     ESCAPE_BAIT_NAME,
     ESCAPE_LINK_NAME,
@@ -107,6 +113,7 @@ from harness.verify.severity import (
     Outcome,
     deviation_from_dict,
     remedy,
+    stale_remedy,
 )
 from harness.verify.sinks import check_sink_record
 from harness.verify.tls import tls_checks
@@ -206,6 +213,7 @@ __all__ = [
     "endpoint_for",
     "endpoint_of",
     "expect",
+    "failure_line",
     "h2_exchange",
     "h2_frame",
     "http_client",
@@ -214,6 +222,7 @@ __all__ = [
     "open_connection",
     "plant_escape_bait",
     "protocol_checks",
+    "raised_line",
     "raw_exchange",
     "raw_ws_close_code",
     "raw_ws_connect",
@@ -383,11 +392,11 @@ def checks_for(
         checks["h2-malformed-frames"] = lambda server: check_h2_malformed_frames(server, framework)
     for name, reason in FRAMEWORKS[framework].deviations.items():
         if name in checks:  # the others name malformed requests and frames
-            checks[name] = _known_deviation(name, checks[name], reason)
+            checks[name] = _known_deviation(framework, name, checks[name], reason)
     return checks
 
 
-def _known_deviation(name: str, check: CheckFunction, reason: str) -> CheckFunction:
+def _known_deviation(framework: str, name: str, check: CheckFunction, reason: str) -> CheckFunction:
     """A check a plugin's or a command's server is known to fail, for `reason` (not ours
     to fix): its failure is recorded as a declared deviation, not failed; its passing
     fails (drop the entry)."""
@@ -396,13 +405,17 @@ def _known_deviation(name: str, check: CheckFunction, reason: str) -> CheckFunct
         try:
             said = check(server)
         except CheckFailed as failure:
-            seen = " ".join(str(failure).split())
-            deviation = Deviation(name, name, f"the {name} check", "it passes", seen, reason)
-            return Outcome(f"known deviation: {reason} (seen: {seen})", (deviation,))
+            deviation = Deviation(name, name, failure.sent, failure.expected, failure.came, reason)
+            return Outcome(f"known deviation: {reason} (seen: {failure.came})", (deviation,))
         if isinstance(said, Outcome) and said.deviations:  # the check's own: now declared
             declared = tuple(dataclasses.replace(d, declared=reason) for d in said.deviations)
             return Outcome(f"{said.detail} (known deviation: {reason})", declared)
-        raise CheckFailed(f"passes now: drop its known deviation ({reason})")
+        raise CheckFailed(
+            sent=f"what the {name} check sends",
+            expected=f"the deviation it declares ({reason})",
+            came=f"the contract's answers ({said if isinstance(said, str) else said.detail})",
+            remedy=stale_remedy(name, framework),
+        )
 
     return deviating
 
@@ -471,8 +484,22 @@ def run_checks(server: EndpointOrUrl, checks: dict[str, CheckFunction]) -> tuple
             ValueError,
             AssertionError,
         ) as error:
-            results.append(Check(name, False, f"{type(error).__name__}: {error}"))
+            results.append(Check(name, False, raised_line(error)))
     return tuple(results)
+
+
+# How much of a client library's error message a failure's line keeps.
+ERROR_CHARS = 200
+
+
+def raised_line(error: BaseException) -> str:
+    """A check stopped by a client library's error (a refused connection, a timeout), as
+    one line: what came (the message cut at ERROR_CHARS, with `…`), and the remedy."""
+    said = one_line(str(error))
+    if len(said) > ERROR_CHARS:
+        said = said[:ERROR_CHARS] + "…"
+    came = f"{type(error).__name__}: {said}" if said else type(error).__name__
+    return f"came {came} (the check stopped there); {FAILURE_REMEDY}"
 
 
 def check_telemetry(lines: list[dict[str, object]]) -> Check:

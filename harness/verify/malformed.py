@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from harness.verify.endpoint import EndpointOrUrl
 from harness.verify.failure import expect
-from harness.verify.severity import Deviation, Outcome
+from harness.verify.severity import Deviation, Outcome, stale_remedy
 from harness.verify.wire import (
     exchange_until_close,
     expect_still_serving,
@@ -104,7 +104,13 @@ def check_malformed_requests(server: EndpointOrUrl, framework: str = "") -> str 
         if reason is None and framework in FRAMEWORKS:  # a plugin's or a command's own
             reason = FRAMEWORKS[framework].deviations.get(name)
         if reason is not None:
-            expect(not ok, f"malformed {name}: refused now: drop its declared deviation")
+            expect(
+                not ok,
+                sent=MALFORMED_SENT.get(name, name),
+                expected=f"the deviation it declares ({reason})",
+                came=f"{reply_text(reply)}, refused as the rule asks",
+                remedy=stale_remedy(name, framework or None),
+            )
         if not ok:
             deviations.append(
                 Deviation(
@@ -116,7 +122,7 @@ def check_malformed_requests(server: EndpointOrUrl, framework: str = "") -> str 
                     declared=reason,
                 )
             )
-        expect_still_serving(server, f"malformed {name}")
+        expect_still_serving(server, MALFORMED_SENT.get(name, name))
     refused = len(MALFORMED_REQUESTS) - len(deviations)
     detail = f"{refused} of {len(MALFORMED_REQUESTS)} malformed requests refused, still serving"
     if not deviations:

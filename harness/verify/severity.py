@@ -30,6 +30,15 @@ def remedy(key: str, server: str | None = None) -> str:
     )
 
 
+def stale_remedy(key: str, server: str | None = None) -> str:
+    """What to do about a declared deviation the server no longer shows."""
+    table = f"[servers.{server}]" if server else "the server's table"
+    return (
+        f"drop its declared deviation: remove {key} from deviations in {table} of a servers "
+        "file (or from its plugin's Framework entry)"
+    )
+
+
 @dataclass(frozen=True)
 class Deviation:
     """One robustness rule a server bends: what was sent, expected and came."""

@@ -10,7 +10,7 @@ import socket
 import ssl
 
 from harness.verify.endpoint import CheckFunction, EndpointOrUrl, endpoint_of, open_connection
-from harness.verify.failure import expect
+from harness.verify.failure import excerpt, expect
 from harness.verify.severity import Deviation, Outcome
 from harness.verify.wire import expect_still_serving, status_of, wait_for_close
 from servers import contract
@@ -37,19 +37,32 @@ def check_tls_handshake(server: EndpointOrUrl) -> str:
     and ALPN (h2 and http/1.1 offered) selects the case's protocol (for h1-tls, a server
     without ALPN selecting none is HTTP/1.1 too)."""
     endpoint = endpoint_of(server)
-    expect(endpoint.tls, f"{endpoint.protocol} is not a TLS protocol")
+    expect(
+        endpoint.tls,
+        sent="nothing",
+        expected="a TLS protocol to check",
+        came=f"{endpoint.protocol}, which is not one",
+        remedy="check a TLS case (h1-tls, h2)",
+    )
     wanted = contract.ALPN_FOR_PROTOCOL[endpoint.protocol]
+    hello = f"a TLS handshake trusting the run's CA, offering ALPN {', '.join(OFFERED_ALPN)}"
     with open_connection(endpoint, alpn=OFFERED_ALPN) as sock:
         assert isinstance(sock, ssl.SSLSocket)
         version, selected, cipher = sock.version(), sock.selected_alpn_protocol(), sock.cipher()
-    expect(version == contract.TLS_MINIMUM_VERSION, f"negotiated {version}, not TLSv1.3")
+    expect(
+        version == contract.TLS_MINIMUM_VERSION,
+        sent=hello,
+        expected=f"{contract.TLS_MINIMUM_VERSION} negotiated",
+        came=f"{version} negotiated",
+    )
     # a server without ALPN selects none, and the client speaks HTTP/1.1 (RFC 7301 §3.2):
     # right for h1-tls (EventMachine's TLS), never for h2
     no_alpn_is_http1 = selected is None and wanted == "http/1.1"
     expect(
         selected == wanted or no_alpn_is_http1,
-        f"ALPN selected {selected!r} of {', '.join(OFFERED_ALPN)}: an {endpoint.protocol} "
-        f"case speaks {wanted} only",
+        sent=hello,
+        expected=f"ALPN {wanted} selected (an {endpoint.protocol} case speaks {wanted} only)",
+        came=f"ALPN selected {selected!r} of {', '.join(OFFERED_ALPN)}",
     )
     if no_alpn_is_http1:
         selected = "none (HTTP/1.1 by default)"
@@ -75,7 +88,12 @@ def check_tls_12_refused(server: EndpointOrUrl) -> str:
         reason = f"{type(refused).__name__}: {refused.args[-1]}"
     finally:
         raw.close()
-    expect(accepted is None, f"a TLS 1.2-only client was accepted ({accepted}): the minimum is 1.3")
+    expect(
+        accepted is None,
+        sent="a TLS handshake offering TLS 1.2 at most",
+        expected="the handshake refused (the contract's minimum is TLS 1.3)",
+        came=f"a TLS 1.2-only client was accepted ({accepted})",
+    )
     expect_still_serving(endpoint, "a TLS 1.2 handshake")
     return f"TLS 1.2 refused ({reason})"
 
@@ -88,9 +106,21 @@ def check_tls_not_a_hello(server: EndpointOrUrl) -> str:
         with socket.create_connection((endpoint.host, endpoint.port), timeout=5.0) as sock:
             sock.sendall(data)
             reply, seconds = wait_for_close(sock, NOT_A_HELLO_CLOSE_S)
-        expect(seconds is not None, f"{what}: still open after {NOT_A_HELLO_CLOSE_S} s")
-        expect(not _served(reply), f"{what} answered as a request: {reply[:60]!r}")
-        expect_still_serving(endpoint, what)
+        sent = f"{what} on the TLS port"
+        expected = f"the connection closed within {NOT_A_HELLO_CLOSE_S:g} s, nothing served"
+        expect(
+            seconds is not None,
+            sent=sent,
+            expected=expected,
+            came=f"still open after {NOT_A_HELLO_CLOSE_S:g} s",
+        )
+        expect(
+            not _served(reply),
+            sent=sent,
+            expected=expected,
+            came=f"answered as a request: {excerpt(reply)}",
+        )
+        expect_still_serving(endpoint, sent)
     return f"{len(NOT_A_HELLO)} non-ClientHello openings closed, still serving"
 
 
@@ -143,7 +173,12 @@ def check_tls_plaintext(server: EndpointOrUrl) -> str:
         sock.sendall(PLAINTEXT_REQUEST)
         reply, seconds = wait_for_close(sock, PLAINTEXT_QUIET_S)
     status = status_of(reply)
-    expect(not _served(reply), f"plaintext answered {reply[:60]!r}")
+    expect(
+        not _served(reply),
+        sent="a plaintext GET / to the TLS port",
+        expected="no answer served (a 400, or a close)",
+        came=f"served: {excerpt(reply)}",
+    )
     expect_still_serving(endpoint, "a plaintext request")
     how = f"answered {status}" if status is not None else "no HTTP reply"
     closed = "closed" if seconds is not None else f"left open {PLAINTEXT_QUIET_S:g} s"
