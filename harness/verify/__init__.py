@@ -166,6 +166,7 @@ __all__ = [
     "NO_TELEMETRY",
     "PROBE_BODY",
     "RAW_FRAME_CASES",
+    "ROBUSTNESS_CHECKS",
     "SEQUENTIAL_MEDIAN_LIMIT_MS",
     "SEQUENTIAL_REQUESTS",
     "SMUGGLED",
@@ -384,6 +385,8 @@ def checks_for(
     }
     if "malformed" in checks:
         checks["malformed"] = lambda server: check_malformed_requests(server, framework)
+    if "ws-raw-frames" in checks:
+        checks["ws-raw-frames"] = lambda server: check_websocket_raw_frames(server, framework)
     if "not-found" in checks:
         unserved = tuple(unserved_targets(framework, routes))
         checks["not-found"] = lambda server: check_not_found(server, unserved)
@@ -391,20 +394,36 @@ def checks_for(
     if "h2-malformed-frames" in checks:
         checks["h2-malformed-frames"] = lambda server: check_h2_malformed_frames(server, framework)
     for name, reason in FRAMEWORKS[framework].deviations.items():
-        if name in checks:  # the others name malformed requests and frames
+        if name in checks:  # the others name one rule of a check (a malformed request)
             checks[name] = _known_deviation(framework, name, checks[name], reason)
     return checks
 
 
+# The checks of robustness rules (harness.verify.severity): what they find bent is a
+# deviation, and their failures (a server that stops serving) are failures, declared or
+# not. The other checks judge the answers a case measures.
+ROBUSTNESS_CHECKS = frozenset(
+    {
+        "malformed",
+        "ws-raw-frames",
+        "h2-malformed-frames",
+        "tls-half-handshake",
+    }
+)
+
+
 def _known_deviation(framework: str, name: str, check: CheckFunction, reason: str) -> CheckFunction:
-    """A check a plugin's or a command's server is known to fail, for `reason` (not ours
-    to fix): its failure is recorded as a declared deviation, not failed; its passing
-    fails (drop the entry)."""
+    """A check a server declares by name in its `deviations`, for `reason` (not ours to
+    fix): every deviation it finds is declared; a check of answers (not in
+    ROBUSTNESS_CHECKS) that fails is recorded as a declared deviation, not failed. A check
+    that holds with nothing to declare fails: drop the entry."""
 
     def deviating(server: EndpointOrUrl) -> str | Outcome:
         try:
             said = check(server)
         except CheckFailed as failure:
+            if name in ROBUSTNESS_CHECKS:  # a server that stops serving is no deviation
+                raise
             deviation = Deviation(name, name, failure.sent, failure.expected, failure.came, reason)
             return Outcome(f"known deviation: {reason} (seen: {failure.came})", (deviation,))
         if isinstance(said, Outcome) and said.deviations:  # the check's own: now declared

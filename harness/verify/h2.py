@@ -23,9 +23,9 @@ from harness.verify.h2wire import (
     open_h2_socket,
     read_raw_frames,
 )
-from harness.verify.severity import stale_remedy
+from harness.verify.severity import Outcome, judge_rule, with_deviations
 from harness.verify.wire import expect_still_serving
-from servers import FRAMEWORKS, contract
+from servers import contract
 
 # Our SETTINGS: no server push, and a stream window smaller than the contract's body, so
 # honouring it shows (RFC 9113 §6.9.2: the server may send this much, then waits).
@@ -211,12 +211,13 @@ def _has_goaway(frames: list[RawFrame]) -> bool:
     return any(f.goaway_error is not None for f in frames)
 
 
-def check_h2_malformed_frames(server: EndpointOrUrl, framework: str = "") -> str:
+def check_h2_malformed_frames(server: EndpointOrUrl, framework: str = "") -> str | Outcome:
     """Each malformed frame after a valid preface and the server's SETTINGS: GOAWAY with an
-    error code, and the server still serves a new connection. `framework`'s known
-    deviations are named."""
+    error code, and the server still serves a new connection. A frame answered otherwise
+    is a deviation (harness.verify.severity), declared when `framework`'s `deviations` name
+    it (the frame's name); one declared but answered now fails the check."""
     endpoint = endpoint_of(server)
-    answered, deviated, skipped = [], [], []
+    answered, deviations, skipped = [], [], []
     for name, frame in MALFORMED_FRAMES.items():
         sent = f"{MALFORMED_FRAME_SENT[name]}, after the preface and the server's SETTINGS"
         with open_h2_socket(endpoint) as sock:
@@ -239,29 +240,26 @@ def check_h2_malformed_frames(server: EndpointOrUrl, framework: str = "") -> str
         codes = [f.goaway_error for f in first + frames if f.goaway_error is not None]
         how = "closed" if closed else f"left open {GOAWAY_WAIT_S:g} s"
         came = f"GOAWAY {error_name(codes[0])}" if codes else f"no GOAWAY, the connection {how}"
-        expected = "a GOAWAY with an error code (RFC 9113 §5.4.1)"
-        ok = bool(codes) and codes[0] != ErrorCodes.NO_ERROR
-        reason = FRAMEWORKS[framework].deviations.get(name) if framework in FRAMEWORKS else None
-        if reason is None:
-            expect(ok, sent=sent, expected=expected, came=came)
+        deviation = judge_rule(
+            "h2-malformed-frames",
+            name,
+            bool(codes) and codes[0] != ErrorCodes.NO_ERROR,
+            sent=sent,
+            expected="a GOAWAY with an error code (RFC 9113 §5.4.1)",
+            came=came,
+            framework=framework,
+        )
+        if deviation is None:
             answered.append(f"{name} {error_name(codes[0])}")
-        else:
-            expect(
-                not ok,
-                sent=sent,
-                expected=f"the deviation it declares ({reason})",
-                came=f"{came}, as the rule asks",
-                remedy=stale_remedy(name, framework),
-            )
-            deviated.append(f"{name} (known deviation: {reason})")
+        deviations.append(deviation)
         expect_still_serving(endpoint, MALFORMED_FRAME_SENT[name])
-    return (
+    detail = (
         "GOAWAY for "
-        + ", ".join(answered)
+        + (", ".join(answered) or "none")
         + "; still serving"
-        + "".join(f"; {d}" for d in deviated)
         + "".join(f"; no frame too long for it: {s}" for s in skipped)
     )
+    return with_deviations(detail, deviations)
 
 
 def _frames_text(frames: list[RawFrame], rest: bytes) -> str:

@@ -15,6 +15,7 @@ from websockets.sync.client import ClientConnection, connect
 
 from harness.verify.endpoint import EndpointOrUrl, endpoint_of, open_connection
 from harness.verify.failure import excerpt, expect, fail
+from harness.verify.severity import Outcome, judge_rule, with_deviations
 from harness.verify.wire import expect_still_serving
 from servers import contract
 
@@ -303,48 +304,71 @@ def raw_ws_close(sock: socket.socket, timeout_s: float = 5.0) -> tuple[int | Non
 
 
 # RFC 6455 rules beyond the contract's codes, sent as raw frames (servers/core/websocket.py):
-# what each earns as the server's close code.
+# each by the `deviations` key that declares a server bending it, and what it earns as the
+# server's close code. A server that closes otherwise (or not at all) deviates: a
+# robustness rule bent, not a wrong answer (harness.verify.severity).
 RAW_FRAME_CASES: dict[str, tuple[bytes, int]] = {
-    "an unmasked frame": (
+    "ws-unmasked-frame": (
         ws_frame(0x1, b'{"a": 1}', mask=False),
         contract.WS_CLOSE_PROTOCOL_ERROR,
     ),
-    "invalid UTF-8": (ws_frame(0x1, b'{"a": "\xff\xfe"}'), contract.WS_CLOSE_INVALID_PAYLOAD),
-    "close code 999": (ws_frame(0x8, (999).to_bytes(2)), contract.WS_CLOSE_PROTOCOL_ERROR),
-    "a header declaring 2 GiB": (
+    "ws-invalid-utf8": (ws_frame(0x1, b'{"a": "\xff\xfe"}'), contract.WS_CLOSE_INVALID_PAYLOAD),
+    "ws-close-code-999": (ws_frame(0x8, (999).to_bytes(2)), contract.WS_CLOSE_PROTOCOL_ERROR),
+    "ws-2-gib-header": (
         ws_frame(0x1, b"", declared_length=2**31),
         contract.WS_CLOSE_TOO_BIG,
     ),
     # found by the fuzz suite (tests/e2e/test_fuzz.py): tornado dropped a reserved opcode
     # and a bad close reason without a close frame, twisted a one-byte close and a bad
     # reason, aiohttp echoed 1006 with 1000, and the Python servers stored NaN
-    "a reserved opcode": (ws_frame(0x3, b"x"), contract.WS_CLOSE_PROTOCOL_ERROR),
-    "close code 1006": (ws_frame(0x8, (1006).to_bytes(2)), contract.WS_CLOSE_PROTOCOL_ERROR),
-    "a one-byte close payload": (ws_frame(0x8, b"\x03"), contract.WS_CLOSE_PROTOCOL_ERROR),
-    "a close reason not UTF-8": (
+    "ws-reserved-opcode": (ws_frame(0x3, b"x"), contract.WS_CLOSE_PROTOCOL_ERROR),
+    "ws-close-code-1006": (ws_frame(0x8, (1006).to_bytes(2)), contract.WS_CLOSE_PROTOCOL_ERROR),
+    "ws-one-byte-close": (ws_frame(0x8, b"\x03"), contract.WS_CLOSE_PROTOCOL_ERROR),
+    "ws-close-reason-not-utf8": (
         ws_frame(0x8, (1000).to_bytes(2) + b"\xff"),
         contract.WS_CLOSE_INVALID_PAYLOAD,
     ),
-    "NaN, which is not JSON": (ws_frame(0x1, b'{"a": NaN}'), contract.WS_CLOSE_INVALID_PAYLOAD),
+    "ws-nan": (ws_frame(0x1, b'{"a": NaN}'), contract.WS_CLOSE_INVALID_PAYLOAD),
 }
-
-
+# Each raw frame in words, for a finding's "sent".
+RAW_FRAME_SENT: dict[str, str] = {
+    "ws-unmasked-frame": "a text frame without a mask",
+    "ws-invalid-utf8": "a text frame that is not UTF-8",
+    "ws-close-code-999": "a close frame with code 999",
+    "ws-2-gib-header": "a text frame header declaring 2 GiB",
+    "ws-reserved-opcode": "a frame of reserved opcode 0x3",
+    "ws-close-code-1006": "a close frame with code 1006 (a code no endpoint may send)",
+    "ws-one-byte-close": "a close frame with a one-byte payload",
+    "ws-close-reason-not-utf8": "a close frame (1000) whose reason is not UTF-8",
+    "ws-nan": 'a text message {"a": NaN} (NaN is not JSON)',
+}
 RAW_FRAME_WAIT_S = 3.0
 
 
-def check_websocket_raw_frames(server: EndpointOrUrl) -> str:
-    """Raw frames no client library sends: each closes with RFC 6455's code, at once."""
+def check_websocket_raw_frames(server: EndpointOrUrl, framework: str = "") -> str | Outcome:
+    """Raw frames no client library sends: each closes with RFC 6455's code, at once. A
+    server that closes otherwise deviates (harness.verify.severity), declared when
+    `framework`'s `deviations` name the frame's key; one declared but answered now fails
+    the check. The server must still serve after them all."""
     endpoint = endpoint_of(server)
-    for what, (frame, code) in RAW_FRAME_CASES.items():
+    deviations = []
+    for key, (frame, code) in RAW_FRAME_CASES.items():
         with raw_ws_handshake(open_connection(endpoint), endpoint.host, endpoint.port) as sock:
             sock.sendall(frame)
             closed, came = raw_ws_close(sock, timeout_s=RAW_FRAME_WAIT_S)
-        expect(
-            closed == code,
-            sent=f"{what}, after a valid /ws handshake",
-            expected=f"a close frame with code {code} within {RAW_FRAME_WAIT_S:g} s "
-            "(RFC 6455 §7.1.7)",
-            came=came,
+        deviations.append(
+            judge_rule(
+                "ws-raw-frames",
+                key,
+                closed == code,
+                sent=f"{RAW_FRAME_SENT[key]}, after a valid /ws handshake",
+                expected=f"a close frame with code {code} within {RAW_FRAME_WAIT_S:g} s "
+                "(RFC 6455 §7.1.7)",
+                came=came,
+                framework=framework,
+            )
         )
     expect_still_serving(server, "the raw WebSocket frames")
-    return ", ".join(f"{what} {code}" for what, (_, code) in RAW_FRAME_CASES.items())
+    closed_with = [f"{key} {code}" for key, (_, code) in RAW_FRAME_CASES.items()]
+    held = [said for said, deviation in zip(closed_with, deviations, strict=True) if not deviation]
+    return with_deviations(f"closed with their codes: {', '.join(held) or 'none'}", deviations)

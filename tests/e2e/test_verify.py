@@ -19,6 +19,7 @@ from harness.verify import (
     Check,
     CheckFailed,
     Endpoint,
+    Outcome,
     checks_for,
     not_supported,
     protocol_checks,
@@ -28,6 +29,7 @@ from harness.verify import (
     verify_framework,
 )
 from harness.verify.h2 import CONCURRENT_STREAMS, check_h2_malformed_frames
+from harness.verify.h2wire import FRAME_PING, h2_frame
 from harness.verify.tls import check_tls_half_handshake
 from servers import FRAMEWORKS, Framework, contract
 from tests.helpers import harness, require_framework
@@ -188,6 +190,34 @@ def test_a_known_h2_deviation_that_passes_fails_the_check(
     assert "\n" not in line and line.startswith("sent a DATA frame on stream 0")
     assert "; came GOAWAY PROTOCOL_ERROR, as the rule asks; drop its declared deviation: " in line
     assert f"remove h2-data-on-stream-0 from deviations in [servers.{hypercorn_registered}]" in line
+
+
+def test_a_malformed_frame_answered_otherwise_is_a_deviation_it_may_declare(
+    monkeypatch: pytest.MonkeyPatch, hypercorn_registered: str
+) -> None:
+    """A robustness rule of HTTP/2 bent is a deviation (issue 24), not a failure: a
+    warning, declared once the server names the frame's key."""
+    # a well-formed PING under a malformed frame's key: answered with its ACK, no GOAWAY
+    monkeypatch.setattr(
+        "harness.verify.h2.MALFORMED_FRAMES",
+        {"h2-ping-7-bytes": h2_frame(FRAME_PING, bytes(8))},
+    )
+    with running_hypercorn(contract.PROTOCOL_H2C) as endpoint:
+        said = check_h2_malformed_frames(endpoint, hypercorn_registered)
+        assert isinstance(said, Outcome), said
+        [deviation] = said.deviations
+        assert deviation.warning and deviation.key == "h2-ping-7-bytes"
+        assert deviation.came.startswith("no GOAWAY, the connection left open")
+        assert said.detail.endswith("; deviating: h2-ping-7-bytes")
+        declared = {"h2-ping-7-bytes": "claimed for the test"}
+        monkeypatch.setitem(
+            FRAMEWORKS,
+            hypercorn_registered,
+            dataclasses.replace(FRAMEWORKS[hypercorn_registered], deviations=declared),
+        )
+        said = check_h2_malformed_frames(endpoint, hypercorn_registered)
+    assert isinstance(said, Outcome) and not said.deviations[0].warning
+    assert said.detail.endswith("; declared deviations: h2-ping-7-bytes")
 
 
 def test_the_tls_checks_fail_on_a_cleartext_server(certificates: Certificates) -> None:
