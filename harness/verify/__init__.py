@@ -407,7 +407,10 @@ ROBUSTNESS_CHECKS = frozenset(
         "malformed",
         "ws-raw-frames",
         "h2-malformed-frames",
+        "tls-1.2-refused",
+        "tls-not-a-hello",
         "tls-half-handshake",
+        "tls-plaintext",
     }
 )
 
