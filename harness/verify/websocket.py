@@ -10,7 +10,7 @@ import socket
 from collections.abc import Iterator
 from typing import Any
 
-from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
 from harness.verify.endpoint import EndpointOrUrl, endpoint_of, open_connection
@@ -60,6 +60,12 @@ def ws_open(server: EndpointOrUrl) -> Iterator[ClientConnection]:
             sent=HANDSHAKE_SENT,
             expected="101 Switching Protocols",
             came=f"status {refused.response.status_code}, the handshake refused",
+        )
+    except InvalidHandshake as broken:  # no HTTP response the client library could read
+        fail(
+            sent=HANDSHAKE_SENT,
+            expected="101 Switching Protocols",
+            came=f"{type(broken).__name__}: {broken}",
         )
     with connection:
         yield connection
