@@ -138,7 +138,11 @@ def verify_command(
                     mark = "[dim]not supported[/]"
                 table.add_row(*row, check.name, mark, check.detail)
         console.print(table)
-        for result in results:
+        for result in results:  # each finding again, whole on one line (the table wraps it)
+            for check in result.checks:
+                if not check.ok:
+                    said = escape(f"{result.framework}: {check.name}: {check.detail}")
+                    console.print(f"[red]failed:[/] {said}", soft_wrap=True)
             for deviation in result.warnings:
                 line = deviation.line(result.framework)
                 said = escape(f"{result.framework}: {line}")

@@ -65,7 +65,13 @@ from harness.verify.endpoint import (
     http_client,
     open_connection,
 )
-from harness.verify.failure import CheckFailed, expect
+from harness.verify.failure import (
+    FAILURE_REMEDY,
+    CheckFailed,
+    expect,
+    failure_line,
+    one_line,
+)
 from harness.verify.files import (
     ESCAPE_BAIT_NAME,
     ESCAPE_LINK_NAME,
@@ -107,6 +113,7 @@ from harness.verify.severity import (
     Outcome,
     deviation_from_dict,
     remedy,
+    stale_remedy,
 )
 from harness.verify.sinks import check_sink_record
 from harness.verify.tls import tls_checks
@@ -159,6 +166,7 @@ __all__ = [
     "NO_TELEMETRY",
     "PROBE_BODY",
     "RAW_FRAME_CASES",
+    "ROBUSTNESS_CHECKS",
     "SEQUENTIAL_MEDIAN_LIMIT_MS",
     "SEQUENTIAL_REQUESTS",
     "SMUGGLED",
@@ -206,6 +214,7 @@ __all__ = [
     "endpoint_for",
     "endpoint_of",
     "expect",
+    "failure_line",
     "h2_exchange",
     "h2_frame",
     "http_client",
@@ -214,6 +223,7 @@ __all__ = [
     "open_connection",
     "plant_escape_bait",
     "protocol_checks",
+    "raised_line",
     "raw_exchange",
     "raw_ws_close_code",
     "raw_ws_connect",
@@ -375,6 +385,8 @@ def checks_for(
     }
     if "malformed" in checks:
         checks["malformed"] = lambda server: check_malformed_requests(server, framework)
+    if "ws-raw-frames" in checks:
+        checks["ws-raw-frames"] = lambda server: check_websocket_raw_frames(server, framework)
     if "not-found" in checks:
         unserved = tuple(unserved_targets(framework, routes))
         checks["not-found"] = lambda server: check_not_found(server, unserved)
@@ -382,27 +394,50 @@ def checks_for(
     if "h2-malformed-frames" in checks:
         checks["h2-malformed-frames"] = lambda server: check_h2_malformed_frames(server, framework)
     for name, reason in FRAMEWORKS[framework].deviations.items():
-        if name in checks:  # the others name malformed requests and frames
-            checks[name] = _known_deviation(name, checks[name], reason)
+        if name in checks:  # the others name one rule of a check (a malformed request)
+            checks[name] = _known_deviation(framework, name, checks[name], reason)
     return checks
 
 
-def _known_deviation(name: str, check: CheckFunction, reason: str) -> CheckFunction:
-    """A check a plugin's or a command's server is known to fail, for `reason` (not ours
-    to fix): its failure is recorded as a declared deviation, not failed; its passing
-    fails (drop the entry)."""
+# The checks of robustness rules (harness.verify.severity): what they find bent is a
+# deviation, and their failures (a server that stops serving) are failures, declared or
+# not. The other checks judge the answers a case measures.
+ROBUSTNESS_CHECKS = frozenset(
+    {
+        "malformed",
+        "ws-raw-frames",
+        "h2-malformed-frames",
+        "tls-1.2-refused",
+        "tls-not-a-hello",
+        "tls-half-handshake",
+        "tls-plaintext",
+    }
+)
+
+
+def _known_deviation(framework: str, name: str, check: CheckFunction, reason: str) -> CheckFunction:
+    """A check a server declares by name in its `deviations`, for `reason` (not ours to
+    fix): every deviation it finds is declared; a check of answers (not in
+    ROBUSTNESS_CHECKS) that fails is recorded as a declared deviation, not failed. A check
+    that holds with nothing to declare fails: drop the entry."""
 
     def deviating(server: EndpointOrUrl) -> str | Outcome:
         try:
             said = check(server)
         except CheckFailed as failure:
-            seen = " ".join(str(failure).split())
-            deviation = Deviation(name, name, f"the {name} check", "it passes", seen, reason)
-            return Outcome(f"known deviation: {reason} (seen: {seen})", (deviation,))
+            if name in ROBUSTNESS_CHECKS:  # a server that stops serving is no deviation
+                raise
+            deviation = Deviation(name, name, failure.sent, failure.expected, failure.came, reason)
+            return Outcome(f"known deviation: {reason} (seen: {failure.came})", (deviation,))
         if isinstance(said, Outcome) and said.deviations:  # the check's own: now declared
             declared = tuple(dataclasses.replace(d, declared=reason) for d in said.deviations)
             return Outcome(f"{said.detail} (known deviation: {reason})", declared)
-        raise CheckFailed(f"passes now: drop its known deviation ({reason})")
+        raise CheckFailed(
+            sent=f"what the {name} check sends",
+            expected=f"the deviation it declares ({reason})",
+            came=f"the contract's answers ({said if isinstance(said, str) else said.detail})",
+            remedy=stale_remedy(name, framework),
+        )
 
     return deviating
 
@@ -471,8 +506,22 @@ def run_checks(server: EndpointOrUrl, checks: dict[str, CheckFunction]) -> tuple
             ValueError,
             AssertionError,
         ) as error:
-            results.append(Check(name, False, f"{type(error).__name__}: {error}"))
+            results.append(Check(name, False, raised_line(error)))
     return tuple(results)
+
+
+# How much of a client library's error message a failure's line keeps.
+ERROR_CHARS = 200
+
+
+def raised_line(error: BaseException) -> str:
+    """A check stopped by a client library's error (a refused connection, a timeout), as
+    one line: what came (the message cut at ERROR_CHARS, with `…`), and the remedy."""
+    said = one_line(str(error))
+    if len(said) > ERROR_CHARS:
+        said = said[:ERROR_CHARS] + "…"
+    came = f"{type(error).__name__}: {said}" if said else type(error).__name__
+    return f"came {came} (the check stopped there); {FAILURE_REMEDY}"
 
 
 def check_telemetry(lines: list[dict[str, object]]) -> Check:

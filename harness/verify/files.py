@@ -7,7 +7,7 @@ from pathlib import Path
 
 from harness.fileset import FileSet
 from harness.verify.endpoint import EndpointOrUrl, endpoint_of, http_client
-from harness.verify.failure import expect
+from harness.verify.failure import excerpt, expect
 from harness.verify.wire import ESCAPE_BAIT, expect_still_serving, get_status
 
 VERIFY_FILE_COUNT = 20
@@ -57,13 +57,34 @@ def check_file_route(server: EndpointOrUrl, fileset: FileSet, prefix: str) -> st
     with http_client(server, 10) as client:
         for name in names:
             reply = client.get(prefix + name)
-            expect(reply.status_code == 200, f"{prefix}{name} answered {reply.status_code}")
+            sent = f"GET {prefix}{name}"
+            expect(
+                reply.status_code == 200,
+                sent=sent,
+                expected="status 200",
+                came=f"status {reply.status_code}",
+            )
             data = (fileset.directory / name).read_bytes()
-            expect(reply.content == data, f"{prefix}{name}: body differs from the file")
+            expect(
+                reply.content == data,
+                sent=sent,
+                expected=f"the file's {len(data)} bytes, exactly",
+                came=f"{len(reply.content)} bytes that differ from the file",
+            )
             length = reply.headers.get("content-length")
-            expect(length == str(len(data)), f"{prefix}{name}: Content-Length {length}")
+            expect(
+                length == str(len(data)),
+                sent=sent,
+                expected=f"Content-Length {len(data)}",
+                came=f"Content-Length {length!r}",
+            )
             kind = reply.headers.get("content-type", "").split(";")[0]
-            expect(kind == static.content_type(name), f"{prefix}{name}: Content-Type {kind}")
+            expect(
+                kind == static.content_type(name),
+                sent=sent,
+                expected=f"Content-Type {static.content_type(name)}",
+                came=f"Content-Type {excerpt(kind)}",
+            )
     return f"{len(names)} files byte-exact with their type and length"
 
 
@@ -80,7 +101,12 @@ def check_escapes(server: EndpointOrUrl, fileset: FileSet, prefix: str) -> str:
     for target in targets:
         status = get_status(server, target)
         refused = (404, 400) if h2 else (404,)
-        expect(status in refused, f"{target} answered {status}")
+        expect(
+            status in refused,
+            sent=f"GET {target}",
+            expected="404 (or 400 over HTTP/2), nothing served" if h2 else "404, nothing served",
+            came=f"status {status}",
+        )
         statuses.append(status)
     expect_still_serving(server, "the escapes")
     if 400 in statuses:

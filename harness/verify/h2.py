@@ -9,7 +9,7 @@ from h2.errors import ErrorCodes
 from h2.settings import SettingCodes
 
 from harness.verify.endpoint import CheckFunction, EndpointOrUrl, endpoint_of
-from harness.verify.failure import expect
+from harness.verify.failure import excerpt, expect
 from harness.verify.h2wire import (
     FRAME_DATA,
     FRAME_PING,
@@ -23,8 +23,9 @@ from harness.verify.h2wire import (
     open_h2_socket,
     read_raw_frames,
 )
+from harness.verify.severity import Outcome, judge_rule, with_deviations
 from harness.verify.wire import expect_still_serving
-from servers import FRAMEWORKS, contract
+from servers import contract
 
 # Our SETTINGS: no server push, and a stream window smaller than the contract's body, so
 # honouring it shows (RFC 9113 §6.9.2: the server may send this much, then waits).
@@ -48,6 +49,15 @@ MALFORMED_FRAMES: dict[str, bytes] = {
     # server's SETTINGS are read (`oversized_frame`)
     OVERSIZED_FRAME: b"",
 }
+# Each malformed frame in words, for a finding's "sent".
+MALFORMED_FRAME_SENT: dict[str, str] = {
+    "h2-data-on-stream-0": "a DATA frame on stream 0",
+    "h2-ping-7-bytes": "a PING frame of 7 bytes",
+    "h2-settings-5-bytes": "a SETTINGS frame of 5 bytes",
+    "h2-window-update-0": "a WINDOW_UPDATE of 0 on the connection",
+    "h2-push-promise-from-client": "a PUSH_PROMISE from the client",
+    OVERSIZED_FRAME: "a DATA frame one byte past the server's SETTINGS_MAX_FRAME_SIZE",
+}
 SETTINGS_MAX_FRAME_SIZE = 0x5
 DEFAULT_MAX_FRAME_BYTES = 2**14
 LARGEST_FRAME_BYTES = 2**24 - 1  # a frame's length field holds no more
@@ -64,10 +74,20 @@ def error_name(code: int) -> str:
 
 def _expect_contract_body(session: H2Session, stream_id: int, what: str) -> None:
     response = session.response(stream_id)
+    sent = f"{response.request} on stream {stream_id} ({what})"
+    reset = f", reset {error_name(response.reset_code)}" if response.reset_code is not None else ""
     expect(
-        response.status == 200, f"{what}: status {response.status} (reset {response.reset_code})"
+        response.status == 200,
+        sent=sent,
+        expected="status 200",
+        came=f"status {response.status}{reset}",
     )
-    expect(response.body == contract.TEXT_BODY, f"{what}: body {response.body[:60]!r}")
+    expect(
+        response.body == contract.TEXT_BODY,
+        sent=sent,
+        expected=f"the body {contract.TEXT_BODY!r}",
+        came=f"the body {excerpt(response.body)}",
+    )
 
 
 def check_h2_settings(server: EndpointOrUrl) -> str:
@@ -76,7 +96,13 @@ def check_h2_settings(server: EndpointOrUrl) -> str:
     with H2Session(server, settings=OUR_SETTINGS, acknowledge_data=False) as session:
         session.start()
         session.wait(lambda: session.settings_acknowledged)
-        expect(session.settings_acknowledged, f"our SETTINGS not ACKed: {session.why()}")
+        ours = "our SETTINGS (ENABLE_PUSH 0, INITIAL_WINDOW_SIZE 8)"
+        expect(
+            session.settings_acknowledged,
+            sent=ours,
+            expected="a SETTINGS ACK",
+            came=f"none: {session.why()}",
+        )
         remote = session.conn.remote_settings
         theirs = (
             f"max_concurrent_streams {remote.max_concurrent_streams}, "
@@ -86,16 +112,30 @@ def check_h2_settings(server: EndpointOrUrl) -> str:
         stream_id = session.request("GET", contract.ROUTE_TEXT)
         response = session.responses[stream_id]
         session.wait(lambda: response.done, WINDOW_QUIET_S)
-        expect(session.protocol_error is None, f"past our window: {session.why()}")
+        sent = f"GET / after {ours}"
+        expected = f"at most {OUR_WINDOW_BYTES} bytes of the body until our WINDOW_UPDATE"
+        expect(
+            session.protocol_error is None,
+            sent=sent,
+            expected=expected,
+            came=f"frames the h2 library refused: {session.why()}",
+        )
         held = len(response.body)
         expect(
             held <= OUR_WINDOW_BYTES and not response.done,
-            f"{held} bytes sent into a stream window of {OUR_WINDOW_BYTES}",
+            sent=sent,
+            expected=expected,
+            came=f"{held} bytes" + (", the stream ended" if response.done else ""),
         )
         session.conn.increment_flow_control_window(2**16, stream_id)
         session.send_pending()
         _expect_contract_body(session, stream_id, "after our WINDOW_UPDATE")
-        expect(session.pushed == 0, f"{session.pushed} pushes with ENABLE_PUSH 0")
+        expect(
+            session.pushed == 0,
+            sent=sent,
+            expected="no server push (ENABLE_PUSH 0)",
+            came=f"{session.pushed} pushes",
+        )
     return (
         f"server SETTINGS ({theirs}); ours ACKed; {held} bytes within our "
         f"{OUR_WINDOW_BYTES}-byte window until WINDOW_UPDATE, then the whole body"
@@ -109,8 +149,10 @@ def check_h2_concurrent_streams(server: EndpointOrUrl) -> str:
         limit = session.conn.remote_settings.max_concurrent_streams
         expect(
             limit >= CONCURRENT_STREAMS,
-            f"SETTINGS_MAX_CONCURRENT_STREAMS {limit}: fewer than {CONCURRENT_STREAMS} "
+            sent="the HTTP/2 preface and our SETTINGS",
+            expected=f"SETTINGS_MAX_CONCURRENT_STREAMS of at least {CONCURRENT_STREAMS} "
             "(RFC 9113 recommends at least 100)",
+            came=f"SETTINGS_MAX_CONCURRENT_STREAMS {limit}",
         )
         stream_ids = [
             session.request("GET", contract.ROUTE_TEXT) for _ in range(CONCURRENT_STREAMS)
@@ -133,7 +175,12 @@ def check_h2_reset_stream(server: EndpointOrUrl) -> str:
         session.send_pending()
         after = session.request("GET", contract.ROUTE_TEXT)
         _expect_contract_body(session, after, "the stream after two resets")
-        expect(session.terminated is None, f"GOAWAY after RST_STREAM: {session.why()}")
+        expect(
+            session.terminated is None,
+            sent="two streams reset with RST_STREAM (CANCEL), then GET /",
+            expected="the connection kept up: no GOAWAY",
+            came=session.why(),
+        )
     return "two streams reset (CANCEL); the next answered 200 on the same connection"
 
 
@@ -164,17 +211,24 @@ def _has_goaway(frames: list[RawFrame]) -> bool:
     return any(f.goaway_error is not None for f in frames)
 
 
-def check_h2_malformed_frames(server: EndpointOrUrl, framework: str = "") -> str:
+def check_h2_malformed_frames(server: EndpointOrUrl, framework: str = "") -> str | Outcome:
     """Each malformed frame after a valid preface and the server's SETTINGS: GOAWAY with an
-    error code, and the server still serves a new connection. `framework`'s known
-    deviations are named."""
+    error code, and the server still serves a new connection. A frame answered otherwise
+    is a deviation (harness.verify.severity), declared when `framework`'s `deviations` name
+    it (the frame's name); one declared but answered now fails the check."""
     endpoint = endpoint_of(server)
-    answered, deviated, skipped = [], [], []
+    answered, deviations, skipped = [], [], []
     for name, frame in MALFORMED_FRAMES.items():
+        sent = f"{MALFORMED_FRAME_SENT[name]}, after the preface and the server's SETTINGS"
         with open_h2_socket(endpoint) as sock:
             sock.sendall(PREFACE + h2_frame(FRAME_SETTINGS))
-            first, closed, _ = read_raw_frames(sock, _has_settings, GOAWAY_WAIT_S)
-            expect(_has_settings(first), f"{name}: no SETTINGS from the server")
+            first, closed, rest = read_raw_frames(sock, _has_settings, GOAWAY_WAIT_S)
+            expect(
+                _has_settings(first),
+                sent="the HTTP/2 preface and our SETTINGS",
+                expected="the server's SETTINGS first (RFC 9113 §3.4)",
+                came=f"no SETTINGS from the server ({_frames_text(first, rest)})",
+            )
             if name == OVERSIZED_FRAME:
                 limit = server_max_frame_bytes(first)
                 frame = oversized_frame(limit) or b""
@@ -184,24 +238,35 @@ def check_h2_malformed_frames(server: EndpointOrUrl, framework: str = "") -> str
             sock.sendall(frame)
             frames, closed, _ = read_raw_frames(sock, _has_goaway, GOAWAY_WAIT_S)
         codes = [f.goaway_error for f in first + frames if f.goaway_error is not None]
-        how = "closed" if closed else f"open after {GOAWAY_WAIT_S:g} s"
-        ok = bool(codes) and codes[0] != ErrorCodes.NO_ERROR
-        reason = FRAMEWORKS[framework].deviations.get(name) if framework in FRAMEWORKS else None
-        if reason is None:
-            expect(bool(codes), f"{name}: no GOAWAY ({how})")
-            expect(codes[0] != ErrorCodes.NO_ERROR, f"{name}: GOAWAY with NO_ERROR")
+        how = "closed" if closed else f"left open {GOAWAY_WAIT_S:g} s"
+        came = f"GOAWAY {error_name(codes[0])}" if codes else f"no GOAWAY, the connection {how}"
+        deviation = judge_rule(
+            "h2-malformed-frames",
+            name,
+            bool(codes) and codes[0] != ErrorCodes.NO_ERROR,
+            sent=sent,
+            expected="a GOAWAY with an error code (RFC 9113 §5.4.1)",
+            came=came,
+            framework=framework,
+        )
+        if deviation is None:
             answered.append(f"{name} {error_name(codes[0])}")
-        else:
-            expect(not ok, f"{name} gets its GOAWAY now: drop its known deviation")
-            deviated.append(f"{name} (known deviation: {reason})")
-        expect_still_serving(endpoint, name)
-    return (
+        deviations.append(deviation)
+        expect_still_serving(endpoint, MALFORMED_FRAME_SENT[name])
+    detail = (
         "GOAWAY for "
-        + ", ".join(answered)
+        + (", ".join(answered) or "none")
         + "; still serving"
-        + "".join(f"; {d}" for d in deviated)
         + "".join(f"; no frame too long for it: {s}" for s in skipped)
     )
+    return with_deviations(detail, deviations)
+
+
+def _frames_text(frames: list[RawFrame], rest: bytes) -> str:
+    """What came instead of the server's SETTINGS, in words."""
+    if frames:
+        return f"{len(frames)} frames, of types {', '.join(str(f.frame_type) for f in frames)}"
+    return f"it sent {excerpt(rest)}" if rest else "nothing"
 
 
 H2_CHECKS: dict[str, CheckFunction] = {

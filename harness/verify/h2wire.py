@@ -29,7 +29,7 @@ from h2.events import (
 from h2.exceptions import H2Error
 
 from harness.verify.endpoint import EndpointOrUrl, endpoint_of, open_connection
-from harness.verify.failure import expect
+from harness.verify.failure import excerpt, expect, fail
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 # Frame types (RFC 9113 §6) the checks write or look for.
@@ -104,7 +104,11 @@ def open_h2_socket(target: EndpointOrUrl, timeout_s: float = 5.0) -> socket.sock
         selected = sock.selected_alpn_protocol()  # type: ignore[attr-defined]
         if selected != "h2":
             sock.close()
-            expect(False, f"ALPN selected {selected!r}, not h2: the server does not speak h2")
+            fail(
+                sent="a TLS handshake offering ALPN h2",
+                expected="ALPN h2 selected",
+                came=f"ALPN selected {selected!r}, not h2: the server does not speak h2",
+            )
     return sock
 
 
@@ -143,6 +147,7 @@ class H2Response:
     body: bytes = b""
     ended: bool = False
     reset_code: int | None = None  # the server reset the stream with this error code
+    request: str = ""  # what was sent on the stream (`GET /`), for a failure's line
 
     @property
     def done(self) -> bool:
@@ -177,6 +182,7 @@ class H2Session:
         self.closed = False  # the server closed the connection
         self.protocol_error: str | None = None  # what the h2 library refused in its frames
         self.first_bytes = b""  # the server's first bytes, to say what a non-h2 server sent
+        self.received_bytes = 0
         self.send_pending()
 
     def __enter__(self) -> H2Session:
@@ -221,7 +227,7 @@ class H2Session:
         self.conn.send_headers(stream_id, headers, end_stream=end_stream and not body)
         if body:
             self.conn.send_data(stream_id, body, end_stream=end_stream)
-        self.responses[stream_id] = H2Response()
+        self.responses[stream_id] = H2Response(request=f"{method} {path}")
         self.send_pending()
         return stream_id
 
@@ -240,6 +246,7 @@ class H2Session:
         if not data:
             self.closed = True
             return False
+        self.received_bytes += len(data)
         if len(self.first_bytes) < 64:
             self.first_bytes += data[: 64 - len(self.first_bytes)]
         try:
@@ -267,24 +274,37 @@ class H2Session:
     def start(self) -> None:
         """Wait for the server's SETTINGS (the first frame it must send, RFC 9113 §3.4)."""
         self.wait(lambda: self.server_settings_received)
-        expect(self.server_settings_received, f"no SETTINGS from the server: {self.why()}")
+        expect(
+            self.server_settings_received,
+            sent="the HTTP/2 preface and our SETTINGS",
+            expected="the server's SETTINGS first (RFC 9113 §3.4)",
+            came=f"no SETTINGS from the server: {self.why()}",
+        )
 
     def response(self, stream_id: int, timeout_s: float | None = None) -> H2Response:
         """The response on `stream_id`, once ended or reset (else the check fails)."""
         response = self.responses[stream_id]
         self.wait(lambda: response.done, timeout_s)
-        expect(response.done, f"stream {stream_id} not answered: {self.why()}")
+        expect(
+            response.done,
+            sent=f"{response.request} on stream {stream_id}",
+            expected="a whole response (or a reset) on the stream",
+            came=f"the stream not answered: {self.why()}",
+        )
         return response
 
     def why(self) -> str:
         """What the connection did instead (for a failed check's detail)."""
         if self.protocol_error is not None:
-            return f"{self.protocol_error} (the server sent {self.first_bytes!r})"
+            return f"{self.protocol_error} (the server sent {self._first()})"
         if self.terminated is not None:
             return f"GOAWAY with error code {self.terminated.error_code}"
         if self.closed:
-            return f"closed (after {self.first_bytes!r})"
+            return f"closed (after {self._first()})"
         return f"nothing within {self.timeout_s} s"
+
+    def _first(self) -> str:
+        return excerpt(self.first_bytes, total=self.received_bytes)
 
     def _handle(self, event: Event) -> None:
         if isinstance(event, RemoteSettingsChanged):

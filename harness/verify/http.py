@@ -10,7 +10,7 @@ import statistics
 import time
 
 from harness.verify.endpoint import EndpointOrUrl, http_client
-from harness.verify.failure import expect
+from harness.verify.failure import UNVERIFIED, excerpt, expect
 from harness.verify.wire import expect_still_serving, get_status
 from servers import FRAMEWORKS, contract
 
@@ -27,31 +27,47 @@ def check_text_route(server: EndpointOrUrl) -> str:
     with http_client(server) as client:
         for _ in range(3):
             response = client.get(contract.ROUTE_TEXT)
+            sent = "GET / (three times on one kept-alive connection)"
             expect(
                 response.status_code == 200,
-                f"GET / came status {response.status_code}; expected 200",
+                sent=sent,
+                expected="status 200",
+                came=f"status {response.status_code}",
             )
             expect(
                 response.content == contract.TEXT_BODY,
-                f"GET / came body {response.content[:60]!r} ({len(response.content)} bytes); "
-                f"expected {contract.TEXT_BODY!r}",
+                sent=sent,
+                expected=f"the body {contract.TEXT_BODY!r}",
+                came=f"the body {excerpt(response.content)}",
             )
             content_type = response.headers.get("content-type", "")
             expect(
                 content_type.startswith(contract.TEXT_CONTENT_TYPE),
-                f"Content-Type {content_type!r}",
+                sent=sent,
+                expected=f"Content-Type {contract.TEXT_CONTENT_TYPE}",
+                came=f"Content-Type {excerpt(content_type)}",
             )
             length = response.headers.get("content-length")
             expect(
                 length == str(len(contract.TEXT_BODY)),
-                f"GET / came Content-Length {length!r}; expected {len(contract.TEXT_BODY)} "
-                "(a chunked reply has none: send the length)",
+                sent=sent,
+                expected=f"Content-Length {len(contract.TEXT_BODY)} (a chunked reply has none: "
+                "send the length)",
+                came=f"Content-Length {length!r}",
             )
             date = response.headers.get("date")
             expect(
-                date is not None and email.utils.parsedate_tz(date) is not None, f"Date {date!r}"
+                date is not None and email.utils.parsedate_tz(date) is not None,
+                sent=sent,
+                expected="a Date header in HTTP-date form (RFC 9110 §5.6.7)",
+                came=f"Date {excerpt(date) if date is not None else 'missing'}",
             )
-            expect(bool(response.headers.get("server")), "no Server header")
+            expect(
+                bool(response.headers.get("server")),
+                sent=sent,
+                expected="a Server header naming the server",
+                came="no Server header",
+            )
     return f"200, {len(response.content)} bytes, Server: {response.headers['server']}, kept alive"
 
 
@@ -60,15 +76,46 @@ def check_counter_route(server: EndpointOrUrl) -> str:
     with http_client(server) as client:
         first = client.get(contract.ROUTE_COUNTER)
         second = client.get(contract.ROUTE_COUNTER)
-    expect(first.status_code == 200, f"status {first.status_code}")
+    sent = "GET /counter twice on one kept-alive connection"
+    expect(
+        first.status_code == 200,
+        sent=sent,
+        expected="status 200",
+        came=f"status {first.status_code}",
+    )
     content_type = first.headers.get("content-type", "")
-    expect(content_type.startswith(contract.JSON_CONTENT_TYPE), f"Content-Type {content_type!r}")
+    expect(
+        content_type.startswith(contract.JSON_CONTENT_TYPE),
+        sent=sent,
+        expected=f"Content-Type {contract.JSON_CONTENT_TYPE}",
+        came=f"Content-Type {excerpt(content_type)}",
+    )
     counter = first.json()
-    expect(set(counter) == set(contract.COUNTER_FIELDS), f"fields {sorted(counter)}")
-    expect(counter["open"] >= 1, f"open {counter['open']} while this connection is open")
-    expect(counter["max_open"] >= counter["open"], f"max_open {counter['max_open']}")
+    expect(
+        isinstance(counter, dict) and set(counter) == set(contract.COUNTER_FIELDS),
+        sent=sent,
+        expected=f"a JSON object of the fields {', '.join(sorted(contract.COUNTER_FIELDS))}",
+        came=excerpt(first.text),
+    )
+    expect(
+        counter["open"] >= 1,
+        sent=sent,
+        expected="open at least 1 (this connection is open)",
+        came=f"open {counter['open']}",
+    )
+    expect(
+        counter["max_open"] >= counter["open"],
+        sent=sent,
+        expected=f"max_open at least open ({counter['open']})",
+        came=f"max_open {counter['max_open']}",
+    )
     requests = second.json()["requests"]
-    expect(requests == counter["requests"] + 1, f"requests went {counter['requests']}→{requests}")
+    expect(
+        requests == counter["requests"] + 1,
+        sent=sent,
+        expected=f"requests counted: {counter['requests']}, then {counter['requests'] + 1}",
+        came=f"{counter['requests']}, then {requests}",
+    )
     return json.dumps(counter)
 
 
@@ -78,9 +125,12 @@ def check_log_route(server: EndpointOrUrl) -> str:
         for method in LOG_METHODS:
             body = b'{"check": "verify"}' if method != "GET" else None
             response = client.request(method, contract.ROUTE_LOG, content=body)
-            expect(response.status_code == 200, f"{method} status {response.status_code}")
+            sent = f"{method} {contract.ROUTE_LOG}" + (f" with the body {body!r}" if body else "")
             expect(
-                response.content == contract.LOG_REPLY_BODY, f"{method} body {response.content!r}"
+                response.status_code == 200 and response.content == contract.LOG_REPLY_BODY,
+                sent=sent,
+                expected=f"200 with the body {contract.LOG_REPLY_BODY!r}",
+                came=f"{response.status_code} with the body {excerpt(response.content)}",
             )
     return f"{', '.join(LOG_METHODS)} answered 'success'"
 
@@ -111,7 +161,7 @@ def check_not_found(server: EndpointOrUrl, unserved: tuple[str, ...] = ()) -> st
     """Unknown paths (and the routes a baseline does not serve) are 404; still serving."""
     for target in ("/no/such/route", "/x", *unserved):
         status = get_status(server, target)
-        expect(status == 404, f"{target} answered {status}")
+        expect(status == 404, sent=f"GET {target}", expected="404", came=f"status {status}")
     expect_still_serving(server, "a 404")
     return f"404 for {2 + len(unserved)} paths"
 
@@ -123,7 +173,7 @@ def check_wrong_method(server: EndpointOrUrl) -> str:
         for method in WRONG_METHODS:
             for route in (contract.ROUTE_TEXT, contract.ROUTE_COUNTER):
                 status = client.request(method, route).status_code
-                expect(status == 405, f"{method} {route} answered {status}")
+                expect(status == 405, sent=f"{method} {route}", expected="405", came=f"{status}")
     return f"405 for {', '.join(WRONG_METHODS)} on / and /counter"
 
 
@@ -139,7 +189,9 @@ def check_sequential_latency(server: EndpointOrUrl) -> str:
     median_ms = statistics.median(latencies_ms)
     expect(
         median_ms <= SEQUENTIAL_MEDIAN_LIMIT_MS,
-        f"median {median_ms:.1f} ms over {SEQUENTIAL_REQUESTS} sequential requests: "
-        "delayed-ACK stalls (is TCP_NODELAY set on every socket?)",
+        sent=f"{SEQUENTIAL_REQUESTS} GET / back to back on one kept-alive connection",
+        expected=f"a median of at most {SEQUENTIAL_MEDIAN_LIMIT_MS:g} ms",
+        came=f"a median of {median_ms:.1f} ms: delayed-ACK stalls",
+        remedy=f"set TCP_NODELAY on every socket of the server, or {UNVERIFIED}",
     )
     return f"median {median_ms:.2f} ms, max {max(latencies_ms):.1f} ms"

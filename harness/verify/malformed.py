@@ -4,8 +4,7 @@
 from __future__ import annotations
 
 from harness.verify.endpoint import EndpointOrUrl
-from harness.verify.failure import expect
-from harness.verify.severity import Deviation, Outcome
+from harness.verify.severity import Outcome, judge_rule, with_deviations
 from harness.verify.wire import (
     exchange_until_close,
     expect_still_serving,
@@ -13,7 +12,6 @@ from harness.verify.wire import (
     responses,
     status_of,
 )
-from servers import FRAMEWORKS
 
 # A request hidden in the body of another: a server that frames the first one wrongly
 # answers it too (a second response on the connection), which is request smuggling.
@@ -97,34 +95,20 @@ def check_malformed_requests(server: EndpointOrUrl, framework: str = "") -> str 
     deviations = []
     for name, request, accepted in MALFORMED_REQUESTS:
         reply = exchange_until_close(server, request, MALFORMED_QUIET_S)
-        status = status_of(reply)
-        count = responses(reply)
-        ok = status in accepted and count <= 1
-        reason = MALFORMED_DEVIATIONS.get((framework, name))
-        if reason is None and framework in FRAMEWORKS:  # a plugin's or a command's own
-            reason = FRAMEWORKS[framework].deviations.get(name)
-        if reason is not None:
-            expect(not ok, f"malformed {name}: refused now: drop its declared deviation")
-        if not ok:
-            deviations.append(
-                Deviation(
-                    check="malformed",
-                    key=name,
-                    sent=MALFORMED_SENT.get(name, name),
-                    expected=f"{statuses_text(accepted)} and nothing more on the connection",
-                    came=reply_text(reply),
-                    declared=reason,
-                )
+        sent = MALFORMED_SENT.get(name, name)
+        deviations.append(
+            judge_rule(
+                "malformed",
+                name,
+                status_of(reply) in accepted and responses(reply) <= 1,
+                sent=sent,
+                expected=f"{statuses_text(accepted)} and nothing more on the connection",
+                came=reply_text(reply),
+                framework=framework,
+                declared=MALFORMED_DEVIATIONS.get((framework, name)),
             )
-        expect_still_serving(server, f"malformed {name}")
-    refused = len(MALFORMED_REQUESTS) - len(deviations)
+        )
+        expect_still_serving(server, sent)
+    refused = deviations.count(None)
     detail = f"{refused} of {len(MALFORMED_REQUESTS)} malformed requests refused, still serving"
-    if not deviations:
-        return detail
-    warned = [d.key for d in deviations if d.warning]
-    declared = [d.key for d in deviations if not d.warning]
-    if warned:
-        detail += f"; deviating: {', '.join(warned)}"
-    if declared:
-        detail += f"; declared deviations: {', '.join(declared)}"
-    return Outcome(detail, tuple(deviations))
+    return with_deviations(detail, deviations)

@@ -17,8 +17,12 @@ came, and the remedy — the `deviations` key that declares it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from harness.verify.failure import CheckFailed, one_line
+from servers import FRAMEWORKS
 
 
 def remedy(key: str, server: str | None = None) -> str:
@@ -27,6 +31,15 @@ def remedy(key: str, server: str | None = None) -> str:
     return (
         f'to accept it, declare it: deviations = {{ {key} = "why" }} in {table} of a '
         "servers file (--servers FILE)"
+    )
+
+
+def stale_remedy(key: str, server: str | None = None) -> str:
+    """What to do about a declared deviation the server no longer shows."""
+    table = f"[servers.{server}]" if server else "the server's table"
+    return (
+        f"drop its declared deviation: remove {key} from deviations in {table} of a servers "
+        "file (or from its plugin's Framework entry)"
     )
 
 
@@ -79,3 +92,52 @@ class Outcome:
 
     detail: str
     deviations: tuple[Deviation, ...] = ()
+
+
+def declared_reason(framework: str, key: str) -> str | None:
+    """The server's own reason for bending the rule `key` (its `deviations` entry), if it
+    declares it."""
+    info = FRAMEWORKS.get(framework)
+    return None if info is None else info.deviations.get(key)
+
+
+def judge_rule(
+    check: str,
+    key: str,
+    held: bool,
+    *,
+    sent: str,
+    expected: str,
+    came: str,
+    framework: str = "",
+    declared: str | None = None,
+) -> Deviation | None:
+    """One robustness rule of `check`: None when it held, else the Deviation (declared when
+    `framework` declares `key`, or `declared` gives the reason). A rule declared bent that
+    held fails the check, so a declaration cannot go stale."""
+    reason = declared if declared is not None else declared_reason(framework, key)
+    if held and reason is not None:
+        raise CheckFailed(
+            sent=sent,
+            expected=f"the deviation it declares ({reason})",
+            came=f"{came}, as the rule asks",
+            remedy=stale_remedy(key, framework or None),
+        )
+    if held:
+        return None
+    return Deviation(check, key, one_line(sent), one_line(expected), one_line(came), reason)
+
+
+def with_deviations(detail: str, deviations: Iterable[Deviation | None]) -> str | Outcome:
+    """What a check returns: `detail` alone when no rule was bent, else an Outcome carrying
+    the deviations, the detail naming them (warnings, then declared ones)."""
+    seen = tuple(d for d in deviations if d is not None)
+    if not seen:
+        return detail
+    warned = [d.key for d in seen if d.warning]
+    declared = [d.key for d in seen if not d.warning]
+    if warned:
+        detail += f"; deviating: {', '.join(warned)}"
+    if declared:
+        detail += f"; declared deviations: {', '.join(declared)}"
+    return Outcome(detail, seen)

@@ -18,10 +18,22 @@ def check_sink_record(server: EndpointOrUrl, store: SinkStore) -> str:
     marker = f"verify-{time.time_ns()}"
     with http_client(server) as client:
         response = client.post(contract.ROUTE_LOG, content=marker.encode())
-    expect(response.status_code == 200, f"/log answered {response.status_code}")
+    sent = f"POST {contract.ROUTE_LOG} with the body {marker!r}"
+    expect(
+        response.status_code == 200,
+        sent=sent,
+        expected="status 200",
+        came=f"status {response.status_code}",
+    )
     deadline = time.monotonic() + SINK_RECORD_WAIT_S
     while (store.count() or 0) <= before and time.monotonic() < deadline:
         time.sleep(0.05)
     after = store.count() or 0
-    expect(after > before, f"the {store.sink} sink still holds {after} records")
+    expect(
+        after > before,
+        sent=sent,
+        expected=f"a record in the {store.sink} sink within {SINK_RECORD_WAIT_S:g} s "
+        f"(it held {before})",
+        came=f"none: it still holds {after}",
+    )
     return f"{after - before} record stored ({store.sink})"

@@ -3,16 +3,19 @@ codes, and raw frames (RFC 6455 §5.2) that no well-behaved client library sends
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
+from collections.abc import Iterator
 from typing import Any
 
-from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
 from harness.verify.endpoint import EndpointOrUrl, endpoint_of, open_connection
-from harness.verify.failure import expect
+from harness.verify.failure import excerpt, expect, fail
+from harness.verify.severity import Outcome, judge_rule, with_deviations
 from harness.verify.wire import expect_still_serving
 from servers import contract
 
@@ -42,10 +45,41 @@ def ws_connect(
     )
 
 
+HANDSHAKE_SENT = (
+    f"a /ws handshake (Origin {contract.WS_ORIGIN}, subprotocol {contract.WS_SUBPROTOCOL})"
+)
+
+
+@contextlib.contextmanager
+def ws_open(server: EndpointOrUrl) -> Iterator[ClientConnection]:
+    """`ws_connect` for a check that needs the handshake accepted: a refusal fails it."""
+    try:
+        connection = ws_connect(server)
+    except InvalidStatus as refused:
+        fail(
+            sent=HANDSHAKE_SENT,
+            expected="101 Switching Protocols",
+            came=f"status {refused.response.status_code}, the handshake refused",
+        )
+    except InvalidHandshake as broken:  # no HTTP response the client library could read
+        fail(
+            sent=HANDSHAKE_SENT,
+            expected="101 Switching Protocols",
+            came=f"{type(broken).__name__}: {broken}",
+        )
+    with connection:
+        yield connection
+
+
 def check_websocket_handshake(server: EndpointOrUrl) -> str:
     """The contract's handshake is accepted with its subprotocol; messages and a ping pass."""
-    with ws_connect(server) as ws:
-        expect(ws.subprotocol == contract.WS_SUBPROTOCOL, f"subprotocol {ws.subprotocol!r}")
+    with ws_open(server) as ws:
+        expect(
+            ws.subprotocol == contract.WS_SUBPROTOCOL,
+            sent=f"a /ws handshake offering the subprotocol {contract.WS_SUBPROTOCOL}",
+            expected=f"101 selecting {contract.WS_SUBPROTOCOL}",
+            came=f"101 selecting {ws.subprotocol!r}",
+        )
         for i in range(5):
             ws.send(json.dumps({"a": "b", "i": i}))
         ws.ping().wait(5)
@@ -55,7 +89,7 @@ def check_websocket_handshake(server: EndpointOrUrl) -> str:
 def check_websocket_long_message(server: EndpointOrUrl) -> str:
     """A message just under the limit is accepted and the connection stays open."""
     payload = json.dumps({"testKeyValue": "v" * (contract.WS_MAX_MESSAGE_BYTES - 100)})
-    with ws_connect(server) as ws:
+    with ws_open(server) as ws:
         ws.send(payload)
         ws.ping().wait(5)
         ws.send('{"still": "open"}')
@@ -76,7 +110,12 @@ def check_websocket_origin(server: EndpointOrUrl) -> str:
     """A handshake from another Origin, or with none, is refused; still serving."""
     for origin in ("elsewhere", None):
         status = refused_with(server, origin=origin)
-        expect(status == contract.WS_BAD_ORIGIN_STATUS, f"Origin {origin!r} answered {status}")
+        expect(
+            status == contract.WS_BAD_ORIGIN_STATUS,
+            sent=f"a /ws handshake with {f'Origin: {origin}' if origin else 'no Origin'}",
+            expected=f"{contract.WS_BAD_ORIGIN_STATUS}, the handshake refused",
+            came="101, the handshake accepted" if status is None else f"status {status}",
+        )
     expect_still_serving(server, "a refused handshake")
     return f"Origin 'elsewhere' and no Origin refused with {contract.WS_BAD_ORIGIN_STATUS}"
 
@@ -84,12 +123,17 @@ def check_websocket_origin(server: EndpointOrUrl) -> str:
 def check_websocket_subprotocol(server: EndpointOrUrl) -> str:
     """A handshake offering no subprotocol is refused."""
     status = refused_with(server, subprotocols=())
-    expect(status == contract.WS_NO_SUBPROTOCOL_STATUS, f"no subprotocol answered {status}")
+    expect(
+        status == contract.WS_NO_SUBPROTOCOL_STATUS,
+        sent="a /ws handshake offering no subprotocol",
+        expected=f"{contract.WS_NO_SUBPROTOCOL_STATUS}, the handshake refused",
+        came="101, the handshake accepted" if status is None else f"status {status}",
+    )
     return f"no subprotocol refused with {status}"
 
 
 def _close_code_after(server: EndpointOrUrl, payload: str | bytes) -> int | None:
-    with ws_connect(server) as ws:
+    with ws_open(server) as ws:
         try:
             ws.send(payload)  # the server may close while a big message is still going out
             for _ in range(10):
@@ -104,9 +148,23 @@ def _close_code_after(server: EndpointOrUrl, payload: str | bytes) -> int | None
 def _bad_messages_close_with(server: EndpointOrUrl, code: int, *payloads: str | bytes) -> str:
     for payload in payloads:
         closed = _close_code_after(server, payload)
-        expect(closed == code, f"{payload[:20]!r}… closed with {closed}, not {code}")
+        kind = "binary" if isinstance(payload, bytes) else "text"
+        expect(
+            closed == code,
+            sent=f"a {kind} message {excerpt(payload, 20)}",
+            expected=f"a close with code {code}",
+            came=_close_text(closed),
+        )
     expect_still_serving(server, f"a {code} close")
     return f"closed with {code}"
+
+
+def _close_text(code: int | None) -> str:
+    if code is None:
+        return "no close within 5 s"
+    if code == 1006:  # the client library's word for a connection lost without a close
+        return "a dropped connection, no close frame (1006)"
+    return f"a close with code {code}"
 
 
 def check_websocket_binary(server: EndpointOrUrl) -> str:
@@ -185,20 +243,42 @@ def raw_ws_handshake(sock: socket.socket, host: str, port: int) -> socket.socket
             "\r\n"
         ).encode()
     )
+    sent = HANDSHAKE_SENT
     reply = b""
     while b"\r\n\r\n" not in reply:
         chunk = sock.recv(4096)
-        assert chunk, f"closed during the handshake: {reply!r}"
+        expect(
+            bool(chunk),
+            sent=sent,
+            expected="a 101 response",
+            came=f"a close during the handshake, after {excerpt(reply)}",
+        )
         reply += chunk
-    assert reply.startswith(b"HTTP/1.1 101"), reply
-    rest = reply.partition(b"\r\n\r\n")[2]
-    assert not rest, rest  # the server sends nothing before the client does
+    head, _, rest = reply.partition(b"\r\n\r\n")
+    expect(
+        reply.startswith(b"HTTP/1.1 101"),
+        sent=sent,
+        expected="a 101 response",
+        came=excerpt(head),
+    )
+    expect(  # the server sends nothing before the client does
+        not rest,
+        sent=sent,
+        expected="a 101 response, then nothing until the client sends",
+        came=f"a 101, then {excerpt(rest)}",
+    )
     return sock
 
 
 def raw_ws_close_code(sock: socket.socket, timeout_s: float = 5.0) -> int | None:
     """Read frames until the server's close frame: its code (None when the server dropped
     the connection without one, or sent none within `timeout_s`)."""
+    return raw_ws_close(sock, timeout_s)[0]
+
+
+def raw_ws_close(sock: socket.socket, timeout_s: float = 5.0) -> tuple[int | None, str]:
+    """Read frames until the server's close frame: its code (None: no code came) and how
+    the connection ended, in words (`a close frame with code 1002`)."""
     sock.settimeout(timeout_s)
     buffer = b""
     try:
@@ -215,49 +295,86 @@ def raw_ws_close_code(sock: socket.socket, timeout_s: float = 5.0) -> int | None
                 opcode, payload = buffer[0] & 0x0F, buffer[start : start + length]
                 buffer = buffer[start + length :]
                 if opcode == 0x8:
-                    return int.from_bytes(payload[:2]) if len(payload) >= 2 else None
+                    if len(payload) < 2:
+                        return None, "a close frame without a code"
+                    code = int.from_bytes(payload[:2])
+                    return code, f"a close frame with code {code}"
             chunk = sock.recv(65536)
             if not chunk:
-                return None
+                return None, "the connection closed without a close frame"
             buffer += chunk
-    except (TimeoutError, ConnectionResetError):
-        return None
+    except TimeoutError:
+        return None, f"no close frame within {timeout_s:g} s"
+    except ConnectionResetError:
+        return None, "a reset, without a close frame"
 
 
 # RFC 6455 rules beyond the contract's codes, sent as raw frames (servers/core/websocket.py):
-# what each earns as the server's close code.
+# each by the `deviations` key that declares a server bending it, and what it earns as the
+# server's close code. A server that closes otherwise (or not at all) deviates: a
+# robustness rule bent, not a wrong answer (harness.verify.severity).
 RAW_FRAME_CASES: dict[str, tuple[bytes, int]] = {
-    "an unmasked frame": (
+    "ws-unmasked-frame": (
         ws_frame(0x1, b'{"a": 1}', mask=False),
         contract.WS_CLOSE_PROTOCOL_ERROR,
     ),
-    "invalid UTF-8": (ws_frame(0x1, b'{"a": "\xff\xfe"}'), contract.WS_CLOSE_INVALID_PAYLOAD),
-    "close code 999": (ws_frame(0x8, (999).to_bytes(2)), contract.WS_CLOSE_PROTOCOL_ERROR),
-    "a header declaring 2 GiB": (
+    "ws-invalid-utf8": (ws_frame(0x1, b'{"a": "\xff\xfe"}'), contract.WS_CLOSE_INVALID_PAYLOAD),
+    "ws-close-code-999": (ws_frame(0x8, (999).to_bytes(2)), contract.WS_CLOSE_PROTOCOL_ERROR),
+    "ws-2-gib-header": (
         ws_frame(0x1, b"", declared_length=2**31),
         contract.WS_CLOSE_TOO_BIG,
     ),
     # found by the fuzz suite (tests/e2e/test_fuzz.py): tornado dropped a reserved opcode
     # and a bad close reason without a close frame, twisted a one-byte close and a bad
     # reason, aiohttp echoed 1006 with 1000, and the Python servers stored NaN
-    "a reserved opcode": (ws_frame(0x3, b"x"), contract.WS_CLOSE_PROTOCOL_ERROR),
-    "close code 1006": (ws_frame(0x8, (1006).to_bytes(2)), contract.WS_CLOSE_PROTOCOL_ERROR),
-    "a one-byte close payload": (ws_frame(0x8, b"\x03"), contract.WS_CLOSE_PROTOCOL_ERROR),
-    "a close reason not UTF-8": (
+    "ws-reserved-opcode": (ws_frame(0x3, b"x"), contract.WS_CLOSE_PROTOCOL_ERROR),
+    "ws-close-code-1006": (ws_frame(0x8, (1006).to_bytes(2)), contract.WS_CLOSE_PROTOCOL_ERROR),
+    "ws-one-byte-close": (ws_frame(0x8, b"\x03"), contract.WS_CLOSE_PROTOCOL_ERROR),
+    "ws-close-reason-not-utf8": (
         ws_frame(0x8, (1000).to_bytes(2) + b"\xff"),
         contract.WS_CLOSE_INVALID_PAYLOAD,
     ),
-    "NaN, which is not JSON": (ws_frame(0x1, b'{"a": NaN}'), contract.WS_CLOSE_INVALID_PAYLOAD),
+    "ws-nan": (ws_frame(0x1, b'{"a": NaN}'), contract.WS_CLOSE_INVALID_PAYLOAD),
 }
+# Each raw frame in words, for a finding's "sent".
+RAW_FRAME_SENT: dict[str, str] = {
+    "ws-unmasked-frame": "a text frame without a mask",
+    "ws-invalid-utf8": "a text frame that is not UTF-8",
+    "ws-close-code-999": "a close frame with code 999",
+    "ws-2-gib-header": "a text frame header declaring 2 GiB",
+    "ws-reserved-opcode": "a frame of reserved opcode 0x3",
+    "ws-close-code-1006": "a close frame with code 1006 (a code no endpoint may send)",
+    "ws-one-byte-close": "a close frame with a one-byte payload",
+    "ws-close-reason-not-utf8": "a close frame (1000) whose reason is not UTF-8",
+    "ws-nan": 'a text message {"a": NaN} (NaN is not JSON)',
+}
+RAW_FRAME_WAIT_S = 3.0
 
 
-def check_websocket_raw_frames(server: EndpointOrUrl) -> str:
-    """Raw frames no client library sends: each closes with RFC 6455's code, at once."""
+def check_websocket_raw_frames(server: EndpointOrUrl, framework: str = "") -> str | Outcome:
+    """Raw frames no client library sends: each closes with RFC 6455's code, at once. A
+    server that closes otherwise deviates (harness.verify.severity), declared when
+    `framework`'s `deviations` name the frame's key; one declared but answered now fails
+    the check. The server must still serve after them all."""
     endpoint = endpoint_of(server)
-    for what, (frame, code) in RAW_FRAME_CASES.items():
+    deviations = []
+    for key, (frame, code) in RAW_FRAME_CASES.items():
         with raw_ws_handshake(open_connection(endpoint), endpoint.host, endpoint.port) as sock:
             sock.sendall(frame)
-            closed = raw_ws_close_code(sock, timeout_s=3.0)
-        expect(closed == code, f"{what} closed with {closed}, not {code}")
-    expect_still_serving(server, "raw frames")
-    return ", ".join(f"{what} {code}" for what, (_, code) in RAW_FRAME_CASES.items())
+            closed, came = raw_ws_close(sock, timeout_s=RAW_FRAME_WAIT_S)
+        deviations.append(
+            judge_rule(
+                "ws-raw-frames",
+                key,
+                closed == code,
+                sent=f"{RAW_FRAME_SENT[key]}, after a valid /ws handshake",
+                expected=f"a close frame with code {code} within {RAW_FRAME_WAIT_S:g} s "
+                "(RFC 6455 §7.1.7)",
+                came=came,
+                framework=framework,
+            )
+        )
+    expect_still_serving(server, "the raw WebSocket frames")
+    closed_with = [f"{key} {code}" for key, (_, code) in RAW_FRAME_CASES.items()]
+    held = [said for said, deviation in zip(closed_with, deviations, strict=True) if not deviation]
+    return with_deviations(f"closed with their codes: {', '.join(held) or 'none'}", deviations)

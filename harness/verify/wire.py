@@ -15,7 +15,7 @@ import ssl
 import time
 
 from harness.verify.endpoint import EndpointOrUrl, endpoint_of, open_connection
-from harness.verify.failure import expect
+from harness.verify.failure import excerpt, expect
 from harness.verify.h2wire import h2_exchange
 from servers import contract
 
@@ -70,12 +70,18 @@ def wait_for_close(sock: socket.socket, wait_s: float) -> tuple[bytes, float | N
     return data, None
 
 
-def read_until(sock: socket.socket, ending: bytes, count: int = 1) -> bytes:
-    """What `sock` receives until `ending` has come `count` times (a close fails the check)."""
+def read_until(sock: socket.socket, ending: bytes, count: int = 1, sent: str = "") -> bytes:
+    """What `sock` receives until `ending` has come `count` times (a close fails the check;
+    `sent` says what the reply answers)."""
     data = b""
     while data.count(ending) < count:
         chunk = sock.recv(65536)
-        expect(bool(chunk), f"closed after {data[:60]!r}")
+        expect(
+            bool(chunk),
+            sent=sent or "a request",
+            expected=f"a reply ending {ending!r}" + (f" ({count} of them)" if count > 1 else ""),
+            came=f"a close after {excerpt(data)}",
+        )
         data += chunk
     return data
 
@@ -141,25 +147,42 @@ def get_status(target: EndpointOrUrl, path: str) -> int | None:
     reply that leaks `ESCAPE_BAIT` fails the check."""
     if endpoint_of(target).h2:
         response = h2_exchange(target, "GET", path)
-        expect(ESCAPE_BAIT not in response.body, f"{path} leaked the file outside the directory")
+        _expect_no_bait(path, response.body)
         return response.status
     reply = raw_get(target, path)
-    expect(ESCAPE_BAIT not in reply, f"{path} leaked the file outside the directory")
+    _expect_no_bait(path, reply)
     return status_of(reply)
 
 
+def _expect_no_bait(path: str, reply: bytes) -> None:
+    at = reply.find(ESCAPE_BAIT)
+    expect(
+        at < 0,
+        sent=f"GET {path}",
+        expected="no reply holding the file planted outside the files directory",
+        came=f"a reply holding it ({excerpt(reply[max(at - 20, 0) :])})",
+    )
+
+
 def expect_still_serving(target: EndpointOrUrl, after: str) -> None:
-    """`GET /` on a new connection is answered 200 with the contract's body."""
+    """`GET /` on a new connection is answered 200 with the contract's body (`after`: what
+    was sent before, for the failure's line)."""
+    sent = f"GET / on a new connection after {after}"
+    expected = f"200 with the contract's body {contract.TEXT_BODY!r}: still serving"
     if endpoint_of(target).h2:
         response = h2_exchange(target, "GET", contract.ROUTE_TEXT)
         expect(
             response.status == 200 and response.body == contract.TEXT_BODY,
-            f"not serving after {after}: {response.status} {response.body[:60]!r}",
+            sent=sent,
+            expected=expected,
+            came=f"status {response.status}, body {excerpt(response.body)}",
         )
         return
     reply = raw_get(target, contract.ROUTE_TEXT)
+    body = reply.partition(b"\r\n\r\n")[2]
     expect(
         status_of(reply) == 200 and reply.endswith(b"\r\n\r\n" + contract.TEXT_BODY),
-        f"not serving after {after}: GET / came {reply_text(reply)}; expected 200 with the "
-        "contract's body",
+        sent=sent,
+        expected=expected,
+        came=f"{reply_text(reply)}, body {excerpt(body)}" if reply else reply_text(reply),
     )

@@ -97,23 +97,51 @@ def hypercorn(app: str) -> str:
 
 
 # What Granian answers otherwise, below the app (which never sees it): not ours to fix.
+# (The raw WebSocket frames by their keys, harness.verify.websocket.RAW_FRAME_CASES.)
+_TUNGSTENITE = (
+    "tungstenite closes the connection on a frame it refuses without the RFC's code (a close "
+    "frame without one; RFC 6455 §7.1.7: SHOULD send 1002/1007/1009 first)"
+)
 GRANIAN_DEVIATIONS = {
     "content-length-and-chunked": "hyper serves a request with both Content-Length and "
     "Transfer-Encoding by the Transfer-Encoding alone and closes the connection after it "
     "(RFC 9112 §6.1 allows that instead of a 400); the app never sees the Content-Length",
-    "ws-raw-frames": "tungstenite drops the connection without a close frame on an unmasked "
-    "frame, invalid UTF-8 or a frame header over its limit (RFC 6455 §7.1.7: SHOULD send "
-    "1002/1007/1009 first)",
+    **dict.fromkeys(
+        (
+            "ws-unmasked-frame",
+            "ws-invalid-utf8",
+            "ws-2-gib-header",
+            "ws-reserved-opcode",
+            "ws-one-byte-close",
+            "ws-close-reason-not-utf8",
+        ),
+        _TUNGSTENITE,
+    ),
 }
 # What hypercorn answers otherwise, below the app (which never sees it): not ours to fix.
+_WSPROTO = (
+    "hypercorn drops the connection without a close frame on any frame wsproto refuses "
+    "(RFC 6455 §7.1.7: SHOULD send 1002/1007 first)"
+)
 HYPERCORN_DEVIATIONS = {
     "content-length-and-chunked": "h11 serves a request with both Content-Length and "
     "Transfer-Encoding by the Transfer-Encoding alone and keeps the connection open, "
     "answering the next request on it (RFC 9112 §6.1: close after responding); the app "
     "cannot close the connection",
-    "ws-raw-frames": "hypercorn drops the connection without a close frame on any frame "
-    "wsproto refuses (unmasked, invalid UTF-8, a bad close code, a header over its limit; "
-    "RFC 6455 §7.1.7: SHOULD send 1002/1007/1009 first)",
+    **dict.fromkeys(
+        (
+            "ws-unmasked-frame",
+            "ws-invalid-utf8",
+            "ws-close-code-999",
+            "ws-reserved-opcode",
+            "ws-close-code-1006",
+            "ws-one-byte-close",
+            "ws-close-reason-not-utf8",
+        ),
+        _WSPROTO,
+    ),
+    "ws-2-gib-header": "hypercorn leaves a connection whose frame header declares 2 GiB open, "
+    "without a close frame (RFC 6455 §7.1.7: SHOULD send 1009)",
 }
 # Where a stock server's TLS is looser than the contract's, with no flag or hook to tighten
 # it (TLS_MINIMUM_VERSION: clients that can negotiate TLS 1.3 still get it).

@@ -218,11 +218,13 @@ def test_the_contenders_pass_verify_on_the_routes_they_serve(contenders: tuple[s
         if sink != "empty":
             assert checks["sink-record"]["ok"]
     assert not by_name[("granian", "empty")]["counter"]["supported"]
-    for name in ("granian", "hypercorn"):
-        assert "known deviation" in by_name[(name, "empty")]["ws-raw-frames"]["detail"]
+    for name in ("granian", "hypercorn"):  # the raw frames they declare, by their keys
+        raw = by_name[(name, "empty")]["ws-raw-frames"]
+        assert "; declared deviations: ws-unmasked-frame, " in raw["detail"]
+        assert "deviating:" not in raw["detail"] and all(d["declared"] for d in raw["deviations"])
     for name in ("uvicorn-starlette", "gunicorn-gevent"):  # every WebSocket rule, held
         assert by_name[(name, "empty")]["ws-raw-frames"]["supported"]
-        assert "known deviation" not in by_name[(name, "empty")]["ws-raw-frames"]["detail"]
+        assert not by_name[(name, "empty")]["ws-raw-frames"]["deviations"]
 
 
 @pytest.mark.timeout(LONG_TEST_S)

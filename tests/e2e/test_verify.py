@@ -19,6 +19,7 @@ from harness.verify import (
     Check,
     CheckFailed,
     Endpoint,
+    Outcome,
     checks_for,
     not_supported,
     protocol_checks,
@@ -28,6 +29,7 @@ from harness.verify import (
     verify_framework,
 )
 from harness.verify.h2 import CONCURRENT_STREAMS, check_h2_malformed_frames
+from harness.verify.h2wire import FRAME_PING, h2_frame
 from harness.verify.tls import check_tls_half_handshake
 from servers import FRAMEWORKS, Framework, contract
 from tests.helpers import harness, require_framework
@@ -181,9 +183,41 @@ def test_a_known_h2_deviation_that_passes_fails_the_check(
     )
     with (
         running_hypercorn(contract.PROTOCOL_H2C) as endpoint,
-        pytest.raises(CheckFailed, match="h2-data-on-stream-0 gets its GOAWAY now"),
+        pytest.raises(CheckFailed) as failed,
     ):
         check_h2_malformed_frames(endpoint, hypercorn_registered)
+    line = str(failed.value)
+    assert "\n" not in line and line.startswith("sent a DATA frame on stream 0")
+    assert "; came GOAWAY PROTOCOL_ERROR, as the rule asks; drop its declared deviation: " in line
+    assert f"remove h2-data-on-stream-0 from deviations in [servers.{hypercorn_registered}]" in line
+
+
+def test_a_malformed_frame_answered_otherwise_is_a_deviation_it_may_declare(
+    monkeypatch: pytest.MonkeyPatch, hypercorn_registered: str
+) -> None:
+    """A robustness rule of HTTP/2 bent is a deviation (issue 24), not a failure: a
+    warning, declared once the server names the frame's key."""
+    # a well-formed PING under a malformed frame's key: answered with its ACK, no GOAWAY
+    monkeypatch.setattr(
+        "harness.verify.h2.MALFORMED_FRAMES",
+        {"h2-ping-7-bytes": h2_frame(FRAME_PING, bytes(8))},
+    )
+    with running_hypercorn(contract.PROTOCOL_H2C) as endpoint:
+        said = check_h2_malformed_frames(endpoint, hypercorn_registered)
+        assert isinstance(said, Outcome), said
+        [deviation] = said.deviations
+        assert deviation.warning and deviation.key == "h2-ping-7-bytes"
+        assert deviation.came.startswith("no GOAWAY, the connection left open")
+        assert said.detail.endswith("; deviating: h2-ping-7-bytes")
+        declared = {"h2-ping-7-bytes": "claimed for the test"}
+        monkeypatch.setitem(
+            FRAMEWORKS,
+            hypercorn_registered,
+            dataclasses.replace(FRAMEWORKS[hypercorn_registered], deviations=declared),
+        )
+        said = check_h2_malformed_frames(endpoint, hypercorn_registered)
+    assert isinstance(said, Outcome) and not said.deviations[0].warning
+    assert said.detail.endswith("; declared deviations: h2-ping-7-bytes")
 
 
 def test_the_tls_checks_fail_on_a_cleartext_server(certificates: Certificates) -> None:
@@ -195,7 +229,10 @@ def test_the_tls_checks_fail_on_a_cleartext_server(certificates: Certificates) -
         )
         checks = by_name(run_checks(pretending, tls_checks(HEAD_TIMEOUT_S)))
     assert not checks["tls-handshake"].ok and "SSL" in checks["tls-handshake"].detail
-    assert not checks["tls-plaintext"].ok, checks["tls-plaintext"].detail  # answered 200
+    # plaintext served on the "TLS" port is a deviation, but no TLS served after it (nor
+    # after the TLS 1.2 handshake) is a failure: a server that does not serve its case
+    assert not checks["tls-plaintext"].ok, checks["tls-plaintext"].detail
+    assert "SSLError" in checks["tls-plaintext"].detail
     assert not checks["tls-1.2-refused"].ok, checks["tls-1.2-refused"].detail
 
 
@@ -207,8 +244,10 @@ def test_the_tls_checks_fail_on_tls_12_and_an_alpn_of_another_protocol(
         checks = by_name(run_checks(endpoint, tls_checks(HEAD_TIMEOUT_S)))
     assert not checks["tls-handshake"].ok
     assert "ALPN selected 'h2'" in checks["tls-handshake"].detail
-    assert not checks["tls-1.2-refused"].ok
-    assert "TLS 1.2-only client was accepted" in checks["tls-1.2-refused"].detail
+    # TLS 1.2 accepted: a lenient protocol rule, a deviation (a warning), not a failure
+    lenient = checks["tls-1.2-refused"]
+    assert lenient.ok and [d.key for d in lenient.warnings] == ["tls-1.2-refused"]
+    assert lenient.warnings[0].came.startswith("a TLS 1.2-only client was accepted")
 
 
 def test_a_half_sent_handshake_held_past_the_deadline_is_a_deviation_strict_fails(
