@@ -114,6 +114,15 @@ KNOWN_PROTOCOL_FAILURES: dict[tuple[str, str, str], tuple[str, bool]] = {
         )
         for name in ("gevent", "tornado")
     },
+    **{
+        ("node-http", protocol, "h2-malformed-frames"): (
+            "intermittent: after a PUSH_PROMISE or a WINDOW_UPDATE of 0, node closes the "
+            "connection without a GOAWAY the client can read (3 runs in 12 alone, on the "
+            "code before and after verify's severities)",
+            False,
+        )
+        for protocol in (contract.PROTOCOL_H2, contract.PROTOCOL_H2C)
+    },
 }
 
 
