@@ -14,6 +14,7 @@ server negotiates once per case, before any step). wrk does not report what it s
 from __future__ import annotations
 
 import json
+import math
 import signal
 from pathlib import Path
 from typing import Self
@@ -168,7 +169,9 @@ class WrkDriver:
                 "wrk",
                 f"-t{threads}",
                 f"-c{connections}",
-                f"-d{step.duration_s:g}s",
+                # whole seconds: wrk takes no fraction (`-d5.8s` is a usage error); its
+                # report's duration is the one measured
+                f"-d{math.ceil(round(step.duration_s or 0.0, 6))}s",
                 f"--timeout={target.timeout_s:g}s",
                 "-s",
                 str(script),

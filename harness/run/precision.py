@@ -114,15 +114,16 @@ def round_length_s(
 ) -> float:
     """The round length for the rounds after the first (module docstring): from the first
     rounds' spread between them and their per-second spread within, the length that
-    reaches a precision soonest given `overhead_s` per round, within [base_s, cap × base_s];
-    `base_s` when there is too little to go on."""
+    reaches a precision soonest given `overhead_s` per round, within [base_s, cap × base_s],
+    in whole seconds (wrk takes no fraction: `-d5.8s` is a usage error); `base_s` when
+    there is too little to go on."""
     peaks = [s.achieved for s in steps]
     spread = per_second_spread(steps)
     if len(peaks) < 2 or spread is None:
         return base_s
     period_s = periodic_dip_s(steps)
     if period_s is not None:  # periodic work slower than a round: cover one period
-        return round(min(cap * base_s, max(base_s, period_s)), 1)
+        return whole_seconds(min(cap * base_s, max(base_s, period_s)))
     within_var, seconds = spread
     between_var = statistics.variance(peaks)
     # the part of a round mean's variance the per-second wander explains, c/d; c per second
@@ -132,9 +133,14 @@ def round_length_s(
     explained = c / seconds
     settle = max(between_var - explained, 0.0)  # start-to-start: no length changes it
     if settle <= 0:
-        return round(cap * base_s, 1)
+        return whole_seconds(cap * base_s)
     best = math.sqrt(c * max(overhead_s, 0.0) / settle)
-    return round(min(cap * base_s, max(base_s, best)), 1)
+    return whole_seconds(min(cap * base_s, max(base_s, best)))
+
+
+def whole_seconds(seconds: float) -> float:
+    """`seconds` rounded up to a whole second (5.8 → 6.0; 6.0 stays)."""
+    return float(math.ceil(round(seconds, 6)))
 
 
 DIP_FRACTION = 0.85  # a second below 85 % of its round's median: a dip (GC, a timer)

@@ -110,7 +110,10 @@ def test_h2load_speaks_the_cases_protocol(
     result = one_step(H2loadDriver(threads=1), to, tmp_path, 4)
     assert result.negotiated == protocol
     assert result.replies > 0 and result.errors_total == 0
-    assert hdr.decode(result.histograms["latency"]).get_total_count() == result.replies
+    # the log holds each reply; one ending as the duration ends may be counted and not
+    # logged (seen once: 18,334 logged of 18,335), at most one per connection
+    logged = hdr.decode(result.histograms["latency"]).get_total_count()
+    assert result.replies - 4 <= logged <= result.replies
     assert result.latency_ms["p99"] is not None
 
 

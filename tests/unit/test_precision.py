@@ -101,6 +101,8 @@ def test_rounds_lengthen_when_the_wander_within_them_explains_the_spread() -> No
     assert round_length_s(periodic, base_s=3.0, overhead_s=3.0) == 9.0
     # no per-second replies (a server without telemetry): the profile's length
     assert round_length_s([step(1000.0), step(1100.0)], base_s=2.0, overhead_s=3.0) == 2.0
+    # whole seconds, for wrk (`-d5.8s` is its usage error): a 5.8 s period takes 6 s rounds
+    assert round_length_s(periodic, base_s=1.45, overhead_s=3.0) == 6.0
 
 
 def test_a_stall_is_a_second_far_below_the_rounds_median() -> None:
