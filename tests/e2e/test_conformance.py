@@ -126,9 +126,22 @@ KNOWN_PROTOCOL_FAILURES: dict[tuple[str, str, str], tuple[str, bool]] = {
 }
 
 
+# Over h1-tls a server parses and routes as in cleartext (judged above): by default only
+# the TLS checks, `text` and the WebSocket handshake run there; -m slow runs every route.
+# Over h2 and h2c every check runs (the routes take another code path there).
+H1_TLS_DEFAULT_ROUTE_CHECKS = {"text", "ws-handshake", "malformed"}
+
+
 def _protocol_param(name: str, protocol: str, check: str) -> object:
     known = KNOWN_PROTOCOL_FAILURES.get((name, protocol, check))
     marks = [pytest.mark.xfail(reason=known[0], strict=known[1])] if known else []
+    route_check = not check.startswith(("tls-", "h2-"))
+    if (
+        protocol == contract.PROTOCOL_H1_TLS
+        and route_check
+        and check not in H1_TLS_DEFAULT_ROUTE_CHECKS
+    ):
+        marks.append(pytest.mark.slow)
     return pytest.param(name, protocol, check, marks=marks, id=f"{name}-{protocol}-{check}")
 
 

@@ -202,9 +202,19 @@ VERIFIED = [
     for protocol in contract.PROTOCOLS
     if protocol != contract.PROTOCOL_H1
 ]
+# By default each contender's most telling protocol (h2: TLS and HTTP/2 checks in one;
+# h1-tls for one that has no h2) and a refusal; -m slow runs every protocol (~25 s each).
+DEFAULT_VERIFIED = {("uvicorn-starlette", contract.PROTOCOL_H1_TLS)} | {
+    (name, contract.PROTOCOL_H2) for name in CONTENDERS
+}
 
 
-@pytest.mark.parametrize(("name", "protocol"), VERIFIED, ids=[f"{n}-{p}" for n, p in VERIFIED])
+def _verified_param(name: str, protocol: str) -> object:
+    marks = [] if (name, protocol) in DEFAULT_VERIFIED else [pytest.mark.slow]
+    return pytest.param(name, protocol, marks=marks, id=f"{name}-{protocol}")
+
+
+@pytest.mark.parametrize(("name", "protocol"), [_verified_param(*row) for row in VERIFIED])
 def test_verify_over_each_protocol(name: str, protocol: str, certificates) -> None:
     from harness.verify import verify_framework
 

@@ -211,6 +211,7 @@ def test_h1_tls_routes(h1_tls_server, certificates) -> None:
     assert any(record["body"] == '{"over": "tls"}' for record in records)
 
 
+@pytest.mark.slow  # the conformance matrix's `malformed` over h1-tls runs them by default
 @pytest.mark.parametrize(
     ("name", "request_bytes", "accepted"),
     MALFORMED_REQUESTS,
