@@ -27,6 +27,17 @@ The Mann–Whitney test on n and m rounds cannot give p below 2 / C(n + m, n): 0
 rounds a side, 0.029 with 4, 0.008 with 5. With 3 rounds a side or fewer no change can
 be called significant, and the diff says so.
 
+**The machine's drift.** This machine's speed moves between runs (2× between days, some
+per cent within an hour), and every case moves with it. The baselines (nginx, Node,
+EventMachine: not the frameworks under study) measure that: when both runs have at least
+MIN_DRIFT_BASELINES of them with a peak, the median of their peaks' ratios B / A is the
+machine's drift, always reported. With `harness diff --machine-drift` each other case's
+B rounds are divided by it before the ratio, the interval and the test; the baselines
+are judged raw and p99 is never adjusted. Not the default: the servers do not all feel a
+drift alike (two quick runs here, the baselines 1.14–1.23× faster, the median 1.19×:
+gevent 1.30×, aiohttp 1.30×, tornado 1.01×), and the interval does not carry the drift's
+own uncertainty, so an adjusted verdict is surer than it should be.
+
 `factor` (default 1.10) is the change that matters: a significant change beyond it
 either way (B/A < 1/factor or > factor) is marked, and one slower beyond it makes the
 exit status 1 (`RunDiff.exit_status`). The p99 latency at the peak (lower is better) is
@@ -37,7 +48,9 @@ Pure functions of results (no I/O), unit-tested on synthetic runs.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -61,6 +74,7 @@ IDENTITY_KEYS = (
 )
 
 CaseIdentity = tuple[str, str, str, str, str, str, str]
+MIN_DRIFT_BASELINES = 2  # one baseline's own noise (±10 % here) would move every verdict
 
 
 def case_labels(identities: Sequence[CaseIdentity]) -> dict[CaseIdentity, str]:
@@ -197,15 +211,67 @@ def _not_comparable(case: Case) -> str | None:
     return None if case.summary.peak else "no peak"
 
 
-def diff_case(old: Case, new: Case, label: str, factor: float) -> CaseDiff:
-    """`old` against `new` (the same case in runs A and B), by the module's rule."""
+@dataclass(frozen=True)
+class MachineDrift:
+    """How much the machine moved between runs A and B, read from the baselines."""
+
+    factor: float  # the median of the baselines' peak ratios B / A
+    baselines: tuple[tuple[str, float], ...]  # (label, its ratio B / A)
+    applied: bool  # the other cases' B rounds divided by it (False: --no-machine-drift)
+
+    def text(self) -> str:
+        """`the machine moved 1.19× (the baselines' median: nginx 1.14×, …)`."""
+        each = ", ".join(f"{label} {ratio:.2f}×" for label, ratio in self.baselines)
+        how = (
+            "the frameworks are judged against it"
+            if self.applied
+            else "the frameworks' ratios are raw (--machine-drift judges them against it)"
+        )
+        return f"the machine moved {self.factor:.3f}× (the baselines' median: {each}): {how}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "factor": round(self.factor, 4),
+            "baselines": {label: round(ratio, 4) for label, ratio in self.baselines},
+            "applied": self.applied,
+        }
+
+
+def is_baseline(case: Case) -> bool:
+    return case.summary.role == "baseline"
+
+
+def machine_drift(
+    pairs: Sequence[tuple[Case, Case, str]], apply: bool = False
+) -> MachineDrift | None:
+    """The drift from the baselines among `pairs` (case in A, case in B, label), by the
+    module's rule; None with fewer than MIN_DRIFT_BASELINES comparable ones."""
+    ratios = [
+        (label, new.summary.peak / old.summary.peak)
+        for old, new, label in pairs
+        if is_baseline(old)
+        and is_baseline(new)
+        and _not_comparable(old) is None
+        and _not_comparable(new) is None
+    ]
+    if len(ratios) < MIN_DRIFT_BASELINES:
+        return None
+    return MachineDrift(statistics.median(r for _, r in ratios), tuple(ratios), apply)
+
+
+def diff_case(old: Case, new: Case, label: str, factor: float, drift: float = 1.0) -> CaseDiff:
+    """`old` against `new` (the same case in runs A and B), by the module's rule; `drift`
+    (the machine's, MachineDrift) divides B's round peaks first."""
     identity = old.identity
     sides = (("A", old), ("B", new))
     why = [f"{side}: {reason}" for side, case in sides if (reason := _not_comparable(case))]
     if why:
         empty = Change(old.summary.peak, new.summary.peak, None, None, None, (0, 0))
         return CaseDiff(identity, label, empty, empty, "not comparable", False, "; ".join(why))
-    peak = measure_change(old.summary.peak, new.summary.peak, _round_peaks(old), _round_peaks(new))
+    new_rounds = [value / drift for value in _round_peaks(new)]
+    peak = measure_change(old.summary.peak, new.summary.peak, _round_peaks(old), new_rounds)
+    if drift != 1.0 and not peak.measured and peak.ratio is not None:
+        peak = dataclasses.replace(peak, ratio=peak.ratio / drift)
     p99 = measure_change(
         old.summary.p99_at_peak_ms, new.summary.p99_at_peak_ms, _round_p99s(old), _round_p99s(new)
     )
@@ -235,6 +301,9 @@ def diff_case(old: Case, new: Case, label: str, factor: float) -> CaseDiff:
             f"A, {new.summary.peak_offered:g} in B): the rounds measured two operating points"
         )
         note = f"{note}; {moved}" if note else moved
+    if drift != 1.0:
+        adjusted = f"B's rounds divided by the machine's drift ({drift:.3f}×)"
+        note = f"{note}; {adjusted}" if note else adjusted
     ratio = peak.ratio or 1.0
     beyond = peak.significant and (ratio < 1 / factor or ratio > factor)
     widths = (old.summary.half_width_pct, new.summary.half_width_pct)
@@ -252,6 +321,7 @@ class RunDiff:
     cases: tuple[CaseDiff, ...]
     only_in_old: tuple[str, ...]
     only_in_new: tuple[str, ...]
+    drift: MachineDrift | None = None  # None: fewer than MIN_DRIFT_BASELINES baselines
 
     @property
     def worse(self) -> list[CaseDiff]:
@@ -273,25 +343,36 @@ class RunDiff:
             "cases": [c.to_dict() for c in self.cases],
             "only_in_a": list(self.only_in_old),
             "only_in_b": list(self.only_in_new),
+            "machine_drift": self.drift.to_dict() if self.drift else None,
             "worse_beyond_factor": [c.label for c in self.worse],
             "exit_status": self.exit_status,
         }
 
 
-def diff_runs(old: Run, new: Run, factor: float = DEFAULT_FACTOR) -> RunDiff:
-    """Every case of both runs compared, in run A's order; the cases in only one are named."""
+def diff_runs(
+    old: Run, new: Run, factor: float = DEFAULT_FACTOR, machine_drift_applied: bool = False
+) -> RunDiff:
+    """Every case of both runs compared, in run A's order; the cases in only one are named.
+    The machine's drift (from the baselines) is reported, and with `machine_drift_applied`
+    divides the other cases' B rounds."""
     if not factor >= 1.0:
         raise ValueError(f"factor must be at least 1.0, not {factor}")
     old_cases = {c.identity: c for c in old.cases}
     new_cases = {c.identity: c for c in new.cases}
     labels = case_labels([*old_cases, *(i for i in new_cases if i not in old_cases)])
     both = [i for i in old_cases if i in new_cases]
+    pairs = [(old_cases[i], new_cases[i], labels[i]) for i in both]
+    drift = machine_drift(pairs, machine_drift_applied)
+    by = drift.factor if drift is not None and drift.applied else 1.0
     return RunDiff(
         old.run_id,
         new.run_id,
         factor,
         tuple(host_differences(old, new)),
-        tuple(diff_case(old_cases[i], new_cases[i], labels[i], factor) for i in both),
+        tuple(
+            diff_case(a, b, label, factor, 1.0 if is_baseline(a) else by) for a, b, label in pairs
+        ),
         tuple(labels[i] for i in old_cases if i not in new_cases),
         tuple(labels[i] for i in new_cases if i not in old_cases),
+        drift,
     )

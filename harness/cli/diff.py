@@ -41,6 +41,7 @@ def diff(
     factor: float,
     allow_other_host: bool,
     as_json: bool,
+    machine_drift: bool = False,
     junit: Path | None = None,
     markdown: Path | None = None,
 ) -> int:
@@ -59,7 +60,7 @@ def diff(
             f"runs {old.run_id} and {new.run_id} were measured on different hosts "
             f"({'; '.join(differences)}): use --allow-other-host to diff them anyway"
         )
-    result = diff_runs(old, new, factor)
+    result = diff_runs(old, new, factor, machine_drift_applied=machine_drift)
     if junit is not None or markdown is not None:
         from harness.outputs import write_output
         from harness.outputs.junit import diff_junit
@@ -101,6 +102,12 @@ def diff(
         "p99 (lower is better) for information"
     )
     console.print(table)
+    if result.drift is not None:
+        console.print(escape(result.drift.text()))
+    else:
+        console.print(
+            "fewer than two baselines in both runs: raw peaks, the machine's drift unknown"
+        )
     for side, names in (("A", result.only_in_old), ("B", result.only_in_new)):
         if names:
             console.print(f"only in {side}: {escape(', '.join(names))}")
@@ -122,6 +129,12 @@ def diff_command(
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
     junit: Path = JUNIT_OPTION,
     markdown: Path = MARKDOWN_OPTION,
+    machine_drift: bool = typer.Option(
+        False,
+        "--machine-drift/--no-machine-drift",
+        help="Judge the frameworks against the machine's drift (the baselines' median B/A; "
+        "always reported).",
+    ),
 ) -> None:
     """Each case's peak in run B against run A: the ratio with its 95 % interval and a
     verdict (faster, slower, no significant change); exit 1 when a case is significantly
@@ -135,5 +148,6 @@ def diff_command(
             as_json=as_json,
             junit=junit,
             markdown=markdown,
+            machine_drift=machine_drift,
         )
     )

@@ -336,3 +336,46 @@ def test_the_trend_figure_has_a_panel_per_case_and_rings_the_step() -> None:
     assert "step:aiohttp:20261201-120000.000-quick" in gids
     assert not any(str(gid).startswith("step:nginx") for gid in gids)
     assert short_run_label(run_ids[0]) == "12-01 10:00" and short_run_label("mine") == "mine"
+
+
+def _role(case: Case, role: str) -> Case:
+    return dataclasses.replace(case, summary=dataclasses.replace(case.summary, role=role))
+
+
+def test_the_machines_drift_from_the_baselines_is_taken_out_of_the_frameworks() -> None:
+    """Two runs of one commit on a machine that got 19 % faster between them (every case
+    moved alike): raw (the default), aiohttp reads significantly faster; judged against the
+    baselines' median drift (--machine-drift) it is no change, and a framework that moved
+    1.19× beyond the drift still is."""
+    rounds = [10000.0, 10100.0, 9900.0, 10050.0, 9950.0]
+    moved = [v * 1.19 for v in rounds]
+
+    def run(run_id: str, aiohttp: list[float], gevent: list[float], drift: float) -> Run:
+        baselines = [
+            _role(synthetic_case(name, [v * drift * k for v in rounds]), "baseline")
+            for name, k in (("nginx", 5.0), ("node-http", 2.0), ("eventmachine", 1.5))
+        ]
+        frameworks = [
+            _role(synthetic_case("aiohttp", aiohttp), "framework"),
+            _role(synthetic_case("gevent", gevent), "framework"),
+        ]
+        return synthetic_run(run_id, [*frameworks, *baselines])
+
+    old = run("a", rounds, rounds, 1.0)
+    new = run("b", moved, [v * 1.19 for v in moved], 1.19)
+    plain = diff_runs(old, new)  # the default: raw, the drift reported
+    assert {c.label: c.verdict for c in plain.cases}["aiohttp"] == "faster"
+    assert plain.drift is not None and not plain.drift.applied
+    assert "--machine-drift judges them" in plain.drift.text()
+    result = diff_runs(old, new, machine_drift_applied=True)
+    assert result.drift is not None and result.drift.factor == pytest.approx(1.19)
+    verdicts = {c.label: c for c in result.cases}
+    assert verdicts["aiohttp"].verdict == "no significant change"
+    assert verdicts["aiohttp"].note is not None and "drift (1.190×)" in verdicts["aiohttp"].note
+    assert verdicts["gevent"].verdict == "faster"  # 1.19× beyond the machine's 1.19×
+    assert verdicts["gevent"].peak.ratio == pytest.approx(1.19, rel=0.01)
+    assert verdicts["nginx"].verdict == "faster"  # the baselines are judged raw
+    assert result.to_dict()["machine_drift"]["baselines"]["nginx"] == pytest.approx(1.19)
+    # one baseline is not enough to call the machine's drift
+    lone = synthetic_run("c", [old.cases[0], old.cases[2]])
+    assert diff_runs(lone, synthetic_run("d", [new.cases[0], new.cases[2]])).drift is None
