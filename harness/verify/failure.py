@@ -62,6 +62,17 @@ def expect(
         raise CheckFailed(sent=sent, expected=expected, came=came, remedy=remedy)
 
 
+def expect_status(status: int | None, *, sent: str, wanted: int = 200, came_more: str = "") -> None:
+    """Fail the running check unless the reply's status is `wanted` (`came_more` follows
+    the status in what came, e.g. a stream's reset code)."""
+    expect(
+        status == wanted,
+        sent=sent,
+        expected=f"status {wanted}",
+        came=f"status {status}{came_more}",
+    )
+
+
 def fail(*, sent: str, expected: str, came: str, remedy: str = FAILURE_REMEDY) -> NoReturn:
     """Fail the running check: `expect` of a condition already known not to hold."""
     raise CheckFailed(sent=sent, expected=expected, came=came, remedy=remedy)

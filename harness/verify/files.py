@@ -7,7 +7,7 @@ from pathlib import Path
 
 from harness.fileset import FileSet
 from harness.verify.endpoint import EndpointOrUrl, endpoint_of, http_client
-from harness.verify.failure import excerpt, expect
+from harness.verify.failure import excerpt, expect, expect_status
 from harness.verify.wire import ESCAPE_BAIT, expect_still_serving, get_status
 
 VERIFY_FILE_COUNT = 20
@@ -58,12 +58,7 @@ def check_file_route(server: EndpointOrUrl, fileset: FileSet, prefix: str) -> st
         for name in names:
             reply = client.get(prefix + name)
             sent = f"GET {prefix}{name}"
-            expect(
-                reply.status_code == 200,
-                sent=sent,
-                expected="status 200",
-                came=f"status {reply.status_code}",
-            )
+            expect_status(reply.status_code, sent=sent)
             data = (fileset.directory / name).read_bytes()
             expect(
                 reply.content == data,

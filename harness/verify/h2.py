@@ -9,7 +9,7 @@ from h2.errors import ErrorCodes
 from h2.settings import SettingCodes
 
 from harness.verify.endpoint import CheckFunction, EndpointOrUrl, endpoint_of
-from harness.verify.failure import excerpt, expect
+from harness.verify.failure import excerpt, expect, expect_status
 from harness.verify.h2wire import (
     FRAME_DATA,
     FRAME_PING,
@@ -76,12 +76,7 @@ def _expect_contract_body(session: H2Session, stream_id: int, what: str) -> None
     response = session.response(stream_id)
     sent = f"{response.request} on stream {stream_id} ({what})"
     reset = f", reset {error_name(response.reset_code)}" if response.reset_code is not None else ""
-    expect(
-        response.status == 200,
-        sent=sent,
-        expected="status 200",
-        came=f"status {response.status}{reset}",
-    )
+    expect_status(response.status, sent=sent, came_more=reset)
     expect(
         response.body == contract.TEXT_BODY,
         sent=sent,

@@ -10,7 +10,7 @@ import statistics
 import time
 
 from harness.verify.endpoint import EndpointOrUrl, http_client
-from harness.verify.failure import UNVERIFIED, excerpt, expect
+from harness.verify.failure import UNVERIFIED, excerpt, expect, expect_status
 from harness.verify.wire import expect_still_serving, get_status
 from servers import FRAMEWORKS, contract
 
@@ -28,12 +28,7 @@ def check_text_route(server: EndpointOrUrl) -> str:
         for _ in range(3):
             response = client.get(contract.ROUTE_TEXT)
             sent = "GET / (three times on one kept-alive connection)"
-            expect(
-                response.status_code == 200,
-                sent=sent,
-                expected="status 200",
-                came=f"status {response.status_code}",
-            )
+            expect_status(response.status_code, sent=sent)
             expect(
                 response.content == contract.TEXT_BODY,
                 sent=sent,
@@ -77,12 +72,7 @@ def check_counter_route(server: EndpointOrUrl) -> str:
         first = client.get(contract.ROUTE_COUNTER)
         second = client.get(contract.ROUTE_COUNTER)
     sent = "GET /counter twice on one kept-alive connection"
-    expect(
-        first.status_code == 200,
-        sent=sent,
-        expected="status 200",
-        came=f"status {first.status_code}",
-    )
+    expect_status(first.status_code, sent=sent)
     content_type = first.headers.get("content-type", "")
     expect(
         content_type.startswith(contract.JSON_CONTENT_TYPE),

@@ -6,7 +6,7 @@ import time
 
 from harness.sink_store import SinkStore
 from harness.verify.endpoint import EndpointOrUrl, http_client
-from harness.verify.failure import expect
+from harness.verify.failure import expect, expect_status
 from servers import contract
 
 SINK_RECORD_WAIT_S = 2.0  # the file sink flushes within this; mongo acknowledges at once
@@ -19,12 +19,7 @@ def check_sink_record(server: EndpointOrUrl, store: SinkStore) -> str:
     with http_client(server) as client:
         response = client.post(contract.ROUTE_LOG, content=marker.encode())
     sent = f"POST {contract.ROUTE_LOG} with the body {marker!r}"
-    expect(
-        response.status_code == 200,
-        sent=sent,
-        expected="status 200",
-        came=f"status {response.status_code}",
-    )
+    expect_status(response.status_code, sent=sent)
     deadline = time.monotonic() + SINK_RECORD_WAIT_S
     while (store.count() or 0) <= before and time.monotonic() < deadline:
         time.sleep(0.05)
