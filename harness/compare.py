@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -23,6 +23,9 @@ from model.errors import UserError
 from model.results import Case, Run, Step, has_protocol_axis
 from model.scenarios import get_scenario
 from servers.contract import PROTOCOL_H1, SINKS, TLS_PROTOCOLS
+
+if TYPE_CHECKING:
+    from harness.fleet.client import FleetAccess
 
 DEFAULT_RESULTS_DIR = Path("results")
 
@@ -113,6 +116,7 @@ def build_plan(
     server_address: str | None = None,
     tls_cert: Path | None = None,
     tls_key: Path | None = None,
+    fleet_access: FleetAccess | None = None,
 ) -> Plan:
     """Check every user choice up front (one-line errors), then fix the plan. Servers given
     as commands (`servers`: NAME=COMMAND, a servers file, the profile's [servers] table)
@@ -142,7 +146,7 @@ def build_plan(
         )
     check_protocols(profile.protocols, profile.driver, fleet, tls_cert, tls_key, profile.ramp.kind)
     if fleet is not None:
-        check_fleet_plan(fleet, profile.driver, server_address)
+        check_fleet_plan(fleet, profile.driver, server_address, fleet_access)
     elif server_address is not None:
         raise UserError("--server-address is for --fleet runs (servers stay on loopback)")
     default_server, default_agent = default_cpus()
@@ -172,6 +176,7 @@ def build_plan(
         mongo_backend=backend,
         db_cpus=db_cpus,
         fleet=fleet,
+        fleet_access=fleet_access,
         server_address=server_address,
         tls_cert=tls_cert,
         tls_key=tls_key,
@@ -235,12 +240,24 @@ def mongo_backend_note(plan: Plan, asked: str | None) -> str | None:
 FLEET_DRIVERS = ("wrk", "httperf", "ab", "siege", "oha", "agent")
 
 
-def check_fleet_plan(fleet: str, driver: str, server_address: str | None) -> None:
-    """A --fleet run's choices, checked before anything starts."""
-    from harness.fleet.client import parse_fleet
+def check_fleet_plan(
+    fleet: str, driver: str, server_address: str | None, access: FleetAccess | None = None
+) -> None:
+    """A --fleet run's choices, checked before anything starts (a tls:// fleet's
+    certificate files too)."""
+    from harness.fleet.client import FleetAccess, parse_fleet
+    from harness.fleet.security import user_identity
     from harness.server_process import UNSPECIFIED_HOSTS
 
-    parse_fleet(fleet)
+    access = access or FleetAccess()
+    spec = parse_fleet(fleet, access)
+    if spec.scheduler is not None and not spec.insecure:
+        user_identity(access.ca, access.cert, access.key)
+    elif spec.local_hosts is not None and (access.ca or access.cert or access.key):
+        raise UserError(
+            "--fleet-ca/--fleet-cert/--fleet-key are for --fleet tls://: a "
+            "local fleet has its own certificates"
+        )
     if driver not in FLEET_DRIVERS:
         raise UserError(
             f"driver {driver} does not run on a fleet yet: use --driver "

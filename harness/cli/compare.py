@@ -17,8 +17,12 @@ from harness.cli.options import (
     DRIVER_OPTION,
     DURABLE_OPTION,
     DURATION_OPTION,
+    FLEET_CA_OPTION,
+    FLEET_CERT_OPTION,
+    FLEET_KEY_OPTION,
     FLEET_OPTION,
     FRAMEWORKS_OPTION,
+    INSECURE_FLEET_OPTION,
     JUNIT_OPTION,
     LOAD_CPUS_OPTION,
     LOOP_OPTION,
@@ -88,6 +92,10 @@ def run_comparison(
     servers_file: Path | None = None,
     fleet: str | None = None,
     server_address: str | None = None,
+    fleet_ca: Path | None = None,
+    fleet_cert: Path | None = None,
+    fleet_key: Path | None = None,
+    insecure_fleet: bool = False,
     protocol: str | None = None,
     tls_cert: Path | None = None,
     tls_key: Path | None = None,
@@ -114,6 +122,7 @@ def run_comparison(
         threshold_table,
         topology_table,
     )
+    from harness.fleet.client import FleetAccess
     from harness.lifecycle import interrupt_exit_status, interrupt_reason
     from harness.profile import parse_settings
     from model.results import read_run
@@ -164,6 +173,12 @@ def run_comparison(
         server_address=server_address,
         tls_cert=tls_cert,
         tls_key=tls_key,
+        fleet_access=FleetAccess(
+            str(fleet_ca) if fleet_ca else None,
+            str(fleet_cert) if fleet_cert else None,
+            str(fleet_key) if fleet_key else None,
+            insecure_fleet,
+        ),
     )
     console.print(
         f"profile {plan.profile.name}: {plan.profile.description}\n"
@@ -275,6 +290,10 @@ def compare_command(
     servers_file: Path = SERVERS_FILE_OPTION,
     fleet: str = FLEET_OPTION,
     server_address: str = SERVER_ADDRESS_OPTION,
+    fleet_ca: Path = FLEET_CA_OPTION,
+    fleet_cert: Path = FLEET_CERT_OPTION,
+    fleet_key: Path = FLEET_KEY_OPTION,
+    insecure_fleet: bool = INSECURE_FLEET_OPTION,
     tls_cert: Path = TLS_CERT_OPTION,
     tls_key: Path = TLS_KEY_OPTION,
     junit: Path = JUNIT_OPTION,

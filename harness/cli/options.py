@@ -139,8 +139,23 @@ MODE_OPTION = typer.Option(
 FLEET_OPTION = typer.Option(
     None,
     "--fleet",
-    help="Drive the load from a Dask fleet's hosts: tcp://SCHEDULER:PORT or local:N "
-    "(namespace hosts; root). wrk and agent only.",
+    help="Drive the load from a Dask fleet's hosts: tls://SCHEDULER:PORT (with --fleet-ca, "
+    "--fleet-cert, --fleet-key) or local:N (namespace hosts; root).",
+)
+FLEET_CA_OPTION = typer.Option(
+    None, "--fleet-ca", help="With --fleet tls://: the fleet CA's certificate (PEM)."
+)
+FLEET_CERT_OPTION = typer.Option(
+    None,
+    "--fleet-cert",
+    help="With --fleet tls://: the harness's certificate from that CA (harness fleet cert).",
+)
+FLEET_KEY_OPTION = typer.Option(None, "--fleet-key", help="With --fleet tls://: its key (PEM).")
+INSECURE_FLEET_OPTION = typer.Option(
+    False,
+    "--insecure-fleet",
+    help="Accept --fleet tcp:// (no encryption, no authentication: anyone who reaches the "
+    "scheduler runs code on its hosts). Warned on every use, recorded in run.json.",
 )
 SERVER_ADDRESS_OPTION = typer.Option(
     None,

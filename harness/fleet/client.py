@@ -2,26 +2,32 @@
 them, and say where the server must listen for them to reach it.
 
 A load host is a Dask worker started with the resource `load=1` (its name is the host's
-name in results). `--fleet` takes `tcp://SCHEDULER:PORT` (hosts started by hand on real
-machines: README) or `local:N` (namespace hosts on this machine, harness.fleet.local: the
-fleet `harness fleet up` made, or one made for the run and removed after it).
+name in results). `--fleet` takes `tls://SCHEDULER:PORT` (hosts started by hand on real
+machines, with certificates from the fleet's CA: README) or `local:N` (namespace hosts on
+this machine, harness.fleet.local: the fleet `harness fleet up` made, or one made for the
+run and removed after it). Every fleet speaks mutual TLS (harness.fleet.security); a plain
+`tcp://` scheduler — anyone who reaches it runs code on its hosts — is refused unless
+`--insecure-fleet`, which warns on every use and is recorded in run.json.
 
 On connecting, the scheduler is told `allowed_failures = 0`: a task whose worker dies is
 failed at once (KilledWorker), never handed to another worker — a load phase must never
-silently run twice.
+silently run twice. Its own value is given back when the run ends.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import socket
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
 from harness.fleet.facts import harness_version, load_host_facts
+from harness.fleet.security import FleetIdentity, check_member_name, user_identity
 from model.errors import UserError
 
 CONNECT_TIMEOUT_S = 15.0
@@ -30,17 +36,37 @@ LOAD_RESOURCE = "load"
 _LOCAL = re.compile(r"local:(\d+)")
 
 
+INSECURE_WARNING = (
+    "warning: --insecure-fleet: the fleet's scheduler speaks plain tcp:// with no "
+    "authentication — anyone who reaches it can run code on its load hosts"
+)
+
+
+@dataclass(frozen=True)
+class FleetAccess:
+    """How the harness proves itself to a scheduler given by address: its certificate
+    (`--fleet-ca/--fleet-cert/--fleet-key`), or none with `--insecure-fleet`."""
+
+    ca: str | None = None
+    cert: str | None = None
+    key: str | None = None
+    insecure: bool = False
+
+
 @dataclass(frozen=True)
 class FleetSpec:
     """A parsed `--fleet`: a scheduler's address, or N local namespace hosts."""
 
     text: str
-    scheduler: str | None = None  # tcp://host:port
+    scheduler: str | None = None  # tls://host:port (tcp:// only when insecure)
     local_hosts: int | None = None
+    insecure: bool = False
 
 
-def parse_fleet(text: str) -> FleetSpec:
-    """`local:N` or `tcp://HOST:PORT`; UserError naming a bad one."""
+def parse_fleet(text: str, access: FleetAccess | None = None) -> FleetSpec:
+    """`local:N`, `tls://HOST:PORT` or (with `--insecure-fleet`) `tcp://HOST:PORT`;
+    UserError naming a bad one."""
+    access = access or FleetAccess()
     text = text.strip()
     match = _LOCAL.fullmatch(text)
     if match:
@@ -49,9 +75,21 @@ def parse_fleet(text: str) -> FleetSpec:
             raise UserError(f"--fleet {text}: a local fleet needs at least one host")
         return FleetSpec(text, local_hosts=hosts)
     parsed = urlparse(text)
-    if parsed.scheme == "tcp" and parsed.hostname and parsed.port:
-        return FleetSpec(text, scheduler=text)
-    raise UserError(f"--fleet {text!r} is not local:N or tcp://SCHEDULER:PORT")
+    if parsed.scheme in ("tls", "tcp") and parsed.hostname and parsed.port:
+        if parsed.scheme == "tcp" and not access.insecure:
+            raise UserError(
+                f"--fleet {text}: a tcp:// scheduler is unencrypted and unauthenticated "
+                "(anyone who reaches it runs code on its hosts): start it with TLS and give "
+                "--fleet tls://HOST:PORT with --fleet-ca/--fleet-cert/--fleet-key (README: "
+                "fleet), or accept the risk with --insecure-fleet"
+            )
+        return FleetSpec(text, scheduler=text, insecure=parsed.scheme == "tcp")
+    raise UserError(f"--fleet {text!r} is not local:N or tls://SCHEDULER:PORT")
+
+
+def warn_insecure() -> None:
+    """The --insecure-fleet warning, on stderr, on every use."""
+    print(INSECURE_WARNING, file=sys.stderr)
 
 
 @dataclass(frozen=True)
@@ -63,26 +101,39 @@ class LoadHost:
     facts: dict[str, Any]
 
     def refusal(self, ours: str) -> str | None:
-        """Why this host may not take part (its harness differs from ours); None if it may."""
+        """Why this host may not take part (its harness differs from ours, or its name
+        cannot be a folder of a run); None if it may."""
+        try:
+            check_member_name(self.name, "load host")
+        except UserError as error:
+            return str(error)
         theirs = self.facts.get("harness")
         if theirs != ours:
             return f"runs harness {theirs}, this harness is {ours}"
         return None
 
 
-def _no_retries(dask_scheduler: Any) -> int:
-    # runs on the scheduler: a task whose worker dies fails at once instead of moving on
-    dask_scheduler.allowed_failures = 0
-    return dask_scheduler.allowed_failures
+def _set_allowed_failures(dask_scheduler: Any, value: int) -> int:
+    # runs on the scheduler: 0 fails a task whose worker dies instead of moving it on;
+    # gives back the value it had, to be restored after the run
+    before = int(dask_scheduler.allowed_failures)
+    dask_scheduler.allowed_failures = value
+    return before
 
 
 class Fleet:
     """A connected fleet: the Dask client, its load hosts, and where the server listens."""
 
     def __init__(
-        self, spec: FleetSpec, client: Any, hosts: list[LoadHost], server_address: str
+        self,
+        spec: FleetSpec,
+        client: Any,
+        hosts: list[LoadHost],
+        server_address: str,
+        tls: bool = True,
     ) -> None:
         self.spec = spec
+        self.tls = tls
         self.client = client
         self.hosts = hosts
         self.server_address = server_address
@@ -101,6 +152,8 @@ class Fleet:
         return {
             "spec": self.spec.text,
             "scheduler": self.client.scheduler.address,
+            "tls": self.tls,
+            "insecure": self.spec.insecure,
             "server_address": self.server_address,
             "hosts": [{"name": h.name, "address": h.address, **h.facts} for h in self.hosts],
         }
@@ -110,14 +163,52 @@ class Fleet:
             self.client.close(timeout=5)
 
 
-def connect(address: str) -> Any:
-    """A Dask client of the scheduler at `address`; UserError when none answers."""
+def connect(address: str, identity: FleetIdentity | None) -> Any:
+    """A Dask client of the scheduler at `address`, over mutual TLS with `identity` (None:
+    plain tcp://, --insecure-fleet); UserError when none answers or its certificate is not
+    our fleet's (the TLS handshake fails both ways)."""
     from distributed import Client
 
+    security = identity.security() if identity is not None else None
     try:
-        return Client(address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
+        return Client(address, security=security, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
     except (OSError, TimeoutError) as error:
-        raise UserError(f"no Dask scheduler answers at {address}: {error}") from None
+        raise UserError(
+            f"no Dask scheduler of this fleet answers at {address} (none listens, or its "
+            f"certificate is not from the fleet's CA): {error}"
+        ) from None
+
+
+def local_state_for_run(hosts: int | None = None) -> Any:
+    """The local fleet a run may use (None: none is up); UserError for one left by a
+    killed run, one another live run made for itself, or one with too few hosts."""
+    from harness.fleet import local
+
+    state = local.read_state()
+    if state is None:
+        return None
+    local.check_not_left_over(state)
+    if state.owner_pid is not None and state.owner_pid != os.getpid():
+        raise UserError(
+            f"the local fleet was made for another run (pid {state.owner_pid}) and goes with "
+            "it: wait for that run, or `harness fleet up --hosts N` for a fleet runs share"
+        )
+    if hosts is not None and len(state.hosts) < hosts:
+        raise UserError(
+            f"the local fleet has {len(state.hosts)} hosts, --fleet asks for "
+            f"{hosts}: `harness fleet down`, then `harness fleet up --hosts "
+            f"{hosts}` (or let the run make its own)"
+        )
+    return state
+
+
+def remote_identity(spec: FleetSpec, access: FleetAccess) -> FleetIdentity | None:
+    """The harness's certificate for a scheduler given by address (None: --insecure-fleet
+    on tcp://); UserError when a tls:// fleet lacks one."""
+    if spec.insecure:
+        warn_insecure()
+        return None
+    return user_identity(access.ca, access.cert, access.key)
 
 
 def scheduler_workers(client: Any) -> dict[str, dict[str, Any]]:
@@ -157,32 +248,32 @@ def address_toward(scheduler: str) -> str:
 
 
 @contextlib.contextmanager
-def open_fleet(text: str, server_address: str | None = None) -> Iterator[Fleet]:
+def open_fleet(
+    text: str, server_address: str | None = None, access: FleetAccess | None = None
+) -> Iterator[Fleet]:
     """Connect to the fleet `text` names for a run, checked: every load host runs our
-    harness, the scheduler never retries a task. A local fleet not already up is made for
-    the run (as this process's children) and removed after it."""
+    harness, the scheduler never retries a task (its setting given back at the end). A
+    local fleet not already up is made for the run (as this process's children) and
+    removed after it; a local fleet that is up is never taken down by a run."""
     from harness.fleet import local
 
-    spec = parse_fleet(text)
+    access = access or FleetAccess()
+    spec = parse_fleet(text, access)
     with contextlib.ExitStack() as stack:
         if spec.local_hosts is not None:
-            state = local.read_state()
+            state = local_state_for_run(spec.local_hosts)
             if state is None:
                 state = stack.enter_context(local.attached_fleet(spec.local_hosts))
-            elif len(state.hosts) < spec.local_hosts:
-                raise UserError(
-                    f"the local fleet has {len(state.hosts)} hosts, --fleet asks for "
-                    f"{spec.local_hosts}: `harness fleet down`, then `harness fleet up --hosts "
-                    f"{spec.local_hosts}` (or let the run make its own)"
-                )
             scheduler = state.scheduler_address
+            identity: FleetIdentity | None = state.identity()
             wanted = state.hosts[: spec.local_hosts]
             server_address = server_address or state.bridge_address
         else:
             scheduler = spec.scheduler or ""
+            identity = remote_identity(spec, access)
             wanted = None
             server_address = server_address or address_toward(scheduler)
-        client = connect(scheduler)
+        client = connect(scheduler, identity)
         stack.callback(lambda: client.close(timeout=5))
         if wanted is not None:
             client.wait_for_workers(len(wanted), timeout=WORKERS_TIMEOUT_S)
@@ -200,5 +291,11 @@ def open_fleet(text: str, server_address: str | None = None) -> Iterator[Fleet]:
         refused = [f"{h.name} {h.refusal(ours)}" for h in hosts if h.refusal(ours)]
         if refused:
             raise UserError("load hosts refused: " + "; ".join(refused))
-        client.run_on_scheduler(_no_retries)
-        yield Fleet(spec, client, hosts, server_address)
+        before = client.run_on_scheduler(_set_allowed_failures, value=0)
+        stack.callback(_restore_allowed_failures, client, before)
+        yield Fleet(spec, client, hosts, server_address, tls=identity is not None)
+
+
+def _restore_allowed_failures(client: Any, value: int) -> None:
+    with contextlib.suppress(Exception):  # a scheduler gone with the run has nothing to restore
+        client.run_on_scheduler(_set_allowed_failures, value=value)

@@ -4,10 +4,22 @@
 veth pair (`hfleet<i>h` on the bridge, `hfleet<i>n` inside) and its own addresses from
 198.51.100.0/24 — TEST-NET-2, a documentation range (RFC 5737) that is never routed and
 is no private network anyone uses. The bridge `hfleet0` holds 198.51.100.1: the scheduler
-listens there, and so do the servers the fleet loads. One Dask worker runs in each
+listens there (only there, on a port the kernel picks), and so do the servers the fleet
+loads. One Dask worker runs in each
 namespace (`--resources load=1 --nthreads 1 --no-nanny`: a killed worker stays dead, no
 nanny restarts it under the same name). Each host has its own source addresses, so its own
 ~28,000 ports toward one server port.
+
+Every member speaks mutual TLS (harness.fleet.security): `fleet up` makes the fleet's
+own CA and a certificate for the scheduler, each worker and the harness in the state
+directory (0700, root's; keys 0600), and Dask refuses any peer without a certificate from
+that CA — so no other user of this machine can submit work to the root-run workers, and a
+process that took the port first could not pass for our scheduler.
+
+One fleet at a time: `up` and `down` hold a lock (LOCK_PATH) while they make or remove
+one. A fleet made for a run (attached) records the run's pid: another run or `fleet up`
+meeting it while that run lives is refused, and one whose run was killed is named as
+left over, with `harness fleet down` as its remedy.
 
 Everything it makes is named with the prefix (namespaces `harness-fleet-`, links `hfleet`,
 processes by the state directory on their command line), and `harness fleet down` removes
@@ -21,6 +33,7 @@ children, tied to it by a parent-death signal, stopped and reaped at the run's e
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import ipaddress
 import json
 import os
@@ -37,19 +50,28 @@ from pathlib import Path
 import psutil
 
 from drivers.processes import spawn
+from harness.fleet.security import (
+    HARNESS_IDENTITY,
+    SCHEDULER_IDENTITY,
+    FleetIdentity,
+    issue,
+    make_ca,
+    private_directory,
+)
 from model.errors import UserError
 from model.files import write_text_atomically
 
 STATE_DIR = Path("/run/harness-fleet")
-STATE_FORMAT = "harness.fleet-state/1"
+LOCK_PATH = Path("/run/harness-fleet.lock")  # beside the state: `down` removes STATE_DIR
+STATE_FORMAT = "harness.fleet-state/2"
 NAMESPACE_PREFIX = "harness-fleet-"
 LINK_PREFIX = "hfleet"
 BRIDGE = "hfleet0"
 NETWORK = ipaddress.ip_network("198.51.100.0/24")  # TEST-NET-2: documentation only
 BRIDGE_ADDRESS = "198.51.100.1"
 FIRST_HOST_ADDRESS = 10  # 198.51.100.10 onwards: the hosts' addresses
-SCHEDULER_PORT = 8786
 READY_TIMEOUT_S = 90.0
+LOCK_TIMEOUT_S = 10.0
 STOP_GRACE_S = 5.0
 
 # the children of an attached fleet (this process started them; it reaps them)
@@ -63,17 +85,60 @@ class LocalFleetState:
     hosts: tuple[str, ...]  # namespace names, which are also the Dask workers' names
     addresses: dict[str, list[str]]  # host → its addresses
     bridge_address: str
-    scheduler_address: str
+    scheduler_address: str  # tls://198.51.100.1:PORT
     detached: bool
+    owner_pid: int | None = None  # an attached fleet's run (None: detached, `fleet up`'s)
     format: str = STATE_FORMAT
 
     def __post_init__(self) -> None:
         if self.format != STATE_FORMAT:
             raise ValueError(f"fleet state {self.format!r} is not {STATE_FORMAT}")
 
+    def identity(self, name: str = HARNESS_IDENTITY) -> FleetIdentity:
+        """The certificate files of member `name` (the harness's, by default)."""
+        return member_identity(name)
+
+    def owner_gone(self) -> bool:
+        """An attached fleet whose run is no longer alive (killed: it could not remove it)."""
+        return self.owner_pid is not None and not psutil.pid_exists(self.owner_pid)
+
 
 def state_path() -> Path:
     return STATE_DIR / "state.json"
+
+
+def tls_dir() -> Path:
+    return STATE_DIR / "tls"
+
+
+def member_identity(name: str) -> FleetIdentity:
+    """Where `fleet up` wrote member `name`'s certificate (the CA's beside it)."""
+    directory = tls_dir()
+    return FleetIdentity(directory / "ca.pem", directory / f"{name}.pem", directory / f"{name}.key")
+
+
+@contextlib.contextmanager
+def fleet_lock(timeout_s: float = LOCK_TIMEOUT_S) -> Iterator[None]:
+    """Held while a local fleet is made or removed: a second `up` (or `down`) waits up to
+    `timeout_s`, then is refused with one line instead of building over the first."""
+    LOCK_PATH.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(LOCK_PATH, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise UserError(
+                        "another harness is making or removing the local fleet "
+                        f"({LOCK_PATH} is locked): wait for it, then `harness fleet status`"
+                    ) from None
+                time.sleep(0.1)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
 def read_state() -> LocalFleetState | None:
@@ -89,6 +154,15 @@ def read_state() -> LocalFleetState | None:
         raise UserError(
             f"{path} is unreadable ({error}): `harness fleet down` removes it"
         ) from None
+
+
+def check_not_left_over(state: LocalFleetState) -> None:
+    """UserError when `state` is an attached fleet whose run was killed (its remedy named)."""
+    if state.owner_gone():
+        raise UserError(
+            f"a local fleet left by a killed harness run (pid {state.owner_pid}) is still "
+            "here: `harness fleet down` removes it"
+        )
 
 
 def host_addresses(index: int, per_host: int) -> list[str]:
@@ -203,19 +277,29 @@ def _start(command: list[str], log_name: str, detach: bool, env: dict[str, str])
             )
 
 
-def scheduler_command(port: int) -> list[str]:
+def scheduler_file() -> Path:
+    return STATE_DIR / "scheduler.json"
+
+
+def scheduler_command() -> list[str]:
+    """The scheduler: TLS only, on the bridge only, on a port the kernel picks (written
+    to scheduler_file()): no fixed port another user could take first."""
     return [
         sys.executable, "-m", "distributed.cli.dask_scheduler",
-        "--host", BRIDGE_ADDRESS, "--port", str(port), "--no-dashboard",
+        "--host", BRIDGE_ADDRESS, "--port", "0", "--protocol", "tls", "--no-dashboard",
+        *member_identity(SCHEDULER_IDENTITY).cli_options(),
+        "--scheduler-file", str(scheduler_file()),
         "--pid-file", str(STATE_DIR / "scheduler.pid"),
     ]  # fmt: skip
 
 
 def worker_command(namespace: str, address: str, scheduler: str) -> list[str]:
-    """One load host's worker: in its namespace, one task at a time, `load=1`, no nanny."""
+    """One load host's worker: in its namespace, one task at a time, `load=1`, no nanny,
+    its own certificate."""
     return [
         "ip", "netns", "exec", namespace,
         sys.executable, "-m", "distributed.cli.dask_worker", scheduler,
+        *member_identity(namespace).cli_options(),
         "--name", namespace, "--host", address, "--nthreads", "1",
         "--resources", "load=1", "--no-nanny", "--no-dashboard", "--memory-limit", "0",
         # a worker whose scheduler is gone (a crashed harness) stops by itself
@@ -225,13 +309,26 @@ def worker_command(namespace: str, address: str, scheduler: str) -> list[str]:
     ]  # fmt: skip
 
 
-def _wait_for_port(host: str, port: int, timeout_s: float) -> None:
+def _wait_for_scheduler(timeout_s: float) -> str:
+    """The scheduler's address once it wrote its file and listens there."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        with contextlib.suppress(OSError), socket.create_connection((host, port), 1.0):
-            return
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            address = str(json.loads(scheduler_file().read_text())["address"])
+            host, port = address.removeprefix("tls://").rsplit(":", 1)
+            with socket.create_connection((host, int(port)), 1.0):
+                return address
         time.sleep(0.2)
-    raise UserError(f"the fleet's scheduler did not listen on {host}:{port}: {_log_tail()}")
+    raise UserError(f"the fleet's scheduler did not start within {timeout_s:.0f} s: {_log_tail()}")
+
+
+def _make_certificates(hosts: tuple[str, ...]) -> None:
+    """The fleet's CA and a certificate for the scheduler, each host and the harness."""
+    ca = make_ca(tls_dir())
+    issue(ca, SCHEDULER_IDENTITY, tls_dir(), BRIDGE_ADDRESS)
+    issue(ca, HARNESS_IDENTITY, tls_dir())
+    for host in hosts:
+        issue(ca, host, tls_dir())
 
 
 def _log_tail(limit_chars: int = 600) -> str:
@@ -243,42 +340,62 @@ def _log_tail(limit_chars: int = 600) -> str:
     return " | ".join(texts) or "(no log)"
 
 
-def fleet_up(
-    hosts: int, addresses_per_host: int = 1, detach: bool = True, port: int = SCHEDULER_PORT
-) -> LocalFleetState:
-    """Make `hosts` namespace hosts, the scheduler and one worker in each; wait until every
-    worker joined. On any failure, everything made so far is removed again."""
+def fleet_up(hosts: int, addresses_per_host: int = 1, detach: bool = True) -> LocalFleetState:
+    """Make `hosts` namespace hosts, the scheduler and one worker in each, all on mutual
+    TLS; wait until every worker joined. On a failure after the checks, everything made so
+    far is removed again; a fleet that was already up is never touched."""
     _require_root()
     if hosts < 1 or addresses_per_host < 1:
         raise UserError("a local fleet needs at least one host of at least one address")
-    if read_state() is not None or any(leftovers().values()):
-        raise UserError("a local fleet is up (or left over): `harness fleet down` first")
     host_addresses(hosts, addresses_per_host)  # fits in the range, before anything is made
-    scheduler = f"tcp://{BRIDGE_ADDRESS}:{port}"
-    try:
-        STATE_DIR.mkdir(parents=True, exist_ok=True)
-        addresses = _make_network(hosts, addresses_per_host)
-        state = LocalFleetState(
-            tuple(addresses), addresses, BRIDGE_ADDRESS, scheduler, detached=detach
-        )
-        write_text_atomically(state_path(), json.dumps(asdict(state), indent=2) + "\n")
-        env = {**os.environ, "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0"}
-        _start(scheduler_command(port), "scheduler.log", detach, env)
-        _wait_for_port(BRIDGE_ADDRESS, port, READY_TIMEOUT_S)
-        for namespace, own in addresses.items():
-            _start(worker_command(namespace, own[0], scheduler), f"{namespace}.log", detach, env)
-        _wait_for_workers(scheduler, hosts)
-        return state
-    except BaseException:
-        with contextlib.suppress(Exception):
-            fleet_down()
-        raise
+    with fleet_lock():
+        state = read_state()
+        if state is not None:
+            check_not_left_over(state)
+        if state is not None or any(leftovers().values()):
+            raise UserError("a local fleet is up (or left over): `harness fleet down` first")
+        try:
+            return _make_fleet(hosts, addresses_per_host, detach)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                _remove_fleet()
+            raise
 
 
-def _wait_for_workers(scheduler: str, hosts: int) -> None:
+def _make_fleet(hosts: int, addresses_per_host: int, detach: bool) -> LocalFleetState:
+    private_directory(STATE_DIR)
+    names = tuple(f"{NAMESPACE_PREFIX}{index}" for index in range(1, hosts + 1))
+    _make_certificates(names)
+    addresses = _make_network(hosts, addresses_per_host)
+    env = {
+        **os.environ,
+        "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0",
+        "DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION": "True",
+    }
+    _start(scheduler_command(), "scheduler.log", detach, env)
+    scheduler = _wait_for_scheduler(READY_TIMEOUT_S)
+    state = LocalFleetState(
+        tuple(addresses),
+        addresses,
+        BRIDGE_ADDRESS,
+        scheduler,
+        detached=detach,
+        owner_pid=None if detach else os.getpid(),
+    )
+    write_text_atomically(state_path(), json.dumps(asdict(state), indent=2) + "\n")
+    for namespace, own in addresses.items():
+        _start(worker_command(namespace, own[0], scheduler), f"{namespace}.log", detach, env)
+    _wait_for_workers(state, hosts)
+    return state
+
+
+def _wait_for_workers(state: LocalFleetState, hosts: int) -> None:
     from distributed import Client
 
-    with Client(scheduler, timeout=READY_TIMEOUT_S, set_as_default=False) as client:
+    security = state.identity().security()
+    with Client(
+        state.scheduler_address, security=security, timeout=READY_TIMEOUT_S, set_as_default=False
+    ) as client:
         try:
             client.wait_for_workers(hosts, timeout=READY_TIMEOUT_S)
         except TimeoutError:
@@ -310,6 +427,11 @@ def fleet_down() -> dict[str, list[str]]:
     was removed. Finds them by name, so a crash that lost the state leaves nothing either.
     UserError if anything is still there afterwards."""
     _require_root()
+    with fleet_lock():
+        return _remove_fleet()
+
+
+def _remove_fleet() -> dict[str, list[str]]:
     removed: dict[str, list[str]] = {"processes": [], "namespaces": [], "links": []}
     # the workers first: a worker whose scheduler went first waits to reconnect
     processes = our_processes()

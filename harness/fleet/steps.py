@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from drivers.base import Driver, DriverOutputError, DriverResult, Target, merge_results
+from harness.fleet.security import check_file_name, check_member_name
 from harness.fleet.tasks import HostOutcome, StepSignals, run_driver_on_host
 from model.ramps import RampStep
 
@@ -197,10 +198,11 @@ def start_figures(outcomes: dict[str, HostOutcome], go_at: float | None) -> dict
 def write_raw(raw_dir: Path, outcomes: dict[str, HostOutcome]) -> None:
     """Each host's raw output under raw/<host>/ (the files its driver processes wrote)."""
     for name, outcome in outcomes.items():
-        host_dir = raw_dir / name
+        # names come from the hosts: checked to be plain names, never a way out of raw/
+        host_dir = raw_dir / check_member_name(name, "load host")
         host_dir.mkdir(parents=True, exist_ok=True)
         for file_name, text in outcome.raw.items():
-            (host_dir / file_name).write_text(text)
+            (host_dir / check_file_name(file_name, f"{name}'s raw file")).write_text(text)
 
 
 def host_figures(

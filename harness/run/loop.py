@@ -162,7 +162,9 @@ class Runner:
             if plan.fleet is not None:
                 from harness.fleet.client import open_fleet
 
-                fleet = stack.enter_context(open_fleet(plan.fleet, plan.server_address))
+                fleet = stack.enter_context(
+                    open_fleet(plan.fleet, plan.server_address, plan.fleet_access)
+                )
                 self.fleet_description = fleet.describe()
             if plan.mongo_url is not None and uses_mongo:  # a user's MongoDB
                 stack.enter_context(own_database(plan.mongo_url, plan.mongo_db))

@@ -8,13 +8,16 @@ import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from harness import affinity as cpu_affinity
 from harness.profile import Profile
 from harness.services import new_database_name
 from model.errors import UserError
 from model.results import Case, Step
+
+if TYPE_CHECKING:
+    from harness.fleet.client import FleetAccess
 
 
 class Reporter(Protocol):
@@ -54,7 +57,9 @@ class Plan:
     # what the FerretDB the harness starts runs on (harness.database.MONGO_BACKENDS)
     mongo_backend: str = "sqlite"
     db_cpus: str | None = None  # CPUs for FerretDB and PostgreSQL (None: not pinned)
-    fleet: str | None = None  # --fleet: local:N or tcp://SCHEDULER:PORT (None: load from here)
+    fleet: str | None = None  # --fleet: local:N or tls://SCHEDULER:PORT (None: load from here)
+    # how the harness proves itself to a --fleet scheduler (certificate, or --insecure-fleet)
+    fleet_access: FleetAccess | None = None
     server_address: str | None = None  # where servers listen for a fleet (None: its default)
     # the user's own certificate for the TLS cases (None: a throwaway CA's, made per run)
     tls_cert: Path | None = None

@@ -25,6 +25,7 @@ from charts.report import render_html
 from drivers import histograms as hdr
 from harness.compare import build_plan
 from harness.fleet import local
+from harness.fleet.client import FleetAccess
 from harness.fleet.facts import harness_version
 from harness.run import Plan, Runner
 from harness.run.outputs import ramp_dir
@@ -137,8 +138,11 @@ def test_status_lists_each_host_with_its_limits(two_hosts: local.LocalFleetState
         assert len(row["port_range"]) == 2  # type: ignore[arg-type]
         assert row["tools"]["wrk"] and row["harness"] == ours  # type: ignore[index]
         assert row["refused"] is None
-    # the same fleet named by its scheduler, as real machines are
-    by_address, _ = fleet_status(two_hosts.scheduler_address)
+    # the same fleet named by its scheduler, as real machines are, with the harness's
+    # certificate given as --fleet-ca/--fleet-cert/--fleet-key
+    mine = two_hosts.identity()
+    access = FleetAccess(str(mine.ca_path), str(mine.cert_path), str(mine.key_path))
+    by_address, _ = fleet_status(two_hosts.scheduler_address, access)
     assert [row["name"] for row in by_address] == list(HOSTS)
 
 

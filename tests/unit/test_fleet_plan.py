@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+from pathlib import Path
 
 import pytest
 
@@ -11,8 +12,9 @@ from drivers import histograms as hdr
 from drivers.agent.plan import combine_agent_lines, split_schedule
 from drivers.base import DriverResult
 from harness.compare import check_fleet_plan
+from harness.fleet import security
 from harness.fleet.agents import host_per_process_limit
-from harness.fleet.client import LoadHost, parse_fleet
+from harness.fleet.client import FleetAccess, LoadHost, parse_fleet
 from harness.fleet.local import NETWORK, host_addresses
 from harness.fleet.steps import merge_host_results, split_evenly
 from harness.fleet.tasks import StepSignals
@@ -21,10 +23,53 @@ from model.errors import UserError
 
 def test_fleet_specs_parse_and_bad_ones_are_named() -> None:
     assert parse_fleet("local:4").local_hosts == 4
-    assert parse_fleet("tcp://10.1.2.3:8786").scheduler == "tcp://10.1.2.3:8786"
-    for bad in ("local:0", "local:x", "tcp://nohost", "8786", "tls://a:1"):
+    assert parse_fleet("tls://10.1.2.3:8786").scheduler == "tls://10.1.2.3:8786"
+    insecure = parse_fleet("tcp://10.1.2.3:8786", FleetAccess(insecure=True))
+    assert insecure.scheduler == "tcp://10.1.2.3:8786" and insecure.insecure
+    for bad in ("local:0", "local:x", "tls://nohost", "8786", "udp://a:1", "tls://a"):
         with pytest.raises(UserError, match="fleet"):
             parse_fleet(bad)
+
+
+def test_a_plain_tcp_fleet_is_refused_without_insecure_fleet() -> None:
+    with pytest.raises(UserError, match=r"unencrypted and unauthenticated.*--insecure-fleet"):
+        parse_fleet("tcp://10.1.2.3:8786")
+
+
+def test_a_tls_fleet_needs_the_harness_certificate(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="needs --fleet-ca, --fleet-cert, --fleet-key"):
+        check_fleet_plan("tls://10.1.2.3:8786", "wrk", None, FleetAccess())
+    ca = security.make_ca(tmp_path / "ca")
+    mine = security.issue(ca, "harness", tmp_path / "ca")
+    other = security.issue(security.make_ca(tmp_path / "other"), "harness", tmp_path / "other")
+    access = FleetAccess(str(mine.ca_path), str(mine.cert_path), str(mine.key_path))
+    check_fleet_plan("tls://10.1.2.3:8786", "wrk", None, access)
+    crossed = FleetAccess(str(mine.ca_path), str(other.cert_path), str(other.key_path))
+    with pytest.raises(UserError, match="not signed by the CA"):
+        check_fleet_plan("tls://10.1.2.3:8786", "wrk", None, crossed)
+    mismatched = FleetAccess(str(mine.ca_path), str(mine.cert_path), str(other.key_path))
+    with pytest.raises(UserError, match="does not load"):
+        check_fleet_plan("tls://10.1.2.3:8786", "wrk", None, mismatched)
+
+
+def test_fleet_keys_are_private_and_the_ca_reloads(tmp_path: Path) -> None:
+    directory = tmp_path / "fleet"
+    ca = security.load_or_make_ca(directory)
+    first = security.issue(ca, "loadgen-1", directory, "10.0.0.2")
+    assert directory.stat().st_mode & 0o777 == 0o700
+    for key in (first.key_path, directory / security.CA_KEY):
+        assert key.stat().st_mode & 0o777 == 0o600
+    again = security.load_or_make_ca(directory)  # the same CA: it signs for the same fleet
+    second = security.issue(again, "loadgen-2", directory)
+    security.check_identity(second)
+    assert security.common_name(second.cert_path) == "loadgen-2"
+
+
+@pytest.mark.parametrize("name", ["../up", "a/b", ".hidden", "", "-x", "x" * 64, "a b"])
+def test_a_member_name_that_is_no_plain_name_is_refused(name: str) -> None:
+    with pytest.raises(UserError, match="not a plain name"):
+        security.check_member_name(name)
+    assert LoadHost(name, "tls://198.51.100.10:1", {"harness": "v"}).refusal("v")
 
 
 @pytest.mark.parametrize(("total", "parts"), [(20, 2), (21, 4), (3, 4), (100_000, 4), (0, 3)])
