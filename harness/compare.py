@@ -247,7 +247,7 @@ def check_fleet_plan(
     certificate files too)."""
     from harness.fleet.client import FleetAccess, parse_fleet
     from harness.fleet.security import user_identity
-    from harness.server_process import UNSPECIFIED_HOSTS
+    from harness.server_process import check_listen_address
 
     access = access or FleetAccess()
     spec = parse_fleet(fleet, access)
@@ -263,8 +263,8 @@ def check_fleet_plan(
             f"driver {driver} does not run on a fleet yet: use --driver "
             f"{' or '.join(FLEET_DRIVERS)}"
         )
-    if server_address in UNSPECIFIED_HOSTS:
-        raise UserError(f"--server-address {server_address!r}: give the address itself")
+    if server_address is not None:
+        check_listen_address(server_address, "--server-address: a server")
 
 
 def run_plan(plan: Plan, console: Console) -> tuple[Run, float]:

@@ -21,6 +21,7 @@ refused (`protocol_unsupported`), never started on another one.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
 import os
 import shlex
@@ -49,8 +50,27 @@ from servers.contract import (
 from servers.core.sinks import DEFAULT_MONGO_URL
 
 READY_TIMEOUT_S = 30.0
-# Every address of the machine: a server benchmarked here never listens on one of these.
-UNSPECIFIED_HOSTS = ("0.0.0.0", "::", "")
+
+
+def check_listen_address(host: str, what: str = "a server") -> str:
+    """`host` when a server may listen there: one IP address written out (a name, or a
+    short form such as `0` or `0.0` that the socket API reads as every address, is
+    refused), neither unspecified (`0.0.0.0`, `::`, `::0`) nor multicast nor broadcast —
+    a server benchmarked here never listens on every address of the machine."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        raise UserError(
+            f"{what} listens on an IP address given explicitly (127.0.0.1, ::1, or the "
+            f"address the load hosts reach), not {host!r}"
+        ) from None
+    broadcast = address.version == 4 and address == ipaddress.IPv4Address("255.255.255.255")
+    if address.is_unspecified or address.is_multicast or broadcast:
+        raise UserError(
+            f"{what} listens on one address given explicitly, never {host!r} "
+            "(every address of the machine, or a group)"
+        )
+    return host
 
 
 class ServerProcess:
@@ -480,8 +500,7 @@ def start_server(
     (the TLS ones with `certificates`: harness.tls), and wait until it listens (a command
     server: on a port the harness picked). UserError `not supported: …` when the
     framework does not speak `protocol`."""
-    if host in UNSPECIFIED_HOSTS:
-        raise UserError(f"a server listens on an address given explicitly, not {host}")
+    check_listen_address(host)
     registered = FRAMEWORKS.get(framework)
     if registered is not None:
         why = protocol_unsupported(registered, protocol)

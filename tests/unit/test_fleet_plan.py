@@ -18,6 +18,7 @@ from harness.fleet.client import FleetAccess, LoadHost, parse_fleet
 from harness.fleet.local import NETWORK, host_addresses
 from harness.fleet.steps import merge_host_results, split_evenly
 from harness.fleet.tasks import StepSignals
+from harness.server_process import check_listen_address
 from model.errors import UserError
 
 
@@ -194,3 +195,19 @@ def test_host_lines_combine_per_host_and_hold_only_when_all_hold_one_step() -> N
     assert combined["phase"] == "holding"
     lines["h2/1"] = {**line, "step": 2, "host": "h2"}  # one host already holds the next step
     assert combine_agent_lines(lines)["phase"] == "mixed"
+
+
+@pytest.mark.parametrize(
+    "host", ["0", "0.0", "0.0.0.0", "::", "::0", "0:0::0", "", "localhost", "224.0.0.1",
+             "255.255.255.255", "ff02::1", "127.1"],
+)  # fmt: skip
+def test_a_listen_address_is_one_address_written_out(host: str) -> None:
+    with pytest.raises(UserError, match="listens on"):
+        check_listen_address(host)
+    with pytest.raises(UserError, match="--server-address"):
+        check_fleet_plan("local:2", "wrk", host)
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "::1", "198.51.100.1", "10.0.0.5", "fe80::1"])
+def test_a_specific_address_may_be_listened_on(host: str) -> None:
+    assert check_listen_address(host) == host
