@@ -46,6 +46,7 @@ from harness.verify import (
     check_text_route,
     checks_for,
     endpoint_for,
+    measured_checks,
     not_supported,
     run_checks,
     served_routes,
@@ -350,8 +351,11 @@ def case_checks(
     """The verify checks of a case: the contract's over its protocol (harness.verify's
     `checks_for`) but RUN_VERIFY_LEFT_OUT; over a protocol other than h1, the WebSocket
     rules only for a WebSocket scenario (an HTTP scenario's load over TLS or HTTP/2 never
-    opens /ws; `harness verify --protocol` checks them there)."""
+    opens /ws; `harness verify --protocol` checks them there). A wrong answer fails the
+    case only on the route its scenario measures; elsewhere it is a deviation
+    (`measured_checks`)."""
     checks = checks_for(framework, routes, protocol=protocol)
     if protocol != PROTOCOL_H1 and not scenario.websocket:
         checks = {name: check for name, check in checks.items() if name not in WEBSOCKET_CHECKS}
-    return {name: check for name, check in checks.items() if name not in RUN_VERIFY_LEFT_OUT}
+    kept = {name: check for name, check in checks.items() if name not in RUN_VERIFY_LEFT_OUT}
+    return measured_checks(kept, scenario.route)

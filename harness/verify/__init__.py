@@ -218,6 +218,7 @@ __all__ = [
     "h2_exchange",
     "h2_frame",
     "http_client",
+    "measured_checks",
     "not_supported",
     "one_of_each_kind",
     "open_connection",
@@ -413,6 +414,49 @@ ROBUSTNESS_CHECKS = frozenset(
         "tls-plaintext",
     }
 )
+
+
+# The route whose answers each answer check judges; None: a request no scenario sends
+# (an unknown path, a method a route does not take). A case fails on a wrong answer only
+# on the route its scenario measures; a wrong answer elsewhere is a deviation (a warning,
+# a failure with --strict-verify) keyed by the check's name (`measured_checks`).
+ANSWER_CHECK_ROUTES: dict[str, str | None] = {
+    "text": contract.ROUTE_TEXT,
+    "sequential-latency": contract.ROUTE_TEXT,
+    "counter": contract.ROUTE_COUNTER,
+    "log": contract.ROUTE_LOG,
+    "not-found": None,
+    "wrong-method": None,
+    **{
+        name: contract.ROUTE_WEBSOCKET for name in WEBSOCKET_CHECKS if name not in ROBUSTNESS_CHECKS
+    },
+}
+
+
+def _off_route(name: str, check: CheckFunction) -> CheckFunction:
+    """`check` of a route the case does not measure: its wrong answer is a deviation
+    (key: the check's name), not a failure; a server that stops serving still fails."""
+
+    def judged(server: EndpointOrUrl) -> str | Outcome:
+        try:
+            return check(server)
+        except CheckFailed as failure:
+            deviation = Deviation(name, name, failure.sent, failure.expected, failure.came)
+            return Outcome(f"a wrong answer off the route measured: {failure.came}", (deviation,))
+
+    return judged
+
+
+def measured_checks(checks: dict[str, CheckFunction], route: str) -> dict[str, CheckFunction]:
+    """`checks` for a case that measures `route`: the answer checks of other routes (and
+    of requests no scenario sends) record a wrong answer as a deviation instead of failing
+    the case; the checks of `route`, the robustness and protocol checks are as they are."""
+    return {
+        name: _off_route(name, check)
+        if name in ANSWER_CHECK_ROUTES and ANSWER_CHECK_ROUTES[name] != route
+        else check
+        for name, check in checks.items()
+    }
 
 
 def _known_deviation(framework: str, name: str, check: CheckFunction, reason: str) -> CheckFunction:

@@ -69,8 +69,9 @@ class Deviation:
         """The finding in one line (`malformed oversized-headers: sent …; expected …; came
         …; remedy`); a warning ends with the remedy, a declared one with the server's
         reason. `with_check` False: without the check's name (a check's own detail)."""
+        named = with_check and self.check != self.key  # `counter`, not `counter counter`
         said = (
-            f"{self.check + ' ' if with_check else ''}{self.key}: sent {self.sent}; "
+            f"{self.check + ' ' if named else ''}{self.key}: sent {self.sent}; "
             f"expected {self.expected}; came {self.came}"
         )
         if self.declared is not None:

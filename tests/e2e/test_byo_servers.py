@@ -346,3 +346,55 @@ def test_plain_uvicorn_is_measured_with_one_warning_and_fails_strict(tmp_path: P
     declared = compare("--servers", str(servers), "--strict-verify")
     assert declared.returncode == 0, declared.stdout + declared.stderr
     assert "warning:" not in declared.stdout
+
+
+# A one-file app that answers every request the same: the contract's `/`, rightly; every
+# other route, path and method wrongly (200 with that body)
+SAME_FOR_EVERYTHING_APP = """
+async def app(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    body = b"I am a stupid HTTP server!"
+    headers = [(b"content-type", b"text/plain"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+"""
+
+
+@pytest.mark.timeout(LONG_TEST_S)
+def test_wrong_answers_off_the_route_measured_are_warnings(tmp_path: Path) -> None:
+    """A case measuring `/` fails only on `/`'s answers: the app's wrong /counter, /log,
+    404 and 405 are warnings (one line each, keyed by the check), the server measured;
+    --strict-verify fails them."""
+    require_uvicorn()
+    require_tools("wrk")
+    (tmp_path / "sameapp.py").write_text(SAME_FOR_EVERYTHING_APP)
+    command = (
+        f"{sys.executable} -m uvicorn sameapp:app --app-dir {tmp_path} --host {{host}} "
+        "--port {port}"
+    )
+    results = tmp_path / "results"
+
+    def compare(*extra: str) -> subprocess.CompletedProcess[str]:
+        return harness(
+            "compare", "--profile", "smoke", "--frameworks", "same", "--out", str(results),
+            "--server", f"same={command}", *extra, timeout_s=240,
+        )  # fmt: skip
+
+    measured = compare()
+    assert measured.returncode == 0, measured.stdout + measured.stderr
+    warned = {
+        line.removeprefix("warning: same: ").split(":")[0].split()[-1]
+        for line in measured.stdout.splitlines()
+        if line.startswith("warning: same: ")
+    }
+    assert {"counter", "log", "not-found", "wrong-method"} <= warned, measured.stdout
+    assert "warning: same: counter: sent GET /counter" in measured.stdout
+    run, _ = only_run(results)
+    [case] = run.cases
+    assert case.status == "ok" and case.summary.peak
+    assert {"counter", "log", "not-found", "wrong-method"} <= {d["key"] for d in case.deviations}
+
+    strict = compare("--strict-verify")
+    assert strict.returncode == 1, strict.stdout + strict.stderr
+    assert "failed: same: verify failed:" in strict.stdout and "counter: sent GET" in strict.stdout
