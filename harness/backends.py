@@ -29,6 +29,7 @@ from harness.fileset import (
 from harness.services import FERRETDB_VERSION, Memcached
 from model.errors import UserError
 from model.scenarios import MC_KEY, MC_VALUE
+from model.secrets import redact_url
 from servers import contract
 from servers.core import gridfs_layout
 
@@ -167,7 +168,7 @@ class Backends:
             described["fileset"] = self.fileset.describe()
         if self.mongo_url is not None:
             described["gridfs"] = {
-                "url": self.mongo_url,
+                "url": redact_url(self.mongo_url),
                 "database": self.mongo_db,
                 "server": self.database.describe() if self.database else "given",
                 "layout": "GridFS spec (fs.files by filename, fs.chunks by files_id, n)",

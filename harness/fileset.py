@@ -21,6 +21,7 @@ from typing import Any
 
 from harness.services import cache_dir
 from model.errors import UserError
+from model.secrets import redact_url
 from servers import contract
 from servers.core import gridfs_layout, static
 
@@ -164,7 +165,9 @@ def load_gridfs(
         try:
             loaded = bucket_db[GRIDFS_MARKER].find_one({"_id": "fileset"}, {"_id": 0})
         except Exception as error:
-            raise UserError(f"MongoDB at {mongo_url} is not reachable: {error}") from None
+            raise UserError(
+                f"MongoDB at {redact_url(mongo_url)} is not reachable: {error}"
+            ) from None
         if loaded == marker:
             return 0
         for name in (GRIDFS_MARKER, gridfs_layout.FILES_COLLECTION,

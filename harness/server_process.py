@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from drivers.processes import kill_group, spawn
+from harness.secrets import SECRET_FIELD, SecretField, redact, server_environment
 from harness.tls import Certificates, h2c_answers, tls_handshakes
 from model.errors import UserError
 from servers import FRAMEWORKS, SINK_PLACEHOLDERS, Framework, command_placeholders, listeners
@@ -88,6 +89,7 @@ class ServerProcess:
         host: str = "127.0.0.1",
         protocol: str = PROTOCOL_H1,
         certificates: Certificates | None = None,
+        environment: dict[str, str] | None = None,
     ) -> None:
         self.command = command
         self.framework = framework
@@ -105,7 +107,11 @@ class ServerProcess:
         # its own session (one group to kill; Ctrl-C reaches only the harness); SIGTERM if
         # the harness dies, which a server obeys by stopping its workers within the grace
         self.process = spawn(
-            command, stdout=subprocess.PIPE, stderr=self._stderr_file, death_signal=signal.SIGTERM
+            command,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr_file,
+            death_signal=signal.SIGTERM,
+            env=child_environment(environment),
         )
         try:
             self._reader = threading.Thread(target=self._read_stdout, daemon=True)
@@ -216,8 +222,9 @@ class ServerProcess:
         return None
 
     def stderr_tail(self, limit_chars: int = 400) -> str:
+        """The end of its stderr, every known secret hidden (it goes into errors)."""
         self._stderr_file.seek(0)
-        text = self._stderr_file.read().decode("utf-8", "replace").strip()
+        text = redact(self._stderr_file.read().decode("utf-8", "replace").strip())
         return text[-limit_chars:] if text else "(no output)"
 
 
@@ -237,6 +244,7 @@ class CommandServerProcess(ServerProcess):
         port: int,
         protocol: str = PROTOCOL_H1,
         certificates: Certificates | None = None,
+        environment: dict[str, str] | None = None,
     ) -> None:
         self.command = command
         self.host = "127.0.0.1"  # a command server listens on loopback only (start_server)
@@ -256,6 +264,7 @@ class CommandServerProcess(ServerProcess):
             stdout=self._stderr_file,
             stderr=subprocess.STDOUT,
             death_signal=signal.SIGTERM,
+            env=child_environment(environment),
         )
 
     def answers(self) -> bool:
@@ -325,11 +334,18 @@ OPTION_PLACEHOLDERS = {
 FLAG_PLACEHOLDERS = {"--durable": "durable"}
 
 
+def child_environment(environment: dict[str, str] | None) -> dict[str, str] | None:
+    """The harness's environment with `environment` added (None: the harness's as it is)."""
+    return None if not environment else {**os.environ, **environment}
+
+
 def placeholder_values(
     *, host: str, port: int, sink: str, workers: int, extra_args: Sequence[str] = ()
-) -> dict[str, str]:
-    """What each placeholder of a command stands for in this start."""
-    values = {
+) -> dict[str, Any]:
+    """What each placeholder of a command stands for in this start (`{secret:NAME}`: the
+    environment variable NAME, learned as a secret: harness.secrets)."""
+    values: dict[str, Any] = {
+        SECRET_FIELD: SecretField(),
         "python": sys.executable,
         "host": host,
         "port": str(port),
@@ -362,7 +378,7 @@ def placeholder_values(
     return values
 
 
-def fill_command(template: str, values: dict[str, str]) -> list[str]:
+def fill_command(template: str, values: dict[str, Any]) -> list[str]:
     """The argv of a command template: split as a shell would (no shell runs it), then
     each word's placeholders filled, so a path with spaces stays one argument."""
     return [word.format(**values) for word in shlex.split(template)]
@@ -400,8 +416,8 @@ def command_unsupported(framework: Framework, *, sink: str, workers: int) -> str
     """Why a command server cannot run this case (a sink, workers), or None."""
     names = command_placeholders(framework.command)
     if sink not in framework.sinks:
-        needed = SINK_PLACEHOLDERS.get(sink, "sink")
-        return f"{framework.name} has no {sink} sink (its command has no {{sink}} and {{{needed}}})"
+        needed = " or ".join(f"{{{name}}}" for name in SINK_PLACEHOLDERS.get(sink, ("sink",)))
+        return f"{framework.name} has no {sink} sink (its command has no {{sink}} and {needed})"
     if workers > 1 and "workers" not in names:
         return f"{framework.name} runs one process only (its command has no {{workers}})"
     return None
@@ -430,16 +446,19 @@ def start_command_server(
             host=host, port=port, sink=sink, workers=workers, extra_args=args
         )
         command = fill_command(template, values)
-    except (ValueError, KeyError, IndexError) as error:
+    except (ValueError, KeyError, IndexError, UserError) as error:
         raise UserError(f"{framework.name}: command {template!r}: {error}") from None
+    # {mongo_url} fills the command's own words (on its command line, so `ps` shows it);
+    # the environment gives the URL to a command that reads MONGO_URL_ENV instead
+    _, environment = server_environment(args)
     if cpus is not None:
         command = ["taskset", "-c", cpus, *command]
     try:
         server = CommandServerProcess(
-            command, framework.name, workers, port, protocol, certificates
+            command, framework.name, workers, port, protocol, certificates, environment
         )
     except OSError as error:  # the program is not there
-        raise UserError(f"{framework.name}: cannot run {command[0]!r}: {error}") from None
+        raise UserError(f"{framework.name}: cannot run {redact(command[0])!r}: {error}") from None
     try:
         server.wait_ready(ready_timeout_s)
     except BaseException:
@@ -520,16 +539,12 @@ def start_server(
             protocol=protocol,
             certificates=certificates,
         )
+    # the MongoDB URL (which may hold a password) in the environment, not on `ps`
+    args, environment = server_environment([*extra_args, *protocol_args(protocol, certificates)])
     command = server_command(
-        framework,
-        sink=sink,
-        workers=workers,
-        loop=loop,
-        host=host,
-        cpus=cpus,
-        extra_args=[*extra_args, *protocol_args(protocol, certificates)],
+        framework, sink=sink, workers=workers, loop=loop, host=host, cpus=cpus, extra_args=args
     )
-    server = ServerProcess(command, framework, workers, host, protocol, certificates)
+    server = ServerProcess(command, framework, workers, host, protocol, certificates, environment)
     try:
         server.wait_ready(ready_timeout_s)
     except BaseException:

@@ -31,6 +31,7 @@ from drivers.processes import spawn
 from harness.tools import tool_path
 from model.errors import UserError
 from model.files import cache_dir
+from model.secrets import redact_url
 from servers import listeners
 
 FERRETDB_MODULE = "github.com/FerretDB/FerretDB"
@@ -287,9 +288,13 @@ def own_database(mongo_url: str, name: str) -> Iterator[None]:
         try:
             existing = client.list_database_names()
         except Exception as error:
-            raise UserError(f"MongoDB at {mongo_url} is not reachable: {error}") from None
+            raise UserError(
+                f"MongoDB at {redact_url(mongo_url)} is not reachable: {error}"
+            ) from None
         if name in existing:
-            raise UserError(f"MongoDB at {mongo_url} has a database {name} already: not ours")
+            raise UserError(
+                f"MongoDB at {redact_url(mongo_url)} has a database {name} already: not ours"
+            )
         try:
             yield
         finally:  # interrupted or failed too: it is ours

@@ -20,6 +20,7 @@ from typing import Any
 from harness.database import HarnessDatabase
 from harness.services import FERRETDB_VERSION, known_w0_probe
 from model.errors import UserError
+from model.secrets import redact_url
 from servers.contract import MONGO_BATCH_MAX_RECORDS
 from servers.core.sinks import MONGO_COLLECTION, MONGO_DATABASE
 
@@ -100,9 +101,13 @@ class SinkStore:
         try:
             self._client[mongo_db][MONGO_COLLECTION].drop()
         except Exception as error:
-            raise UserError(f"MongoDB at {self.mongo_url} is not reachable: {error}") from None
+            raise UserError(
+                f"MongoDB at {redact_url(self.mongo_url)} is not reachable: {error}"
+            ) from None
 
     def server_args(self) -> list[str]:
+        """The server's sink options; `--mongo-url` among them goes into the server's
+        environment, not onto its command line (harness.secrets.server_environment)."""
         durable = ["--durable"] if self.durable else []
         if self.sink == "file":
             return ["--sink-path", str(self.path), *durable]
@@ -179,7 +184,7 @@ class SinkStore:
         if self.sink == "mongo":
             info = self._client.admin.command("buildInfo")
             described: dict[str, Any] = {
-                "sink": "mongo", "url": self.mongo_url, "w": self.mongo_w,
+                "sink": "mongo", "url": redact_url(self.mongo_url), "w": self.mongo_w,
                 "database": self.mongo_db, "durable": self.durable,
                 "batch_max_records": self.mongo_batch,
                 "server": "FerretDB" if "ferretdbVersion" in info else "MongoDB",

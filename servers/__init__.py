@@ -56,19 +56,35 @@ PLACEHOLDERS = (
     "protocol",  # h1, h1-tls, h2 or h2c (servers.contract.PROTOCOLS)
     "tls_cert",  # the PEM certificate chain a TLS case serves ("" for cleartext)
     "tls_key",  # its PEM private key ("" for cleartext)
+    # {secret:NAME}: the harness's environment variable NAME, hidden (***) in all the run
+    # writes; it is still on the command's command line, as every filled placeholder is
+    "secret",
 )
+SECRET_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # The sinks a command serves, read from its placeholders when it does not say: with {sink}
-# every sink whose own placeholder it has too (file: {sink_path}; mongo: {mongo_url}).
-SINK_PLACEHOLDERS = {"file": "sink_path", "mongo": "mongo_url"}
+# every sink one of whose own placeholders it has too (file: {sink_path}; mongo: {mongo_url},
+# or {mongo_db} for a command that reads the URL from contract.MONGO_URL_ENV, which the
+# harness sets for every server, as the contenders do).
+SINK_PLACEHOLDERS = {"file": ("sink_path",), "mongo": ("mongo_url", "mongo_db")}
 BUILTIN = "builtin"
 
 
 def command_placeholders(command: str) -> set[str]:
     """The `{name}` fields of a command template; ValueError names an unknown one."""
     try:
-        names = {name for _, name, _, _ in string.Formatter().parse(command) if name is not None}
+        fields = [(name, spec) for _, name, spec, _ in string.Formatter().parse(command)]
     except ValueError as error:  # a lone { or }: write {{ and }} for literal braces
         raise ValueError(f"command {command!r}: {error}") from None
+    names = {name for name, _ in fields if name is not None}
+    for name, spec in fields:
+        if name == "secret" and not SECRET_NAME.fullmatch(spec or ""):
+            raise ValueError(
+                f"command {command!r}: write {{secret:NAME}}, NAME an environment variable's "
+                f"name, not {{secret:{spec}}}"
+                if spec
+                else f"command {command!r}: write "
+                "{secret:NAME}, NAME the environment variable that holds the secret"
+            )
     unknown = sorted(names - set(PLACEHOLDERS))
     if unknown:
         raise ValueError(
@@ -96,7 +112,10 @@ def command_sinks(command: str) -> tuple[str, ...]:
     names = command_placeholders(command)
     if "sink" not in names:
         return ("empty",)
-    return ("empty", *(sink for sink, needed in SINK_PLACEHOLDERS.items() if needed in names))
+    return (
+        "empty",
+        *(sink for sink, needed in SINK_PLACEHOLDERS.items() if names.intersection(needed)),
+    )
 
 
 @dataclass(frozen=True)
@@ -169,7 +188,8 @@ class Framework:
             if not set(self.sinks) <= offered:
                 raise ValueError(
                     f"{self.name}: sinks {sorted(set(self.sinks) - offered)} need {{sink}} and "
-                    "their placeholders in the command (file: {sink_path}; mongo: {mongo_url})"
+                    "their placeholders in the command (file: {sink_path}; mongo: {mongo_url} or "
+                    "{mongo_db})"
                 )
 
     @property

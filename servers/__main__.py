@@ -22,7 +22,14 @@ import socket
 import sys
 
 from servers import FRAMEWORKS, PROGRAM_PATH
-from servers.contract import LISTEN_BACKLOG, PROTOCOL_H1, PROTOCOLS, SINKS, ServerOptions
+from servers.contract import (
+    LISTEN_BACKLOG,
+    MONGO_URL_ENV,
+    PROTOCOL_H1,
+    PROTOCOLS,
+    SINKS,
+    ServerOptions,
+)
 from servers.core.state import ServerState
 from servers.core.tls import CertificateError
 from servers.frameworks import Worker
@@ -36,7 +43,10 @@ def parse_options(argv: list[str]) -> ServerOptions:
     parser.add_argument("--port", type=int, default=0, help="0: the OS chooses (see telemetry)")
     parser.add_argument("--sink", choices=SINKS, default="empty")
     parser.add_argument("--sink-path")
-    parser.add_argument("--mongo-url")
+    parser.add_argument(
+        "--mongo-url",
+        help=f"the MongoDB (default: ${MONGO_URL_ENV}, which keeps a password off `ps`)",
+    )
     parser.add_argument("--mongo-w", type=int, choices=(0, 1), default=1)
     parser.add_argument("--mongo-db", default=ServerOptions.mongo_db, help="the database")
     parser.add_argument(
@@ -82,7 +92,7 @@ def parse_options(argv: list[str]) -> ServerOptions:
             port=args.port,
             sink=args.sink,
             sink_path=args.sink_path,
-            mongo_url=args.mongo_url,
+            mongo_url=args.mongo_url or os.environ.get(MONGO_URL_ENV) or None,
             mongo_w=args.mongo_w,
             mongo_db=args.mongo_db,
             mongo_batch=args.mongo_batch,

@@ -118,6 +118,10 @@ BODY_TIMEOUT_S = 30.0
 LISTEN_BACKLOG = 65535  # the kernel caps it at net.core.somaxconn
 
 SINKS = ("empty", "file", "mongo")
+# The environment variable that gives a server the mongo sink's (and /gridfs's) MongoDB URL
+# when --mongo-url is not on its command line: the harness gives it so, since a command
+# line is shown to every user of the machine (`ps`) and the URL may hold a password.
+MONGO_URL_ENV = "SERVERBENCH_MONGO_URL"
 
 # -- protocols (docs/contract.md, "Protocols") --------------------------------------------
 # What a case speaks on the wire: cleartext HTTP/1.1 (today's figures), HTTP/1.1 over TLS

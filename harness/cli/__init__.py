@@ -23,6 +23,7 @@ from harness.cli.run import run_command
 from harness.cli.trend import trend_command
 from harness.cli.verify import verify_command
 from harness.lifecycle import kill_leftover_children, signals_as_interrupts
+from harness.secrets import redact
 from model.errors import UserError
 
 app = typer.Typer(
@@ -58,7 +59,7 @@ def main() -> None:
         try:
             app()  # usage errors: typer's own message and exit status 2
         except UserError as error:
-            print(f"harness: error: {error}", file=sys.stderr)
+            print(f"harness: error: {redact(str(error))}", file=sys.stderr)
             sys.exit(1)
         except SystemExit:
             if stopping.signum is not None:  # click turns an interrupt into status 1

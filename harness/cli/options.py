@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 
 from drivers import DRIVERS
+from harness.secrets import keep_url
 from model.errors import UserError
 from model.results import READ_ERRORS, Run, read_run
 from servers.contract import SINKS
@@ -96,7 +97,10 @@ AGENT_CPUS_OPTION = typer.Option(None, "--agent-cpus", hidden=True)
 OUT_OPTION = typer.Option(None, help="Results directory (default: results/).")
 RESULTS_OPTION = typer.Option(Path("results"), "--results", help="The results directory.")
 NO_VERIFY_OPTION = typer.Option(False, "--no-verify", help="Skip the verify pass.")
-MONGO_URL_OPTION = typer.Option(None, help="A real MongoDB (default: FerretDB started here).")
+# its password is learned as a secret at once (harness.secrets): hidden in all the run writes
+MONGO_URL_OPTION = typer.Option(
+    None, help="A real MongoDB (default: FerretDB started here).", callback=keep_url
+)
 MONGO_BACKEND_OPTION = typer.Option(
     None,
     help="What the FerretDB started here runs on: postgresql (default when installed) or sqlite.",

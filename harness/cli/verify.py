@@ -16,6 +16,7 @@ from rich.table import Table
 from harness.cli.options import (
     JUNIT_OPTION,
     MARKDOWN_OPTION,
+    MONGO_URL_OPTION,
     SERVER_OPTION,
     SERVERS_FILE_OPTION,
     STRICT_VERIFY_OPTION,
@@ -23,6 +24,7 @@ from harness.cli.options import (
     console,
     parse_sinks,
 )
+from harness.secrets import redact
 from model.errors import UserError
 from servers.contract import PROTOCOL_H1, PROTOCOLS, TLS_PROTOCOLS
 
@@ -47,7 +49,7 @@ def verify_command(
     backends: bool = typer.Option(
         True, help="Also check /files, /gridfs, /mc and the memcached socket service."
     ),
-    mongo_url: str = typer.Option(None, help="A real MongoDB (default: FerretDB started here)."),
+    mongo_url: str = MONGO_URL_OPTION,
     servers: list[str] = SERVER_OPTION,
     servers_file: Path = SERVERS_FILE_OPTION,
     protocol: str = typer.Option(
@@ -117,11 +119,11 @@ def verify_command(
         from harness.outputs.markdown import verify_markdown
 
         if junit is not None:
-            write_output(junit, verify_junit(results), "--junit")
+            write_output(junit, redact(verify_junit(results)), "--junit")
         if markdown is not None:
-            write_output(markdown, verify_markdown(results), "--markdown")
+            write_output(markdown, redact(verify_markdown(results)), "--markdown")
     if as_json:
-        print(json.dumps([r.to_dict() for r in results], indent=2))
+        print(json.dumps(redact([r.to_dict() for r in results]), indent=2))
     else:
         table = Table("framework", "sink", "protocol", "check", "ok", "detail")
         for result in results:
@@ -129,19 +131,19 @@ def verify_command(
             if result.skipped:
                 table.add_row(*row, "-", "[yellow]skipped[/]", result.skipped)
             if result.error:
-                table.add_row(*row, "start", "[red]FAIL[/]", result.error)
+                table.add_row(*row, "start", "[red]FAIL[/]", redact(result.error))
             for check in result.checks:
                 mark = "[green]ok[/]" if check.ok else "[red]FAIL[/]"
                 if check.ok and check.warnings:
                     mark = f"[yellow]ok, {len(check.warnings)} warning(s)[/]"
                 if not check.supported:
                     mark = "[dim]not supported[/]"
-                table.add_row(*row, check.name, mark, check.detail)
+                table.add_row(*row, check.name, mark, redact(check.detail))
         console.print(table)
         for result in results:  # each finding again, whole on one line (the table wraps it)
             for check in result.checks:
                 if not check.ok:
-                    said = escape(f"{result.framework}: {check.name}: {check.detail}")
+                    said = escape(redact(f"{result.framework}: {check.name}: {check.detail}"))
                     console.print(f"[red]failed:[/] {said}", soft_wrap=True)
             for deviation in result.warnings:
                 line = deviation.line(result.framework)

@@ -31,11 +31,20 @@ from harness.run.outputs import write_files_index, write_steps_csv
 from harness.run.plan import Plan, Reporter, SilentReporter, now_iso
 from harness.run.rounds import has_rounds, run_rounds
 from harness.run.verdict import verdict
+from harness.secrets import redactor
 from harness.services import own_database
 from harness.tls import run_certificates
 from harness.tools import TOOLS, tool_status
 from model.errors import UserError
-from model.results import FLAG_MEANINGS, SCHEMA, Case, Run, RunStatus, write_run
+from model.results import (
+    FLAG_MEANINGS,
+    SCHEMA,
+    Case,
+    Run,
+    RunStatus,
+    run_from_dict,
+    write_run,
+)
 from model.scenarios import get_scenario
 from model.thresholds import judge_thresholds, parse_threshold
 from servers import BUILTIN, FRAMEWORKS
@@ -229,7 +238,7 @@ class Runner:
             config["fleet"] = self.fleet_description
         if self.tls_description is not None:
             config["tls"] = self.tls_description
-        run = Run(
+        run = redacted(Run(
             self.plan.run_id,
             self.started,
             finished,
@@ -242,11 +251,19 @@ class Runner:
             reason,
             verdict(cases),
             judge_thresholds([parse_threshold(r) for r in self.plan.profile.thresholds], cases),
-        )
+        ))  # fmt: skip
         write_run(run, self.plan.out_dir)
         write_steps_csv(run, self.plan.out_dir / "steps.csv")
         write_files_index(run, self.plan.out_dir)
         return run
+
+
+def redacted(run: Run) -> Run:
+    """`run` with every secret the harness knows hidden (harness.secrets): what run.json,
+    steps.csv, FILES.md and the report are written from."""
+    if redactor().hides_nothing:
+        return run
+    return run_from_dict(redactor().value(run.to_dict()))
 
 
 def failure_reason(error: BaseException) -> str:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from harness import affinity as cpu_affinity
 from harness.profile import Profile
+from harness.secrets import keep_url
 from harness.services import new_database_name
 from model.errors import UserError
 from model.results import Case, Step
@@ -67,6 +68,9 @@ class Plan:
     # --strict-verify: a deviation the server does not declare fails its case
     # (harness.verify.severity); a profile's strict_verify = true does the same
     strict_verify: bool = False
+
+    def __post_init__(self) -> None:
+        keep_url(self.mongo_url)  # its password is hidden in all the run writes
 
 
 def default_cpus() -> tuple[str, str]:

@@ -121,7 +121,10 @@ def test_every_sink_option_has_a_placeholder_and_a_contender_variable() -> None:
     sink_placeholders -= {None, "files_dir", "memcached"}  # backends: not the contenders'
     # the protocol and its certificate reach a contender as its server's own flags
     sink_placeholders -= {"protocol", "tls_cert", "tls_key"}
+    # the URL reaches every server in MONGO_URL_ENV, set by the harness, not by a command
+    sink_placeholders -= {"mongo_url"}
     assert sink_placeholders <= set(ENVIRONMENT.values())
+    assert "mongo_url" not in ENVIRONMENT.values()  # never on a contender's command line
 
 
 def test_a_case_a_command_cannot_run_is_named() -> None:
@@ -225,7 +228,8 @@ def test_the_contenders_are_plugin_entries_of_kind_command() -> None:
     for entry in entries.values():
         assert entry.kind == "command" and entry.has_minimal and entry.origin == "builtin"
         assert entry.sinks == ("empty", "file", "mongo")
-        assert {"host", "port", "sink", "sink_path", "mongo_url", "workers"} <= (
+        assert "mongo_url" not in command_placeholders(entry.command)  # off `ps`: MONGO_URL_ENV
+        assert {"host", "port", "sink", "sink_path", "mongo_db", "workers"} <= (
             command_placeholders(entry.command)
         )
         assert dataclasses.replace(entry, origin="plugin x 1").origin == "plugin x 1"

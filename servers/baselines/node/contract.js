@@ -71,6 +71,7 @@ module.exports = Object.freeze({
   BODY_TIMEOUT_MS: 30_000, // contract.BODY_TIMEOUT_S
   LISTEN_BACKLOG: 65535,
   SINKS: Object.freeze(['empty', 'file', 'mongo']),
+  MONGO_URL_ENV: 'SERVERBENCH_MONGO_URL', // the URL when --mongo-url is not given
 
   // -- sinks (servers/core/sinks.py) ---------------------------------------------------------------
   FLUSH_INTERVAL_MS: 100, // sinks.FLUSH_INTERVAL_S

@@ -36,7 +36,8 @@ const MAX_CLIENT_TIMEOUT_S = 3600; // contract.ServerOptions' bound
 class UsageError extends Error {}
 
 /**
- * The options in `argv` (process.argv without node and the script). `headTimeoutMs` and
+ * The options in `argv` (process.argv without node and the script); `mongoUrl` is
+ * `--mongo-url`, else the environment's contract.MONGO_URL_ENV. `headTimeoutMs` and
  * `bodyTimeoutMs` are the slow-client deadlines: both `--client-timeout-s` when it is given,
  * else contract.HEAD_TIMEOUT_MS and contract.BODY_TIMEOUT_MS.
  * @returns {{variant: string, host: string, port: number, sink: string, sinkPath: ?string,
@@ -102,6 +103,10 @@ function parseOptions(argv) {
     } else {
       options[name] = value;
     }
+  }
+  // the harness gives the URL in the environment: a command line is shown to every user (ps)
+  if (options.mongoUrl === null && process.env[contract.MONGO_URL_ENV]) {
+    options.mongoUrl = process.env[contract.MONGO_URL_ENV];
   }
   if (!contract.SINKS.includes(options.sink)) {
     throw new UsageError(`sink ${options.sink} is not one of ${contract.SINKS.join(', ')}`);
