@@ -13,7 +13,7 @@ from drivers import DRIVERS
 from harness.secrets import keep_url
 from model.errors import UserError
 from model.results import READ_ERRORS, Run, read_run
-from servers.contract import SINKS
+from servers.contract import MONGO_URL_ENV, SINKS
 
 # Not a terminal (CI, a pipe): wide enough that tables keep their columns.
 console = Console(width=None if sys.stdout.isatty() else 160)
@@ -99,7 +99,12 @@ RESULTS_OPTION = typer.Option(Path("results"), "--results", help="The results di
 NO_VERIFY_OPTION = typer.Option(False, "--no-verify", help="Skip the verify pass.")
 # its password is learned as a secret at once (harness.secrets): hidden in all the run writes
 MONGO_URL_OPTION = typer.Option(
-    None, help="A real MongoDB (default: FerretDB started here).", callback=keep_url
+    None,
+    help="A real MongoDB (default: FerretDB started here). Also read from "
+    f"{MONGO_URL_ENV}, which keeps its password off the harness's own command line.",
+    callback=keep_url,
+    envvar=MONGO_URL_ENV,
+    show_envvar=False,
 )
 MONGO_BACKEND_OPTION = typer.Option(
     None,

@@ -112,3 +112,20 @@ def test_keep_url_is_a_typer_callback() -> None:
     assert keep_url(None) is None
     assert keep_url(URL) == URL
     assert "hunter2" not in redact(f"at {URL}")
+
+
+def test_the_harness_reads_the_url_from_the_environment_too(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """SERVERBENCH_MONGO_URL is --mongo-url: a choice that conflicts with it is refused as
+    the flag's would be."""
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    monkeypatch.setenv(MONGO_URL_ENV, "mongodb://user:hunter2-env@127.0.0.1:1/")
+    result = CliRunner().invoke(
+        app, ["compare", "--frameworks", "aiohttp", "--mongo-backend", "sqlite"]
+    )
+    assert isinstance(result.exception, UserError), result.output
+    assert "--mongo-url names your own" in str(result.exception)
