@@ -4,7 +4,7 @@
   user's cache: a plain `go install ...@v1.24.2` binary panics at start because
   build/version/version.txt is not in the module, so the module is copied, that file is
   written, and cmd/ferretdb is built from the copy.
-- memcached from Debian, on its own loopback port.
+- memcached from Debian, on its own loopback port, never as root (`-u nobody`).
 Each runs in its own process group and is always reaped. Each binds a port the OS chooses
 (port 0; memcached's `-p -1`) and the harness reads it back from the process's own
 listening socket (servers.listeners): never a port picked free and reused, never "a
@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import pwd
 import secrets
 import shutil
 import signal
@@ -184,6 +185,24 @@ class FerretDB(Service):
         return f"mongodb://127.0.0.1:{self.port}/"
 
 
+MEMCACHED_USER = "nobody"  # what memcached runs as when the harness is root
+
+
+def memcached_user_args() -> list[str]:
+    """`-u nobody` when the harness runs as root (memcached refuses root without -u, and a
+    cache the servers write to has no business holding root's rights); nothing otherwise
+    (memcached changes user only when started as root)."""
+    if os.geteuid() != 0:
+        return []
+    try:
+        pwd.getpwnam(MEMCACHED_USER)
+    except KeyError:
+        raise UserError(
+            f"memcached would run as root: this machine has no {MEMCACHED_USER} user"
+        ) from None
+    return ["-u", MEMCACHED_USER]
+
+
 class Memcached(Service):
     """memcached on loopback with enough connections for a pool of 50 per server worker."""
 
@@ -206,8 +225,7 @@ class Memcached(Service):
                 str(memory_mb),
                 "-c",
                 "4096",
-                "-u",
-                "root" if os.geteuid() == 0 else os.environ.get("USER", ""),
+                *memcached_user_args(),
             ]
         )
 
