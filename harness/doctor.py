@@ -25,6 +25,7 @@ from harness.services import (
 )
 from harness.tools import TOOLS, Tool, tool_path, tool_status
 from model.errors import UserError
+from servers.plugins import PLUGIN_PROBLEMS
 
 
 def _read(path: str) -> str | None:
@@ -71,6 +72,8 @@ def doctor_report() -> dict[str, object]:
             "w0_probe": known_w0_probe(),
         },
         "host": host_facts(),
+        # plugins that raised, exited or hung on import (servers.plugins): left out
+        "broken_plugins": list(PLUGIN_PROBLEMS),
     }
 
 

@@ -53,3 +53,5 @@ def doctor_command(
     for key, value in host.items():  # type: ignore[union-attr]
         limits.add_row(key, str(value))
     console.print(limits)
+    for problem in report["broken_plugins"]:  # type: ignore[union-attr]
+        console.print(f"[red]broken plugin, not loaded:[/] {problem}")

@@ -8,10 +8,15 @@ removes them), and plugins that raise, exit or hang on import.
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
+
 import psutil
+import pytest
 
 from harness.services import Memcached
-from tests.helpers import require_tool
+from tests.helpers import harness, require_tool, write_plugin
 
 
 def test_memcached_never_runs_as_root() -> None:
@@ -20,3 +25,52 @@ def test_memcached_never_runs_as_root() -> None:
         process = psutil.Process(memcached.process.pid)
         assert process.uids().effective != 0, process.cmdline()
         assert process.uids().real != 0, process.cmdline()
+
+
+# -- plugins cannot block the harness ----------------------------------------------------
+BROKEN_PLUGINS = {  # module: (what its import does, what the harness says of it)
+    "e2e_raising_plugin": ("raise ImportError('needs libfoo')\n", "ImportError: needs libfoo"),
+    "e2e_exiting_plugin": ("import sys\nsys.exit('bye')\n", "SystemExit: bye"),
+    "e2e_hanging_plugin": ("while True:\n    pass\n", "hung on import: no answer within 2 s"),
+}
+
+
+def test_a_plugin_that_raises_exits_or_hangs_on_import_never_stops_a_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site = tmp_path / "site-packages"
+    site.mkdir()
+    for module, (source, _) in BROKEN_PLUGINS.items():
+        write_plugin(site, module, source + "def frameworks():\n    return []\n")
+    write_plugin(
+        site,
+        "e2e_fine_plugin",
+        "from servers import Framework\n\n\n"
+        "def frameworks():\n"
+        "    return [Framework('fine-plugin', '', (), ('own',), kind='command',\n"
+        "                      command='true {host} {port}')]\n",
+    )
+    path = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
+    monkeypatch.setenv("PYTHONPATH", path)
+    monkeypatch.setenv("SERVERBENCH_PLUGIN_TIMEOUT_S", "2")
+
+    listed = harness("list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    rows = {row["framework"]: row for row in json.loads(listed.stdout)}
+    assert rows["fine-plugin"]["origin"] == "plugin e2e-fine-plugin 1.0"
+    assert "aiohttp" in rows and "nginx" in rows  # the other servers are all there
+    for module, (_, problem) in BROKEN_PLUGINS.items():
+        said = f"broken plugin, not loaded: {module} (plugin {module.replace('_', '-')} 1.0)"
+        assert f"{said}: {problem}" in listed.stderr, listed.stderr
+    table = harness("list")
+    assert table.returncode == 0, table.stderr
+    assert "e2e_hanging_plugin" in table.stdout and "hung on import" in table.stdout
+
+    doctor = harness("doctor", "--json")
+    assert doctor.returncode == 0, doctor.stderr
+    broken = json.loads(doctor.stdout)["broken_plugins"]
+    assert len(broken) == len(BROKEN_PLUGINS) and any("SystemExit: bye" in p for p in broken)
+    # every command loads the plugins first, `fleet down` too (its help only, here: the
+    # command itself would remove this machine's fleet)
+    down = harness("fleet", "down", "--help")
+    assert down.returncode == 0 and "Usage" in down.stdout, down.stderr
