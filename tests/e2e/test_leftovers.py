@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import sys
 from pathlib import Path
 
 import psutil
 import pytest
 
 from harness.services import Memcached
-from tests.helpers import harness, require_tool, write_plugin
+from model.results import read_run
+from tests.helpers import harness, require_tool, require_tools, write_plugin
 
 
 def test_memcached_never_runs_as_root() -> None:
@@ -74,3 +77,66 @@ def test_a_plugin_that_raises_exits_or_hangs_on_import_never_stops_a_command(
     # command itself would remove this machine's fleet)
     down = harness("fleet", "down", "--help")
     assert down.returncode == 0 and "Usage" in down.stdout, down.stderr
+
+
+# -- a --server command that daemonizes --------------------------------------------------
+DAEMON_APP = '''\
+"""An HTTP server that daemonizes itself (double fork and setsid), as `--daemon` does."""
+import http.server
+import os
+import sys
+
+host, port = sys.argv[1], int(sys.argv[2])
+if os.fork():
+    os._exit(0)  # the harness's process: gone before anything listens
+os.setsid()  # out of the harness's process group
+if os.fork():
+    os._exit(0)
+
+
+class Hello(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Length", "5")
+        self.end_headers()
+        self.wfile.write(b"hello")
+
+
+http.server.HTTPServer((host, port), Hello).serve_forever()
+'''
+
+
+def daemon_processes(script: Path) -> list[psutil.Process]:
+    """The processes running `script` (what a daemonized command left)."""
+    found = []
+    for process in psutil.process_iter(["cmdline", "status"]):
+        alive = process.info["status"] != psutil.STATUS_ZOMBIE
+        if alive and str(script) in (process.info["cmdline"] or []):
+            found.append(process)
+    return found
+
+
+def test_a_server_command_that_daemonizes_is_named_and_stopped(tmp_path: Path) -> None:
+    require_tools("wrk")
+    script = tmp_path / "daemon_app.py"
+    script.write_text(DAEMON_APP)
+    server = f"daemonapp={sys.executable} {script} {{host}} {{port}}"
+    results = tmp_path / "results"
+    ran = harness(
+        "run", "--framework", "daemonapp", "--profile", "smoke", "--server", server,
+        "--out", str(results), timeout_s=180,
+    )  # fmt: skip
+    [run_dir] = list(results.iterdir())
+    [case] = read_run(run_dir).cases
+    assert case.status == "failed", case
+    assert case.error is not None and "daemonized out of the harness's process group" in (
+        case.error
+    ), case.error
+    assert str(script) in case.error  # named: pid and command line
+    assert "daemonized" in ran.stderr, ran.stderr  # the warning, as it happened
+    port = int(re.search(r"before listening on (\d+)", case.error).group(1))  # type: ignore[union-attr]
+    assert not daemon_processes(script)
+    assert not [
+        c for c in psutil.net_connections("tcp")
+        if c.status == psutil.CONN_LISTEN and c.laddr.port == port
+    ]  # fmt: skip
