@@ -32,7 +32,7 @@ from drivers.processes import spawn
 from harness.tools import tool_path
 from model.errors import UserError
 from model.files import cache_dir
-from servers import listeners
+from servers import listeners, scratch
 
 FERRETDB_MODULE = "github.com/FerretDB/FerretDB"
 FERRETDB_VERSION = "v1.24.2"
@@ -54,7 +54,7 @@ def build_ferretdb(log: Path | None = None) -> Path:
     if go is None:
         raise UserError("go not found: install Go to build FerretDB, or pass --mongo-url")
     binary.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="ferretdb-build-") as work:
+    with scratch.temporary_directory("ferretdb-build") as work:
         download = subprocess.run(
             [go, "mod", "download", "-json", f"{FERRETDB_MODULE}@{FERRETDB_VERSION}"],
             capture_output=True,
@@ -212,6 +212,16 @@ class Memcached(Service):
         path = tool_path("memcached")
         if path is None:
             raise UserError("memcached not found: run `harness doctor --install`")
+        # its working directory, though it writes nothing: what `harness clean` finds it
+        # by when a killed run left it running (harness.leftovers)
+        self._scratch = scratch.temporary_directory("memcached")
+        try:
+            self._start(path, memory_mb)
+        except BaseException:
+            self._scratch.cleanup()
+            raise
+
+    def _start(self, path: str, memory_mb: int) -> None:
         super().__init__(
             [
                 path,
@@ -226,8 +236,13 @@ class Memcached(Service):
                 "-c",
                 "4096",
                 *memcached_user_args(),
-            ]
+            ],
+            Path(self._scratch.name),
         )
+
+    def stop(self) -> None:
+        super().stop()
+        self._scratch.cleanup()
 
     @property
     def address(self) -> str:
@@ -255,7 +270,7 @@ def probe_unacknowledged_writes(records: int = W0_PROBE_RECORDS) -> dict[str, in
     from pymongo import MongoClient
     from pymongo.write_concern import WriteConcern
 
-    with tempfile.TemporaryDirectory(prefix="ferretdb-w0-") as data, FerretDB(Path(data)) as db:
+    with scratch.temporary_directory("ferretdb-w0") as data, FerretDB(Path(data)) as db:
         client = MongoClient(db.url, serverSelectionTimeoutMS=5000)
         collection = client.harness.get_collection("w0probe", write_concern=WriteConcern(w=0))
         for seq in range(records):

@@ -11,7 +11,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
+import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -19,6 +23,7 @@ import pytest
 
 from harness.services import Memcached
 from model.results import read_run
+from servers import scratch
 from tests.helpers import harness, require_tool, require_tools, write_plugin
 
 
@@ -140,3 +145,84 @@ def test_a_server_command_that_daemonizes_is_named_and_stopped(tmp_path: Path) -
         c for c in psutil.net_connections("tcp")
         if c.status == psutil.CONN_LISTEN and c.laddr.port == port
     ]  # fmt: skip
+
+
+# -- what a killed run leaves: harness doctor lists it, harness clean removes it ---------
+OWNER = """\
+import subprocess, sys, time
+from harness.postgres import PostgreSQL, bin_dir
+from servers import scratch
+
+directories = []
+if bin_dir() is not None:
+    directories.append(PostgreSQL().directory)  # a cluster of its own, as a run makes
+sink = scratch.mkdtemp("sink-file")
+(sink / "records.jsonl").write_bytes(b"x" * 100_000)
+work = scratch.mkdtemp("memcached")
+memcached = subprocess.Popen(  # no parent-death signal: it outlives a SIGKILL'd owner
+    [sys.argv[1], "-l", "127.0.0.1", "-p", "-1", "-U", "0", "-u", "nobody"],
+    cwd=work, start_new_session=True,
+)
+print(memcached.pid, sink, work, *directories, flush=True)
+time.sleep(3600)
+"""
+
+
+@pytest.fixture
+def short_tmpdir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A TMPDIR of this test's own, short enough for PostgreSQL's socket path and open to
+    the postgres user."""
+    root = Path(tempfile.mkdtemp(prefix="lo-", dir="/tmp"))
+    root.chmod(0o755)
+    monkeypatch.setenv("TMPDIR", str(root))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_killed_runs_directories_and_services_are_listed_then_removed(
+    short_tmpdir: Path,
+) -> None:
+    require_tool("memcached")
+    owner = subprocess.Popen(
+        [sys.executable, "-c", OWNER, shutil.which("memcached") or "memcached"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert owner.stdout is not None
+    memcached_pid, *paths = owner.stdout.readline().split()
+    owner.kill()  # SIGKILL: no cleanup of its own runs
+    owner.wait()
+    owner.stdout.close()
+    memcached = psutil.Process(int(memcached_pid))
+    ours = scratch.mkdtemp("tls")  # a live owner's (this test's): never touched
+
+    doctor = harness("doctor", "--json")
+    assert doctor.returncode == 0, doctor.stderr
+    listed = {record["path"]: record for record in json.loads(doctor.stdout)["leftovers"]}
+    assert set(paths) <= set(listed) and str(ours) not in listed, listed
+    kinds = {listed[path]["kind"] for path in paths}
+    assert {"sink-file", "memcached"} <= kinds and kinds <= {"sink-file", "memcached", "pg"}
+    assert all(listed[path]["owner_pid"] == owner.pid for path in paths)
+    assert listed[paths[0]]["size_bytes"] == 100_000
+    [running] = listed[paths[1]]["processes"]
+    assert running["pid"] == memcached.pid and "memcached" in running["command"]
+    table = harness("doctor")
+    assert "harness clean" in table.stdout and "sink-file" in table.stdout, table.stdout
+
+    dry = harness("clean", "--dry-run", "--json")
+    assert dry.returncode == 0, dry.stderr
+    assert {record["path"] for record in json.loads(dry.stdout)["leftovers"]} >= set(paths)
+    assert all(Path(path).is_dir() for path in paths) and memcached.is_running()
+
+    cleaned = harness("clean")
+    assert cleaned.returncode == 0, cleaned.stdout + cleaned.stderr
+    assert "removed" in cleaned.stdout
+    assert not any(Path(path).exists() for path in paths)
+    assert not memcached.is_running() or memcached.status() == psutil.STATUS_ZOMBIE
+    assert ours.is_dir()  # its owner runs
+    again = harness("clean", "--json")
+    assert json.loads(again.stdout)["leftovers"] == []
+    shutil.rmtree(ours)
