@@ -22,6 +22,7 @@ from pathlib import Path
 
 import psutil
 
+from model.files import cache_dir
 from servers import scratch
 
 STOP_GRACE_S = 5.0  # for a left-over service to obey SIGTERM before SIGKILL
@@ -84,9 +85,10 @@ def processes_in(directories: list[Path]) -> dict[Path, list[psutil.Process]]:
 
 def find_leftovers(roots: list[Path] | None = None) -> list[Leftover]:
     """The temporary directories under `roots` (default: the system's temporary
-    directory) whose owner is gone, oldest owner first."""
+    directory, and the cache where file sets are generated) whose owner is gone, oldest
+    owner first."""
     candidates: list[tuple[Path, str, scratch.Owner]] = []
-    for root in roots or [Path(tempfile.gettempdir())]:
+    for root in roots or [Path(tempfile.gettempdir()), cache_dir()]:
         with contextlib.suppress(OSError):
             for entry in root.iterdir():
                 parsed = scratch.parse_name(entry.name)

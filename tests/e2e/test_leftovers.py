@@ -226,3 +226,38 @@ def test_a_killed_runs_directories_and_services_are_listed_then_removed(
     again = harness("clean", "--json")
     assert json.loads(again.stdout)["leftovers"] == []
     shutil.rmtree(ours)
+
+
+FILESET_OWNER = """\
+import sys, time
+from harness.fileset import ensure_fileset
+
+
+def progress(done, total):
+    print(done, flush=True)
+    time.sleep(3600)  # killed half-way through
+
+
+ensure_fileset(300, 4, progress=progress)
+"""
+
+
+def test_a_file_set_killed_half_way_is_listed_then_removed(
+    short_tmpdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(short_tmpdir / "cache"))
+    owner = subprocess.Popen([sys.executable, "-c", FILESET_OWNER], stdout=subprocess.PIPE)
+    assert owner.stdout is not None and owner.stdout.readline().strip() == b"100"
+    owner.kill()
+    owner.wait()
+    owner.stdout.close()
+    cache = short_tmpdir / "cache" / "serverbench-harness"
+    [partial] = list(cache.iterdir())
+
+    doctor = harness("doctor", "--json")
+    [record] = [r for r in json.loads(doctor.stdout)["leftovers"] if r["path"] == str(partial)]
+    assert record["kind"] == "files" and record["owner_pid"] == owner.pid
+    assert record["size_bytes"] > 100 * 1024  # a hundred files of at least 1 KiB
+    cleaned = harness("clean")
+    assert cleaned.returncode == 0, cleaned.stderr
+    assert list(cache.iterdir()) == []
