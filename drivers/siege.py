@@ -27,6 +27,7 @@ from typing import Self
 
 from drivers.base import DriverOptions, DriverOutputError, DriverResult, Target, no_latency
 from model.ramps import Ramp, RampStep
+from servers import scratch
 
 SIEGERC = """\
 limit = {limit}
@@ -119,7 +120,7 @@ class SiegeDriver:
             text = "\n".join(target.urls()) + "\n"
             (workdir / "urls.txt").write_text(text)  # the record, beside the raw output
             if self._private is None:
-                self._private = tempfile.TemporaryDirectory(prefix="siege-")
+                self._private = scratch.temporary_directory("siege")
             url_file = ["-i", f"--file={write_urls_file(Path(self._private.name), text)}"]
         if scenario.method == "POST":
             url = f"{url} POST {(scenario.body or b'').decode()}"

@@ -24,7 +24,6 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -42,7 +41,7 @@ from harness.tls import Certificates
 from model.errors import UserError
 from model.ramps import RampStep
 from model.scenarios import SCENARIOS
-from servers import FRAMEWORKS
+from servers import FRAMEWORKS, scratch
 from servers.contract import PROTOCOL_H1
 
 BENCH_MIN_ROUNDS = 10
@@ -223,7 +222,7 @@ def bench_framework(
         start_server(
             framework, loop=loop, cpus=server_cpus, protocol=protocol, certificates=certificates
         ) as ours,
-        tempfile.TemporaryDirectory(prefix="harness-bench-") as raw_dir,
+        scratch.temporary_directory("bench") as raw_dir,
     ):
         text = SCENARIOS["text"]
         ca_path = certificates.ca_path if certificates is not None else None

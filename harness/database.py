@@ -17,7 +17,6 @@ from an empty sink collection anyway (SinkStore drops it).
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from typing import Any
 from harness import postgres
 from harness.services import FERRETDB_VERSION, FerretDB
 from model.errors import UserError
+from servers import scratch
 
 MONGO_BACKENDS = ("postgresql", "sqlite")
 METADATA_TABLE = "_ferretdb_database_metadata"  # FerretDB's: collection name → table name
@@ -78,7 +78,7 @@ class HarnessDatabase:
         self.ferretdb: FerretDB | None = None
         self.gin_indexes: list[str] = []  # "database.collection: field" for each one made
         self.postgresql_version = postgres.server_version() if backend == "postgresql" else None
-        self._tempdir = tempfile.TemporaryDirectory(prefix="harness-mongo-", dir=workdir)
+        self._tempdir = scratch.temporary_directory("mongo", workdir)
         try:
             if backend == "postgresql":
                 self.postgresql = postgres.PostgreSQL(durable=durable, cpus=cpus, workdir=workdir)

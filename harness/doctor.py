@@ -8,7 +8,6 @@ import platform
 import resource
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
@@ -16,6 +15,7 @@ from pathlib import Path
 import psutil
 
 from drivers.base import cargo_root
+from harness.leftovers import find_leftovers
 from harness.services import (
     FERRETDB_VERSION,
     build_ferretdb,
@@ -25,6 +25,8 @@ from harness.services import (
 )
 from harness.tools import TOOLS, Tool, tool_path, tool_status
 from model.errors import UserError
+from servers import scratch
+from servers.plugins import PLUGIN_PROBLEMS
 
 
 def _read(path: str) -> str | None:
@@ -71,6 +73,10 @@ def doctor_report() -> dict[str, object]:
             "w0_probe": known_w0_probe(),
         },
         "host": host_facts(),
+        # plugins that raised, exited or hung on import (servers.plugins): left out
+        "broken_plugins": list(PLUGIN_PROBLEMS),
+        # what killed runs left: `harness clean` removes it (harness.leftovers)
+        "leftovers": [leftover.record() for leftover in find_leftovers()],
     }
 
 
@@ -142,7 +148,7 @@ def install_crate(tool: Tool) -> Path:
     partial = root.with_name(root.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     root.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=f"{crate}-build-") as target:
+    with scratch.temporary_directory("cargo-build") as target:
         result = subprocess.run(
             [
                 cargo,

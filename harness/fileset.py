@@ -22,7 +22,7 @@ from typing import Any
 from harness.services import cache_dir
 from model.errors import UserError
 from model.secrets import redact_url
-from servers import contract
+from servers import contract, scratch
 from servers.core import gridfs_layout, static
 
 DEFAULT_FILE_COUNT = 10_000
@@ -111,9 +111,12 @@ def ensure_fileset(
             return FileSet(directory, seed, tuple(tuple(f) for f in known["files"]))
     except (OSError, ValueError, KeyError):
         pass
-    partial = directory.with_name(directory.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
+    # written beside its place under a name of this process's (servers.scratch): a
+    # generation killed half-way is listed by `harness doctor`, removed by `harness clean`
+    shutil.rmtree(directory.with_name(directory.name + ".partial"), ignore_errors=True)  # old
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    partial = scratch.mkdtemp("files", directory.parent)
+    partial.chmod(0o755)  # as a plain mkdir makes it: the servers' workers read it
     rng = random.Random(seed)
     files = []
     for index in range(count):

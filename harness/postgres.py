@@ -37,6 +37,7 @@ from pathlib import Path
 
 from drivers.processes import kill_group, spawn
 from model.errors import UserError
+from servers import scratch
 
 DEBIAN_BIN_GLOB = "/usr/lib/postgresql/*/bin"
 PROGRAMS = ("initdb", "postgres", "psql")
@@ -146,7 +147,7 @@ class PostgreSQL:
         self.cpus = cpus
         self.process: subprocess.Popen[bytes] | None = None
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 (lives with the process)
-        self.directory = Path(tempfile.mkdtemp(prefix="harness-pg-", dir=workdir))
+        self.directory = scratch.mkdtemp("pg", workdir)
         try:
             self._account = server_account()
             self._start()

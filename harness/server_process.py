@@ -16,6 +16,13 @@ command's {protocol}, {tls_cert}, {tls_key}). A command over TLS is ready once a
 handshake trusting the run's CA completes on its port; over h2c, once `GET /` is answered
 or the HTTP/2 preface gets SETTINGS back. A framework that does not list the protocol is
 refused (`protocol_unsupported`), never started on another one.
+
+A server is stopped by killing its process group, which a command that daemonizes (a
+double fork and setsid, `setsid -f`, `--daemon`) leaves. Every server therefore carries a
+token of its own in its environment (SERVER_TOKEN_ENV), and `kill` then looks for what
+escaped: a process with the token, or one started since the server that listens on its
+port. Each is named (`escaped`, a warning on stderr, and the readiness error a daemonizing
+command meets: its first process exits before listening) and stopped, SIGTERM then SIGKILL.
 """
 
 from __future__ import annotations
@@ -31,8 +38,11 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Sequence
 from typing import Any
+
+import psutil
 
 from drivers.processes import kill_group, spawn
 from harness.secrets import SECRET_FIELD, SecretField, redact, server_environment
@@ -51,6 +61,59 @@ from servers.contract import (
 from servers.core.sinks import DEFAULT_MONGO_URL
 
 READY_TIMEOUT_S = 30.0
+SERVER_TOKEN_ENV = "SERVERBENCH_SERVER_TOKEN"  # each server's own: what escaped carries it
+ESCAPED_STOP_S = 3.0  # for an escaped process to obey SIGTERM before SIGKILL
+
+
+def _describe(process: psutil.Process) -> str:
+    try:
+        return f"pid {process.pid} ({' '.join(process.cmdline()) or process.name()})"
+    except psutil.Error:
+        return f"pid {process.pid}"
+
+
+def escaped_processes(
+    token: str, group: int, port: int = 0, started_at: float = 0.0
+) -> list[psutil.Process]:
+    """The processes of a server that are outside its process group `group` (which its
+    stop killed): those whose environment has `token`, and those started since
+    `started_at` that listen on `port` (0: none looked for). Never this process."""
+    found: dict[int, psutil.Process] = {}
+
+    def outside_group(process: psutil.Process) -> bool:
+        try:
+            return process.status() != psutil.STATUS_ZOMBIE and os.getpgid(process.pid) != group
+        except (psutil.Error, OSError):
+            return False
+
+    for process in psutil.process_iter():
+        if process.pid == os.getpid():
+            continue
+        with contextlib.suppress(psutil.Error):
+            if process.environ().get(SERVER_TOKEN_ENV) == token and outside_group(process):
+                found[process.pid] = process
+    if port:
+        for pid in listeners.other_listeners({port}, {os.getpid()}).values():
+            if pid is None or pid in found:
+                continue
+            with contextlib.suppress(psutil.Error):
+                process = psutil.Process(pid)
+                # started before the server: another program's, never ours to stop
+                if process.create_time() >= started_at - 1.0 and outside_group(process):
+                    found[pid] = process
+    return sorted(found.values(), key=lambda process: process.pid)
+
+
+def stop_processes(processes: list[psutil.Process], grace_s: float = ESCAPED_STOP_S) -> None:
+    """SIGTERM each, SIGKILL what is left after `grace_s`."""
+    for process in processes:
+        with contextlib.suppress(psutil.Error):
+            process.terminate()
+    _, alive = psutil.wait_procs(processes, timeout=grace_s)
+    for process in alive:
+        with contextlib.suppress(psutil.Error):
+            process.kill()
+    psutil.wait_procs(alive, timeout=grace_s)
 
 
 def check_listen_address(host: str, what: str = "a server") -> str:
@@ -104,6 +167,9 @@ class ServerProcess:
         self._stderr_file = tempfile.TemporaryFile(mode="w+b")  # noqa: SIM115 (lives with the process)
         self.port = 0
         self._reader: threading.Thread | None = None
+        self.token = uuid.uuid4().hex  # in its environment: found if it escapes its group
+        self.escaped: list[str] = []  # what left its process group, named and stopped
+        self.started_at = time.time()
         # its own session (one group to kill; Ctrl-C reaches only the harness); SIGTERM if
         # the harness dies, which a server obeys by stopping its workers within the grace
         self.process = spawn(
@@ -111,7 +177,7 @@ class ServerProcess:
             stdout=subprocess.PIPE,
             stderr=self._stderr_file,
             death_signal=signal.SIGTERM,
-            env=child_environment(environment),
+            env=child_environment(environment, self.token),
         )
         try:
             self._reader = threading.Thread(target=self._read_stdout, daemon=True)
@@ -167,9 +233,29 @@ class ServerProcess:
         return self.process.returncode
 
     def kill(self) -> None:
-        """SIGKILL the whole group (workers included) and reap the server."""
+        """SIGKILL the whole group (workers included) and reap the server; then stop what
+        escaped the group (`escaped_processes`), named in `escaped` and on stderr."""
         kill_group(self.process)
         self.process.wait()
+        escaped = escaped_processes(self.token, self.process.pid, self.port, self.started_at)
+        if escaped:
+            names = [_describe(process) for process in escaped]
+            stop_processes(escaped)
+            self.escaped += names
+            print(
+                f"harness: warning: {self.framework} left its process group (daemonized): "
+                f"stopped {', '.join(names)}",
+                file=sys.stderr,
+            )
+
+    def escaped_note(self) -> str:
+        """What escaped the group, for an error message ("" when nothing did)."""
+        if not self.escaped:
+            return ""
+        return (
+            f"; it daemonized out of the harness's process group: stopped "
+            f"{', '.join(self.escaped)} (a server must stay in the foreground)"
+        )
 
     def __enter__(self) -> ServerProcess:
         return self
@@ -259,12 +345,15 @@ class CommandServerProcess(ServerProcess):
         self._reader = None
         self._stderr_file = tempfile.TemporaryFile(mode="w+b")  # noqa: SIM115 (lives with the process)
         self.port = port
+        self.token = uuid.uuid4().hex
+        self.escaped = []
+        self.started_at = time.time()
         self.process = spawn(
             command,
             stdout=self._stderr_file,
             stderr=subprocess.STDOUT,
             death_signal=signal.SIGTERM,
-            env=child_environment(environment),
+            env=child_environment(environment, self.token),
         )
 
     def answers(self) -> bool:
@@ -284,9 +373,10 @@ class CommandServerProcess(ServerProcess):
         seen_ports: set[int] = set()
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
+                self.kill()  # what it left behind: a daemon it forked is found and stopped
                 raise UserError(
                     f"{self.framework} exited with status {self.process.returncode} before "
-                    f"listening on {self.port}: {self.stderr_tail()}"
+                    f"listening on {self.port}{self.escaped_note()}: {self.stderr_tail()}"
                 )
             pids = listeners.tree_pids(self.process.pid)
             seen_ports = listeners.listening_ports(pids)
@@ -300,7 +390,7 @@ class CommandServerProcess(ServerProcess):
                     self.kill()
                     raise UserError(
                         f"{self.framework}: another process listens on its port {self.port} "
-                        f"too: {others}"
+                        f"too: {others}{self.escaped_note()}"
                     )
                 if self.answers():
                     self._ready.set()
@@ -334,9 +424,11 @@ OPTION_PLACEHOLDERS = {
 FLAG_PLACEHOLDERS = {"--durable": "durable"}
 
 
-def child_environment(environment: dict[str, str] | None) -> dict[str, str] | None:
-    """The harness's environment with `environment` added (None: the harness's as it is)."""
-    return None if not environment else {**os.environ, **environment}
+def child_environment(environment: dict[str, str] | None, token: str) -> dict[str, str]:
+    """A server's environment: the harness's, with `environment` (its MongoDB URL:
+    harness.secrets) and the server's token (SERVER_TOKEN_ENV: what finds a process that
+    left its group) added."""
+    return {**os.environ, **(environment or {}), SERVER_TOKEN_ENV: token}
 
 
 def placeholder_values(

@@ -4,7 +4,7 @@
   user's cache: a plain `go install ...@v1.24.2` binary panics at start because
   build/version/version.txt is not in the module, so the module is copied, that file is
   written, and cmd/ferretdb is built from the copy.
-- memcached from Debian, on its own loopback port.
+- memcached from Debian, on its own loopback port, never as root (`-u nobody`).
 Each runs in its own process group and is always reaped. Each binds a port the OS chooses
 (port 0; memcached's `-p -1`) and the harness reads it back from the process's own
 listening socket (servers.listeners): never a port picked free and reused, never "a
@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import pwd
 import secrets
 import shutil
 import signal
@@ -32,7 +33,7 @@ from harness.tools import tool_path
 from model.errors import UserError
 from model.files import cache_dir
 from model.secrets import redact_url
-from servers import listeners
+from servers import listeners, scratch
 
 FERRETDB_MODULE = "github.com/FerretDB/FerretDB"
 FERRETDB_VERSION = "v1.24.2"
@@ -54,7 +55,7 @@ def build_ferretdb(log: Path | None = None) -> Path:
     if go is None:
         raise UserError("go not found: install Go to build FerretDB, or pass --mongo-url")
     binary.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="ferretdb-build-") as work:
+    with scratch.temporary_directory("ferretdb-build") as work:
         download = subprocess.run(
             [go, "mod", "download", "-json", f"{FERRETDB_MODULE}@{FERRETDB_VERSION}"],
             capture_output=True,
@@ -185,6 +186,24 @@ class FerretDB(Service):
         return f"mongodb://127.0.0.1:{self.port}/"
 
 
+MEMCACHED_USER = "nobody"  # what memcached runs as when the harness is root
+
+
+def memcached_user_args() -> list[str]:
+    """`-u nobody` when the harness runs as root (memcached refuses root without -u, and a
+    cache the servers write to has no business holding root's rights); nothing otherwise
+    (memcached changes user only when started as root)."""
+    if os.geteuid() != 0:
+        return []
+    try:
+        pwd.getpwnam(MEMCACHED_USER)
+    except KeyError:
+        raise UserError(
+            f"memcached would run as root: this machine has no {MEMCACHED_USER} user"
+        ) from None
+    return ["-u", MEMCACHED_USER]
+
+
 class Memcached(Service):
     """memcached on loopback with enough connections for a pool of 50 per server worker."""
 
@@ -194,6 +213,16 @@ class Memcached(Service):
         path = tool_path("memcached")
         if path is None:
             raise UserError("memcached not found: run `harness doctor --install`")
+        # its working directory, though it writes nothing: what `harness clean` finds it
+        # by when a killed run left it running (harness.leftovers)
+        self._scratch = scratch.temporary_directory("memcached")
+        try:
+            self._start(path, memory_mb)
+        except BaseException:
+            self._scratch.cleanup()
+            raise
+
+    def _start(self, path: str, memory_mb: int) -> None:
         super().__init__(
             [
                 path,
@@ -207,10 +236,14 @@ class Memcached(Service):
                 str(memory_mb),
                 "-c",
                 "4096",
-                "-u",
-                "root" if os.geteuid() == 0 else os.environ.get("USER", ""),
-            ]
+                *memcached_user_args(),
+            ],
+            Path(self._scratch.name),
         )
+
+    def stop(self) -> None:
+        super().stop()
+        self._scratch.cleanup()
 
     @property
     def address(self) -> str:
@@ -238,7 +271,7 @@ def probe_unacknowledged_writes(records: int = W0_PROBE_RECORDS) -> dict[str, in
     from pymongo import MongoClient
     from pymongo.write_concern import WriteConcern
 
-    with tempfile.TemporaryDirectory(prefix="ferretdb-w0-") as data, FerretDB(Path(data)) as db:
+    with scratch.temporary_directory("ferretdb-w0") as data, FerretDB(Path(data)) as db:
         client = MongoClient(db.url, serverSelectionTimeoutMS=5000)
         collection = client.harness.get_collection("w0probe", write_concern=WriteConcern(w=0))
         for seq in range(records):

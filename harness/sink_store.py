@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ from harness.database import HarnessDatabase
 from harness.services import FERRETDB_VERSION, known_w0_probe
 from model.errors import UserError
 from model.secrets import redact_url
+from servers import scratch
 from servers.contract import MONGO_BATCH_MAX_RECORDS
 from servers.core.sinks import MONGO_COLLECTION, MONGO_DATABASE
 
@@ -74,7 +74,7 @@ class SinkStore:
         self.mongo_batch = mongo_batch  # the servers' --mongo-batch (group commit)
         self.mongo_db = mongo_db  # the run's own on a user's MongoDB (services.own_database)
         self.durable = durable  # the server acknowledges records once they are on disk
-        self._tempdir = tempfile.TemporaryDirectory(prefix=f"harness-{sink}-", dir=workdir)
+        self._tempdir = scratch.temporary_directory(f"sink-{sink}", workdir)
         self.path = Path(self._tempdir.name) / "records.jsonl"
         self.database = database  # the harness's own (None: a user's MongoDB)
         self._own_database: HarnessDatabase | None = None

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from model.errors import UserError
+from servers import scratch
 from servers.contract import ALPN_FOR_PROTOCOL, TLS_PROTOCOLS, TLS_SERVER_NAMES
 
 PROBE_TIMEOUT_S = 2.0
@@ -68,7 +69,7 @@ def make_certificates(directory: Path) -> Certificates:
 
 def temporary_certificates() -> tuple[tempfile.TemporaryDirectory[str], Certificates]:
     """`make_certificates` in a new private temporary directory; the caller removes it."""
-    holder = tempfile.TemporaryDirectory(prefix="serverbench-tls-")
+    holder = scratch.temporary_directory("tls")
     return holder, make_certificates(Path(holder.name))
 
 

@@ -254,8 +254,9 @@ def exec_program(options: ServerOptions, argv: list[str]) -> None:
 def main(argv: list[str] | None = None) -> int:
     from servers.plugins import load_plugins
 
-    load_plugins()  # a plugin's python-kind server runs here too
     argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] not in FRAMEWORKS:  # a builtin needs no plugin, nor their probe
+        load_plugins()  # a plugin's python-kind server runs here too
     options = parse_options(argv)
     kind = FRAMEWORKS[options.framework].kind
     if kind in ("node", "ruby"):

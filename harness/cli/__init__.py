@@ -11,6 +11,7 @@ import sys
 import typer
 
 from harness.cli.bench import bench_command
+from harness.cli.clean import clean_command
 from harness.cli.compare import compare_command
 from harness.cli.diff import diff_command
 from harness.cli.doctor import doctor_command
@@ -34,6 +35,7 @@ app = typer.Typer(
 )
 app.command("list")(list_command)
 app.command("doctor")(doctor_command)
+app.command("clean")(clean_command)
 app.command("verify")(verify_command)
 app.command("bench")(bench_command)
 app.command("compare")(compare_command)

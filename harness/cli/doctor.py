@@ -19,6 +19,7 @@ def doctor_command(
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
     """Load tools found (with versions) and the limits that bound a run on this machine."""
+    from harness.cli.clean import leftovers_table
     from harness.doctor import doctor_report, install_missing
 
     if install:
@@ -53,3 +54,8 @@ def doctor_command(
     for key, value in host.items():  # type: ignore[union-attr]
         limits.add_row(key, str(value))
     console.print(limits)
+    for problem in report["broken_plugins"]:  # type: ignore[union-attr]
+        console.print(f"[red]broken plugin, not loaded:[/] {problem}")
+    if report["leftovers"]:
+        console.print("[yellow]left by killed runs[/] (`harness clean` removes them):")
+        console.print(leftovers_table(report["leftovers"]))  # type: ignore[arg-type]

@@ -72,7 +72,7 @@ def list_command(
     if as_json:
         print(json.dumps(rows, indent=2))
         for problem in PLUGIN_PROBLEMS:
-            print(f"harness: plugin not loaded: {problem}", file=sys.stderr)
+            print(f"harness: broken plugin, not loaded: {problem}", file=sys.stderr)
         return
     table = Table("framework", "role", "from", "available", "versions", "loops", "routes")
     table.add_column("protocols")
@@ -97,4 +97,4 @@ def list_command(
         )
     console.print(table)
     for problem in PLUGIN_PROBLEMS:
-        console.print(f"[red]plugin not loaded:[/] {problem}")
+        console.print(f"[red]broken plugin, not loaded:[/] {problem}")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import tempfile
 from pathlib import Path
 
 import typer
@@ -26,6 +25,7 @@ from harness.cli.options import (
 )
 from harness.secrets import redact
 from model.errors import UserError
+from servers import scratch
 from servers.contract import PROTOCOL_H1, PROTOCOLS, TLS_PROTOCOLS
 
 
@@ -89,7 +89,7 @@ def verify_command(
         services = None
         if backends:
             with console.status("starting FerretDB and memcached for the backend checks…"):
-                workdir = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+                workdir = Path(stack.enter_context(scratch.temporary_directory("verify")))
                 services = stack.enter_context(verify_backends(workdir, mongo_url, mongo_db))
         if certificates is None and any(p in TLS_PROTOCOLS for p in protocols):
             holder, certificates = temporary_certificates()  # this run's, removed after

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import resource
 import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from typing import Any
 from drivers.agent.plan import AgentOutputs
 from drivers.base import Driver, DriverOutputError, DriverProcesses, DriverResult, Target, run_step
 from model.ramps import RampStep
+from servers import scratch
 
 STOP_POLL_S = 0.5  # how often a running task asks whether the harness said stop
 PUBLISH_INTERVAL_S = 0.5  # how often an agents task publishes its agents' newest lines
@@ -148,7 +148,7 @@ def run_driver_on_host(
     """One host's share of an HTTP step (its own `step.offered`): claim, barrier, run."""
     _claim(signals, host)
     outcome = HostOutcome(host)
-    workdir = Path(tempfile.mkdtemp(prefix="harness-fleet-"))
+    workdir = scratch.mkdtemp("fleet")
     try:
         if not _await_go(signals, host, outcome, barrier_timeout_s):
             return outcome
@@ -184,7 +184,7 @@ def hold_connections_on_host(
 
     _claim(signals, host)
     outcome = HostOutcome(host)
-    workdir = Path(tempfile.mkdtemp(prefix="harness-fleet-"))
+    workdir = scratch.mkdtemp("fleet")
     lines = Variable(signals.lines(host))
     lines.set({})  # before the barrier: the harness reads it from the go on
     try:

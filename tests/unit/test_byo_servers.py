@@ -210,6 +210,40 @@ def test_a_plugin_registers_its_entries_with_where_they_came_from(
     assert "unit-plugin" in plugin_loader.plugin_names()
 
 
+# plugins whose import raises, exits or never returns (issue 22, item 8)
+BROKEN_PLUGINS = {
+    "byo_raising_plugin": (
+        "raise RuntimeError('no config file')\n",
+        "RuntimeError: no config file",
+    ),
+    "byo_exiting_plugin": ("import sys\nsys.exit(3)\n", "SystemExit: 3"),
+    "byo_dying_plugin": ("import os\nos._exit(7)\n", "ended the process on import (exit status 7)"),
+    "byo_hanging_plugin": (
+        "import time\ntime.sleep(3600)\n",
+        "hung on import: no answer within 1 s",
+    ),
+}
+
+
+def test_a_plugin_that_raises_exits_or_hangs_on_import_is_named_and_the_rest_load(
+    registry: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for module, (source, _) in BROKEN_PLUGINS.items():
+        write_plugin(tmp_path, module, source + plugin_source(module.replace("_", "-")))
+    write_plugin(tmp_path, "byo_fine_plugin", plugin_source("fine-plugin"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv(plugin_loader.TIMEOUT_ENV, "1")
+    added = plugin_loader.load_plugins()  # this process is still here: nothing exited
+    assert "fine-plugin" in added, plugin_loader.PLUGIN_PROBLEMS
+    assert not {module.replace("_", "-") for module in BROKEN_PLUGINS} & set(added)
+    for module, (_, problem) in BROKEN_PLUGINS.items():
+        assert f"{module} (plugin {module.replace('_', '-')} 1.0): {problem}" in (
+            plugin_loader.PLUGIN_PROBLEMS
+        ), plugin_loader.PLUGIN_PROBLEMS
+        assert module not in sys.modules  # never imported here
+    assert plugin_loader.load_plugins() == []  # once per process: no second probe
+
+
 def test_a_plugin_may_not_take_a_builtin_name(
     registry: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -33,7 +33,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -43,7 +42,7 @@ from typing import Any
 
 import psutil
 
-from servers import PROGRAM_PATH, contract, listeners
+from servers import PROGRAM_PATH, contract, listeners, scratch
 from servers.contract import ServerOptions
 from servers.listeners import free_port, http_answers  # nginx cannot listen on port 0
 
@@ -362,7 +361,7 @@ class Nginx:
             prefix = [taskset, "-c", cpus]
         binary = nginx_binary()
         self.new_session = new_session
-        self.run_dir = Path(tempfile.mkdtemp(prefix="harness-nginx-"))
+        self.run_dir = scratch.mkdtemp("nginx")
         try:
             config = self.run_dir / "nginx.conf"
             config.write_text(render_config(self.run_dir, blocks, workers))
