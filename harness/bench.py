@@ -35,7 +35,7 @@ from drivers.wrk import WrkDriver
 from harness.frameworks import command_protocols
 from harness.run.precision import imprecise_reason, round_fits
 from harness.server_process import protocol_unsupported, start_command_server, start_server
-from harness.services import wait_listening
+from harness.services.base import wait_listening
 from harness.stats import Interval, paired_ratio_interval
 from harness.tls import Certificates
 from model.errors import UserError

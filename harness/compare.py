@@ -14,11 +14,11 @@ from rich.table import Table
 
 from drivers import DRIVER_RAMPS, driver_class, driver_classes
 from harness.affinity import parse_cpu_list
-from harness.database import check_backend, default_backend
 from harness.frameworks import register_servers, select_frameworks
 from harness.profile import load_profile
 from harness.run import Plan, Runner, claim_run_dir, default_cpus
 from harness.run.rounds import has_rounds
+from harness.services.database import check_backend, default_backend
 from model.errors import UserError
 from model.results import Case, Run, Step, has_protocol_axis
 from model.scenarios import get_scenario
@@ -123,7 +123,7 @@ def build_plan(
     are registered first, so that `frameworks` may name them.
 
     `mongo_backend` None: PostgreSQL when it is installed, else SQLite
-    (harness.database.default_backend; `mongo_backend_note` says which and why).
+    (harness.services.database.default_backend; `mongo_backend_note` says which and why).
     """
     profile = load_profile(profile_name, overrides)
     register_servers(servers or (), servers_file, profile.servers, f"profile {profile.name}")

@@ -15,14 +15,14 @@ from pathlib import Path
 import psutil
 
 from drivers.base import cargo_root
-from harness.leftovers import find_leftovers
-from harness.services import (
+from harness.services.ferretdb import (
     FERRETDB_VERSION,
     build_ferretdb,
     ferretdb_binary,
     known_w0_probe,
     probe_unacknowledged_writes,
 )
+from harness.services.leftovers import find_leftovers
 from harness.tools import TOOLS, Tool, tool_path, tool_status
 from model.errors import UserError
 from servers import scratch
@@ -75,7 +75,7 @@ def doctor_report() -> dict[str, object]:
         "host": host_facts(),
         # plugins that raised, exited or hung on import (servers.plugins): left out
         "broken_plugins": list(PLUGIN_PROBLEMS),
-        # what killed runs left: `harness clean` removes it (harness.leftovers)
+        # what killed runs left: `harness clean` removes it (harness.services.leftovers)
         "leftovers": [leftover.record() for leftover in find_leftovers()],
     }
 

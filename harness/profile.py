@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.fileset import DEFAULT_FILE_COUNT
+from harness.services.fileset import DEFAULT_FILE_COUNT
 from harness.topology import ProcessModel, parse_process_models
 from model.errors import UserError
 from model.ramps import RAMP_KINDS, ConnectionRamp, Ramp, kinds_taking, ramp_from_dict, ramp_keys

@@ -14,10 +14,10 @@ import re
 import shutil
 import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 
 from drivers import driver_classes
 from drivers.base import cargo_binary, cargo_crate
-from harness import postgres
 from servers import PROGRAM_PATH
 
 
@@ -50,7 +50,7 @@ SERVICE_TOOLS = (
     Tool("taskset", "util-linux", ("--version",)),  # every server and driver is pinned
     Tool("node", "nodejs", ("--version",)),  # the Node http and Express baselines
     Tool("ruby", "ruby-eventmachine", ("-v",)),  # the EventMachine baseline
-    Tool("postgres", "postgresql", ("--version",)),  # FerretDB's backend (harness.postgres)
+    Tool("postgres", "postgresql", ("--version",)),  # FerretDB's backend (services/postgres)
     Tool("chromium", "chromium", ("--version",)),  # report.html checked headless (tests/e2e)
 )
 
@@ -68,16 +68,39 @@ TOOLS: dict[str, Tool] = {tool.name: tool for tool in (*driver_tools(), *SERVICE
 _VERSION = re.compile(r"\d+(?:\.\d+)+[\w.-]*")
 
 
+POSTGRES_DEBIAN_BIN_GLOB = "/usr/lib/postgresql/*/bin"
+POSTGRES_PROGRAMS = ("initdb", "postgres", "psql")
+
+
+def postgres_bin_dir() -> Path | None:
+    """The directory holding initdb, postgres and psql: Debian's newest major version,
+    else wherever `postgres` is on PATH; None when PostgreSQL is not installed."""
+
+    def major(path: Path) -> int:
+        return int(path.parent.name) if path.parent.name.isdigit() else -1
+
+    candidates = sorted(
+        Path("/").glob(POSTGRES_DEBIAN_BIN_GLOB.lstrip("/")), key=major, reverse=True
+    )
+    on_path = shutil.which("postgres")
+    if on_path is not None:
+        candidates.append(Path(on_path).resolve().parent)
+    for directory in candidates:
+        if all((directory / program).is_file() for program in POSTGRES_PROGRAMS):
+            return directory
+    return None
+
+
 def tool_path(name: str) -> str | None:
     """Where `name` is: a cargo-built tool's pinned build in the cache; `postgres` in
-    Debian's /usr/lib/postgresql/<major>/bin, outside PATH (harness.postgres.bin_dir); else
+    Debian's /usr/lib/postgresql/<major>/bin, outside PATH (postgres_bin_dir); else
     on PATH, looking in sbin too (nginx lives there)."""
     tool = TOOLS.get(name)
     if tool is not None and tool.crate is not None:
         binary = cargo_binary(tool.name, tool.package)
         return str(binary) if binary.is_file() else None
     if name == "postgres":
-        directory = postgres.bin_dir()
+        directory = postgres_bin_dir()
         return str(directory / "postgres") if directory is not None else None
     return shutil.which(name, path=PROGRAM_PATH)
 

@@ -4,7 +4,7 @@ spreads the load.
 - `single`: one server process;
 - `workers:N`: one server with its own `--workers N` (SO_REUSEPORT, or Node's cluster);
 - `lb:N`: N server instances on their own ports, each pinned to its own CPU set, behind a
-  harness-rendered nginx load balancer (`harness.loadbalancer`);
+  harness-rendered nginx load balancer (`harness.services.balancer`);
 - `lb:N/workers:M`: the same, each instance running M workers.
 
 `start_topology` returns a `Topology` that the runner uses exactly like one server process:
@@ -273,7 +273,7 @@ def start_topology(
             certificates=certificates,
         )
         return Topology(model, [server], instance_cpus=[server_cpus])
-    from harness.loadbalancer import LoadBalancer
+    from harness.services.balancer import LoadBalancer
 
     cpu_sets = instance_cpu_sets(server_cpus, model.instances)
     servers: list[ServerProcess] = []

@@ -33,7 +33,7 @@ class Scenario:
     websocket: bool = False
     payload: str | None = None  # drivers.agent.payloads name; None: idle connections
     message_interval_s: tuple[float, float] = (3.0, 6.0)  # uniform(3, 6) s (the WebSocket study)
-    # What the server needs beside its sink (harness.backends starts it): "files" (the file
+    # What the server needs beside its sink (harness.services.backends starts it): "files" (the file
     # set on disk), "gridfs" (the set in GridFS), "memcached" (the memcached-proxy study's
     # 100-byte value).
     backend: str | None = None

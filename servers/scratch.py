@@ -5,7 +5,7 @@ The owner is the process that made it; its start time (whole seconds since the e
 the kernel tells psutil) tells it apart from a later process that got the same pid. A
 directory whose owner is gone was left by a process killed before it could clean up
 (SIGKILL, the OOM killer, a power cut): `harness doctor` lists those and `harness clean`
-removes them (harness.leftovers). Lives in `servers` because everything may import it:
+removes them (harness.services.leftovers). Lives in `servers` because everything may import it:
 the harness, the drivers and the nginx wrapper.
 """
 

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.backends import KINDS, Backends
-from harness.fileset import FileSet, ensure_fileset
-from harness.services import FerretDB, Memcached
+from harness.services.backends import KINDS, Backends
+from harness.services.ferretdb import FerretDB
+from harness.services.fileset import FileSet, ensure_fileset
+from harness.services.memcached import Memcached
 from harness.verify import plant_escape_bait
 from tests.helpers import require_tool
 

@@ -23,7 +23,7 @@ import pytest
 
 from harness.run.analysis import with_rounds
 from harness.server_process import ServerProcess
-from harness.services import ferretdb_binary
+from harness.services.ferretdb import ferretdb_binary
 from harness.tools import tool_path
 from harness.verify import raw_ws_close_code, raw_ws_connect, ws_frame
 from model.results import Case, Run, Step, Summary

@@ -1,4 +1,4 @@
-"""`harness clean`: remove what killed runs left (harness.leftovers): their temporary
+"""`harness clean`: remove what killed runs left (harness.services.leftovers): their temporary
 directories, and the PostgreSQL, FerretDB or memcached still running from them."""
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def clean_command(
 ) -> None:
     """Stop the services and remove the temporary directories of runs that were killed
     (whose owner process is gone); another run's, still going, are never touched."""
-    from harness.leftovers import clean_leftovers, find_leftovers
+    from harness.services.leftovers import clean_leftovers, find_leftovers
 
     leftovers = find_leftovers(directory or None)
     problems = [] if dry_run else clean_leftovers(leftovers)

@@ -69,7 +69,7 @@ def verify_command(
     the HTTP/2 ones; a server that does not speak a protocol is skipped with its reason.
     Exit 1 on a failure."""
     from harness.frameworks import register_servers, select_frameworks
-    from harness.services import new_database_name, own_database
+    from harness.services.ferretdb import new_database_name, own_database
     from harness.tls import temporary_certificates, user_certificates
     from harness.verify import strictly, verify_backends, verify_framework
 

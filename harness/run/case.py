@@ -35,7 +35,7 @@ from harness.run.http_case import run_http_case
 from harness.run.ledger import reconcile
 from harness.run.outputs import case_folder
 from harness.server_process import command_unsupported, protocol_unsupported
-from harness.sink_store import SinkStore
+from harness.services.sink_store import SinkStore
 from harness.tls import h2c_answers, probe_tls
 from harness.topology import ProcessModel, Topology, start_topology, topology_unsupported
 from harness.verify import (

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.backends import Backends
-from harness.database import HarnessDatabase
 from harness.profile import Profile
-from harness.sink_store import SinkStore
+from harness.services.backends import Backends
+from harness.services.database import HarnessDatabase
+from harness.services.sink_store import SinkStore
 from harness.tls import Certificates
 from harness.topology import ProcessModel
 from model.results import Step, Summary

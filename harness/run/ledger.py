@@ -17,7 +17,7 @@ import dataclasses
 import time
 from pathlib import Path
 
-from harness.sink_store import SinkAudit, SinkStore
+from harness.services.sink_store import SinkAudit, SinkStore
 from model.results import Case
 from model.scenarios import Scenario
 

@@ -20,8 +20,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.affinity import harness_pinned
-from harness.backends import Backends
-from harness.database import HarnessDatabase
 from harness.doctor import host_facts
 from harness.lifecycle import interrupt_reason
 from harness.run.analysis import combine_repeats, with_baseline_ratios, with_rounds, with_tls_tax
@@ -32,7 +30,9 @@ from harness.run.plan import Plan, Reporter, SilentReporter, now_iso
 from harness.run.rounds import has_rounds, run_rounds
 from harness.run.verdict import verdict
 from harness.secrets import redactor
-from harness.services import own_database
+from harness.services.backends import Backends
+from harness.services.database import HarnessDatabase
+from harness.services.ferretdb import own_database
 from harness.tls import run_certificates
 from harness.tools import TOOLS, tool_status
 from model.errors import UserError

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from harness import affinity as cpu_affinity
 from harness.profile import Profile
 from harness.secrets import keep_url
-from harness.services import new_database_name
+from harness.services.ferretdb import new_database_name
 from model.errors import UserError
 from model.results import Case, Step
 
@@ -55,7 +55,7 @@ class Plan:
     mongo_url: str | None = None  # a real MongoDB instead of the FerretDB the harness starts
     # the run's own database there (records, GridFS): created by the run, dropped after it
     mongo_db: str = field(default_factory=new_database_name)
-    # what the FerretDB the harness starts runs on (harness.database.MONGO_BACKENDS)
+    # what the FerretDB the harness starts runs on (harness.services.database.MONGO_BACKENDS)
     mongo_backend: str = "sqlite"
     db_cpus: str | None = None  # CPUs for FerretDB and PostgreSQL (None: not pinned)
     fleet: str | None = None  # --fleet: local:N or tls://SCHEDULER:PORT (None: load from here)

@@ -44,10 +44,10 @@ import httpx
 from h2.exceptions import H2Error
 from websockets.exceptions import WebSocketException
 
-from harness.backends import Backends
-from harness.fileset import FileSet
 from harness.server_process import start_server
-from harness.sink_store import SinkStore
+from harness.services.backends import Backends
+from harness.services.fileset import FileSet
+from harness.services.sink_store import SinkStore
 from harness.tls import Certificates, temporary_certificates
 from harness.verify.backends import (
     BACKEND_CHECK_ROUTES,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.backends import KINDS, Backends
-from harness.fileset import FileSet
+from harness.services.backends import KINDS, Backends
+from harness.services.fileset import FileSet
 from harness.verify.endpoint import CheckFunction
 from harness.verify.files import (
     VERIFY_FILE_COUNT,

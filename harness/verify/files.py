@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.fileset import FileSet
+from harness.services.fileset import FileSet
 from harness.verify.endpoint import EndpointOrUrl, endpoint_of, http_client
 from harness.verify.failure import excerpt, expect, expect_status
 from harness.verify.wire import ESCAPE_BAIT, expect_still_serving, get_status

@@ -18,7 +18,7 @@ from collections.abc import Callable
 import httpx
 from websockets.exceptions import InvalidStatus, WebSocketException
 
-from harness.backends import Backends
+from harness.services.backends import Backends
 from harness.verify.endpoint import EndpointOrUrl, endpoint_of, http_client
 from harness.verify.http import Routes
 from harness.verify.websocket import ws_connect

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from harness.sink_store import SinkStore
+from harness.services.sink_store import SinkStore
 from harness.verify.endpoint import EndpointOrUrl, http_client
 from harness.verify.failure import expect, expect_status
 from servers import contract

@@ -15,11 +15,11 @@ import pytest
 from drivers.base import Target, run_step
 from drivers.mcload import McLoadDriver
 from drivers.wrk import WrkDriver
-from harness.backends import MC_KEY, MC_VALUE
-from harness.fileset import load_gridfs
 from harness.frameworks import select_frameworks
 from harness.server_process import start_server
-from harness.services import Memcached
+from harness.services.backends import MC_KEY, MC_VALUE
+from harness.services.fileset import load_gridfs
+from harness.services.memcached import Memcached
 from model.ramps import RampStep
 from model.results import read_run
 from model.scenarios import SCENARIOS

@@ -19,9 +19,9 @@ import httpx
 import psutil
 import pytest
 
-from harness.fileset import FileSet
-from harness.loadbalancer import LoadBalancer
 from harness.server_process import ServerProcess, start_server
+from harness.services.balancer import LoadBalancer
+from harness.services.fileset import FileSet
 from servers import contract
 from servers.baselines import nginx as nginx_config
 from tests.helpers import (

@@ -22,11 +22,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from harness.backends import Backends
-from harness.fileset import FileSet
 from harness.server_process import ServerProcess, protocol_args, start_server
-from harness.services import Memcached
-from harness.sink_store import SinkStore
+from harness.services.backends import Backends
+from harness.services.fileset import FileSet
+from harness.services.memcached import Memcached
+from harness.services.sink_store import SinkStore
 from harness.tls import Certificates, temporary_certificates
 from model.scenarios import MC_KEY, MC_VALUE
 from servers import FRAMEWORKS, NODE_DIR, contract

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from harness.backends import Backends
 from harness.server_process import ServerProcess, start_server
+from harness.services.backends import Backends
 from harness.tls import Certificates, make_certificates
 from harness.verify import (
     CheckFailed,

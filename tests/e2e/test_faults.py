@@ -32,7 +32,7 @@ from harness.compare import build_plan
 from harness.run import Runner, SilentReporter
 from harness.run.plan import Plan
 from harness.server_process import ServerProcess, start_server
-from harness.services import FerretDB, ferretdb_binary
+from harness.services.ferretdb import FerretDB, ferretdb_binary
 from harness.tools import tool_path
 from model.results import Case, Step, read_run
 from servers import FRAMEWORKS, contract

@@ -17,10 +17,10 @@ from typing import Any
 import httpx
 import pytest
 
-from harness.backends import Backends
-from harness.fileset import FileSet
 from harness.server_process import ServerProcess, start_server
-from harness.services import Memcached
+from harness.services.backends import Backends
+from harness.services.fileset import FileSet
+from harness.services.memcached import Memcached
 from model.scenarios import MC_KEY, MC_VALUE
 from servers import contract
 from servers.core import static

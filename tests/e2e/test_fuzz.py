@@ -34,7 +34,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.server_process import ServerProcess, start_server
-from harness.sink_store import SinkStore
+from harness.services.sink_store import SinkStore
 from harness.tls import make_certificates
 from harness.verify import Endpoint, _responses, endpoint_for, read_until_close
 from harness.verify.h2wire import (

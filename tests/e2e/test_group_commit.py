@@ -26,8 +26,8 @@ import httpx
 import pytest
 
 from harness.server_process import start_server
-from harness.services import FerretDB
-from harness.sink_store import SinkStore
+from harness.services.ferretdb import FerretDB
+from harness.services.sink_store import SinkStore
 from servers import FRAMEWORKS, contract
 from servers.core.sinks import MONGO_COLLECTION, MONGO_SERVER_SELECTION_TIMEOUT_MS
 from tests.helpers import one_per_runtime, require_ferretdb, require_framework

@@ -23,12 +23,12 @@ import pytest
 from pymongo import MongoClient
 
 from harness.affinity import cpus_allowed
-from harness.backends import GRIDFS_QUERY_FIELDS, Backends
 from harness.compare import build_plan
-from harness.database import HarnessDatabase
-from harness.fileset import FileSet
 from harness.run import Runner
 from harness.run.outputs import ramp_dir
+from harness.services.backends import GRIDFS_QUERY_FIELDS, Backends
+from harness.services.database import HarnessDatabase
+from harness.services.fileset import FileSet
 from tests.helpers import require_ferretdb, require_framework, require_tools
 
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from harness.server_process import ServerProcess, start_server
-from harness.sink_store import SinkStore
+from harness.services.sink_store import SinkStore
 from harness.verify import _responses, _status_of, read_until_close
 from servers import contract
 from tests.helpers import assert_still_serving, require_framework, servers_serving

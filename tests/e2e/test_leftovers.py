@@ -21,7 +21,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from harness.services import Memcached
+from harness.services.memcached import Memcached
 from model.results import read_run
 from servers import scratch
 from tests.helpers import harness, require_tool, require_tools, write_plugin
@@ -150,7 +150,7 @@ def test_a_server_command_that_daemonizes_is_named_and_stopped(tmp_path: Path) -
 # -- what a killed run leaves: harness doctor lists it, harness clean removes it ---------
 OWNER = """\
 import subprocess, sys, time
-from harness.postgres import PostgreSQL, bin_dir
+from harness.services.postgres import PostgreSQL, bin_dir
 from servers import scratch
 
 directories = []
@@ -230,7 +230,7 @@ def test_a_killed_runs_directories_and_services_are_listed_then_removed(
 
 FILESET_OWNER = """\
 import sys, time
-from harness.fileset import ensure_fileset
+from harness.services.fileset import ensure_fileset
 
 
 def progress(done, total):

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import services
-from harness.loadbalancer import LoadBalancer
-from harness.services import Memcached
+from harness.services import base, memcached
+from harness.services.balancer import LoadBalancer
+from harness.services.memcached import Memcached
 from model.errors import UserError
 from servers import listeners
 from servers.baselines import nginx
@@ -58,9 +58,9 @@ def test_a_memcached_that_never_listens_is_not_taken_for_a_foreign_listener(
     fake = tmp_path / "memcached"
     fake.write_text("#!/bin/sh\nexec sleep 30\n")  # starts, never listens
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
-    monkeypatch.setattr(services, "tool_path", lambda _name: str(fake))
-    monkeypatch.setattr(services, "free_port", lambda *_: foreign, raising=False)  # the old way
-    monkeypatch.setattr(services, "READY_TIMEOUT_S", 1.5)
+    monkeypatch.setattr(memcached, "tool_path", lambda _name: str(fake))
+    monkeypatch.setattr(memcached, "free_port", lambda *_: foreign, raising=False)  # the old way
+    monkeypatch.setattr(base, "READY_TIMEOUT_S", 1.5)
     with pytest.raises(UserError, match="did not listen"):
         Memcached().stop()
 

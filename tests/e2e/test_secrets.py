@@ -20,8 +20,8 @@ import httpx
 import pytest
 
 from harness.server_process import start_server
-from harness.services import FerretDB, new_database_name
-from harness.sink_store import SinkStore
+from harness.services.ferretdb import FerretDB, new_database_name
+from harness.services.sink_store import SinkStore
 from servers import FRAMEWORKS, contract, listeners
 from servers.plugins import load_plugins
 from tests.helpers import require_ferretdb, require_framework, require_tools

@@ -16,7 +16,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 from harness.server_process import start_server
-from harness.sink_store import SinkStore
+from harness.services.sink_store import SinkStore
 from servers import FRAMEWORKS, contract
 from tests.helpers import one_per_runtime, require_ferretdb, require_framework
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from harness.server_process import ServerProcess, start_server
-from harness.sink_store import SinkStore
+from harness.services.sink_store import SinkStore
 from servers import FRAMEWORKS, contract
 from tests.helpers import (
     assert_still_serving,

@@ -23,9 +23,9 @@ import httpx
 import pytest
 import websockets
 
-from harness.backends import Backends
-from harness.fileset import FileSet
 from harness.server_process import ServerProcess, start_server
+from harness.services.backends import Backends
+from harness.services.fileset import FileSet
 from harness.tls import Certificates, temporary_certificates
 from harness.verify import MALFORMED_REQUESTS
 from model.scenarios import MC_KEY, MC_VALUE

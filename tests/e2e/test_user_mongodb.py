@@ -11,11 +11,11 @@ from typing import Any
 import httpx
 import pytest
 
-from harness.backends import Backends
-from harness.fileset import load_gridfs
 from harness.server_process import start_server
-from harness.services import FerretDB, new_database_name, own_database
-from harness.sink_store import SinkStore
+from harness.services.backends import Backends
+from harness.services.ferretdb import FerretDB, new_database_name, own_database
+from harness.services.fileset import load_gridfs
+from harness.services.sink_store import SinkStore
 from model.errors import UserError
 from model.results import read_run
 from servers import FRAMEWORKS, contract

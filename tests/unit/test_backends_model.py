@@ -11,7 +11,7 @@ import pytest
 from drivers.base import DriverOutputError
 from drivers.mcload import parse_mcload
 from drivers.wrk import lua_string
-from harness.fileset import MAX_FILE_BYTES, MIN_FILE_BYTES, ensure_fileset
+from harness.services.fileset import MAX_FILE_BYTES, MIN_FILE_BYTES, ensure_fileset
 from harness.topology import parse_process_model, parse_process_models
 from model.errors import UserError
 from tests.helpers import DATA_DIR

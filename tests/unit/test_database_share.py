@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import database, postgres
 from harness.compare import build_plan
 from harness.run.analysis import database_bound_note
+from harness.services import database, postgres
 from model.errors import UserError
 from model.results import Step
 

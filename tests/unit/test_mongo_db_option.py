@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from harness.services import new_database_name
+from harness.services.ferretdb import new_database_name
 from servers.contract import GRIDFS_DATABASE, MONGO_DB_PATTERN, ServerOptions
 
 

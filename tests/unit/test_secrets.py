@@ -9,8 +9,8 @@ import pytest
 
 from harness.secrets import SecretField, keep_url, redact, secret_value, server_environment
 from harness.server_process import fill_command, placeholder_values
-from harness.services import own_database
-from harness.sink_store import SinkStore
+from harness.services.ferretdb import own_database
+from harness.services.sink_store import SinkStore
 from model.errors import UserError
 from model.secrets import MASK, Redactor, redact_url, url_secrets
 from servers import command_placeholders

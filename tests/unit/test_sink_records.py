@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness.run.ledger import KEPT_RECORDS_FILE, count_before_load, reconcile
-from harness.sink_store import SinkStore
+from harness.services.sink_store import SinkStore
 from model.results import Case, Step
 from model.scenarios import SCENARIOS
 from servers.contract import RECORD_FIELDS, ServerOptions

@@ -11,7 +11,7 @@ sum over the nginx master and workers (psutil). CPU affinity is inherited, so
 given certificate over TLS 1.3 only, h2c speaks HTTP/2 to clients with prior knowledge;
 the routes, the deadlines and the telemetry are the same over each.
 
-The same helpers render the reverse proxy of the `lb:N` topology (harness/loadbalancer.py),
+The same helpers render the reverse proxy of the `lb:N` topology (harness/services/balancer.py),
 so nginx config is written in one place. Plain Python: the harness may import this module.
 
 With `--workers N` nginx runs N worker processes behind one stub_status, which cannot

@@ -1,8 +1,8 @@
 """What a scenario (or verify) needs beside its sink, started once and always stopped.
 
-- `files`: the seeded image-like file set on disk (`harness.fileset`), served from
+- `files`: the seeded image-like file set on disk (`harness.services.fileset`), served from
   `--files-dir`;
-- `gridfs`: the same set loaded into GridFS: into the run's database (harness.database,
+- `gridfs`: the same set loaded into GridFS: into the run's database (harness.services.database,
   FerretDB on PostgreSQL with GIN indexes on the fields GridFS reads query), a MongoDB URL
   given, or else a FerretDB on SQLite started here (verify's);
 - `memcached`: memcached started here holding the memcached-proxy study's 100-byte value
@@ -17,8 +17,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.database import HarnessDatabase
-from harness.fileset import (
+from harness.services.database import HarnessDatabase
+from harness.services.ferretdb import FERRETDB_VERSION
+from harness.services.fileset import (
     DEFAULT_FILE_COUNT,
     DEFAULT_SEED,
     FileSet,
@@ -26,7 +27,7 @@ from harness.fileset import (
     ensure_fileset,
     load_gridfs,
 )
-from harness.services import FERRETDB_VERSION, Memcached
+from harness.services.memcached import Memcached
 from model.errors import UserError
 from model.scenarios import MC_KEY, MC_VALUE
 from model.secrets import redact_url
@@ -72,7 +73,7 @@ class Backends:
     `gridfs` implies the file set on disk too (the URL list and the bytes to compare).
     `mongo_db` is the database the bucket goes into and the servers read (`--mongo-db`):
     one of the run's own (services.own_database) when `mongo_url` is a user's MongoDB.
-    `database` is the run's own database (harness.database), indexed here once loaded.
+    `database` is the run's own database (harness.services.database), indexed here once loaded.
     """
 
     def __init__(

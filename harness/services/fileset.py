@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.services import cache_dir
 from model.errors import UserError
+from model.files import cache_dir
 from model.secrets import redact_url
 from servers import contract, scratch
 from servers.core import gridfs_layout, static

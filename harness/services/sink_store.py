@@ -1,7 +1,7 @@
 """The harness's side of a sink: what a server needs to write to it, and what it holds.
 
 `SinkStore` gives a server its sink arguments (a fresh file, or a MongoDB URL: the run's
-own database (harness.database), a real MongoDB that `--mongo-url` names, or else a
+own database (harness.services.database), a real MongoDB that `--mongo-url` names, or else a
 FerretDB on SQLite started for this store alone, as verify does), counts the records
 stored, so verify can see a record arrive, and audits them (`audit`: each record parsed,
 ids distinct) so the runner can reconcile: nothing lost.
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.database import HarnessDatabase
-from harness.services import FERRETDB_VERSION, known_w0_probe
+from harness.services.database import HarnessDatabase
+from harness.services.ferretdb import FERRETDB_VERSION, known_w0_probe
 from model.errors import UserError
 from model.secrets import redact_url
 from servers import scratch

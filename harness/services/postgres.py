@@ -36,11 +36,10 @@ import time
 from pathlib import Path
 
 from drivers.processes import kill_group, spawn
+from harness.tools import postgres_bin_dir
 from model.errors import UserError
 from servers import scratch
 
-DEBIAN_BIN_GLOB = "/usr/lib/postgresql/*/bin"
-PROGRAMS = ("initdb", "postgres", "psql")
 SUPERUSER = "postgres"  # the cluster's superuser (initdb -U), whoever runs it
 DATABASE = "postgres"  # FerretDB keeps each MongoDB database as a schema in this one
 PORT = 5432  # names the socket file (.s.PGSQL.5432) in the private directory; no TCP
@@ -52,20 +51,8 @@ SOCKET_PATH_MAX = 107  # sun_path of a unix socket, less its final NUL
 
 
 def bin_dir() -> Path | None:
-    """The directory holding initdb, postgres and psql: Debian's newest major version,
-    else wherever `postgres` is on PATH; None when PostgreSQL is not installed."""
-
-    def major(path: Path) -> int:
-        return int(path.parent.name) if path.parent.name.isdigit() else -1
-
-    candidates = sorted(Path("/").glob(DEBIAN_BIN_GLOB.lstrip("/")), key=major, reverse=True)
-    on_path = shutil.which("postgres")
-    if on_path is not None:
-        candidates.append(Path(on_path).resolve().parent)
-    for directory in candidates:
-        if all((directory / program).is_file() for program in PROGRAMS):
-            return directory
-    return None
+    """The directory holding initdb, postgres and psql (harness.tools.postgres_bin_dir)."""
+    return postgres_bin_dir()
 
 
 def server_version() -> str | None:

@@ -1,43 +1,30 @@
-"""Services the servers talk to, started and stopped by the harness itself.
-
-- FerretDB v1.24 (a MongoDB-wire server on SQLite) built from the Go module proxy into the
-  user's cache: a plain `go install ...@v1.24.2` binary panics at start because
-  build/version/version.txt is not in the module, so the module is copied, that file is
-  written, and cmd/ferretdb is built from the copy.
-- memcached from Debian, on its own loopback port, never as root (`-u nobody`).
-Each runs in its own process group and is always reaped. Each binds a port the OS chooses
-(port 0; memcached's `-p -1`) and the harness reads it back from the process's own
-listening socket (servers.listeners): never a port picked free and reused, never "a
-connect succeeded", which another process's listener would pass.
-"""
+"""FerretDB v1.24, the MongoDB-wire server the harness starts (on SQLite, or on the
+run's PostgreSQL: harness.services.postgres), built from the Go module proxy into the
+user's cache: a plain `go install ...@v1.24.2` binary panics at start because
+build/version/version.txt is not in the module, so the module is copied, that file is
+written, and cmd/ferretdb is built from the copy. Also: the w: 0 probe, and a database of a
+run's own on a user's MongoDB (`--mongo-url`)."""
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
-import pwd
 import secrets
 import shutil
-import signal
-import socket
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from drivers.processes import spawn
-from harness.tools import tool_path
+from harness.services.base import Service
 from model.errors import UserError
 from model.files import cache_dir
 from model.secrets import redact_url
-from servers import listeners, scratch
+from servers import scratch
 
 FERRETDB_MODULE = "github.com/FerretDB/FerretDB"
 FERRETDB_VERSION = "v1.24.2"
-READY_TIMEOUT_S = 20.0
 
 
 def ferretdb_binary() -> Path:
@@ -85,67 +72,9 @@ def build_ferretdb(log: Path | None = None) -> Path:
     return binary
 
 
-def wait_listening(process: subprocess.Popen, name: str, host: str = "127.0.0.1") -> int:
-    """The port `process` (or a child) listens on at `host`, once it does; UserError if it
-    exits first, never listens, or shares the port with another process."""
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise UserError(f"{name} exited with status {process.returncode} before listening")
-        pids = listeners.tree_pids(process.pid)
-        ports = listeners.listening_ports(pids, host)
-        if len(ports) > 1:
-            raise UserError(f"{name} listens on several ports ({sorted(ports)}), not one")
-        if ports:
-            others = listeners.other_listeners(ports, pids)
-            if others:
-                raise UserError(f"{name}: another process listens on its port too: {others}")
-            return ports.pop()
-        time.sleep(0.05)
-    raise UserError(f"{name} did not listen within {READY_TIMEOUT_S:.0f} s")
-
-
-class Service:
-    """A helper process in its own group; `stop()` ends the whole group."""
-
-    name = "service"
-
-    def __init__(self, command: list[str], workdir: Path | None = None) -> None:
-        self.port = 0
-        self.workdir = workdir
-        self._log = tempfile.TemporaryFile()  # noqa: SIM115 (lives with the process)
-        self.process = spawn(command, stdout=self._log, stderr=subprocess.STDOUT, cwd=workdir)
-        try:
-            self.port = wait_listening(self.process, self.name)
-        except BaseException:
-            self.stop()
-            raise
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(5)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
-
-    def output_tail(self, limit_chars: int = 500) -> str:
-        self._log.seek(0)
-        return self._log.read().decode(errors="replace")[-limit_chars:]
-
-    def __enter__(self) -> Service:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
-
 class FerretDB(Service):
     """FerretDB in its own state directory, telemetry off: on SQLite in `data_dir`, or on
-    the PostgreSQL that `postgresql_url` names (harness.postgres).
+    the PostgreSQL that `postgresql_url` names (harness.services.postgres).
 
     `port` 0 lets the OS choose; a given port restarts a database on the address its
     clients already know (the fault tests stop one mid-step and bring it back). `cpus`
@@ -184,78 +113,6 @@ class FerretDB(Service):
     @property
     def url(self) -> str:
         return f"mongodb://127.0.0.1:{self.port}/"
-
-
-MEMCACHED_USER = "nobody"  # what memcached runs as when the harness is root
-
-
-def memcached_user_args() -> list[str]:
-    """`-u nobody` when the harness runs as root (memcached refuses root without -u, and a
-    cache the servers write to has no business holding root's rights); nothing otherwise
-    (memcached changes user only when started as root)."""
-    if os.geteuid() != 0:
-        return []
-    try:
-        pwd.getpwnam(MEMCACHED_USER)
-    except KeyError:
-        raise UserError(
-            f"memcached would run as root: this machine has no {MEMCACHED_USER} user"
-        ) from None
-    return ["-u", MEMCACHED_USER]
-
-
-class Memcached(Service):
-    """memcached on loopback with enough connections for a pool of 50 per server worker."""
-
-    name = "memcached"
-
-    def __init__(self, memory_mb: int = 64) -> None:
-        path = tool_path("memcached")
-        if path is None:
-            raise UserError("memcached not found: run `harness doctor --install`")
-        # its working directory, though it writes nothing: what `harness clean` finds it
-        # by when a killed run left it running (harness.leftovers)
-        self._scratch = scratch.temporary_directory("memcached")
-        try:
-            self._start(path, memory_mb)
-        except BaseException:
-            self._scratch.cleanup()
-            raise
-
-    def _start(self, path: str, memory_mb: int) -> None:
-        super().__init__(
-            [
-                path,
-                "-l",
-                "127.0.0.1",
-                "-p",
-                "-1",  # an ephemeral port (what memcached's own tests use); 0 turns TCP off
-                "-U",
-                "0",
-                "-m",
-                str(memory_mb),
-                "-c",
-                "4096",
-                *memcached_user_args(),
-            ],
-            Path(self._scratch.name),
-        )
-
-    def stop(self) -> None:
-        super().stop()
-        self._scratch.cleanup()
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def set(self, key: str, value: bytes) -> None:
-        """Store one value with the text protocol (the memcached-proxy study's 100 bytes)."""
-        with socket.create_connection(("127.0.0.1", self.port), 5) as sock:
-            sock.sendall(b"set %s 0 0 %d\r\n%s\r\n" % (key.encode(), len(value), value))
-            reply = sock.recv(64)
-        if reply != b"STORED\r\n":
-            raise UserError(f"memcached refused set {key}: {reply!r}")
 
 
 W0_PROBE_RECORDS = 1000

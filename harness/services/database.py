@@ -2,7 +2,7 @@
 
 FerretDB v1.24 (harness.services) on one of two backends, `--mongo-backend`:
 - `postgresql` (the default when PostgreSQL is installed): a throwaway cluster of the
-  run's own (harness.postgres) with the settings that make FerretDB's lookups index scans,
+  run's own (harness.services.postgres) with the settings that make FerretDB's lookups index scans,
   and GIN indexes on the fields the servers query (`index_fields`);
 - `sqlite`, the fallback: FerretDB's SQLite backend decodes every document of a
   collection for each lookup (a GridFS read took 417 ms at 10,000 files) and takes about
@@ -21,8 +21,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from harness import postgres
-from harness.services import FERRETDB_VERSION, FerretDB
+from harness.services import postgres
+from harness.services.ferretdb import FERRETDB_VERSION, FerretDB
 from model.errors import UserError
 from servers import scratch
 
@@ -125,7 +125,7 @@ class HarnessDatabase:
 
         Why GIN: FerretDB v1.24 pushes an equality filter down as `_jsonb->'field' @> value`;
         its own btree index on the field cannot serve `@>`, a GIN index can (with
-        plan_cache_mode = force_custom_plan, harness.postgres). Made after the data is in:
+        plan_cache_mode = force_custom_plan, harness.services.postgres). Made after the data is in:
         one build is cheaper than keeping the index up to date through the load.
         """
         if self.postgresql is None:
