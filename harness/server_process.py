@@ -46,6 +46,7 @@ import psutil
 
 from drivers.processes import kill_group, spawn
 from harness.secrets import SECRET_FIELD, SecretField, redact, server_environment
+from harness.services.leftovers import stop_processes
 from harness.tls import Certificates, h2c_answers, tls_handshakes
 from model.errors import UserError
 from servers import FRAMEWORKS, SINK_PLACEHOLDERS, Framework, command_placeholders, listeners
@@ -102,18 +103,6 @@ def escaped_processes(
                 if process.create_time() >= started_at - 1.0 and outside_group(process):
                     found[pid] = process
     return sorted(found.values(), key=lambda process: process.pid)
-
-
-def stop_processes(processes: list[psutil.Process], grace_s: float = ESCAPED_STOP_S) -> None:
-    """SIGTERM each, SIGKILL what is left after `grace_s`."""
-    for process in processes:
-        with contextlib.suppress(psutil.Error):
-            process.terminate()
-    _, alive = psutil.wait_procs(processes, timeout=grace_s)
-    for process in alive:
-        with contextlib.suppress(psutil.Error):
-            process.kill()
-    psutil.wait_procs(alive, timeout=grace_s)
 
 
 def check_listen_address(host: str, what: str = "a server") -> str:
@@ -240,7 +229,7 @@ class ServerProcess:
         escaped = escaped_processes(self.token, self.process.pid, self.port, self.started_at)
         if escaped:
             names = [_describe(process) for process in escaped]
-            stop_processes(escaped)
+            stop_processes(escaped, ESCAPED_STOP_S)
             self.escaped += names
             print(
                 f"harness: warning: {self.framework} left its process group (daemonized): "

@@ -292,25 +292,36 @@ async def app(scope, receive, send):
 """
 
 
+def uvicorn_app(directory: Path, module: str, source: str) -> tuple[str, Path]:
+    """`source` written as `module`.py in `directory`; the stock-uvicorn command serving
+    it, and where its runs go."""
+    require_uvicorn()
+    require_tools("wrk")
+    (directory / f"{module}.py").write_text(source)
+    command = (
+        f"{sys.executable} -m uvicorn {module}:app --app-dir {directory} --host {{host}} "
+        "--port {port}"
+    )
+    return command, directory / "results"
+
+
+def smoke_compare(results: Path, name: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    """`harness compare --profile smoke --frameworks NAME` into `results`."""
+    return harness(
+        "compare", "--profile", "smoke", "--frameworks", name, "--out", str(results),
+        *extra, timeout_s=240,
+    )  # fmt: skip
+
+
 @pytest.mark.timeout(LONG_TEST_S)
 def test_plain_uvicorn_is_measured_with_one_warning_and_fails_strict(tmp_path: Path) -> None:
     """Issue 24's new user: `--server 'mine=uvicorn mineapp:app ...'` is measured, exit 0,
     with one warning naming the deviation and its remedy; --strict-verify fails it with
     that one line; declaring the key in a servers file passes strict."""
-    require_uvicorn()
-    require_tools("wrk")
-    (tmp_path / "mineapp.py").write_text(PLAIN_ONE_FILE_APP)
-    command = (
-        f"{sys.executable} -m uvicorn mineapp:app --app-dir {tmp_path} --host {{host}} "
-        "--port {port}"
-    )
-    results = tmp_path / "results"
+    command, results = uvicorn_app(tmp_path, "mineapp", PLAIN_ONE_FILE_APP)
 
     def compare(*extra: str) -> subprocess.CompletedProcess[str]:
-        return harness(
-            "compare", "--profile", "smoke", "--frameworks", "mine", "--out", str(results),
-            *extra, timeout_s=240,
-        )  # fmt: skip
+        return smoke_compare(results, "mine", *extra)
 
     measured = compare("--server", f"mine={command}")
     assert measured.returncode == 0, measured.stdout + measured.stderr
@@ -366,20 +377,10 @@ def test_wrong_answers_off_the_route_measured_are_warnings(tmp_path: Path) -> No
     """A case measuring `/` fails only on `/`'s answers: the app's wrong /counter, /log,
     404 and 405 are warnings (one line each, keyed by the check), the server measured;
     --strict-verify fails them."""
-    require_uvicorn()
-    require_tools("wrk")
-    (tmp_path / "sameapp.py").write_text(SAME_FOR_EVERYTHING_APP)
-    command = (
-        f"{sys.executable} -m uvicorn sameapp:app --app-dir {tmp_path} --host {{host}} "
-        "--port {port}"
-    )
-    results = tmp_path / "results"
+    command, results = uvicorn_app(tmp_path, "sameapp", SAME_FOR_EVERYTHING_APP)
 
     def compare(*extra: str) -> subprocess.CompletedProcess[str]:
-        return harness(
-            "compare", "--profile", "smoke", "--frameworks", "same", "--out", str(results),
-            "--server", f"same={command}", *extra, timeout_s=240,
-        )  # fmt: skip
+        return smoke_compare(results, "same", "--server", f"same={command}", *extra)
 
     measured = compare()
     assert measured.returncode == 0, measured.stdout + measured.stderr
