@@ -13,6 +13,9 @@ goes through `spawn`: one place that decides how a child is tied to the harness.
 The signal fires when the *thread* that started the child ends: every child is started
 from the harness's main thread.
 
+- Its cgroups (`cgroup_procs`: each hierarchy's `cgroup.procs` file, harness.cgroups): the
+  child writes itself into them before it execs, so nothing it runs or forks, not even a
+  daemon that leaves its process group, is counted outside them.
 - The CPUs the harness had before it pinned itself to the load's CPUs
   (`harness.affinity.harness_pinned`): a child inherits its parent's CPUs, so without this
   a server or load generator the affinity mode leaves unpinned would run on the load's
@@ -61,20 +64,35 @@ def child_cpus() -> frozenset[int] | None:
     return _child_cpus
 
 
-def child_setup(signum: int = signal.SIGKILL) -> Callable[[], None] | None:
-    """A `preexec_fn`: the kernel sends `signum` to the child when the harness dies, and the
-    child gets the CPUs the harness had before pinning itself (`set_child_cpus`).
+def child_setup(
+    signum: int = signal.SIGKILL, cgroup_procs: Sequence[str] = ()
+) -> Callable[[], None] | None:
+    """A `preexec_fn`: the child joins its cgroups (writes `0`, itself, into each of
+    `cgroup_procs`), the kernel sends `signum` to it when the harness dies, and it gets
+    the CPUs the harness had before pinning itself (`set_child_cpus`; a cpuset it joined
+    narrows them).
 
     None when there is nothing to do (no prctl, not Linux, and the harness not pinned). If
     the harness already died between fork and prctl, the child signals itself: the race
-    leaves nothing behind either.
+    leaves nothing behind either. A cgroup the child cannot join is left out (the
+    harness checks the child's membership once it runs: harness.cgroups).
     """
     prctl, cpus = _PRCTL, _child_cpus
-    if prctl is None and cpus is None:
+    procs = [os.fsencode(path) for path in cgroup_procs]  # encoded here, not in the child
+    if prctl is None and cpus is None and not procs:
         return None
     parent = os.getpid()
 
     def set_up_child() -> None:
+        for path in procs:  # open, write, close: system calls only
+            try:
+                fd = os.open(path, os.O_WRONLY)
+                try:
+                    os.write(fd, b"0")
+                finally:
+                    os.close(fd)
+            except OSError:
+                pass
         if cpus is not None:  # a system call, as prctl: safe between fork and exec
             os.sched_setaffinity(0, cpus)
         if prctl is not None:
@@ -114,8 +132,10 @@ def spawn(
     death_signal: int = signal.SIGKILL,
     run_as: tuple[int, int] | None = None,
     env: dict[str, str] | None = None,
+    cgroup_procs: Sequence[str] = (),
 ) -> subprocess.Popen[bytes]:
-    """Start `command` in its own session, tied to the harness by `death_signal`.
+    """Start `command` in its own session, tied to the harness by `death_signal`, in the
+    cgroups whose `cgroup.procs` files `cgroup_procs` names (joined before it execs).
 
     stdin is always closed (/dev/null): no child reads the harness's terminal.
     `run_as` (uid, gid) runs it as another user, with no supplementary groups (root only:
@@ -134,7 +154,7 @@ def spawn(
         user=user,
         group=group,
         extra_groups=[] if run_as is not None else None,
-        preexec_fn=child_setup(death_signal),  # only system calls: safe with threads
+        preexec_fn=child_setup(death_signal, cgroup_procs),  # only system calls: safe with threads
     )
 
 

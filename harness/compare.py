@@ -14,6 +14,7 @@ from rich.table import Table
 
 from drivers import DRIVER_RAMPS, driver_class, driver_classes
 from harness.affinity import parse_cpu_list
+from harness.cgroups.files import parse_size
 from harness.frameworks import register_servers, select_frameworks
 from harness.profile import load_profile
 from harness.run import Plan, Runner, claim_run_dir, default_cpus
@@ -117,6 +118,8 @@ def build_plan(
     tls_cert: Path | None = None,
     tls_key: Path | None = None,
     fleet_access: FleetAccess | None = None,
+    cpu_quota: float | None = None,
+    memory_max: str | None = None,
 ) -> Plan:
     """Check every user choice up front (one-line errors), then fix the plan. Servers given
     as commands (`servers`: NAME=COMMAND, a servers file, the profile's [servers] table)
@@ -162,6 +165,7 @@ def build_plan(
             "--mongo-url names your own"
         )
     backend = check_backend(mongo_backend) if mongo_backend else default_backend()[0]
+    memory_max_bytes = check_limits(cpu_quota, memory_max)
     run_id, run_dir = claim_run_dir(out or DEFAULT_RESULTS_DIR, profile.name)
     return Plan(
         profile,
@@ -180,7 +184,25 @@ def build_plan(
         server_address=server_address,
         tls_cert=tls_cert,
         tls_key=tls_key,
+        cpu_quota=cpu_quota,
+        memory_max_bytes=memory_max_bytes,
     )
+
+
+def check_limits(cpu_quota: float | None, memory_max: str | None) -> int | None:
+    """--cpu-quota (cores, 0.01..1024) and --memory-max (`512M`: at least 1 MiB) checked;
+    the memory limit in bytes (None: none)."""
+    if cpu_quota is not None and not 0.01 <= cpu_quota <= 1024:
+        raise UserError(f"--cpu-quota {cpu_quota:g} is not a number of cores in 0.01..1024")
+    if memory_max is None:
+        return None
+    try:
+        size = parse_size(memory_max)
+    except ValueError as error:
+        raise UserError(f"--memory-max: {error}") from None
+    if size < 2**20:
+        raise UserError(f"--memory-max {memory_max} is under 1 MiB: no server starts in that")
+    return size
 
 
 def check_protocols(
@@ -309,7 +331,8 @@ LEFT_COLUMNS = ("framework", "flags", "process model", "protocol")
 
 
 def summary_table(run: Run) -> Table:
-    """framework, peak, ratio to nginx, p99 at peak, CPU, RSS, errors, flags — per case.
+    """framework, peak, ratio to nginx, p99 at peak, CPU, CPU µs per request, RSS, errors,
+    flags — per case.
 
     A process-model column appears when the run compares several; a protocol column when
     it has more than one protocol or any but h1, and `TLS tax` (an h1-tls peak over the
@@ -331,7 +354,9 @@ def summary_table(run: Run) -> Table:
     columns += ["TLS tax"] if taxes else []
     columns += ["resumed /s"] if resumed else []
     columns += ["MB/s"] if megabytes else []
-    columns += ["at", "p99 at peak ms", "server CPU %", "RSS MB", "errors", "flags"]
+    columns += ["at", "p99 at peak ms", "server CPU %"]
+    columns += ["CPU µs/req"] if any(c.summary.cpu_us_per_req is not None for c in cases) else []
+    columns += ["RSS MB", "errors", "flags"]
     table = Table(title=f"run {run.run_id}: {run_status_line(run)}")
     if any(c.summary.role == "baseline" for c in cases):
         table.caption = "* baseline"
@@ -371,6 +396,8 @@ def summary_table(run: Run) -> Table:
                 "p99 at peak ms": _fmt(summary.p99_at_peak_ms, "{:.2f}")
                 + _ci(summary.p99_at_peak_ci_ms, "{:.2f}"),
                 "server CPU %": _fmt(summary.server_cpu_at_peak_pct),
+                "CPU µs/req": _fmt(summary.cpu_us_per_req, "{:,.1f}")
+                + _ci(summary.cpu_us_per_req_ci, "{:,.1f}"),
                 "RSS MB": _fmt(rss / 1e6 if rss else None, "{:.1f}"),
                 "errors": str(summary.errors_total),
                 "flags": " ".join(

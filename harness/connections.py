@@ -340,6 +340,9 @@ def _finish_step(
     if any(reason in failed for reason in LIMIT_REASONS):
         flags.append("limit_capped")
     rss = stats["rss_max_bytes"]
+    # the server's cgroup at the hold's end: every process, sockets' buffers included
+    # where the controller counts them (summary.cgroup.socket_memory)
+    cgroup_bytes = (stats.get("cgroup") or {}).get("memory_bytes")
     return Step(
         offered=target,
         unit="conns",
@@ -368,11 +371,30 @@ def _finish_step(
             "rss_per_connection_bytes": round((rss - (baseline_rss_bytes or 0)) / open_now)
             if rss and open_now
             else None,
+            **({"cgroup_memory_bytes": cgroup_bytes} if cgroup_bytes is not None else {}),
+            **({"cgroup": stats["cgroup"]} if stats.get("cgroup") else {}),
             "agent_rss_bytes": agents_end["rss_bytes"],
             "hold_s": round(span_s, 1),
             **({"hosts": agents_end["hosts"]} if "hosts" in agents_end else {}),
         },
     )
+
+
+def cgroup_kb_per_connection(steps: list[Step], baseline_bytes: int | None) -> float | None:
+    """KB of the server's cgroup memory per open connection: the slope of
+    `extra.cgroup_memory_bytes` over the held steps (from the idle group's, when read);
+    None with fewer than two points (no cgroup)."""
+    points = [
+        (s.extra["open"], s.extra["cgroup_memory_bytes"])
+        for s in steps
+        if s.extra.get("cgroup_memory_bytes") is not None and s.extra.get("open")
+    ]
+    if baseline_bytes is not None and points:
+        points.insert(0, (0, baseline_bytes))
+    if len(points) < 2 or len({x for x, _ in points}) < 2:
+        return None
+    slope = statistics.linear_regression([p[0] for p in points], [p[1] for p in points]).slope
+    return round(slope / 1024, 2)
 
 
 def memory_per_connection(steps: list[Step], baseline_rss_bytes: int | None) -> float | None:

@@ -14,6 +14,11 @@ turns two of them into what other processes used on the server's and the load's 
 Each process tree's CPU wait (how long it was ready to run while another process held
 its CPU: a shared machine, not the server, shaped the figures) is read from the kernel
 (schedstat) at each sample.
+
+When the server runs in a cgroup of its own (harness.cgroups), the step's server CPU is
+the group's usage counter at the step's two ends instead (every process the server
+started, whatever tree or process group it left), and the group's throttling, memory and
+OOM kills are read there too (`cgroup_step`).
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ from typing import Any
 
 import psutil
 
+from harness.cgroups.files import CgroupReading
+from harness.cgroups.groups import Cgroup
 from model.files import atomic_writer
 
 SAMPLE_INTERVAL_S = 1.0
@@ -83,6 +90,22 @@ class StepWindow:
     # (`_ProcessGroup.cpu_seconds`): its exact CPU over the window (`window_cpu_pct`)
     server_cpu_s_before: dict[int, float] | None = None
     server_cpu_s_after: dict[int, float] | None = None
+    # the server's cgroup at the step's start and end (None: it runs in none)
+    server_cgroup_before: CgroupReading | None = None
+    server_cgroup_after: CgroupReading | None = None
+
+
+def cgroup_step(before: CgroupReading, after: CgroupReading) -> dict[str, Any]:
+    """What a cgroup counted between two readings: CPU seconds, CFS periods throttled (of
+    those with work) and the time throttled, the OOM kills, and its memory at the end."""
+    return {
+        "cpu_s": round(max(0.0, after.cpu_s - before.cpu_s), 6),
+        "throttled_periods": max(0, after.throttled_periods - before.throttled_periods),
+        "periods": max(0, after.periods - before.periods),
+        "throttled_s": round(max(0.0, after.throttled_s - before.throttled_s), 6),
+        "oom_kills": max(0, after.oom_kills - before.oom_kills),
+        "memory_bytes": after.memory_bytes,
+    }
 
 
 def window_cpu_pct(
@@ -263,6 +286,7 @@ class Monitor:
         self._server = _ProcessGroup()
         self._agent = _ProcessGroup()
         self._database: _ProcessGroup | None = None
+        self._server_cgroup: Cgroup | None = None
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="monitor", daemon=True)
@@ -283,6 +307,19 @@ class Monitor:
         if self._thread.is_alive():
             self._thread.join(2 * self._interval_s)
 
+    def set_server_cgroup(self, cgroup: Cgroup | None) -> None:
+        """The cgroup the server runs in: its CPU, throttling and memory are read there."""
+        self._server_cgroup = cgroup
+
+    def read_server_cgroup(self) -> CgroupReading | None:
+        """The server's cgroup now (None: it runs in none, or it cannot be read)."""
+        if self._server_cgroup is None:
+            return None
+        try:
+            return self._server_cgroup.read()
+        except (OSError, ValueError):
+            return None
+
     def set_agent_pids(self, pids: list[int]) -> None:
         self._agent.set_roots(pids)
 
@@ -296,23 +333,33 @@ class Monitor:
         """A step starts now (its CPU clocks read)."""
         snapshot = read_cpu_snapshot()
         server_cpu_s = self._server.cpu_seconds()
+        cgroup = self.read_server_cgroup()
         with self._lock:
             self._step = index
             self.windows.append(
                 StepWindow(
-                    index, time.time(), cpu_before=snapshot, server_cpu_s_before=server_cpu_s
+                    index,
+                    time.time(),
+                    cpu_before=snapshot,
+                    server_cpu_s_before=server_cpu_s,
+                    server_cgroup_before=cgroup,
                 )
             )
 
     def end_step(self) -> StepWindow:
         """The step ends now: its window, with its CPU clocks at both ends."""
         ended = time.time()
+        cgroup = self.read_server_cgroup()
         server_cpu_s = self._server.cpu_seconds()
         snapshot = read_cpu_snapshot()
         with self._lock:
             window = self.windows[-1]
             self.windows[-1] = dataclasses.replace(
-                window, ended=ended, cpu_after=snapshot, server_cpu_s_after=server_cpu_s
+                window,
+                ended=ended,
+                cpu_after=snapshot,
+                server_cpu_s_after=server_cpu_s,
+                server_cgroup_after=cgroup,
             )
             self._step = None
             self._agent.set_roots([])
@@ -355,6 +402,9 @@ class Monitor:
         }
         if self._database is not None:
             row["db_cpu_pct"] = round(self._database.sample()[0], 1)
+        cgroup = self.read_server_cgroup()
+        if cgroup is not None:  # every process of the server's, sockets' buffers included
+            row["server_cgroup_memory_bytes"] = cgroup.memory_bytes
         row.update(merge_telemetry(self._telemetry_source()))
         requests = row.get("requests")
         if isinstance(requests, int):
@@ -413,6 +463,8 @@ def step_stats(
         "tick_ms": {"avg": None, "max": None},
         "sink_errors": None,
         "backlog_max": None,
+        "server_cpu_s": None,
+        "cgroup": None,
     }
     if inside:  # the 1 s samples overlapping the step's edges (charts; fallbacks)
         stats["server_cpu_pct"] = round(statistics.fmean(r["server_cpu_pct"] for r in inside), 1)
@@ -428,10 +480,20 @@ def step_stats(
     # the samples would count the idle second straddling its start (a saturated 2 s step
     # read 70 % that way: issue 23)
     before, after = window.server_cpu_s_before, window.server_cpu_s_after
+    wall_s = (window.ended - window.started) if window.ended is not None else 0.0
     if before is not None and after and window.ended is not None:
-        exact = window_cpu_pct(before, after, window.ended - window.started)
+        exact = window_cpu_pct(before, after, wall_s)
         if exact is not None:
             stats["server_cpu_pct"] = round(exact, 1)
+            stats["server_cpu_s"] = round(exact * wall_s / 100.0, 6)
+    # in a cgroup: its usage counter, every process the server started (a daemon that
+    # left the process tree included)
+    if window.server_cgroup_before is not None and window.server_cgroup_after is not None:
+        counted = cgroup_step(window.server_cgroup_before, window.server_cgroup_after)
+        stats["cgroup"] = counted
+        stats["server_cpu_s"] = counted["cpu_s"]
+        if wall_s > 0:
+            stats["server_cpu_pct"] = round(counted["cpu_s"] / wall_s * 100.0, 1)
     # sink_errors counts since the server started: the step's share is its gain
     counted = [r for r in rows if "sink_errors" in r and r["t"] <= end + 0.5]
     errors = [r["sink_errors"] for r in counted]

@@ -45,6 +45,7 @@ from typing import Any
 import psutil
 
 from drivers.processes import kill_group, spawn
+from harness.cgroups.groups import Cgroup
 from harness.secrets import SECRET_FIELD, SecretField, redact, server_environment
 from harness.services.leftovers import stop_processes
 from harness.tls import Certificates, h2c_answers, tls_handshakes
@@ -142,10 +143,12 @@ class ServerProcess:
         protocol: str = PROTOCOL_H1,
         certificates: Certificates | None = None,
         environment: dict[str, str] | None = None,
+        cgroup: Cgroup | None = None,
     ) -> None:
         self.command = command
         self.framework = framework
         self.workers = workers
+        self.cgroup = cgroup  # the group it runs in (harness.cgroups), None: none
         self.host = host  # the address it listens on (given explicitly: never 0.0.0.0)
         self.protocol = protocol  # what it speaks on its port (servers.contract.PROTOCOLS)
         self.certificates = certificates  # what it serves over TLS (None: cleartext)
@@ -167,6 +170,7 @@ class ServerProcess:
             stderr=self._stderr_file,
             death_signal=signal.SIGTERM,
             env=child_environment(environment, self.token),
+            cgroup_procs=cgroup.procs_files if cgroup is not None else (),
         )
         try:
             self._reader = threading.Thread(target=self._read_stdout, daemon=True)
@@ -223,7 +227,8 @@ class ServerProcess:
 
     def kill(self) -> None:
         """SIGKILL the whole group (workers included) and reap the server; then stop what
-        escaped the group (`escaped_processes`), named in `escaped` and on stderr."""
+        escaped the group (`escaped_processes`), named in `escaped` and on stderr (what is
+        left in its cgroup, the cgroup's owner kills when it removes it)."""
         kill_group(self.process)
         self.process.wait()
         escaped = escaped_processes(self.token, self.process.pid, self.port, self.started_at)
@@ -320,8 +325,10 @@ class CommandServerProcess(ServerProcess):
         protocol: str = PROTOCOL_H1,
         certificates: Certificates | None = None,
         environment: dict[str, str] | None = None,
+        cgroup: Cgroup | None = None,
     ) -> None:
         self.command = command
+        self.cgroup = cgroup
         self.host = "127.0.0.1"  # a command server listens on loopback only (start_server)
         self.protocol = protocol
         self.certificates = certificates
@@ -343,6 +350,7 @@ class CommandServerProcess(ServerProcess):
             stderr=subprocess.STDOUT,
             death_signal=signal.SIGTERM,
             env=child_environment(environment, self.token),
+            cgroup_procs=cgroup.procs_files if cgroup is not None else (),
         )
 
     def answers(self) -> bool:
@@ -515,10 +523,11 @@ def start_command_server(
     ready_timeout_s: float = READY_TIMEOUT_S,
     protocol: str = PROTOCOL_H1,
     certificates: Certificates | None = None,
+    cgroup: Cgroup | None = None,
 ) -> CommandServerProcess:
     """Start `template` (the command or the minimal app of `framework`) on a free loopback
-    port, pinned when `cpus`, speaking `protocol` (TLS: with `certificates`), and wait
-    until it is ready."""
+    port, pinned by taskset when `cpus`, in `cgroup` when given, speaking `protocol`
+    (TLS: with `certificates`), and wait until it is ready."""
     host = "127.0.0.1"
     port = listeners.free_port(host)
     args = [*extra_args, *protocol_args(protocol, certificates)]
@@ -536,7 +545,7 @@ def start_command_server(
         command = ["taskset", "-c", cpus, *command]
     try:
         server = CommandServerProcess(
-            command, framework.name, workers, port, protocol, certificates, environment
+            command, framework.name, workers, port, protocol, certificates, environment, cgroup
         )
     except OSError as error:  # the program is not there
         raise UserError(f"{framework.name}: cannot run {redact(command[0])!r}: {error}") from None
@@ -594,12 +603,14 @@ def start_server(
     host: str = "127.0.0.1",
     protocol: str = PROTOCOL_H1,
     certificates: Certificates | None = None,
+    cgroup: Cgroup | None = None,
 ) -> ServerProcess:
     """Start a server on an OS-chosen port of `host` (loopback unless a fleet's load hosts
     must reach it: then the address they reach, given explicitly) speaking `protocol`
-    (the TLS ones with `certificates`: harness.tls), and wait until it listens (a command
-    server: on a port the harness picked). UserError `not supported: …` when the
-    framework does not speak `protocol`."""
+    (the TLS ones with `certificates`: harness.tls), in `cgroup` when given (it joins
+    before it execs: harness.cgroups), and wait until it listens (a command server: on a
+    port the harness picked). UserError `not supported: …` when the framework does not
+    speak `protocol`."""
     check_listen_address(host)
     registered = FRAMEWORKS.get(framework)
     if registered is not None:
@@ -619,13 +630,16 @@ def start_server(
             ready_timeout_s=ready_timeout_s,
             protocol=protocol,
             certificates=certificates,
+            cgroup=cgroup,
         )
     # the MongoDB URL (which may hold a password) in the environment, not on `ps`
     args, environment = server_environment([*extra_args, *protocol_args(protocol, certificates)])
     command = server_command(
         framework, sink=sink, workers=workers, loop=loop, host=host, cpus=cpus, extra_args=args
     )
-    server = ServerProcess(command, framework, workers, host, protocol, certificates, environment)
+    server = ServerProcess(
+        command, framework, workers, host, protocol, certificates, environment, cgroup
+    )
     try:
         server.wait_ready(ready_timeout_s)
     except BaseException:

@@ -21,6 +21,7 @@ from typing import Any
 
 from drivers.processes import how_it_ended
 from harness import affinity as cpu_affinity
+from harness.cgroups.groups import Cgroup
 from harness.server_process import ServerProcess, start_server
 from harness.tls import Certificates
 from model.errors import UserError
@@ -253,10 +254,13 @@ def start_topology(
     host: str = "127.0.0.1",
     protocol: str = PROTOCOL_H1,
     certificates: Certificates | None = None,
+    cgroup: Cgroup | None = None,
 ) -> Topology:
     """Start the instances (and the balancer) of `model` listening on `host` (the balancer
     there, its instances behind it on loopback), speaking `protocol`; everything is stopped
-    on failure."""
+    on failure. With `cgroup` every process joins it; its cpuset pins a single instance
+    (no taskset then), while the instances of `lb:N` keep their own CPU sets by taskset
+    inside it."""
     why = topology_unsupported(model, protocol)
     if why is not None:
         raise UserError(f"not supported: {why}")
@@ -266,11 +270,12 @@ def start_topology(
             sink=sink,
             workers=model.workers,
             loop=loop,
-            cpus=server_cpus,
+            cpus=server_cpus if cgroup is None or cgroup.cpus is None else None,
             extra_args=extra_args,
             host=host,
             protocol=protocol,
             certificates=certificates,
+            cgroup=cgroup,
         )
         return Topology(model, [server], instance_cpus=[server_cpus])
     from harness.services.balancer import LoadBalancer
@@ -287,9 +292,15 @@ def start_topology(
                     loop=loop,
                     cpus=cpus,
                     extra_args=extra_args,
+                    cgroup=cgroup,
                 )
             )
-        balancer = LoadBalancer([server.port for server in servers], server_cpus, listen_host=host)
+        balancer = LoadBalancer(
+            [server.port for server in servers],
+            server_cpus,
+            listen_host=host,
+            cgroup_procs=cgroup.procs_files if cgroup is not None else (),
+        )
         balancer.__enter__()
     except BaseException:
         try:

@@ -48,6 +48,14 @@ by name):
   A `verify` entry may carry `deviations` (the robustness rules the server bent: `check`,
   `key`, `sent`, `expected`, `came`, `declared`; harness.verify.severity); a file without
   them reads as a case with none (`Case.deviations`).
+  Also in /5, cgroups (harness.cgroups): a step's `cpu_us_per_req` (the server's CPU
+  over the step's replies, in µs) and `agent_cpu_us_per_req` (the load generator's), its
+  `extra.cgroup` (what the server's cgroup counted in the step) and the flag
+  `throttled`; the summary's `cpu_us_per_req`, `cpu_us_per_req_ci`,
+  `agent_cpu_us_per_req`, `memory_peak_bytes` and `cgroup` (mode v1, v2 or none and why,
+  pinning, limits, throttling, OOM kills), and a connection ramp's
+  `memory_per_connection_kb` (the cgroup's memory slope). A file from before them reads
+  with them `null`: not measured.
 """
 
 from __future__ import annotations
@@ -93,6 +101,8 @@ FLAG_MEANINGS = {
     "another process held: the machine, not only the server, shaped the step",
     "step_lost": "the driver gave no figures for the step twice (it was retried once): the "
     "ramp has a hole there, and its case reads `incomplete`",
+    "throttled": "the server's cgroup was held back by its CPU quota (--cpu-quota) in some "
+    "of the step's CFS periods: extra.cgroup has the periods and the time",
     "imprecise": "the case's rounds stopped (time budget or max_rounds) before its peak's 95 % "
     "interval was within the precision asked: summary.imprecise_reason says how wide it is",
 }
@@ -107,6 +117,7 @@ INTERVAL_FIELDS = (
     "p99_at_peak_ci_ms",
     "server_cpu_at_peak_ci_pct",
     "tls_tax_ci",
+    "cpu_us_per_req_ci",
 )
 
 
@@ -137,6 +148,10 @@ class Step:
     flags: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)  # driver-specific (MB/s, ...)
     bottleneck: str | None = None  # one of BOTTLENECKS; None: not judged (connection ramps)
+    # CPU µs per reply over the step: the server's (its cgroup's counter, or its process
+    # tree's clocks: summary.cgroup says which) and the load generator's
+    cpu_us_per_req: float | None = None
+    agent_cpu_us_per_req: float | None = None
 
     def __post_init__(self) -> None:
         if self.bottleneck is not None and self.bottleneck not in BOTTLENECKS:
@@ -152,6 +167,8 @@ class Step:
             "server_cpu_pct",
             "agent_cpu_pct",
             "probe_ms",
+            "cpu_us_per_req",
+            "agent_cpu_us_per_req",
         ):
             _finite(name, getattr(self, name))
         if self.offered < 0 or self.achieved < 0 or self.replies < 0:
@@ -249,6 +266,16 @@ class Summary:
     # 95 % interval when both ran rounds (paired round by round)
     tls_tax: float | None = None
     tls_tax_ci: tuple[float, float] | None = None
+    # the cost of a request (harness.cgroups): the server's CPU µs per reply at the peak
+    # (with rounds: their mean and its 95 % interval), the load generator's, the server's
+    # memory peak (its cgroup's: every process, sockets' buffers where counted), and what
+    # the server's cgroup was (mode v1, v2 or none and why, pinning, limits, throttling)
+    cpu_us_per_req: float | None = None
+    cpu_us_per_req_ci: tuple[float, float] | None = None
+    agent_cpu_us_per_req: float | None = None
+    memory_peak_bytes: int | None = None
+    cgroup: dict[str, Any] | None = None
+    memory_per_connection_kb: float | None = None  # connection ramps: the cgroup's slope
 
     def __post_init__(self) -> None:
         if self.peak_unit not in PEAK_UNITS:
@@ -269,9 +296,15 @@ class Summary:
             "precision_pct",
             "round_duration_s",
             "tls_tax",
+            "cpu_us_per_req",
+            "agent_cpu_us_per_req",
+            "memory_peak_bytes",
         ):
             _non_negative(name, getattr(self, name))
         _finite("memory_per_connection_bytes", self.memory_per_connection_bytes)
+        _finite("memory_per_connection_kb", self.memory_per_connection_kb)
+        if self.cgroup is not None and self.cgroup.get("mode") not in ("v1", "v2", "none"):
+            raise ValueError(f"cgroup mode {self.cgroup.get('mode')!r} is not v1, v2 or none")
         for name in INTERVAL_FIELDS:
             pair = getattr(self, name)
             if pair is not None and (

@@ -1,7 +1,8 @@
 """A tiny HTTP/1.1 server for tests that need a server of known cost: `GET /` answers the
 contract's text, after a fixed amount of CPU work (`--spin N`: N iterations of a loop),
-so that two of them differ by exactly the work one adds. Every other request is answered
-404 and its connection closed. Standard library only (asyncio), one process.
+so that two of them differ by exactly the work one adds; `--leak N` keeps N bytes per
+request for good (a server whose memory grows with its load). Every other request is
+answered 404 and its connection closed. Standard library only (asyncio), one process.
 
     python tests/spin_server.py --host 127.0.0.1 --port 8080 --spin 20000
 """
@@ -27,9 +28,13 @@ def spin(iterations: int) -> None:
         total += i
 
 
+KEPT: list[bytes] = []  # what --leak holds on to
+
+
 class SpinProtocol(asyncio.Protocol):
-    def __init__(self, iterations: int) -> None:
+    def __init__(self, iterations: int, leak_bytes: int = 0) -> None:
         self.iterations = iterations
+        self.leak_bytes = leak_bytes
         self.buffer = b""
         self.transport: asyncio.Transport | None = None
 
@@ -46,12 +51,16 @@ class SpinProtocol(asyncio.Protocol):
                 self.transport.close()
                 return
             spin(self.iterations)
+            if self.leak_bytes:
+                KEPT.append(b"x" * self.leak_bytes)  # written, so its pages are charged
             self.transport.write(OK)
 
 
-async def serve(host: str, port: int, iterations: int) -> None:
+async def serve(host: str, port: int, iterations: int, leak_bytes: int = 0) -> None:
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(lambda: SpinProtocol(iterations), host, port, backlog=4096)
+    server = await loop.create_server(
+        lambda: SpinProtocol(iterations, leak_bytes), host, port, backlog=4096
+    )
     async with server:
         await server.serve_forever()
 
@@ -61,9 +70,10 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--spin", type=int, default=0, help="loop iterations per GET /")
+    parser.add_argument("--leak", type=int, default=0, help="bytes kept for good per GET /")
     args = parser.parse_args()
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve(args.host, args.port, args.spin))
+        asyncio.run(serve(args.host, args.port, args.spin, args.leak))
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from harness.cli.options import (
     AFFINITY_OPTION,
     AGENT_CPUS_OPTION,
     CONNECTIONS_OPTION,
+    CPU_QUOTA_OPTION,
     DB_CPUS_OPTION,
     DRIVER_OPTION,
     DURABLE_OPTION,
@@ -28,6 +29,7 @@ from harness.cli.options import (
     LOOP_OPTION,
     MARKDOWN_OPTION,
     MAX_TIME_OPTION,
+    MEMORY_MAX_OPTION,
     MODE_OPTION,
     MODEL_OPTION,
     MONGO_BACKEND_OPTION,
@@ -103,6 +105,8 @@ def run_comparison(
     markdown: Path | None = None,
     command: str = "compare",
     strict_verify: bool = False,
+    cpu_quota: float | None = None,
+    memory_max: str | None = None,
 ) -> None:
     """Plan (every choice checked up front), run, print the tables, draw the report;
     with `junit` / `markdown`, write those too (harness.outputs).
@@ -167,6 +171,8 @@ def run_comparison(
         mongo_url=mongo_url,
         mongo_backend=mongo_backend,
         db_cpus=db_cpus,
+        cpu_quota=cpu_quota,
+        memory_max=memory_max,
         servers=list(servers),
         servers_file=servers_file,
         fleet=fleet,
@@ -298,6 +304,8 @@ def compare_command(
     tls_key: Path = TLS_KEY_OPTION,
     junit: Path = JUNIT_OPTION,
     markdown: Path = MARKDOWN_OPTION,
+    cpu_quota: float = CPU_QUOTA_OPTION,
+    memory_max: str = MEMORY_MAX_OPTION,
 ) -> None:
     """Identical load ramps against every framework; run.json, steps.csv, charts, report."""
     run_comparison(**locals())

@@ -188,3 +188,17 @@ STRICT_VERIFY_OPTION = typer.Option(
     help="Fail a server on any deviation it does not declare (oversized headers accepted, "
     "a lenient framing rule), not only on a wrong answer.",
 )
+CPU_QUOTA_OPTION = typer.Option(
+    None,
+    "--cpu-quota",
+    help="Cap each server's cgroup at this many cores (0.5: half a core, as a pod's CPU "
+    "limit: cpu.max / cfs_quota); throttled steps are flagged `throttled`.",
+    metavar="CORES",
+)
+MEMORY_MAX_OPTION = typer.Option(
+    None,
+    "--memory-max",
+    help="Cap each server's cgroup's memory (512M, 1G), as a pod's memory limit; an "
+    "out-of-memory kill fails that case with its reason.",
+    metavar="SIZE",
+)

@@ -11,6 +11,7 @@ from harness.cli.options import (
     AFFINITY_OPTION,
     AGENT_CPUS_OPTION,
     CONNECTIONS_OPTION,
+    CPU_QUOTA_OPTION,
     DB_CPUS_OPTION,
     DRIVER_OPTION,
     DURABLE_OPTION,
@@ -25,6 +26,7 @@ from harness.cli.options import (
     LOOP_OPTION,
     MARKDOWN_OPTION,
     MAX_TIME_OPTION,
+    MEMORY_MAX_OPTION,
     MODE_OPTION,
     MODEL_OPTION,
     MONGO_BACKEND_OPTION,
@@ -94,6 +96,8 @@ def run_command(
     tls_key: Path = TLS_KEY_OPTION,
     junit: Path = JUNIT_OPTION,
     markdown: Path = MARKDOWN_OPTION,
+    cpu_quota: float = CPU_QUOTA_OPTION,
+    memory_max: str = MEMORY_MAX_OPTION,
 ) -> None:
     """One framework through a profile (the same as compare --frameworks NAME)."""
     if "," in framework or framework == "all":

@@ -47,6 +47,60 @@ SCHEDULE_KEPT_FRACTION = 0.98  # an open-loop driver keeps its schedule within 2
 CPU_WAIT_CONTENDED_PCT = 10.0  # % of a core spent runnable, waiting for a CPU someone held
 KNEE_FACTOR = 3.0  # p99 this many times its floor...
 KNEE_MARGIN_MS = 1.0  # ...and this much above it is off the floor
+# a server held back by its CPU quota in this share of the step's CFS periods was saturated
+THROTTLED_SATURATED_SHARE = 0.10
+
+
+def cpu_us_per_req(cpu_s: float | None, replies: int) -> float | None:
+    """CPU µs per reply (None without a CPU reading or a reply), to 0.1 µs."""
+    if cpu_s is None or replies <= 0:
+        return None
+    return round(cpu_s / replies * 1e6, 1)
+
+
+def reaped_cpu_s(before: CpuSnapshot | None, after: CpuSnapshot | None) -> float | None:
+    """The CPU seconds of the children reaped between two snapshots (a local step's load
+    generators, which end and are reaped inside the step's window; their own children
+    included); None without both."""
+    if before is None or after is None:
+        return None
+    return max(0.0, after.reaped_s - before.reaped_s)
+
+
+def throttled(counted: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A step's throttling from what its cgroup counted (harness.monitor.cgroup_step):
+    periods held back, of the periods with work, and the time; None when never held."""
+    if not counted or not counted.get("throttled_periods"):
+        return None
+    return {
+        "periods": counted["throttled_periods"],
+        "of_periods": counted.get("periods", 0),
+        "time_s": counted.get("throttled_s", 0.0),
+    }
+
+
+def oom_reason(oom_kills: int, memory_max_bytes: int | None) -> str | None:
+    """A case's failure when the kernel killed processes of the server's cgroup for its
+    memory (None when it killed none)."""
+    if oom_kills <= 0:
+        return None
+    limit = (
+        f"its limit, --memory-max {memory_max_bytes / 2**20:g} MiB"
+        if memory_max_bytes
+        else ("a limit above it")
+    )
+    return (
+        f"out of memory: the server's cgroup reached {limit}, and the kernel killed "
+        f"{oom_kills} of its processes"
+    )
+
+
+def throttle_share(step: Step) -> float:
+    """The share of a step's CFS periods in which its quota held the server back (0 when
+    unthrottled or unknown)."""
+    counted = step.extra.get("cgroup") or {}
+    periods = counted.get("periods") or 0
+    return (counted.get("throttled_periods") or 0) / periods if periods else 0.0
 
 
 def other_cpu_pct(
@@ -77,15 +131,20 @@ def step_noise(
     server_cpus: frozenset[int],
     load_cpus: frozenset[int],
     reaped_cpus: frozenset[int],
+    outside_tree_s: float = 0.0,
 ) -> dict[str, Any]:
     """From the CPU clocks at a step's start and end: `other_cpu_pct` (`server`, `load`:
     what other processes used on the server's and the load's CPUs, % of one core) and
     `harness_cpu_pct` (the harness's own threads). `reaped_cpus`: where the children that
-    ended in the step ran (the load generators' CPUs)."""
+    ended in the step ran (the load generators' CPUs). `outside_tree_s`: what the server's
+    cgroup counted beyond its process tree (a daemon it forked: the server's, not
+    another's), on the server's CPUs."""
     window_s = after.t - before.t
     busy = {cpu: after.busy_s[cpu] - before.busy_s.get(cpu, 0.0) for cpu in after.busy_s}
     harness_s = after.harness_s - before.harness_s
     known = [(harness_s, after.harness_cpus), (after.reaped_s - before.reaped_s, reaped_cpus)]
+    if outside_tree_s > 0:
+        known.append((outside_tree_s, server_cpus))
     for pid, now in after.descendants.items():
         then = before.descendants.get(pid)
         known.append((now.cpu_s - (then.cpu_s if then else 0.0), now.cpus))
@@ -130,7 +189,8 @@ def is_driver_bound(
 def server_saturated(step: Step, *, server_cores: int, server_cpu_count: int) -> bool:
     """The server could do no more: its processes used ≥ 90 % of the cores they can use
     (`server_cores`: its CPUs, or its processes when fewer), or its CPUs were ≥ 90 % busy
-    with it and other processes (a contended step), or its event loop ran behind."""
+    with it and other processes (a contended step), or its CPU quota held it back in ≥ 10 %
+    of the step's periods (`throttled`), or its event loop ran behind."""
     cpu = step.server_cpu_pct
     others = (step.extra.get("other_cpu_pct") or {}).get("server")
     if cpu is not None:
@@ -140,6 +200,8 @@ def server_saturated(step: Step, *, server_cores: int, server_cpu_count: int) ->
             SERVER_SATURATED_CPU_FRACTION * 100.0 * server_cpu_count
         ):
             return True
+    if throttle_share(step) >= THROTTLED_SATURATED_SHARE:  # its quota, not its cores, full
+        return True
     tick_avg = step.tick_ms.get("avg")
     return tick_avg is not None and tick_avg >= SATURATED_TICK_AVG_MS
 
@@ -317,6 +379,8 @@ def summarize(steps: Sequence[Step]) -> Summary:
         megabytes_per_s_at_peak=best.extra.get("megabytes_per_s") if best else None,
         avg_latency_at_peak_ms=best.latency_ms.get("avg") if best else None,
         server_cpu_at_peak_pct=best.server_cpu_pct if best else None,
+        cpu_us_per_req=best.cpu_us_per_req if best else None,
+        agent_cpu_us_per_req=best.agent_cpu_us_per_req if best else None,
         rss_max_bytes=max(rss) if rss else None,
         errors_total=sum(s.errors["total"] for s in steps),
         flags=tuple(sorted({flag for s in steps for flag in s.flags})),
@@ -376,7 +440,14 @@ def combine_repeats(cases: Sequence[Case]) -> Case:
             )
         )
     failures = tuple(c.error or "" for c in cases if c.status != "ok")
-    summary = dataclasses.replace(summarize(steps), repeats=len(cases), failed_repeats=failures)
+    peaks = [c.summary.memory_peak_bytes for c in ok if c.summary.memory_peak_bytes is not None]
+    summary = dataclasses.replace(
+        summarize(steps),
+        repeats=len(cases),
+        failed_repeats=failures,
+        cgroup=ok[0].summary.cgroup,  # every repeat ran in the run's one cgroup mode
+        memory_peak_bytes=max(peaks) if peaks else None,
+    )
     return dataclasses.replace(ok[0], steps=tuple(steps), summary=summary)
 
 
@@ -402,7 +473,8 @@ def with_rounds(
     case: Case, rounds: Sequence[tuple[int, Case]], precision_pct: float | None = None
 ) -> Case:
     """The case's figures from its confirmation rounds (`(round index, round case)`): the
-    peak, p99 and server CPU become the usable rounds' means with 95 % intervals; the
+    peak, p99, server CPU and CPU µs per request become the usable rounds' means with 95 %
+    intervals (the load generator's CPU µs per request their mean); the
     ramp's peak stays as `ramp_peak`. A failed round is listed in `failed_repeats`, a round
     kept out in `rounds_excluded` with its reason. With `precision_pct` (`--precision`), a
     case whose peak's half-width is wider is `imprecise`, with the width it reached and
@@ -433,6 +505,8 @@ def with_rounds(
     if peak is not None:
         p99 = mean_interval([v for s in used if (v := s.latency_ms.get("p99")) is not None])
         cpu = mean_interval([v for s in used if (v := s.server_cpu_pct) is not None])
+        per_req = mean_interval([v for s in used if (v := s.cpu_us_per_req) is not None])
+        agent_per_req = [v for s in used if (v := s.agent_cpu_us_per_req) is not None]
         width = half_width_pct([s.achieved for s in used])
         lengths = [s.extra["round_s"] for s in steps if s.extra.get("round_s")]
         summary = dataclasses.replace(
@@ -444,6 +518,13 @@ def with_rounds(
             p99_at_peak_ci_ms=_pair(p99, 3),
             server_cpu_at_peak_pct=round(cpu.value, 1) if cpu else None,
             server_cpu_at_peak_ci_pct=_pair(cpu, 1),
+            cpu_us_per_req=round(per_req.value, 1) if per_req else summary.cpu_us_per_req,
+            cpu_us_per_req_ci=_pair(per_req, 1),
+            agent_cpu_us_per_req=(
+                round(statistics.fmean(agent_per_req), 1)
+                if agent_per_req
+                else summary.agent_cpu_us_per_req
+            ),
             half_width_pct=round(width, 2) if width is not None else None,
             round_duration_s=max(lengths) if lengths else None,
             flags=tuple(sorted({*summary.flags, *(f for s in steps for f in s.flags)})),

@@ -28,7 +28,10 @@ from typing import Any
 
 from drivers import driver_class
 from harness import affinity as cpu_affinity
+from harness.cgroups.files import CgroupReading
+from harness.cgroups.groups import Cgroup
 from harness.monitor import Monitor
+from harness.run.analysis import oom_reason
 from harness.run.connection_case import run_connection_case
 from harness.run.context import CaseContext, CaseKind, Measured, RunContext
 from harness.run.http_case import run_http_case
@@ -70,8 +73,59 @@ INTERRUPTED_STOP_S = 2.0
 RUN_VERIFY_LEFT_OUT = ("tls-half-handshake",)
 NO_TELEMETRY_NOTE = (
     "no telemetry line (a server run as a command): tick lag and the server's own "
-    "counters are not measured; CPU and RSS are its process tree's"
+    "counters are not measured; RSS is its process tree's, CPU its cgroup's (without one, "
+    "its process tree's)"
 )
+NO_CGROUP_MEMORY = "not measured (no cgroup): memory_peak_bytes is the process tree's RSS"
+
+
+def server_cgroup(ctx: CaseContext) -> tuple[Cgroup | None, str | None]:
+    """The case's server's own cgroup, pinned to its CPUs (cpuset) and capped by the run's
+    --cpu-quota and --memory-max; (None, why) where the run may make none."""
+    support = ctx.run.cgroups
+    if support is None or not support.usable:
+        return None, support.reason if support is not None else "not looked for"
+    plan = ctx.run.plan
+    try:
+        group = Cgroup.create(
+            support,
+            "server",
+            cpus=ctx.server_cpus,
+            cpu_quota=plan.cpu_quota,
+            memory_max_bytes=plan.memory_max_bytes,
+        )
+    except OSError as error:
+        return None, f"the server's cgroup could not be made: {error}"
+    return group, None
+
+
+def cgroup_record(
+    ctx: CaseContext,
+    group: Cgroup | None,
+    why_not: str | None,
+    final: CgroupReading | None,
+) -> dict[str, Any]:
+    """What the case records of its server's cgroup (summary.cgroup): mode and why,
+    pinning, limits and, from its last reading, throttling and OOM kills."""
+    if group is None or final is None:
+        return {
+            "mode": "none",
+            "reason": why_not or "the server's cgroup could not be read",
+            "pinning": "taskset" if ctx.server_cpus is not None else None,
+            "cpu_quota": None,
+            "memory_max_bytes": None,
+            "socket_memory": NO_CGROUP_MEMORY,
+        }
+    record: dict[str, Any] = group.describe()
+    if ctx.process_model.balanced and ctx.server_cpus is not None:
+        record["pinning"] = "cpuset (taskset per instance)"
+    return {
+        **record,
+        "throttled_periods": final.throttled_periods,
+        "periods": final.periods,
+        "throttled_s": round(final.throttled_s, 6),
+        "oom_kills": final.oom_kills,
+    }
 
 
 def new_case(
@@ -187,11 +241,29 @@ def run_case(
 
 
 def _run_with_sink(ctx: CaseContext) -> Case:
-    """Start, verify, measure with the ramp's case kind, stop; then reconcile the sink."""
-    run, framework, profile = ctx.run, ctx.framework, ctx.profile
+    """Start (in the server's own cgroup where the run may make one), verify, measure with
+    the ramp's case kind, stop; then reconcile the sink. The cgroup is removed after."""
+    run = ctx.run
     affinity: dict[str, str | None] = {"mode": ctx.mode, "server": None, "agent": None}
     sink_args = ctx.store.server_args()
     backend_args = run.backends.server_args(sink_args) if run.backends else []
+    group, why_not = server_cgroup(ctx)
+    try:
+        return _run_in_cgroup(ctx, affinity, [*sink_args, *backend_args], group, why_not)
+    finally:
+        if group is not None:
+            group.remove()
+
+
+def _run_in_cgroup(
+    ctx: CaseContext,
+    affinity: dict[str, str | None],
+    server_args: list[str],
+    group: Cgroup | None,
+    why_not: str | None,
+) -> Case:
+    """The case with its server in `group` (None: none, `why_not`)."""
+    run, framework, profile = ctx.run, ctx.framework, ctx.profile
     try:
         server = start_topology(
             framework,
@@ -200,20 +272,28 @@ def _run_with_sink(ctx: CaseContext) -> Case:
             # a loop choice applies where the framework offers it (aiohttp, tornado)
             loop=profile.loop if profile.loop in FRAMEWORKS[framework].loops else None,
             server_cpus=ctx.server_cpus,
-            extra_args=[*sink_args, *backend_args],
+            extra_args=server_args,
             host=run.server_host,
             protocol=ctx.protocol,
             certificates=run.certificates,
+            cgroup=group,
         )
     except UserError as error:
         model, protocol = ctx.process_model, ctx.protocol
         return new_case(run, framework, model, protocol, "failed", affinity, error=str(error))
     interrupted = False
     monitor: Monitor | None = None
+    final: CgroupReading | None = None
     try:  # from the moment the server runs: whatever happens, it is stopped below
         monitor = Monitor(
             server.latest_telemetry, on_sample=lambda row: run.reporter.sample(row=row)
         )
+        if group is not None:  # each process joined before it exec'd (drivers.processes)
+            outside = sorted(set(server.pids) - group.pids())
+            if outside:
+                why_not = f"pids {outside} of the server did not join its cgroup"
+                group = None
+            monitor.set_server_cgroup(group)
         affinity["server"] = cpu_affinity.cpus_allowed(server.pid)
         negotiated, protocol_check = probe_protocol(ctx, server)
         verify: dict[str, Any] = {}
@@ -277,7 +357,19 @@ def _run_with_sink(ctx: CaseContext) -> Case:
                 server.stop(INTERRUPTED_STOP_S)
             else:
                 server.stop()
+            if monitor is not None:  # the peak and the OOM kills outlive the processes
+                final = monitor.read_server_cgroup()
     affinity["agent"] = measured.agent_cpus
+    record = cgroup_record(ctx, group, why_not, final)
+    peak_bytes = final.memory_peak_bytes if final is not None else measured.summary.rss_max_bytes
+    measured = dataclasses.replace(
+        measured,
+        summary=dataclasses.replace(measured.summary, cgroup=record, memory_peak_bytes=peak_bytes),
+    )
+    out_of_memory = oom_reason(final.oom_kills if final else 0, record["memory_max_bytes"])
+    if out_of_memory is not None:  # the kernel's kill is the case's failure, first
+        error = "; ".join(filter(None, (out_of_memory, measured.error)))
+        measured = dataclasses.replace(measured, error=error)
     if not FRAMEWORKS[framework].telemetry:
         note = "; ".join(filter(None, (measured.summary.limit_note, NO_TELEMETRY_NOTE)))
         measured = dataclasses.replace(

@@ -15,6 +15,7 @@ from drivers.processes import how_it_ended
 from harness.connections import (
     ConnectionRampResult,
     LocalAgents,
+    cgroup_kb_per_connection,
     memory_per_connection,
     run_connection_ramp,
 )
@@ -38,6 +39,7 @@ def run_connection_case(ctx: CaseContext, server: Topology, monitor: Monitor) ->
     stored_before = count_before_load(ctx.store)
     time.sleep(IDLE_READING_S)
     baseline_rss = monitor.rows[-1]["server_rss_bytes"] if monitor.rows else None
+    idle_group = monitor.read_server_cgroup()  # the idle server's cgroup memory
     reporter = ctx.run.reporter
     fleet = ctx.run.fleet
     try:
@@ -63,6 +65,12 @@ def run_connection_case(ctx: CaseContext, server: Topology, monitor: Monitor) ->
     )
     steps = tuple(result.steps)
     summary = connection_summary(ramp, result, server.workers, baseline_rss)
+    summary = dataclasses.replace(
+        summary,
+        memory_per_connection_kb=cgroup_kb_per_connection(
+            list(steps), idle_group.memory_bytes if idle_group is not None else None
+        ),
+    )
     error = None
     if result.lost is not None:
         open_now = steps[-1].extra["open"] if steps else 0

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from harness.cgroups.groups import CgroupSupport
 from harness.profile import Profile
 from harness.services.backends import Backends
 from harness.services.database import HarnessDatabase
@@ -29,7 +30,8 @@ class RunContext:
     """Fixed for the whole run: the plan, its scenario, the backends, who watches, and the
     database the harness started for the mongo sink and GridFS (None: none needed, or a
     user's MongoDB), the fleet whose hosts drive the load (None: this machine), and the
-    certificates of the TLS cases (None: the run has none)."""
+    certificates of the TLS cases (None: the run has none), and the cgroups the run may
+    make (harness.cgroups, found once; None: none looked for)."""
 
     plan: Plan
     scenario: Scenario
@@ -38,6 +40,7 @@ class RunContext:
     database: HarnessDatabase | None = None
     fleet: Fleet | None = None
     certificates: Certificates | None = None
+    cgroups: CgroupSupport | None = None
 
     @property
     def server_host(self) -> str:

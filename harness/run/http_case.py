@@ -22,13 +22,16 @@ from harness.probe import Probe
 from harness.run.analysis import (
     behind_schedule,
     cpu_contended,
+    cpu_us_per_req,
     database_bound_note,
     is_contended,
     is_driver_bound,
+    reaped_cpu_s,
     step_bottleneck,
     step_holds,
     step_noise,
     summarize,
+    throttled,
 )
 from harness.run.context import CaseContext, Measured
 from harness.run.ledger import count_before_load
@@ -287,11 +290,23 @@ def _run_one_step(
         agent_cpu_count=ctx.agent_cpu_count,
         calls_per_connection=calls_per_connection(ctx.profile.ramp),
     )
+    if stats["cgroup"] and stats["server_cpu_wait_pct"] is not None and window.ended is not None:
+        # a throttled server waits for its quota, not for a CPU someone else held
+        quota_wait_pct = stats["cgroup"]["throttled_s"] / (window.ended - window.started) * 100
+        stats["server_cpu_wait_pct"] = round(
+            max(0.0, stats["server_cpu_wait_pct"] - quota_wait_pct), 1
+        )
     contended, driver_waited = cpu_contended(stats)
     if result.driver_errors or behind_schedule(result, driver_limited=driver_busy or driver_waited):
         flags.append("driver_capped")
     if contended:
         flags.append("cpu_contended")
+    held_back = throttled(stats["cgroup"])
+    if held_back is not None:
+        flags.append("throttled")
+    # the load generators ended and were reaped inside the window: their exact CPU (a
+    # fleet's ran on its hosts, which report no CPU time)
+    agent_cpu_s = None if ctx.run.fleet else reaped_cpu_s(window.cpu_before, window.cpu_after)
     extra = {
         "probe_failures": probe.failures,
         "driver_cpu_pct": result.driver_cpu_pct,
@@ -303,10 +318,17 @@ def _run_one_step(
         "replies_per_s": replies_per_second(server.telemetry_lines(), window),
         **(noise or {}),
         **database_cpu(stats),
+        **({"cgroup": stats["cgroup"]} if stats["cgroup"] is not None else {}),
+        **({"throttled": held_back} if held_back is not None else {}),
         # what the load generator says it spoke, when it says (h2load: h2 or http/1.1)
         **({"negotiated": result.negotiated} if result.negotiated is not None else {}),
     }
     step = build_step(ramp_step, result, stats, probe_ms=probe_ms, flags=flags, extra=extra)
+    step = dataclasses.replace(
+        step,
+        cpu_us_per_req=cpu_us_per_req(stats["server_cpu_s"], step.replies),
+        agent_cpu_us_per_req=cpu_us_per_req(agent_cpu_s, step.replies),
+    )
     model = ctx.process_model
     bottleneck = step_bottleneck(
         step,
@@ -339,7 +361,19 @@ def step_noise_of(
         server_cpus=server_cpus,
         load_cpus=load_cpus,
         reaped_cpus=load_cpus,  # the children reaped in a step are its load generators
+        outside_tree_s=outside_tree_s(window),
     )
+
+
+def outside_tree_s(window: StepWindow) -> float:
+    """CPU seconds the server's cgroup counted in the window beyond its process tree's
+    clocks (0 without a cgroup)."""
+    before, after = window.server_cgroup_before, window.server_cgroup_after
+    tree_before, tree_after = window.server_cpu_s_before, window.server_cpu_s_after
+    if before is None or after is None or tree_before is None or tree_after is None:
+        return 0.0
+    tree_s = sum(max(0.0, cpu_s - tree_before.get(pid, 0.0)) for pid, cpu_s in tree_after.items())
+    return max(0.0, after.cpu_s - before.cpu_s - tree_s)
 
 
 def database_cpu(stats: dict[str, Any]) -> dict[str, float]:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.affinity import harness_pinned
+from harness.cgroups.groups import CgroupSupport, run_support
 from harness.doctor import host_facts
 from harness.lifecycle import interrupt_reason
 from harness.run.analysis import combine_repeats, with_baseline_ratios, with_rounds, with_tls_tax
@@ -77,6 +78,13 @@ class Runner:
         self.tls_description: dict[str, Any] | None = None  # set once certificates exist
         self.host = host_facts()
         self.versions = self._versions()
+        # which cgroups the run may make, found once (one line on stderr when none)
+        self.cgroups: CgroupSupport = run_support()
+        if not self.cgroups.usable and (self.plan.cpu_quota or self.plan.memory_max_bytes):
+            raise UserError(
+                f"--cpu-quota and --memory-max need cgroups, and none can be made here "
+                f"({self.cgroups.reason})"
+            )
 
     def _versions(self) -> dict[str, Any]:
         tools = {
@@ -192,6 +200,7 @@ class Runner:
                     database=database,
                     fleet=fleet,
                     certificates=certificates,
+                    cgroups=self.cgroups,
                 )
                 return
 
@@ -208,7 +217,9 @@ class Runner:
                     progress=progress,
                 )
             )
-            yield RunContext(plan, scenario, self.reporter, backends, database, fleet, certificates)
+            yield RunContext(
+                plan, scenario, self.reporter, backends, database, fleet, certificates, self.cgroups
+            )
 
     def write(
         self,
@@ -232,6 +243,9 @@ class Runner:
             "agent_cpus": self.plan.agent_cpus,
             "db_cpus": self.plan.db_cpus,
             "mongo_backend": None if self.plan.mongo_url else self.plan.mongo_backend,
+            "cgroups": self.cgroups.describe(),
+            "cpu_quota": self.plan.cpu_quota,
+            "memory_max_bytes": self.plan.memory_max_bytes,
             "flags": FLAG_MEANINGS,
         }
         if self.fleet_description is not None:

@@ -68,9 +68,17 @@ class Plan:
     # --strict-verify: a deviation the server does not declare fails its case
     # (harness.verify.severity); a profile's strict_verify = true does the same
     strict_verify: bool = False
+    # a pod's limits on each server's cgroup (harness.cgroups): --cpu-quota in cores,
+    # --memory-max in bytes (None: no limit)
+    cpu_quota: float | None = None
+    memory_max_bytes: int | None = None
 
     def __post_init__(self) -> None:
         keep_url(self.mongo_url)  # its password is hidden in all the run writes
+        if self.cpu_quota is not None and not 0.01 <= self.cpu_quota <= 1024:
+            raise UserError(f"--cpu-quota {self.cpu_quota:g} is not a share of cores in 0.01..1024")
+        if self.memory_max_bytes is not None and self.memory_max_bytes < 2**20:
+            raise UserError(f"--memory-max {self.memory_max_bytes} bytes is under 1 MiB")
 
 
 def default_cpus() -> tuple[str, str]:

@@ -23,7 +23,8 @@ LISTEN_HOST = "127.0.0.1"
 class LoadBalancer:
     """nginx in front of `upstream_ports`, as a context manager exposing `.port` and `.pid`.
 
-    `cpus` is a taskset CPU list for nginx (None: not pinned); `workers` its worker count.
+    `cpus` is a taskset CPU list for nginx (None: not pinned); `workers` its worker count;
+    `cgroup_procs` the `cgroup.procs` files of the group it runs in (the servers').
     """
 
     def __init__(
@@ -32,6 +33,7 @@ class LoadBalancer:
         cpus: str | None,
         workers: int = 1,
         listen_host: str = LISTEN_HOST,
+        cgroup_procs: Sequence[str] = (),
     ) -> None:
         if not upstream_ports:
             raise ValueError("a load balancer needs at least one upstream port")
@@ -41,6 +43,7 @@ class LoadBalancer:
         self.cpus = cpus
         self.workers = workers
         self.listen_host = listen_host  # its instances stay on loopback behind it
+        self.cgroup_procs = list(cgroup_procs)  # the server's cgroup: nginx joins it too
         self.port = 0
         self._nginx: nginx.Nginx | None = None
 
@@ -81,7 +84,7 @@ class LoadBalancer:
                 cpus=self.cpus,
                 new_session=True,
                 # if the harness dies, nginx's master stops its workers (SIGTERM)
-                preexec_fn=child_setup(signal.SIGTERM),
+                preexec_fn=child_setup(signal.SIGTERM, self.cgroup_procs),
             )
         except nginx.NginxError as error:
             raise UserError(f"load balancer: {error}") from error
