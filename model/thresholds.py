@@ -71,6 +71,18 @@ def _tls_tax(case: Case) -> Figure:
     return summary.tls_tax, summary.tls_tax_ci, why
 
 
+def _cpu_us_per_req(case: Case) -> Figure:
+    summary = case.summary
+    why = None if summary.cpu_us_per_req is not None else "no server CPU per reply measured"
+    return summary.cpu_us_per_req, summary.cpu_us_per_req_ci, why
+
+
+def _memory_peak_mb(case: Case) -> Figure:
+    peak = case.summary.memory_peak_bytes
+    why = None if peak is not None else "no memory peak measured"
+    return (peak / 1e6 if peak is not None else None), None, why
+
+
 def _errors(case: Case) -> Figure:
     # every error the case saw: the ramp's steps (the summary's errors_total) and its rounds
     errors = case.summary.errors_total + sum(s.errors["total"] for s in case.rounds)
@@ -90,6 +102,8 @@ METRICS: dict[str, tuple[str, Callable[[Case], Figure]]] = {
     "p99_ms": ("p99 latency at the peak, ms", _p99),
     "server_cpu_pct": ("server CPU at the peak, % of one core", _server_cpu),
     "tls_tax": ("h1-tls cases: the peak over the same server's h1 peak", _tls_tax),
+    "cpu_us_per_req": ("the server's CPU per reply at the peak, µs (its cgroup)", _cpu_us_per_req),
+    "memory_peak_mb": ("the server's memory peak over the case, MB (its cgroup)", _memory_peak_mb),
     "errors": ("errors over every ramp step and round", _errors),
     "lost": ("acknowledged records the sink does not hold (reconcile.lost)", _lost),
 }

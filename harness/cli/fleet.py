@@ -64,7 +64,7 @@ def fleet_status(
         address, identity = spec.scheduler, remote_identity(spec, access)
     client = connect(address, identity)
     try:
-        hosts = list_load_hosts(client)
+        hosts = list_load_hosts(client, tls=identity is not None)
     finally:
         client.close(timeout=5)
     ours = harness_version()
@@ -160,12 +160,21 @@ def cert_command(
     out: Path = typer.Option(
         None, "--out", help="Where to write NAME.pem, NAME.key and ca.pem (default: --ca-dir)."
     ),
+    certified_version: str = typer.Option(
+        None,
+        "--harness-version",
+        help="The harness a load host is certified to run (default: this one's). A host "
+        "reporting another is refused, whatever it says of itself.",
+    ),
 ) -> None:
     """A certificate from the fleet's CA for one member of a fleet on real machines."""
-    from harness.fleet.security import issue, load_or_make_ca
+    from harness.fleet.facts import harness_version
+    from harness.fleet.security import HARNESS_IDENTITY, SCHEDULER_IDENTITY, issue, load_or_make_ca
 
     ca = load_or_make_ca(ca_dir)
-    identity = issue(ca, name, out or ca_dir, *address)
+    load_host = name not in (HARNESS_IDENTITY, SCHEDULER_IDENTITY)
+    version = (certified_version or harness_version()) if load_host else None
+    identity = issue(ca, name, out or ca_dir, *address, harness_version=version)
     console.print(
         f"{name}: {identity.cert_path} (key {identity.key_path}, 0600; CA {identity.ca_path})"
     )

@@ -17,6 +17,7 @@ silently run twice. Its own value is given back when the run ends.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 import socket
@@ -27,7 +28,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from harness.fleet.facts import harness_version, load_host_facts
-from harness.fleet.security import FleetIdentity, check_member_name, user_identity
+from harness.fleet.security import FleetIdentity, check_member_name, user_identity, version_unit
 from model.errors import UserError
 
 CONNECT_TIMEOUT_S = 15.0
@@ -93,16 +94,28 @@ def warn_insecure() -> None:
 
 
 @dataclass(frozen=True)
+class Certified:
+    """What a load host's certificate says of it, as the scheduler saw it in the TLS
+    handshake (not the host's own word): its name and the harness it may run."""
+
+    name: str | None  # the common name
+    unit: str | None  # the organizational unit: `harness <version>` (harness.fleet.security)
+
+
+@dataclass(frozen=True)
 class LoadHost:
-    """One load host: its Dask worker's name and address, and what it reported of itself."""
+    """One load host: its Dask worker's name and address, what it reported of itself,
+    and (over TLS) what its certificate says."""
 
     name: str
-    address: str  # the worker's own address (tcp://198.51.100.10:40123)
+    address: str  # the worker's own address (tls://198.51.100.10:40123)
     facts: dict[str, Any]
+    certified: Certified | None = None  # None: plain tcp:// (--insecure-fleet)
 
     def refusal(self, ours: str) -> str | None:
-        """Why this host may not take part (its harness differs from ours, or its name
-        cannot be a folder of a run); None if it may."""
+        """Why this host may not take part (its harness differs from ours — by its word or
+        by its certificate —, its certificate names another host, or its name cannot be a
+        folder of a run); None if it may."""
         try:
             check_member_name(self.name, "load host")
         except UserError as error:
@@ -110,7 +123,26 @@ class LoadHost:
         theirs = self.facts.get("harness")
         if theirs != ours:
             return f"runs harness {theirs}, this harness is {ours}"
+        if self.certified is not None:
+            if self.certified.name != self.name:
+                return f"its certificate is {self.certified.name!r}'s, not {self.name!r}'s"
+            if self.certified.unit is not None and self.certified.unit != version_unit(ours):
+                return (
+                    f"its certificate is for {self.certified.unit}, this harness is {ours} "
+                    "(`harness fleet cert` issues one for this harness)"
+                )
         return None
+
+
+def _peer_certificates(dask_scheduler: Any) -> dict[str, tuple[str | None, str | None]]:
+    # runs on the scheduler: each worker's certificate as its TLS handshake presented it
+    found: dict[str, tuple[str | None, str | None]] = {}
+    for address, batched in dask_scheduler.stream_comms.items():
+        comm = getattr(batched, "comm", None)
+        cert = (getattr(comm, "extra_info", None) or {}).get("peercert") or {}
+        subject = {key: value for rdn in cert.get("subject", ()) for key, value in rdn}
+        found[address] = (subject.get("commonName"), subject.get("organizationalUnitName"))
+    return found
 
 
 def _set_allowed_failures(dask_scheduler: Any, value: int) -> int:
@@ -155,7 +187,15 @@ class Fleet:
             "tls": self.tls,
             "insecure": self.spec.insecure,
             "server_address": self.server_address,
-            "hosts": [{"name": h.name, "address": h.address, **h.facts} for h in self.hosts],
+            "hosts": [
+                {
+                    "name": h.name,
+                    "address": h.address,
+                    **h.facts,
+                    "certificate": dataclasses.asdict(h.certified) if h.certified else None,
+                }
+                for h in self.hosts
+            ],
         }
 
     def close(self) -> None:
@@ -220,8 +260,9 @@ def scheduler_workers(client: Any) -> dict[str, dict[str, Any]]:
     return dict(client.sync(client.scheduler.identity, n_workers=-1)["workers"])
 
 
-def list_load_hosts(client: Any) -> list[LoadHost]:
-    """Every worker with the `load` resource, by name, with the facts it reports."""
+def list_load_hosts(client: Any, tls: bool = True) -> list[LoadHost]:
+    """Every worker with the `load` resource, by name, with the facts it reports and (over
+    TLS) what its certificate says, as the scheduler saw it."""
     workers = scheduler_workers(client)
     loaders = {
         address: info
@@ -231,8 +272,14 @@ def list_load_hosts(client: Any) -> list[LoadHost]:
     if not loaders:
         return []
     facts = client.run(load_host_facts, workers=list(loaders))
+    certificates = client.run_on_scheduler(_peer_certificates) if tls else {}
     hosts = [
-        LoadHost(str(info.get("name", address)), address, facts[address])
+        LoadHost(
+            str(info.get("name", address)),
+            address,
+            facts[address],
+            Certified(*certificates.get(address, (None, None))) if tls else None,
+        )
         for address, info in loaders.items()
     ]
     return sorted(hosts, key=lambda host: host.name)
@@ -277,7 +324,7 @@ def open_fleet(
         stack.callback(lambda: client.close(timeout=5))
         if wanted is not None:
             client.wait_for_workers(len(wanted), timeout=WORKERS_TIMEOUT_S)
-        hosts = list_load_hosts(client)
+        hosts = list_load_hosts(client, tls=identity is not None)
         if wanted is not None:
             hosts = [host for host in hosts if host.name in wanted]
             missing = sorted(set(wanted) - {host.name for host in hosts})

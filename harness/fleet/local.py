@@ -50,6 +50,7 @@ from pathlib import Path
 import psutil
 
 from drivers.processes import spawn
+from harness.fleet.facts import harness_version
 from harness.fleet.security import (
     HARNESS_IDENTITY,
     SCHEDULER_IDENTITY,
@@ -327,8 +328,9 @@ def _make_certificates(hosts: tuple[str, ...]) -> None:
     ca = make_ca(tls_dir())
     issue(ca, SCHEDULER_IDENTITY, tls_dir(), BRIDGE_ADDRESS)
     issue(ca, HARNESS_IDENTITY, tls_dir())
+    version = harness_version()
     for host in hosts:
-        issue(ca, host, tls_dir())
+        issue(ca, host, tls_dir(), harness_version=version)
 
 
 def _log_tail(limit_chars: int = 600) -> str:

@@ -26,6 +26,7 @@ from model.errors import UserError
 
 CA_CERT = "ca.pem"
 CA_KEY = "ca.key"
+VERSION_UNIT_PREFIX = "harness "  # a load host's certificate: OU = "harness <version>"
 HARNESS_IDENTITY = "harness"  # the certificate the harness connects with, as a Dask client
 SCHEDULER_IDENTITY = "scheduler"
 # a member's name becomes file names (and a worker's name a folder under raw/)
@@ -134,12 +135,23 @@ def load_or_make_ca(directory: Path) -> Any:
     return make_ca(directory)
 
 
-def issue(ca: Any, name: str, directory: Path, *hostnames: str) -> FleetIdentity:
-    """A certificate for member `name` (and the host names or addresses it is known by)
-    signed by `ca`: `directory`/<name>.pem and its 0600 key <name>.key, with the CA beside."""
+def version_unit(harness_version: str) -> str:
+    """The organizational unit a load host's certificate carries: the harness it runs."""
+    return f"{VERSION_UNIT_PREFIX}{harness_version}"
+
+
+def issue(
+    ca: Any, name: str, directory: Path, *hostnames: str, harness_version: str | None = None
+) -> FleetIdentity:
+    """A certificate for member `name` (its common name; the host names or addresses it is
+    known by as its alternative names) signed by `ca`: `directory`/<name>.pem and its 0600
+    key <name>.key, with the CA beside. `harness_version`: the harness a load host is
+    certified to run (the organizational unit, `harness <version>`), checked against what
+    the host reports of itself (harness.fleet.client)."""
     check_member_name(name)
     private_directory(directory)
-    leaf = ca.issue_cert(*(hostnames or (name,)), common_name=name)
+    unit = version_unit(harness_version) if harness_version else None
+    leaf = ca.issue_cert(*(hostnames or (name,)), common_name=name, organization_unit_name=unit)
     cert_path, key_path = directory / f"{name}.pem", directory / f"{name}.key"
     _write_private(cert_path, b"".join(pem.bytes() for pem in leaf.cert_chain_pems))
     _write_private(key_path, leaf.private_key_pem.bytes())

@@ -24,7 +24,8 @@ from pathlib import Path
 import pytest
 
 from harness.fleet import local, security
-from harness.fleet.client import connect, open_fleet, scheduler_workers
+from harness.fleet.client import connect, list_load_hosts, open_fleet, scheduler_workers
+from harness.fleet.facts import harness_version
 from model.errors import UserError
 from tests.e2e.test_fleet import assert_nothing_left, require_namespaces
 from tests.helpers import harness
@@ -250,3 +251,51 @@ def test_a_run_gives_the_scheduler_its_allowed_failures_back(
         assert client.run_on_scheduler(set_allowed_failures, value=3) == 3
     finally:
         client.close(timeout=5)
+
+
+def start_worker(
+    state: local.LocalFleetState, identity: security.FleetIdentity, name: str, workdir: Path
+) -> subprocess.Popen[bytes]:
+    """A load worker of `name` joining the fleet with `identity` (its own certificate)."""
+    command = [
+        sys.executable, "-m", "distributed.cli.dask_worker", state.scheduler_address,
+        *identity.cli_options(), "--name", name, "--nthreads", "1", "--no-nanny",
+        "--resources", "load=1", "--no-dashboard", "--death-timeout", "30",
+        "--local-directory", str(workdir / name),
+    ]  # fmt: skip
+    env = {**os.environ, "DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION": "True"}
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+
+
+def test_a_host_is_judged_by_its_certificate_not_only_by_its_word(
+    one_host: local.LocalFleetState, tmp_path: Path
+) -> None:
+    """Two workers with certificates from the fleet's own CA: one certified for another
+    harness version, one whose certificate names another host. Both report our version;
+    both are refused, by what their certificates say."""
+    ca = security.load_ca(local.tls_dir())
+    older = security.issue(ca, "older", tmp_path / "c", harness_version="0.0.1+src.old")
+    posing = security.issue(ca, "someone-else", tmp_path / "c", harness_version=harness_version())
+    workers = [
+        start_worker(one_host, older, "older", tmp_path),
+        start_worker(one_host, posing, "posing", tmp_path),
+    ]
+    try:
+        client = connect(one_host.scheduler_address, one_host.identity())
+        try:
+            client.wait_for_workers(3, timeout=60)
+            hosts = {host.name: host for host in list_load_hosts(client)}
+        finally:
+            client.close(timeout=5)
+        ours = harness_version()
+        assert hosts["older"].facts["harness"] == ours == hosts["posing"].facts["harness"]
+        assert "certificate is for harness 0.0.1+src.old" in str(hosts["older"].refusal(ours))
+        assert "certificate is 'someone-else''s" in str(hosts["posing"].refusal(ours))
+        assert hosts[one_host.hosts[0]].refusal(ours) is None
+        status = harness("fleet", "status", timeout_s=60)
+        assert status.returncode == 1 and "refused" in status.stdout, status.stdout
+    finally:
+        for worker in workers:
+            worker.terminate()
+        for worker in workers:
+            worker.wait(timeout=30)

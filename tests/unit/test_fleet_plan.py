@@ -14,7 +14,7 @@ from drivers.base import DriverResult
 from harness.compare import check_fleet_plan
 from harness.fleet import security
 from harness.fleet.agents import host_per_process_limit
-from harness.fleet.client import FleetAccess, LoadHost, parse_fleet
+from harness.fleet.client import Certified, FleetAccess, LoadHost, parse_fleet
 from harness.fleet.local import NETWORK, host_addresses
 from harness.fleet.steps import merge_host_results, split_evenly
 from harness.fleet.tasks import StepSignals
@@ -211,3 +211,15 @@ def test_a_listen_address_is_one_address_written_out(host: str) -> None:
 @pytest.mark.parametrize("host", ["127.0.0.1", "::1", "198.51.100.1", "10.0.0.5", "fe80::1"])
 def test_a_specific_address_may_be_listened_on(host: str) -> None:
     assert check_listen_address(host) == host
+
+
+def test_a_host_is_judged_by_its_certificate_not_only_its_word() -> None:
+    ours = "0.1.0+src.aaaa"
+    facts = {"harness": ours}
+    certified = Certified("h1", security.version_unit(ours))
+    assert LoadHost("h1", "tls://198.51.100.10:1", facts, certified).refusal(ours) is None
+    posing = LoadHost("h1", "tls://198.51.100.10:1", facts, Certified("h2", None))
+    assert "certificate is 'h2'" in str(posing.refusal(ours))
+    older = Certified("h1", security.version_unit("0.1.0+src.bbbb"))
+    refusal = LoadHost("h1", "tls://198.51.100.10:1", facts, older).refusal(ours)
+    assert refusal is not None and "certificate is for harness 0.1.0+src.bbbb" in refusal

@@ -195,3 +195,31 @@ def test_the_summary_and_the_report_list_each_failure(tmp_path: Path) -> None:
     assert "1 of 2 threshold checks failed: aiohttp: peak &gt;= 20000" in html
     assert threshold_table(synthetic_run("x", cases)) is None
     assert "<h3>Thresholds</h3>" not in render_html([synthetic_run("x", cases)], {})
+
+
+def test_cpu_per_request_and_memory_peak_can_be_gated() -> None:
+    """`cpu_us_per_req` judged on its interval's high end for `<=`; `memory_peak_mb` on its
+    value (bytes / 1e6); a case without them fails the rule, saying why."""
+    case = synthetic_case("aiohttp", [1000.0])
+    measured = dataclasses.replace(
+        case,
+        summary=dataclasses.replace(
+            case.summary,
+            cpu_us_per_req=80.0,
+            cpu_us_per_req_ci=(70.0, 95.0),
+            memory_peak_bytes=40_000_000,
+        ),
+    )
+    [tight, loose, small, big] = judge_thresholds(
+        [
+            parse_threshold("aiohttp: cpu_us_per_req <= 90"),
+            parse_threshold("aiohttp: cpu_us_per_req <= 100"),
+            parse_threshold("aiohttp: memory_peak_mb <= 30"),
+            parse_threshold("aiohttp: memory_peak_mb <= 50"),
+        ],
+        [measured],
+    )
+    assert (tight.held, tight.judged_on) == (False, "interval high end")
+    assert loose.held and not small.held and big.held and big.value == 40.0
+    [unmeasured] = judge_thresholds([parse_threshold("aiohttp: cpu_us_per_req <= 100")], [case])
+    assert not unmeasured.held and "no server CPU per reply" in unmeasured.judged_on
