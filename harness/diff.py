@@ -164,6 +164,25 @@ def _round_p99s(case: Case) -> list[float]:
     return [v for s in usable_rounds(case.rounds) if (v := s.latency_ms.get("p99")) is not None]
 
 
+def _round_cpu_us(case: Case) -> list[float]:
+    return [v for s in usable_rounds(case.rounds) if (v := s.cpu_us_per_req) is not None]
+
+
+def _memory_peak_mb(case: Case) -> float | None:
+    peak = case.summary.memory_peak_bytes
+    return peak / 1e6 if peak is not None else None
+
+
+def lower_or_higher(change: Change) -> str:
+    """A figure where lower is better, in words: `no rounds`, `no significant change`,
+    `lower` or `higher` (a change without rounds is judged on nothing: `no rounds`)."""
+    if not change.measured:
+        return "no rounds"
+    if not change.significant:
+        return "no significant change"
+    return "lower" if (change.ratio or 0) < 1 else "higher"
+
+
 @dataclass(frozen=True)
 class CaseDiff:
     """One case in both runs: the peak's change and verdict, the p99's change beside."""
@@ -177,6 +196,9 @@ class CaseDiff:
     note: str | None = None  # why there is no verdict, or why none could be significant
     # each run's peak half-width, % of its peak (harness.run.precision); None: no interval
     half_width_pct: tuple[float | None, float | None] = (None, None)
+    # the server's CPU per reply (its rounds') and memory peak (harness.cgroups), beside
+    cpu_us_per_req: Change | None = None
+    memory_peak_mb: Change | None = None
 
     @property
     def worse_beyond_factor(self) -> bool:
@@ -185,11 +207,7 @@ class CaseDiff:
     @property
     def p99_change(self) -> str:
         """The p99's change in words (lower is better; informational)."""
-        if not self.p99.measured:
-            return "no rounds"
-        if not self.p99.significant:
-            return "no significant change"
-        return "lower" if (self.p99.ratio or 0) < 1 else "higher"
+        return lower_or_higher(self.p99)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -199,6 +217,14 @@ class CaseDiff:
             "beyond_factor": self.beyond_factor,
             "peak": self.peak.to_dict(),
             "p99_ms": {**self.p99.to_dict(), "change": self.p99_change},
+            "cpu_us_per_req": (
+                {**self.cpu_us_per_req.to_dict(), "change": lower_or_higher(self.cpu_us_per_req)}
+                if self.cpu_us_per_req is not None
+                else None
+            ),
+            "memory_peak_mb": (
+                self.memory_peak_mb.to_dict() if self.memory_peak_mb is not None else None
+            ),
             "note": self.note,
             "half_width_pct": {"a": self.half_width_pct[0], "b": self.half_width_pct[1]},
         }
@@ -307,7 +333,12 @@ def diff_case(old: Case, new: Case, label: str, factor: float, drift: float = 1.
     ratio = peak.ratio or 1.0
     beyond = peak.significant and (ratio < 1 / factor or ratio > factor)
     widths = (old.summary.half_width_pct, new.summary.half_width_pct)
-    return CaseDiff(identity, label, peak, p99, verdict, beyond, note, widths)
+    cpu = measure_change(
+        old.summary.cpu_us_per_req, new.summary.cpu_us_per_req, _round_cpu_us(old),
+        _round_cpu_us(new),
+    )  # fmt: skip
+    memory = measure_change(_memory_peak_mb(old), _memory_peak_mb(new), (), ())
+    return CaseDiff(identity, label, peak, p99, verdict, beyond, note, widths, cpu, memory)
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,16 @@ def _ratio(change: Change) -> str:
     return text
 
 
+def _cpu_cell(change: Change | None) -> str:
+    """The server's CPU per reply, B over A, with `lower`/`higher` when significant."""
+    from harness.diff import lower_or_higher
+
+    if change is None or change.ratio is None:
+        return "–"
+    said = lower_or_higher(change)
+    return _ratio(change) + ("" if said == "no rounds" else f" {said}")
+
+
 def _figure(value: float | None, spec: str = "{:,.0f}") -> str:
     return "–" if value is None else spec.format(value)
 
@@ -77,8 +87,11 @@ def diff(
     if differences:
         title += f"\n[yellow]DIFFERENT HOSTS[/]: {'; '.join(differences)}"
     table = Table(title=title)
+    # the server's CPU per reply (cgroups), when either run measured it
+    with_cpu = any(c.cpu_us_per_req is not None and c.cpu_us_per_req.ratio for c in result.cases)
     columns = ("case", "A peak", "B peak", "B/A [95 % CI]", "p", "verdict",
-               "A p99 ms", "B p99 ms", "p99 B/A [95 % CI]", "note")  # fmt: skip
+               "A p99 ms", "B p99 ms", "p99 B/A [95 % CI]",
+               *(("CPU µs/req B/A",) if with_cpu else ()), "note")  # fmt: skip
     for column in columns:
         words = column in ("case", "verdict", "note")
         table.add_column(column, justify="left" if words else "right")
@@ -95,6 +108,7 @@ def diff(
             _figure(case.p99.old, "{:.2f}"),
             _figure(case.p99.new, "{:.2f}"),
             _ratio(case.p99) + ("" if case.p99_change == "no rounds" else f" {case.p99_change}"),
+            *((_cpu_cell(case.cpu_us_per_req),) if with_cpu else ()),
             case.note or "",
         )
     table.caption = (

@@ -379,3 +379,28 @@ def test_the_machines_drift_from_the_baselines_is_taken_out_of_the_frameworks() 
     # one baseline is not enough to call the machine's drift
     lone = synthetic_run("c", [old.cases[0], old.cases[2]])
     assert diff_runs(lone, synthetic_run("d", [new.cases[0], new.cases[2]])).drift is None
+
+
+def with_cpu(case: Case, cpu_us: list[float], memory_bytes: int) -> Case:
+    """`case` with its rounds' server CPU per reply and a memory peak (as cgroups give)."""
+    rounds = tuple(
+        dataclasses.replace(step, cpu_us_per_req=value)
+        for step, value in zip(case.rounds, cpu_us, strict=True)
+    )
+    summary = dataclasses.replace(
+        case.summary, cpu_us_per_req=sum(cpu_us) / len(cpu_us), memory_peak_bytes=memory_bytes
+    )
+    return dataclasses.replace(case, rounds=rounds, summary=summary)
+
+
+def test_cpu_per_request_and_memory_peak_are_diffed_beside(tmp_path: Path) -> None:
+    old = with_cpu(synthetic_case("gevent", BASE), [80.0, 81.0, 79.0, 80.5, 79.5], 40_000_000)
+    new = with_cpu(synthetic_case("gevent", BASE), [96.0, 97.0, 95.0, 96.5, 95.5], 50_000_000)
+    result = diff_runs(synthetic_run("a", [old]), synthetic_run("b", [new]))
+    (case,) = result.cases
+    assert case.cpu_us_per_req is not None and case.cpu_us_per_req.significant
+    assert case.cpu_us_per_req.ratio == pytest.approx(1.2, rel=0.01)
+    shown = case.to_dict()
+    assert shown["cpu_us_per_req"]["change"] == "higher"
+    assert shown["memory_peak_mb"]["ratio"] == pytest.approx(1.25)
+    assert case.verdict == "no significant change" and result.exit_status == 0
