@@ -16,19 +16,7 @@ import contextlib
 import os
 import socket
 
-TEXT_BODY = b"I am a stupid HTTP server!"  # servers.contract.TEXT_BODY (as spin_server.py)
-OK = (
-    b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n" % len(TEXT_BODY)
-    + TEXT_BODY
-)
-NOT_FOUND = b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-
-
-def spin(iterations: int) -> None:
-    """A fixed amount of CPU work (tests/spin_server.py's)."""
-    total = 0
-    for i in range(iterations):
-        total += i
+from spin_server import OK, GetProtocol, spin  # beside this file: the same answers and work
 
 
 def start_helper(iterations: int) -> socket.socket:
@@ -51,27 +39,17 @@ def start_helper(iterations: int) -> socket.socket:
     return server_end
 
 
-class DaemonProtocol(asyncio.Protocol):
+class DaemonProtocol(GetProtocol):
+    """`GET /` answered once the helper has done its work for it."""
+
     def __init__(self, requests: asyncio.Queue[asyncio.Future[None]]) -> None:
+        super().__init__()
         self.requests = requests
-        self.buffer = b""
-        self.transport: asyncio.Transport | None = None
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-
-    def data_received(self, data: bytes) -> None:
-        assert self.transport is not None
-        self.buffer += data
-        while b"\r\n\r\n" in self.buffer:
-            head, _, self.buffer = self.buffer.partition(b"\r\n\r\n")
-            if not head.startswith(b"GET / "):
-                self.transport.write(NOT_FOUND)
-                self.transport.close()
-                return
-            done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            done.add_done_callback(self.reply)
-            self.requests.put_nowait(done)
+    def answer(self) -> None:
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        done.add_done_callback(self.reply)
+        self.requests.put_nowait(done)
 
     def reply(self, _: asyncio.Future[None]) -> None:
         if self.transport is not None and not self.transport.is_closing():

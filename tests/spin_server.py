@@ -31,10 +31,11 @@ def spin(iterations: int) -> None:
 KEPT: list[bytes] = []  # what --leak holds on to
 
 
-class SpinProtocol(asyncio.Protocol):
-    def __init__(self, iterations: int, leak_bytes: int = 0) -> None:
-        self.iterations = iterations
-        self.leak_bytes = leak_bytes
+class GetProtocol(asyncio.Protocol):
+    """Requests split at their blank line: `GET /` goes to `answer`, anything else is 404
+    and a close (tests/daemon_spin_server.py answers the same way)."""
+
+    def __init__(self) -> None:
         self.buffer = b""
         self.transport: asyncio.Transport | None = None
 
@@ -50,10 +51,24 @@ class SpinProtocol(asyncio.Protocol):
                 self.transport.write(NOT_FOUND)
                 self.transport.close()
                 return
-            spin(self.iterations)
-            if self.leak_bytes:
-                KEPT.append(b"x" * self.leak_bytes)  # written, so its pages are charged
-            self.transport.write(OK)
+            self.answer()
+
+    def answer(self) -> None:
+        raise NotImplementedError
+
+
+class SpinProtocol(GetProtocol):
+    def __init__(self, iterations: int, leak_bytes: int = 0) -> None:
+        super().__init__()
+        self.iterations = iterations
+        self.leak_bytes = leak_bytes
+
+    def answer(self) -> None:
+        assert self.transport is not None
+        spin(self.iterations)
+        if self.leak_bytes:
+            KEPT.append(b"x" * self.leak_bytes)  # written, so its pages are charged
+        self.transport.write(OK)
 
 
 async def serve(host: str, port: int, iterations: int, leak_bytes: int = 0) -> None:
