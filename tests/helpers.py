@@ -298,3 +298,18 @@ def contenders_path(directory: Path) -> str | None:
         f"[serverbench.frameworks]\ncontenders = {CONTENDERS_ENTRY_POINT}\n"
     )
     return str(directory)
+
+
+def one_step_case(framework: str, only: Step, summary: Summary) -> Case:
+    """An ok text case on wrk (single, both) whose ramp is the one step `only`."""
+    return Case(
+        framework=framework,
+        scenario="text",
+        sink="empty",
+        driver="wrk",
+        process_model="single",
+        affinity={"mode": "both"},
+        status="ok",
+        steps=(only,),
+        summary=summary,
+    )

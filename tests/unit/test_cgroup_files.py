@@ -30,7 +30,8 @@ from harness.run.analysis import (
     throttled,
     with_rounds,
 )
-from model.results import LATENCY_KEYS, Case, Step, Summary
+from model.results import LATENCY_KEYS, Step, Summary
+from tests.helpers import one_step_case
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "cgroups"
 
@@ -166,16 +167,8 @@ def test_an_oom_kill_is_a_reason_naming_the_limit() -> None:
 
 
 def test_cpu_per_request_over_rounds_has_its_interval() -> None:
-    case = Case(
-        framework="spin",
-        scenario="text",
-        sink="empty",
-        driver="wrk",
-        process_model="single",
-        affinity={"mode": "both"},
-        status="ok",
-        steps=(step(1000, 950.0),),
-        summary=Summary(peak=1000, peak_offered=10, cpu_us_per_req=950.0),
+    case = one_step_case(
+        "spin", step(1000, 950.0), Summary(peak=1000, peak_offered=10, cpu_us_per_req=950.0)
     )
     rounds = [
         (i, dataclasses.replace(case, steps=(step(1000 + i, us),)))

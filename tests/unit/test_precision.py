@@ -29,6 +29,7 @@ from harness.run.precision import (
 )
 from model.errors import UserError
 from model.results import Case, Run, Summary, read_run, write_run
+from tests.helpers import one_step_case
 from tests.unit.test_rounds_and_intervals import step
 
 
@@ -188,16 +189,8 @@ def test_per_second_replies_come_from_the_telemetry_counter_inside_the_window() 
 
 
 def rounds_of(values: list[float]) -> Case:
-    ramp = Case(
-        framework="gevent",
-        scenario="text",
-        sink="empty",
-        driver="wrk",
-        process_model="single",
-        affinity={"mode": "both"},
-        status="ok",
-        steps=(step(1000.0),),
-        summary=Summary(peak=1000.0, peak_offered=50, p99_at_peak_ms=5.0),
+    ramp = one_step_case(
+        "gevent", step(1000.0), Summary(peak=1000.0, peak_offered=50, p99_at_peak_ms=5.0)
     )
     measured = [
         (i, dataclasses.replace(ramp, steps=(timed(v, [v, v], round_s=4.0),)))  # type: ignore[arg-type]

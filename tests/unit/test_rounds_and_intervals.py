@@ -21,6 +21,7 @@ from harness.stats import (
 from model.errors import UserError
 from model.ramps import ConcurrencyRamp, RateRamp
 from model.results import Case, Step, Summary
+from tests.helpers import one_step_case
 
 
 def test_the_mean_interval_is_students_t() -> None:
@@ -95,16 +96,8 @@ def step(achieved: float, p99: float = 5.0, cpu: float = 90.0, flags: tuple[str,
 
 
 def case(framework: str, ramp_peak: float, rounds: list[float], **step_fields: object) -> Case:
-    ramp_case = Case(
-        framework=framework,
-        scenario="text",
-        sink="empty",
-        driver="wrk",
-        process_model="single",
-        affinity={"mode": "both"},
-        status="ok",
-        steps=(step(ramp_peak),),
-        summary=Summary(peak=ramp_peak, peak_offered=100, p99_at_peak_ms=5.0),
+    ramp_case = one_step_case(
+        framework, step(ramp_peak), Summary(peak=ramp_peak, peak_offered=100, p99_at_peak_ms=5.0)
     )
     round_cases = [
         (index, Case(**{**ramp_case.__dict__, "steps": (step(value, **step_fields),)}))  # type: ignore[arg-type]
