@@ -164,13 +164,8 @@ class ServerProcess:
         self.started_at = time.time()
         # its own session (one group to kill; Ctrl-C reaches only the harness); SIGTERM if
         # the harness dies, which a server obeys by stopping its workers within the grace
-        self.process = spawn(
-            command,
-            stdout=subprocess.PIPE,
-            stderr=self._stderr_file,
-            death_signal=signal.SIGTERM,
-            env=child_environment(environment, self.token),
-            cgroup_procs=cgroup.procs_files if cgroup is not None else (),
+        self.process = spawn_server(
+            command, subprocess.PIPE, self._stderr_file, environment, self.token, cgroup
         )
         try:
             self._reader = threading.Thread(target=self._read_stdout, daemon=True)
@@ -344,13 +339,8 @@ class CommandServerProcess(ServerProcess):
         self.token = uuid.uuid4().hex
         self.escaped = []
         self.started_at = time.time()
-        self.process = spawn(
-            command,
-            stdout=self._stderr_file,
-            stderr=subprocess.STDOUT,
-            death_signal=signal.SIGTERM,
-            env=child_environment(environment, self.token),
-            cgroup_procs=cgroup.procs_files if cgroup is not None else (),
+        self.process = spawn_server(
+            command, self._stderr_file, subprocess.STDOUT, environment, self.token, cgroup
         )
 
     def answers(self) -> bool:
@@ -419,6 +409,27 @@ OPTION_PLACEHOLDERS = {
     "--tls-key": "tls_key",
 }
 FLAG_PLACEHOLDERS = {"--durable": "durable"}
+
+
+def spawn_server(
+    command: list[str],
+    stdout: Any,
+    stderr: Any,
+    environment: dict[str, str] | None,
+    token: str,
+    cgroup: Any,
+) -> subprocess.Popen[bytes]:
+    """A server's process: its own session, SIGTERM if the harness dies (a server obeys
+    by stopping its workers within the grace), its environment (child_environment) and,
+    when it has one, its cgroup joined before it execs."""
+    return spawn(
+        command,
+        stdout=stdout,
+        stderr=stderr,
+        death_signal=signal.SIGTERM,
+        env=child_environment(environment, token),
+        cgroup_procs=cgroup.procs_files if cgroup is not None else (),
+    )
 
 
 def child_environment(environment: dict[str, str] | None, token: str) -> dict[str, str]:
