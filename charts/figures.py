@@ -473,6 +473,65 @@ def peak_figure(series: Sequence[Series], context: str = "") -> Figure:
     return figure
 
 
+def efficiency_figure(series: Sequence[Series], context: str = "") -> Figure | None:
+    """The server's CPU per reply at the peak, per server (its cgroup's CPU over the
+    replies; baselines hatched), each bar with its 95 % interval over rounds, and above it
+    the replies one CPU-second buys (10⁶ / µs). None when no case measured it."""
+    shown = [
+        one
+        for one in series
+        if one.case.status == "ok" and one.case.summary.cpu_us_per_req is not None
+    ]
+    if not shown:
+        return None
+    figure, axes = _new(
+        _title("CPU per reply at the peak (lower is leaner)", context),
+        "framework (above each bar: replies per CPU-second)",
+        "server CPU per reply (µs; error bars: 95 % interval)",
+        categorical=True,
+    )
+    labels = [one.label for one in shown]
+    costs = [float(one.case.summary.cpu_us_per_req or 0.0) for one in shown]
+    bars = axes.bar(
+        labels,
+        costs,
+        color=[colour_for(one.framework) for one in shown],
+        hatch=["//" if one.case.summary.role == "baseline" else "" for one in shown],
+        edgecolor="black",
+        gid="cpu-per-reply",
+    )
+    tops = list(costs)
+    for index, one in enumerate(shown):
+        interval = one.case.summary.cpu_us_per_req_ci
+        if interval is None:
+            continue
+        low, high = interval
+        axes.errorbar(
+            [index],
+            [costs[index]],
+            yerr=[[max(costs[index] - low, 0.0)], [max(high - costs[index], 0.0)]],
+            fmt="none",
+            ecolor="black",
+            capsize=4,
+        )
+        tops[index] = max(high, costs[index])
+    for bar, top, cost in zip(bars, tops, costs, strict=True):
+        per_cpu_second = 1e6 / cost if cost > 0 else 0.0
+        axes.annotate(
+            f"{per_cpu_second:,.0f}/s",
+            (bar.get_x() + bar.get_width() / 2, top),
+            xytext=(0, 3),
+            textcoords="offset points",
+            ha="center",
+            va="bottom",
+            fontsize=9,
+        )
+    if len(labels) > 5:
+        axes.tick_params(axis="x", labelrotation=30)
+    axes.set_ylim(0, max(tops, default=1) * 1.18)
+    return figure
+
+
 def _round_dots(axes: Axes, shown: Sequence[Series], bars: Any) -> list[list[float]] | None:
     """Each bar's rounds as dots beside it (kept-out rounds hollow): the spread an interval
     summarises, seen. Returns each bar's round peaks (empty for a bar without rounds), or
@@ -680,6 +739,9 @@ def ramp_figures(series: Sequence[Series], context: str = "") -> dict[str, Figur
             if spectrum_plot is not None:
                 figures["spectrum"] = spectrum_plot
     figures["peak"] = peak_figure(series, context)
+    efficiency = efficiency_figure(series, context)
+    if efficiency is not None:
+        figures["efficiency"] = efficiency
     if len({s.case.affinity.get("mode") for s in series}) > 1:
         figures["affinity"] = affinity_figure(series, context)
     if len({s.case.protocol for s in series}) > 1:

@@ -30,6 +30,10 @@ FIGURE_CAPTIONS = {
     "send (what a closed-loop tool reports). A line ends where its requests run out.",
     "cpu": "Server process-tree CPU, % of one core, averaged over each step.",
     "memory": "Server resident memory, the maximum in each step.",
+    "efficiency": "The server's CPU per reply at its peak (its cgroup's CPU time over the "
+    "step's replies, every process it started counted; error bars: the 95 % interval over "
+    "rounds) and, above each bar, the replies one CPU-second buys: the cost of a request, "
+    "which moves less with the machine than the peak does.",
     "peak": "Peak sustained throughput: the best error-free step (rate ramps: autobench's "
     "reading, the highest offered rate achieved at ≥ 95 % with no errors); with rounds, "
     "their mean and its 95 % interval (the error bar).",

@@ -397,7 +397,12 @@ def summary_table(run: Run) -> Table:
                 + _ci(summary.p99_at_peak_ci_ms, "{:.2f}"),
                 "server CPU %": _fmt(summary.server_cpu_at_peak_pct),
                 "CPU µs/req": _fmt(summary.cpu_us_per_req, "{:,.1f}")
-                + _ci(summary.cpu_us_per_req_ci, "{:,.1f}"),
+                + _ci(summary.cpu_us_per_req_ci, "{:,.1f}")
+                + (
+                    f" ({summary.cpu_ratio_to_nginx:.2f}× nginx)"
+                    if summary.cpu_ratio_to_nginx is not None
+                    else ""
+                ),
                 "RSS MB": _fmt(rss / 1e6 if rss else None, "{:.1f}"),
                 "errors": str(summary.errors_total),
                 "flags": " ".join(

@@ -52,8 +52,8 @@ by name):
   over the step's replies, in µs) and `agent_cpu_us_per_req` (the load generator's), its
   `extra.cgroup` (what the server's cgroup counted in the step) and the flag
   `throttled`; the summary's `cpu_us_per_req`, `cpu_us_per_req_ci`,
-  `agent_cpu_us_per_req`, `memory_peak_bytes` and `cgroup` (mode v1, v2 or none and why,
-  pinning, limits, throttling, OOM kills), and a connection ramp's
+  `agent_cpu_us_per_req`, `memory_peak_bytes`, `cpu_ratio_to_nginx` and `cgroup` (mode
+  v1, v2 or none and why, pinning, limits, throttling, OOM kills), and a connection ramp's
   `memory_per_connection_kb` (the cgroup's memory slope). A file from before them reads
   with them `null`: not measured.
 """
@@ -276,6 +276,8 @@ class Summary:
     memory_peak_bytes: int | None = None
     cgroup: dict[str, Any] | None = None
     memory_per_connection_kb: float | None = None  # connection ramps: the cgroup's slope
+    # cpu_us_per_req over nginx's in the same run (as ratio_to_nginx pairs its case)
+    cpu_ratio_to_nginx: float | None = None
 
     def __post_init__(self) -> None:
         if self.peak_unit not in PEAK_UNITS:
@@ -299,6 +301,7 @@ class Summary:
             "cpu_us_per_req",
             "agent_cpu_us_per_req",
             "memory_peak_bytes",
+            "cpu_ratio_to_nginx",
         ):
             _non_negative(name, getattr(self, name))
         _finite("memory_per_connection_bytes", self.memory_per_connection_bytes)

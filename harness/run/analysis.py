@@ -585,6 +585,14 @@ def with_baseline_ratios(cases: Sequence[Case], roles: Mapping[str, str]) -> lis
                 ),
                 ratio_to_nginx_ci=_pair(paired, 3),
             )
+        cost, baseline_cost = (
+            summary.cpu_us_per_req,
+            (baseline.summary.cpu_us_per_req if baseline else None),
+        )
+        if cost is not None and baseline_cost:
+            summary = dataclasses.replace(
+                summary, cpu_ratio_to_nginx=round(cost / baseline_cost, 3)
+            )
         result.append(dataclasses.replace(case, summary=summary))
     return result
 

@@ -479,3 +479,35 @@ def test_the_report_says_each_cases_precision_and_why_one_stopped_short() -> Non
     assert "wander ±9.0 %" in html and "round 4: contended" in html
     assert "within ±5 %" in html and "±2.1" in html
     assert _precision(dataclasses.replace(run, cases=())) == ""
+
+
+def test_the_efficiency_figure_draws_cpu_per_reply_with_its_interval() -> None:
+    """One bar per case that measured its CPU per reply (µs), the interval as error bars,
+    replies per CPU-second above; no figure at all when no case measured it."""
+    measured = []
+    for name, cost, interval in (("aiohttp", 50.0, (45.0, 56.0)), ("gevent", 125.0, None)):
+        case = make_case(name, (make_step(50, 9000),))
+        summary = dataclasses.replace(case.summary, cpu_us_per_req=cost, cpu_us_per_req_ci=interval)
+        measured.append(dataclasses.replace(case, summary=summary))
+    unmeasured = make_case("twisted", (make_step(50, 5000),))
+    figure = ramp_figures(series_of((*measured, unmeasured)))["efficiency"]
+    axes = figure.axes[0]
+    assert [t.get_text() for t in axes.get_xticklabels()] == ["aiohttp", "gevent"]
+    assert [round(p.get_height()) for p in axes.patches] == [50, 125]
+    assert {t.get_text() for t in axes.texts} == {"20,000/s", "8,000/s"}
+    assert len(axes.collections) == 1  # one error bar: gevent had no rounds
+    assert "efficiency" not in ramp_figures(series_of((unmeasured,)))
+    plt.close("all")
+
+
+def test_cpu_per_reply_is_given_as_a_ratio_to_nginxs() -> None:
+    cases = []
+    for name, cost in (("nginx", 20.0), ("aiohttp", 50.0), ("gevent", None)):
+        case = make_case(name, (make_step(50, 9000),))
+        cases.append(
+            dataclasses.replace(
+                case, summary=dataclasses.replace(case.summary, cpu_us_per_req=cost)
+            )
+        )
+    rated = with_baseline_ratios(cases, {"nginx": "baseline"})
+    assert [c.summary.cpu_ratio_to_nginx for c in rated] == [1.0, 2.5, None]
