@@ -53,6 +53,7 @@ def run_markdown(run: Run, run_dir: Path | None = None, base: Path | None = None
     if run.verdict and run.verdict.get("text"):
         parts += [f"**Verdict** (95 % intervals): {run.verdict['text']}", ""]
     ratios = any(c.summary.ratio_to_nginx is not None for c in run.cases)
+    costs = any(c.summary.cpu_us_per_req is not None for c in run.cases)
     headers = [
         "framework",
         "status",
@@ -61,6 +62,7 @@ def run_markdown(run: Run, run_dir: Path | None = None, base: Path | None = None
         "at",
         "p99 at peak ms [95 %]",
         "server CPU %",
+        *(["CPU µs/req [95 %]"] if costs else []),
         "errors",
         "flags",
         "reason",
@@ -85,6 +87,7 @@ def run_markdown(run: Run, run_dir: Path | None = None, base: Path | None = None
             f"{s.peak_offered:g} {unit}" if s.peak_offered is not None else "–",
             with_interval(s.p99_at_peak_ms, s.p99_at_peak_ci_ms),
             figure(s.server_cpu_at_peak_pct),
+            *([with_interval(s.cpu_us_per_req, s.cpu_us_per_req_ci)] if costs else []),
             str(s.errors_total),
             " ".join(
                 [
@@ -95,7 +98,8 @@ def run_markdown(run: Run, run_dir: Path | None = None, base: Path | None = None
             case.error or "",
         ]
         rows.append(row)
-    right = {2, 3, 4, 5, 6, 7} if ratios else {2, 3, 4, 5, 6}
+    numbers = 5 + int(ratios) + int(costs)  # peak … server CPU (and the CPU per reply)
+    right = set(range(2, 2 + numbers))
     parts += [table(headers, rows, right), ""]
     if run.thresholds:
         failed = [t for t in run.thresholds if not t.held]
