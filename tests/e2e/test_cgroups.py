@@ -103,12 +103,11 @@ def test_a_daemon_outside_the_process_group_is_counted_in_the_cgroup_only(
     assert tree.summary.cgroup["pinning"] == "taskset"
     assert tree.summary.cgroup["reason"] == f"{FORCE_ENV}=none"
     for with_group, without in zip(counted.steps, tree.steps, strict=True):
-        # every request waits for the helper's ~1 ms: the core is busy the whole step
-        assert with_group.server_cpu_pct is not None and with_group.server_cpu_pct >= 80.0
+        # every reply costs the helper's ~1 ms of CPU, whatever else the machine runs (a
+        # busy machine lowers the step's CPU %, not the CPU per reply)
         assert with_group.cpu_us_per_req is not None and with_group.cpu_us_per_req >= 600.0
-        assert "contended" not in with_group.flags  # the helper is the server's, not another's
         # the process tree sees the server's relaying only, a fraction of that
-        assert without.server_cpu_pct is not None
+        assert with_group.server_cpu_pct is not None and without.server_cpu_pct is not None
         assert without.server_cpu_pct < 0.5 * with_group.server_cpu_pct
 
 

@@ -105,5 +105,6 @@ def test_history_trend_and_a_bad_threshold_through_the_console_script(tmp_path: 
     assert bad.returncode == 1
     assert bad.stderr.strip() == (
         "harness: error: --threshold: threshold 'aiohttp: rps > 1': unknown metric 'rps': "
-        "choose from peak, ratio_to_nginx, p99_ms, server_cpu_pct, tls_tax, errors, lost"
+        "choose from peak, ratio_to_nginx, p99_ms, server_cpu_pct, tls_tax, cpu_us_per_req, "
+        "memory_peak_mb, errors, lost"
     )

@@ -214,6 +214,12 @@ def _verified_param(name: str, protocol: str) -> object:
     return pytest.param(name, protocol, marks=marks, id=f"{name}-{protocol}")
 
 
+# every check of the contract over the protocol: ~25 s alone here, past the default 120 s
+# once on a machine running other tests beside it
+VERIFY_TIMEOUT_S = 300
+
+
+@pytest.mark.timeout(VERIFY_TIMEOUT_S)
 @pytest.mark.parametrize(("name", "protocol"), [_verified_param(*row) for row in VERIFIED])
 def test_verify_over_each_protocol(name: str, protocol: str, certificates) -> None:
     from harness.verify import verify_framework
