@@ -353,3 +353,26 @@ def leftover_groups(support: CgroupSupport | None = None) -> list[Path]:
             if pid.isdigit() and not Path(f"/proc/{pid}").exists():
                 found.append(directory)
     return found
+
+
+def remove_leftover_groups(directories: list[Path]) -> list[str]:
+    """Remove killed runs' groups (`leftover_groups`): what still runs in one is killed
+    first; what could not be removed (path: why), none when all went."""
+    problems = []
+    for directory in directories:
+        for pid_text in _read_or_empty(directory / "cgroup.procs").split():
+            with contextlib.suppress(OSError, ValueError):
+                os.kill(int(pid_text), signal.SIGKILL)
+        deadline = time.monotonic() + EMPTY_WAIT_S
+        while True:
+            try:
+                directory.rmdir()
+                break
+            except FileNotFoundError:
+                break
+            except OSError as error:  # EBUSY until its killed processes are gone
+                if time.monotonic() >= deadline:
+                    problems.append(f"{directory}: {error.strerror}")
+                    break
+                time.sleep(0.05)
+    return problems

@@ -44,23 +44,34 @@ def clean_command(
 ) -> None:
     """Stop the services and remove the temporary directories of runs that were killed
     (whose owner process is gone); another run's, still going, are never touched."""
+    from harness.cgroups.groups import leftover_groups, remove_leftover_groups
     from harness.services.leftovers import clean_leftovers, find_leftovers
 
     leftovers = find_leftovers(directory or None)
-    problems = [] if dry_run else clean_leftovers(leftovers)
+    groups = leftover_groups()  # killed runs' cgroups (harness.cgroups), in every hierarchy
+    problems = [] if dry_run else clean_leftovers(leftovers) + remove_leftover_groups(groups)
     if as_json:
         print(
             json.dumps(
                 {
                     "dry_run": dry_run,
                     "leftovers": [leftover.record() for leftover in leftovers],
+                    "cgroups": [str(group) for group in groups],
                     "problems": problems,
                 },
                 indent=2,
             )
         )
-    elif not leftovers:
-        console.print("nothing left by killed runs")
+        if problems:
+            raise UserError("could not remove: " + "; ".join(problems))
+        return
+    if groups:
+        verb = "would remove" if dry_run else "removed"
+        console.print(f"{verb} {len(groups)} cgroup directories of killed runs")
+    if not leftovers:
+        console.print(
+            "nothing else left by killed runs" if groups else "nothing left by killed runs"
+        )
     else:
         console.print(leftovers_table([leftover.record() for leftover in leftovers]))
         total_mb = sum(leftover.size_bytes for leftover in leftovers) / 1e6

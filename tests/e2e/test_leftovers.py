@@ -8,6 +8,7 @@ removes them), and plugins that raise, exit or hang on import.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -261,3 +262,33 @@ def test_a_file_set_killed_half_way_is_listed_then_removed(
     cleaned = harness("clean")
     assert cleaned.returncode == 0, cleaned.stderr
     assert list(cache.iterdir()) == []
+
+
+def test_a_killed_runs_cgroups_are_removed_by_clean_and_a_live_ones_kept() -> None:
+    """A harness killed outright cannot remove its server's cgroup: `harness clean` does
+    (every hierarchy), `--dry-run` only names it, and a live harness's group is kept."""
+    from harness.cgroups.groups import GROUP_PREFIX, detect_support
+
+    support = detect_support()
+    if not support.usable:
+        pytest.skip(f"no cgroups here: {support.reason}")
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait(timeout=30)  # a pid no process has now: a killed harness's
+    parents = list(dict.fromkeys(support.parents.values()))
+    dead = [parent / f"{GROUP_PREFIX}{gone.pid}-1-server" for parent in parents]
+    live = [parent / f"{GROUP_PREFIX}{os.getpid()}-99-server" for parent in parents]
+    for directory in (*dead, *live):
+        directory.mkdir()
+    try:
+        dry = harness("clean", "--dry-run", "--json")
+        assert dry.returncode == 0, dry.stderr
+        assert {str(d) for d in dead} <= set(json.loads(dry.stdout)["cgroups"])
+        assert all(d.is_dir() for d in dead)
+        cleaned = harness("clean")
+        assert cleaned.returncode == 0, cleaned.stdout + cleaned.stderr
+        assert "cgroup directories of killed runs" in cleaned.stdout
+        assert not any(d.exists() for d in dead) and all(d.is_dir() for d in live)
+    finally:
+        for directory in (*dead, *live):
+            with contextlib.suppress(OSError):
+                directory.rmdir()
