@@ -428,24 +428,8 @@ def peak_figure(series: Sequence[Series], context: str = "") -> Figure:
         # the affinity study: the ratio to nginx measured in the same run is the figure that travels
         texts.append(f"{peaks[-1]:,.0f}" + (f"\n{ratio:.2f}×" if ratio is not None else ""))
     bars = axes.bar(labels, peaks, color=colours, hatch=hatches, edgecolor="black", gid="peaks")
-    tops = list(peaks)
-    measured = [(i, ci) for i, ci in enumerate(intervals) if ci is not None]
-    if measured:
-        # asymmetric: the interval need not be centred on the mean it surrounds; bars
-        # without rounds get none rather than a zero-length one
-        below = [max(peaks[i] - ci[0], 0.0) for i, ci in measured]
-        above = [max(ci[1] - peaks[i], 0.0) for i, ci in measured]
-        errorbar = axes.errorbar(
-            [i for i, _ in measured],
-            [peaks[i] for i, _ in measured],
-            yerr=[below, above],
-            fmt="none",
-            ecolor="black",
-            capsize=4,
-        )
-        for bar_lines in errorbar.lines[2]:  # the vertical segments (a container has no gid)
-            bar_lines.set_gid("peak-ci")
-        tops = [max(ci[1], peak) if ci else peak for peak, ci in zip(peaks, intervals, strict=True)]
+    tops = _interval_bars(axes, peaks, intervals, "peak-ci")
+    if any(ci is not None for ci in intervals):
         # said on the axis, not in a legend that could cover a bar's label
         axes.set_ylabel("peak (replies/s, error-free; error bars: 95 % interval)")
     shown = [one for one in series if one.case.status == "ok" and one.case.summary.peak is not None]
@@ -453,9 +437,40 @@ def peak_figure(series: Sequence[Series], context: str = "") -> Figure:
     if dotted:
         tops = [max([top, *highest]) for top, highest in zip(tops, dotted, strict=True)]
         axes.set_ylabel(axes.get_ylabel().removesuffix(")") + "; dots: each round)")
-    # labels above the interval's top, so the error bar never runs through them
     if any(one.case.summary.ratio_to_nginx is not None for one in series):
         axes.set_xlabel("framework (under each peak: its ratio to nginx in this run)")
+    _label_bars(axes, bars, tops, texts)
+    axes.yaxis.set_major_formatter(THOUSANDS)
+    return figure
+
+
+def _interval_bars(
+    axes: Axes, values: Sequence[float], intervals: Sequence[tuple[float, float] | None], gid: str
+) -> list[float]:
+    """Each bar's 95 % interval as an error bar (asymmetric: an interval need not be
+    centred on the mean it surrounds; a bar without one gets none rather than a
+    zero-length one); each bar's top, the interval's included."""
+    measured = [(i, ci) for i, ci in enumerate(intervals) if ci is not None]
+    if measured:
+        errorbar = axes.errorbar(
+            [i for i, _ in measured],
+            [values[i] for i, _ in measured],
+            yerr=[
+                [max(values[i] - ci[0], 0.0) for i, ci in measured],
+                [max(ci[1] - values[i], 0.0) for i, ci in measured],
+            ],
+            fmt="none",
+            ecolor="black",
+            capsize=4,
+        )
+        for bar_lines in errorbar.lines[2]:  # the vertical segments (a container has no gid)
+            bar_lines.set_gid(gid)
+    return [max(ci[1], v) if ci else v for v, ci in zip(values, intervals, strict=True)]
+
+
+def _label_bars(axes: Axes, bars: Any, tops: Sequence[float], texts: Sequence[str]) -> None:
+    """Each bar's text above its top (an interval's included, so no error bar runs through
+    it), the ticks slanted past five bars, room above the tallest."""
     for bar, top, text in zip(bars, tops, texts, strict=True):
         axes.annotate(
             text,
@@ -466,11 +481,9 @@ def peak_figure(series: Sequence[Series], context: str = "") -> Figure:
             va="bottom",
             fontsize=9,
         )
-    if len(labels) > 5:
+    if len(texts) > 5:
         axes.tick_params(axis="x", labelrotation=30)
     axes.set_ylim(0, max(tops, default=1) * 1.18)
-    axes.yaxis.set_major_formatter(THOUSANDS)
-    return figure
 
 
 def efficiency_figure(series: Sequence[Series], context: str = "") -> Figure | None:
@@ -500,35 +513,9 @@ def efficiency_figure(series: Sequence[Series], context: str = "") -> Figure | N
         edgecolor="black",
         gid="cpu-per-reply",
     )
-    tops = list(costs)
-    for index, one in enumerate(shown):
-        interval = one.case.summary.cpu_us_per_req_ci
-        if interval is None:
-            continue
-        low, high = interval
-        axes.errorbar(
-            [index],
-            [costs[index]],
-            yerr=[[max(costs[index] - low, 0.0)], [max(high - costs[index], 0.0)]],
-            fmt="none",
-            ecolor="black",
-            capsize=4,
-        )
-        tops[index] = max(high, costs[index])
-    for bar, top, cost in zip(bars, tops, costs, strict=True):
-        per_cpu_second = 1e6 / cost if cost > 0 else 0.0
-        axes.annotate(
-            f"{per_cpu_second:,.0f}/s",
-            (bar.get_x() + bar.get_width() / 2, top),
-            xytext=(0, 3),
-            textcoords="offset points",
-            ha="center",
-            va="bottom",
-            fontsize=9,
-        )
-    if len(labels) > 5:
-        axes.tick_params(axis="x", labelrotation=30)
-    axes.set_ylim(0, max(tops, default=1) * 1.18)
+    intervals = [one.case.summary.cpu_us_per_req_ci for one in shown]
+    tops = _interval_bars(axes, costs, intervals, "cpu-per-reply-ci")
+    _label_bars(axes, bars, tops, [f"{1e6 / c if c > 0 else 0.0:,.0f}/s" for c in costs])
     return figure
 
 
