@@ -26,23 +26,40 @@ def ws_url(server: EndpointOrUrl) -> str:
     return base_url.replace("http", "ws", 1) + contract.ROUTE_WEBSOCKET
 
 
+# How long the client's reader may wait inside one TLS record. websockets 17.4's sync
+# client reads its socket with no timeout and, when a handshake fails, joins its reader
+# thread: a reader blocked in the middle of a TLS record (readable by select, the rest of
+# the record never sent) then holds the check forever (seen in CI: uvicorn over h1-tls,
+# `ws-subprotocol`, 300 s until pytest's timeout). The socket is ours, with this timeout.
+WS_SOCKET_TIMEOUT_S = 10.0
+
+
 def ws_connect(
     server: EndpointOrUrl,
     origin: str | None = contract.WS_ORIGIN,
     subprotocols: tuple[str, ...] = (contract.WS_SUBPROTOCOL,),
 ) -> ClientConnection:
-    """A WebSocket client connection to `/ws` (the contract's Origin and subprotocol)."""
+    """A WebSocket client connection to `/ws` (the contract's Origin and subprotocol), on
+    a socket from the one connection factory (TLS done there for the TLS protocols), so
+    no read of it blocks longer than WS_SOCKET_TIMEOUT_S."""
     endpoint = endpoint_of(server)
-    return connect(
-        ws_url(endpoint),
-        ssl=endpoint.ssl_context() if endpoint.tls else None,
-        origin=origin,  # type: ignore[arg-type]
-        subprotocols=list(subprotocols),  # type: ignore[arg-type]
-        compression=None,
-        max_size=None,
-        open_timeout=5,
-        proxy=None,
-    )
+    sock = open_connection(endpoint, WS_SOCKET_TIMEOUT_S)
+    try:
+        return connect(
+            # ws://: the socket given is already TLS where the case is; the library
+            # would wrap it a second time for wss://
+            "ws" + ws_url(endpoint).removeprefix("wss").removeprefix("ws"),
+            sock=sock,
+            origin=origin,  # type: ignore[arg-type]
+            subprotocols=list(subprotocols),  # type: ignore[arg-type]
+            compression=None,
+            max_size=None,
+            open_timeout=5,
+            proxy=None,
+        )
+    except BaseException:
+        sock.close()
+        raise
 
 
 HANDSHAKE_SENT = (
