@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol, Self, TypedDict
 
 from drivers import histograms as hdr
-from drivers.processes import kill_group, signal_name, spawn
+from drivers.processes import kill_group, load_cgroup_procs, signal_name, spawn
 from model.errors import UserError
 from model.files import cache_dir
 from model.ramps import Ramp, RampStep
@@ -289,7 +289,8 @@ class Overrun:
 
 
 class DriverProcesses:
-    """A step's driver processes, started together, each writing its raw output to a file."""
+    """A step's driver processes, started together, each writing its raw output to a file;
+    each joins the case's load cgroup where there is one (`set_load_cgroup_procs`)."""
 
     def __init__(self, commands: list[list[str]], cpus: str | None, raw_paths: list[Path]) -> None:
         self.raw_paths = raw_paths
@@ -302,7 +303,12 @@ class DriverProcesses:
                     raw.write(("$ " + " ".join(command) + "\n").encode())
                     raw.flush()
                     self.processes.append(
-                        spawn(pinned(command, cpus), stdout=raw, stderr=subprocess.STDOUT)
+                        spawn(
+                            pinned(command, cpus),
+                            stdout=raw,
+                            stderr=subprocess.STDOUT,
+                            cgroup_procs=load_cgroup_procs(),
+                        )
                     )
         except BaseException as error:  # Ctrl-C between two starts included
             self.kill()

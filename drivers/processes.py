@@ -51,6 +51,8 @@ def _load_prctl() -> Callable[..., int] | None:
 _PRCTL = _load_prctl()
 # the CPUs a child starts on while the harness is pinned (None: the harness's own)
 _child_cpus: frozenset[int] | None = None
+# the cgroup.procs files every load generator joins (a case's load cgroup; (): none)
+_load_cgroup_procs: tuple[str, ...] = ()
 
 
 def set_child_cpus(cpus: frozenset[int] | None) -> None:
@@ -62,6 +64,18 @@ def set_child_cpus(cpus: frozenset[int] | None) -> None:
 def child_cpus() -> frozenset[int] | None:
     """What `set_child_cpus` last set."""
     return _child_cpus
+
+
+def set_load_cgroup_procs(procs: Sequence[str]) -> None:
+    """Load generators started from now on join the cgroups whose `cgroup.procs` files
+    `procs` names (a case's load group, harness.run.case; empty: they join none)."""
+    global _load_cgroup_procs
+    _load_cgroup_procs = tuple(procs)
+
+
+def load_cgroup_procs() -> tuple[str, ...]:
+    """What `set_load_cgroup_procs` last set."""
+    return _load_cgroup_procs
 
 
 def child_setup(

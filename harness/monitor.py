@@ -93,6 +93,22 @@ class StepWindow:
     # the server's cgroup at the step's start and end (None: it runs in none)
     server_cgroup_before: CgroupReading | None = None
     server_cgroup_after: CgroupReading | None = None
+    # the case's load cgroup (every load generator of the step) at its start and end
+    load_cgroup_before: CgroupReading | None = None
+    load_cgroup_after: CgroupReading | None = None
+    # the database's cgroup (FerretDB, PostgreSQL and its backends) at its start and end
+    database_cgroup_before: CgroupReading | None = None
+    database_cgroup_after: CgroupReading | None = None
+
+
+def _reading(cgroup: Cgroup | None) -> CgroupReading | None:
+    """`cgroup` read now (None: no group, or it cannot be read)."""
+    if cgroup is None:
+        return None
+    try:
+        return cgroup.read()
+    except (OSError, ValueError):
+        return None
 
 
 def cgroup_step(before: CgroupReading, after: CgroupReading) -> dict[str, Any]:
@@ -287,6 +303,8 @@ class Monitor:
         self._agent = _ProcessGroup()
         self._database: _ProcessGroup | None = None
         self._server_cgroup: Cgroup | None = None
+        self._load_cgroup: Cgroup | None = None
+        self._database_cgroup: Cgroup | None = None
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="monitor", daemon=True)
@@ -313,12 +331,19 @@ class Monitor:
 
     def read_server_cgroup(self) -> CgroupReading | None:
         """The server's cgroup now (None: it runs in none, or it cannot be read)."""
-        if self._server_cgroup is None:
-            return None
-        try:
-            return self._server_cgroup.read()
-        except (OSError, ValueError):
-            return None
+        return _reading(self._server_cgroup)
+
+    def set_load_cgroup(self, cgroup: Cgroup | None) -> None:
+        """The cgroup the case's load generators join: their CPU over a step is read there."""
+        self._load_cgroup = cgroup
+
+    def read_load_cgroup(self) -> CgroupReading | None:
+        """The load cgroup now (None: there is none, or it cannot be read)."""
+        return _reading(self._load_cgroup)
+
+    def set_database_cgroup(self, cgroup: Cgroup | None) -> None:
+        """The cgroup the run's database runs in: its CPU over a step is read there."""
+        self._database_cgroup = cgroup
 
     def set_agent_pids(self, pids: list[int]) -> None:
         self._agent.set_roots(pids)
@@ -334,6 +359,8 @@ class Monitor:
         snapshot = read_cpu_snapshot()
         server_cpu_s = self._server.cpu_seconds()
         cgroup = self.read_server_cgroup()
+        load_cgroup = self.read_load_cgroup()
+        database_cgroup = _reading(self._database_cgroup)
         with self._lock:
             self._step = index
             self.windows.append(
@@ -343,6 +370,8 @@ class Monitor:
                     cpu_before=snapshot,
                     server_cpu_s_before=server_cpu_s,
                     server_cgroup_before=cgroup,
+                    load_cgroup_before=load_cgroup,
+                    database_cgroup_before=database_cgroup,
                 )
             )
 
@@ -350,6 +379,8 @@ class Monitor:
         """The step ends now: its window, with its CPU clocks at both ends."""
         ended = time.time()
         cgroup = self.read_server_cgroup()
+        load_cgroup = self.read_load_cgroup()
+        database_cgroup = _reading(self._database_cgroup)
         server_cpu_s = self._server.cpu_seconds()
         snapshot = read_cpu_snapshot()
         with self._lock:
@@ -360,6 +391,8 @@ class Monitor:
                 cpu_after=snapshot,
                 server_cpu_s_after=server_cpu_s,
                 server_cgroup_after=cgroup,
+                load_cgroup_after=load_cgroup,
+                database_cgroup_after=database_cgroup,
             )
             self._step = None
             self._agent.set_roots([])
@@ -494,6 +527,11 @@ def step_stats(
         stats["server_cpu_s"] = counted["cpu_s"]
         if wall_s > 0:
             stats["server_cpu_pct"] = round(counted["cpu_s"] / wall_s * 100.0, 1)
+    # the database in its group: exact over the step too (its backends forked since included)
+    db_before, db_after = window.database_cgroup_before, window.database_cgroup_after
+    if db_before is not None and db_after is not None and wall_s > 0:
+        db_cpu_s = max(0.0, db_after.cpu_s - db_before.cpu_s)
+        stats["db_cpu_pct"] = round(db_cpu_s / wall_s * 100.0, 1)
     # sink_errors counts since the server started: the step's share is its gain
     counted = [r for r in rows if "sink_errors" in r and r["t"] <= end + 0.5]
     errors = [r["sink_errors"] for r in counted]

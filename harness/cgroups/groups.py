@@ -24,6 +24,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -283,6 +284,13 @@ class Cgroup:
             memory_events=_read(directory / "memory.events"),
         )
 
+    def adopt(self, pids: Iterable[int]) -> None:
+        """Move running processes into the group (each joins every hierarchy; what they
+        fork afterwards is born in it). OSError when the kernel refuses one."""
+        for pid in pids:
+            for path in self.procs_files:
+                _write(Path(path), str(pid))
+
     def pids(self) -> set[int]:
         """Every process in the group now."""
         pids: set[int] = set()
@@ -333,6 +341,18 @@ class Cgroup:
 
     def __exit__(self, *exc_info: object) -> None:
         self.remove()
+
+
+def adopted(group: Cgroup | None, pids: Iterable[int]) -> Cgroup | None:
+    """`group` with `pids` moved into it; None when there is none or one could not join
+    (then nothing is read from it: its CPU would be partial)."""
+    if group is None:
+        return None
+    try:
+        group.adopt(pids)
+    except OSError:
+        return None
+    return group
 
 
 def _read_or_empty(path: Path) -> str:

@@ -22,11 +22,14 @@ supported`, as for a baseline. It writes no telemetry line, so its figures that 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
+from collections.abc import Iterator
 from typing import Any
 
 from drivers import driver_class
+from drivers.processes import set_load_cgroup_procs
 from harness import affinity as cpu_affinity
 from harness.cgroups.files import CgroupReading
 from harness.cgroups.groups import Cgroup
@@ -97,6 +100,31 @@ def server_cgroup(ctx: CaseContext) -> tuple[Cgroup | None, str | None]:
     except OSError as error:
         return None, f"the server's cgroup could not be made: {error}"
     return group, None
+
+
+def load_cgroup(ctx: CaseContext) -> Cgroup | None:
+    """The case's load generators' own cgroup, on the load's CPUs (None: the run may make
+    none, or it runs on a fleet's hosts): their CPU per step is read there."""
+    support = ctx.run.cgroups
+    if support is None or not support.usable or ctx.run.fleet:
+        return None
+    try:
+        return Cgroup.create(support, "load", cpus=ctx.agent_cpus)
+    except OSError:  # the load's CPU is then what the harness reaped (extra.agent_cpu_from)
+        return None
+
+
+@contextlib.contextmanager
+def load_generators_in(group: Cgroup | None) -> Iterator[None]:
+    """While the block runs, every load generator started joins `group`; it is removed
+    after (what is still in it killed first)."""
+    set_load_cgroup_procs(group.procs_files if group is not None else ())
+    try:
+        yield
+    finally:
+        set_load_cgroup_procs(())
+        if group is not None:
+            group.remove()
 
 
 def cgroup_record(
@@ -342,8 +370,12 @@ def _run_in_cgroup(
                 )  # fmt: skip
         if run.database is not None:  # its CPU beside the server's (db_cpu_pct)
             monitor.set_database_pids(run.database.pids())
+            monitor.set_database_cgroup(run.database_cgroup)
         monitor.start(server.pids)
-        measured: Measured = CASE_KINDS[profile.ramp.kind](ctx, server, monitor)
+        load_group = load_cgroup(ctx)
+        monitor.set_load_cgroup(load_group)
+        with load_generators_in(load_group):
+            measured: Measured = CASE_KINDS[profile.ramp.kind](ctx, server, monitor)
     except KeyboardInterrupt:
         interrupted = True
         raise

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.cgroups.groups import CgroupSupport
+from harness.cgroups.groups import Cgroup, CgroupSupport
 from harness.profile import Profile
 from harness.services.backends import Backends
 from harness.services.database import HarnessDatabase
@@ -31,7 +31,7 @@ class RunContext:
     database the harness started for the mongo sink and GridFS (None: none needed, or a
     user's MongoDB), the fleet whose hosts drive the load (None: this machine), and the
     certificates of the TLS cases (None: the run has none), and the cgroups the run may
-    make (harness.cgroups, found once; None: none looked for)."""
+    make (harness.cgroups, found once; None: none looked for) and the database's."""
 
     plan: Plan
     scenario: Scenario
@@ -41,6 +41,8 @@ class RunContext:
     fleet: Fleet | None = None
     certificates: Certificates | None = None
     cgroups: CgroupSupport | None = None
+    # the database's group (its processes moved there once it ran; None: none)
+    database_cgroup: Cgroup | None = None
 
     @property
     def server_host(self) -> str:

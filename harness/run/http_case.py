@@ -304,14 +304,13 @@ def _run_one_step(
     held_back = throttled(stats["cgroup"])
     if held_back is not None:
         flags.append("throttled")
-    # the load generators ended and were reaped inside the window: their exact CPU (a
-    # fleet's ran on its hosts, which report no CPU time)
-    agent_cpu_s = None if ctx.run.fleet else reaped_cpu_s(window.cpu_before, window.cpu_after)
+    agent_cpu_s, agent_cpu_from = (None, None) if ctx.run.fleet else load_cpu_s(window)
     extra = {
         "probe_failures": probe.failures,
         "driver_cpu_pct": result.driver_cpu_pct,
         "server_cpu_wait_pct": stats["server_cpu_wait_pct"],
         "agent_cpu_wait_pct": stats["agent_cpu_wait_pct"],
+        "agent_cpu_from": agent_cpu_from,
         "sink_errors_in_step": stats["sink_errors"],
         "backlog_max": stats["backlog_max"],
         # the server's own count, second by second (harness.run.precision reads its spread)
@@ -347,6 +346,18 @@ def cpus_of(cpu_list: str | None) -> frozenset[int]:
     if cpu_list is None:
         return cpu_affinity.unpinned_cpus()
     return frozenset(cpu_affinity.parse_cpu_list(cpu_list))
+
+
+def load_cpu_s(window: StepWindow) -> tuple[float | None, str | None]:
+    """The CPU seconds a local step's load generators used, and where that was read: their
+    cgroup's counter over the window (`cgroup`: every process they ran, whatever became of
+    it), else the children the harness reaped in it (`reaped`: they end and are reaped
+    inside the window, their own children included once reaped by them)."""
+    before, after = window.load_cgroup_before, window.load_cgroup_after
+    if before is not None and after is not None:
+        return max(0.0, after.cpu_s - before.cpu_s), "cgroup"
+    reaped = reaped_cpu_s(window.cpu_before, window.cpu_after)
+    return reaped, "reaped" if reaped is not None else None
 
 
 def step_noise_of(

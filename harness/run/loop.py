@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.affinity import harness_pinned
-from harness.cgroups.groups import CgroupSupport, run_support
+from harness.cgroups.groups import Cgroup, CgroupSupport, adopted, run_support
 from harness.doctor import host_facts
 from harness.lifecycle import interrupt_reason
 from harness.run.analysis import combine_repeats, with_baseline_ratios, with_rounds, with_tls_tax
@@ -80,6 +80,7 @@ class Runner:
         self.versions = self._versions()
         # which cgroups the run may make, found once (one line on stderr when none)
         self.cgroups: CgroupSupport = run_support()
+        self.database_cgroup: Cgroup | None = None  # the database's, once it runs in one
         if not self.cgroups.usable and (self.plan.cpu_quota or self.plan.memory_max_bytes):
             raise UserError(
                 f"--cpu-quota and --memory-max need cgroups, and none can be made here "
@@ -187,11 +188,14 @@ class Runner:
                 stack.enter_context(own_database(plan.mongo_url, plan.mongo_db))
             elif uses_mongo:  # started here, from this (the main) thread: see spawn
                 self.reporter.preparing(what=f"FerretDB on {plan.mongo_backend}", done=0, total=1)
+                # the group first: removed after the database stopped (the stack unwinds)
+                database_group = self._database_cgroup(stack)
                 database = stack.enter_context(
                     HarnessDatabase(
                         plan.mongo_backend, durable=plan.profile.durable, cpus=plan.db_cpus
                     )
                 )
+                self.database_cgroup = adopted(database_group, database.pids())
             if scenario.backend is None:
                 yield RunContext(
                     plan,
@@ -201,6 +205,7 @@ class Runner:
                     fleet=fleet,
                     certificates=certificates,
                     cgroups=self.cgroups,
+                    database_cgroup=self.database_cgroup,
                 )
                 return
 
@@ -218,8 +223,28 @@ class Runner:
                 )
             )
             yield RunContext(
-                plan, scenario, self.reporter, backends, database, fleet, certificates, self.cgroups
+                plan,
+                scenario,
+                self.reporter,
+                backends,
+                database,
+                fleet,
+                certificates,
+                self.cgroups,
+                self.database_cgroup,
             )
+
+    def _database_cgroup(self, stack: contextlib.ExitStack) -> Cgroup | None:
+        """A group for the database the run starts, on its CPUs (--db-cpus), removed when
+        `stack` unwinds (None: the run may make none)."""
+        if not self.cgroups.usable:
+            return None
+        try:
+            group = Cgroup.create(self.cgroups, "database", cpus=self.plan.db_cpus)
+        except OSError:
+            return None  # its CPU is then its process tree's, sampled (db_cpu_pct)
+        stack.callback(group.remove)
+        return group
 
     def write(
         self,
@@ -244,6 +269,8 @@ class Runner:
             "db_cpus": self.plan.db_cpus,
             "mongo_backend": None if self.plan.mongo_url else self.plan.mongo_backend,
             "cgroups": self.cgroups.describe(),
+            # the group the run's database ran in (None: none started, or no cgroups)
+            "database_cgroup": self.database_cgroup.name if self.database_cgroup else None,
             "cpu_quota": self.plan.cpu_quota,
             "memory_max_bytes": self.plan.memory_max_bytes,
             "flags": FLAG_MEANINGS,

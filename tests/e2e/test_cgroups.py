@@ -3,7 +3,8 @@
 - tests/daemon_spin_server.py hands every request's CPU work to a helper it double-forked
   out of its process group and tree: its cgroup counts that work (the step saturated,
   ~1 ms per request), its process tree cannot, and the fallback without cgroups says so
-  once and records `none` and taskset per case.
+  once and records `none` and taskset per case. The load generator's CPU is read from the
+  case's load group (from the reaped children without cgroups); both groups are removed.
 - --cpu-quota 0.5 halves a saturated spin server's peak and records `throttled`, while its
   CPU per request stays put.
 - --memory-max below what a leaking server needs ends that case with an out-of-memory
@@ -109,6 +110,10 @@ def test_a_daemon_outside_the_process_group_is_counted_in_the_cgroup_only(
         # the process tree sees the server's relaying only, a fraction of that
         assert with_group.server_cpu_pct is not None and without.server_cpu_pct is not None
         assert without.server_cpu_pct < 0.5 * with_group.server_cpu_pct
+        # wrk ran in the case's load group: its CPU read there; without cgroups, reaped
+        assert with_group.extra["agent_cpu_from"] == "cgroup"
+        assert with_group.agent_cpu_us_per_req is not None and with_group.agent_cpu_us_per_req > 0
+        assert without.extra["agent_cpu_from"] == "reaped"
 
 
 def test_a_cpu_quota_of_half_a_core_halves_a_saturated_servers_peak(

@@ -23,6 +23,7 @@ import pytest
 from pymongo import MongoClient
 
 from harness.affinity import cpus_allowed
+from harness.cgroups.groups import detect_support
 from harness.compare import build_plan
 from harness.run import Runner
 from harness.run.outputs import ramp_dir
@@ -175,8 +176,15 @@ def test_the_mongo_sink_on_postgresql_loses_nothing_and_records_the_databases_cp
     stored_in = case.summary.sink_store["database"]
     assert stored_in["backend"] == "postgresql"
     assert stored_in["postgresql"]["settings"]["plan_cache_mode"] == "force_custom_plan"
-    # FerretDB and PostgreSQL worked for every record: their CPU shows in every step
+    # FerretDB and PostgreSQL worked for every record: their CPU shows in every step, read
+    # from their own cgroup where the run may make one (removed with the run)
     assert all(step.extra["db_cpu_pct"] > 0 for step in case.steps), case.steps
+    group = run.config["database_cgroup"]
+    if detect_support().usable:
+        assert group is not None and group.endswith("-database"), run.config
+        assert not any((parent / group).exists() for parent in detect_support().parents.values())
+    else:
+        assert group is None
     with (ramp_dir(plan.out_dir, case) / "monitor.csv").open() as monitor:
         rows = list(csv.DictReader(monitor))
     assert rows and all(row["db_cpu_pct"] != "" for row in rows)
