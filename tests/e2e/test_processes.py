@@ -23,10 +23,17 @@ from websockets.sync.client import ClientConnection, connect
 from harness.server_process import ServerProcess, start_server
 from harness.verify import LOG_METHODS
 from servers import FRAMEWORKS, contract
-from tests.helpers import assert_still_serving, require_framework, servers_serving
+from tests.helpers import (
+    assert_still_serving,
+    one_per_runtime,
+    require_framework,
+    servers_serving,
+)
 
 
-@pytest.fixture(params=list(FRAMEWORKS), scope="module")
+# telemetry, tick lag and workers are the runtime's (eventlet's are gevent's green code,
+# node-express's node-http's): -m slow runs those too
+@pytest.fixture(params=one_per_runtime(list(FRAMEWORKS)), scope="module")
 def framework(request: pytest.FixtureRequest) -> str:
     require_framework(request.param)
     return request.param
@@ -139,7 +146,7 @@ def test_websocket_messages_and_bad_messages_are_counted(server: ServerProcess) 
 LOOP_SERVERS = [name for name, f in FRAMEWORKS.items() if f.kind != "nginx"]
 
 
-@pytest.mark.parametrize("framework", LOOP_SERVERS)
+@pytest.mark.parametrize("framework", one_per_runtime(LOOP_SERVERS))
 def test_tick_lag_rises_when_the_loop_is_blocked(framework: str) -> None:
     require_framework(framework)
     with start_server(framework) as server:
@@ -156,7 +163,7 @@ def test_tick_lag_rises_when_the_loop_is_blocked(framework: str) -> None:
 
 
 # -- process model -----------------------------------------------------------------------------
-@pytest.mark.parametrize("framework", LOOP_SERVERS)
+@pytest.mark.parametrize("framework", one_per_runtime(LOOP_SERVERS))
 def test_two_workers_share_the_port_each_with_telemetry(framework: str) -> None:
     require_framework(framework)
     with start_server(framework, workers=2) as server:
