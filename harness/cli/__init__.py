@@ -31,6 +31,8 @@ app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    # Help text is plain: rich markup would eat '[servers]' and 'aiohttp[h1-tls]'.
+    rich_markup_mode=None,
     help="Compare web-server frameworks fairly: identical load, pinned CPUs, telemetry.",
 )
 app.command("list")(list_command)

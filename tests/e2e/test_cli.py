@@ -97,3 +97,12 @@ def test_verify_json_passes_for_a_framework() -> None:
     [verification] = json.loads(result.stdout)
     assert verification["ok"] is True
     assert all(check["ok"] for check in verification["checks"])
+
+
+def test_help_keeps_square_brackets() -> None:
+    # rich markup read 'aiohttp[h1-tls]' and '[servers]' as style tags and dropped them
+    result = harness("compare", "--help")
+    assert result.returncode == 0, result.stderr
+    text = " ".join(result.stdout.split())
+    assert "'aiohttp[h1-tls]: peak >= 10000'" in text
+    assert "whose [servers] table" in text
