@@ -115,7 +115,7 @@ def _print_plan(plan: ConnectionPlan) -> None:
     needs.add_row(
         "server processes",
         f"at least {minimum:,}: --process-model workers:{workers} "
-        f"({REUSEPORT_SPREAD - 1:.0%} more for SO_REUSEPORT's uneven spread)",
+        f"({(REUSEPORT_SPREAD - 1) * 100:.0f} % more for SO_REUSEPORT's uneven spread)",
     )
     per_host = plan.agent_processes // plan.fleet_hosts
     needs.add_row(
@@ -157,6 +157,11 @@ def _print_plan(plan: ConnectionPlan) -> None:
         "conntrack",
         f"{plan.conntrack_entries:,} entries, {limit}: {tracked}"
         + ("" if conntrack_fits(plan) else ": does not fit"),
+    )
+    needs.add_row(
+        "CPUs",
+        f"{host.cpu_count} here, shared by {workers} server workers and "
+        f"{plan.agent_processes} agent processes",
     )
     needs.add_row(
         "somaxconn",
