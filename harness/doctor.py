@@ -7,6 +7,7 @@ import os
 import platform
 import resource
 import shutil
+import socket
 import subprocess
 from collections.abc import Iterator
 from dataclasses import asdict
@@ -14,7 +15,9 @@ from pathlib import Path
 
 import psutil
 
+from drivers.agent.plan import read_port_range
 from drivers.base import cargo_root
+from harness.connection_plan import ConnectionHost
 from harness.services.ferretdb import (
     FERRETDB_VERSION,
     build_ferretdb,
@@ -60,6 +63,56 @@ def host_facts() -> dict[str, object]:
         "tcp_tw_reuse": _read("/proc/sys/net/ipv4/tcp_tw_reuse"),
         "conntrack_max": _read("/proc/sys/net/netfilter/nf_conntrack_max"),
     }
+
+
+def _int_or_none(text: str | None) -> int | None:
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def _conntrack_takes_loopback() -> bool | None:
+    """Whether a TCP connection on loopback takes a conntrack entry in this namespace: one
+    connection of our own to a listener of our own, the entries counted while it is up
+    (the kernel registers conntrack's hooks in a namespace only once a rule needs them,
+    so a loaded module alone does not tell). None when it cannot be told."""
+    count_path = "/proc/sys/net/netfilter/nf_conntrack_count"
+    try:
+        with socket.create_server(("127.0.0.1", 0)) as listener:
+            listener.settimeout(2.0)
+            with (
+                socket.create_connection(listener.getsockname(), timeout=2.0),
+                listener.accept()[0],
+            ):
+                count = _int_or_none(_read(count_path))
+    except OSError:
+        return None
+    return None if count is None else count > 0
+
+
+def connection_host() -> ConnectionHost:
+    """This host's facts for `harness plan-connections` (harness.connection_plan): the
+    open-files limit, port range, somaxconn, memory, CPUs and conntrack's table."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    memory = psutil.virtual_memory()
+    unlimited = resource.RLIM_INFINITY
+    conntrack_max = _int_or_none(_read("/proc/sys/net/netfilter/nf_conntrack_max"))
+    count = _int_or_none(_read("/proc/sys/net/netfilter/nf_conntrack_count"))
+    return ConnectionHost(
+        hostname=platform.node(),
+        cpu_count=os.cpu_count() or 1,
+        open_files=soft if soft != unlimited else 2**20,  # the kernel's nr_open default
+        open_files_hard=hard if hard != unlimited else 2**20,
+        port_range=read_port_range(),
+        somaxconn=_int_or_none(_read("/proc/sys/net/core/somaxconn")) or 0,
+        memory_total_bytes=memory.total,
+        memory_available_bytes=memory.available,
+        conntrack_max=conntrack_max,
+        conntrack_count=count,
+        # asked only where nothing is tracked now: an entry already says it is
+        loopback_tracked=_conntrack_takes_loopback() if conntrack_max and not count else None,
+    )
 
 
 def doctor_report() -> dict[str, object]:

@@ -210,7 +210,8 @@ class Summary:
     """
 
     # the peak: rate ramps, the highest offered req/s held error-free at ≥ 95 %; concurrency
-    # ramps, the best error-free req/s; connection ramps, the most connections held cleanly
+    # ramps, the best error-free req/s; connection ramps, the connections held at the
+    # highest step with no error of its own (harness.run.analysis.connection_peak_step)
     peak: float | None = None
     peak_unit: str = "req/s"
     peak_offered: float | None = None  # the step's offered load (its unit is the step's)

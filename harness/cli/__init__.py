@@ -18,6 +18,7 @@ from harness.cli.doctor import doctor_command
 from harness.cli.fleet import fleet_app
 from harness.cli.history import history_command
 from harness.cli.list import list_command
+from harness.cli.plan_connections import plan_connections_command
 from harness.cli.publish import publish_command
 from harness.cli.report import report_command
 from harness.cli.run import run_command
@@ -47,6 +48,7 @@ app.command("diff")(diff_command)
 app.command("history")(history_command)
 app.command("trend")(trend_command)
 app.command("publish")(publish_command)
+app.command("plan-connections")(plan_connections_command)
 app.add_typer(fleet_app, name="fleet")
 
 

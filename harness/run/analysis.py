@@ -343,15 +343,47 @@ def find_knee(steps: Sequence[Step]) -> dict[str, float | None] | None:
     return None
 
 
+def connection_step_errors(steps: Sequence[Step]) -> list[int]:
+    """Each connection step's own errors: the connections that failed or that the server
+    closed while the step was opened and held.
+
+    A connection step's `errors["total"]` counts from the ramp's start (the agents'
+    counters never reset), so a step's own are the difference from the step before. Its
+    `extra.errors_in_step` is not enough: it covers the hold only, and failures while the
+    step was being opened fall between two holds, in neither. (Repeats combined take each
+    step from the median run, so a difference may fall below 0: no step of one run; it is
+    not read as error-free.)"""
+    totals = [step.errors["total"] for step in steps]
+    return [after - before for before, after in zip([0, *totals], totals, strict=False)]
+
+
+def connection_peak_step(steps: Sequence[Step]) -> Step | None:
+    """The peak step of a connection ramp: the highest step (by connections offered) with
+    no error of its own (`connection_step_errors`) — the top step when none failed; None
+    when every step had errors. Its `achieved` (the connections held) is the peak and its
+    `offered` the load it was held at: value and load from the same step."""
+    clean = [
+        step
+        for step, errors in zip(steps, connection_step_errors(steps), strict=True)
+        if errors == 0
+    ]
+    return max(clean, key=lambda step: step.offered, default=None)
+
+
 def summarize(steps: Sequence[Step]) -> Summary:
     """The peak (autobench's reading for rate ramps: the highest offered step with no errors
-    that achieved ≥ 95 % of it; for concurrency: the best error-free req/s) and its context.
+    that achieved ≥ 95 % of it; for concurrency: the best error-free req/s; for connection
+    ramps: the highest step with no error of its own, `connection_peak_step`) and what was
+    measured at that same step.
 
     Steps the load generator limited (`driver_bound`) measure the driver, so the peak is
     read from the others; when every candidate was driver-bound it is read from them and
     `limit_note` says so."""
     if not steps:
         return Summary()
+    if steps[0].unit == "conns":
+        best = connection_peak_step(steps)
+        return _summary_at(best, best.achieved if best else None, steps, limit_note=None)
     clean = [s for s in steps if s.errors["total"] == 0]
     if steps[0].unit == "req/s":
         clean = [s for s in clean if s.achieved >= RATE_ACHIEVED_FRACTION * s.offered]
@@ -369,11 +401,20 @@ def summarize(steps: Sequence[Step]) -> Summary:
     else:
         best = max(candidates, key=lambda s: s.achieved, default=None)
         peak = best.achieved if best else None
+    return _summary_at(best, peak, steps, limit_note=limit_note)
+
+
+def _summary_at(
+    best: Step | None, peak: float | None, steps: Sequence[Step], *, limit_note: str | None
+) -> Summary:
+    """The summary of `steps` whose peak is `peak`, read at the step `best`: every figure
+    "at peak" comes from that one step."""
+    conns = steps[0].unit == "conns"
     rss = [s.rss_max_bytes for s in steps if s.rss_max_bytes is not None]
     return Summary(
         limit_note=limit_note,
         peak=peak,
-        peak_unit="req/s",
+        peak_unit="conns" if conns else "req/s",
         peak_offered=best.offered if best else None,
         p99_at_peak_ms=best.latency_ms.get("p99") if best else None,
         megabytes_per_s_at_peak=best.extra.get("megabytes_per_s") if best else None,
@@ -382,7 +423,10 @@ def summarize(steps: Sequence[Step]) -> Summary:
         cpu_us_per_req=best.cpu_us_per_req if best else None,
         agent_cpu_us_per_req=best.agent_cpu_us_per_req if best else None,
         rss_max_bytes=max(rss) if rss else None,
-        errors_total=sum(s.errors["total"] for s in steps),
+        # a connection step's total already holds every earlier step's
+        errors_total=sum(connection_step_errors(steps))
+        if conns
+        else sum(s.errors["total"] for s in steps),
         flags=tuple(sorted({flag for s in steps for flag in s.flags})),
         knee=find_knee(steps) if steps[0].unit == "req/s" else None,
     )

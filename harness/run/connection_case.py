@@ -105,9 +105,9 @@ def connection_summary(
     server_workers: int,
     baseline_rss_bytes: int | None,
 ) -> Summary:
-    """The most connections held cleanly, where the server broke and what capped it."""
+    """The peak (the connections held at the highest error-free step, and that step's
+    target), where the server broke and what capped it."""
     steps = tuple(result.steps)
-    clean = [s for s in steps if not s.extra.get("errors_in_step")]
     breaking = result.breaking_point
     sockets_max = result.limits["server_sockets_max"]
     if breaking and breaking["connections"] >= SOCKETS_CAPPED_SHARE * sockets_max:
@@ -134,9 +134,7 @@ def connection_summary(
         )
     limit_note = "; ".join(notes) or None
     return dataclasses.replace(
-        summarize(steps),
-        peak=max((s.achieved for s in clean), default=None),
-        peak_unit="conns",
+        summarize(steps),  # the peak and its load from one step (connection_peak_step)
         breaking_point=breaking,
         memory_per_connection_bytes=memory_per_connection(list(steps), baseline_rss_bytes),
         baseline_rss_bytes=baseline_rss_bytes,

@@ -1,0 +1,207 @@
+"""`harness plan-connections N --frameworks a,b`: what N idle WebSocket connections need
+on this host — processes, source addresses, load hosts, memory, conntrack, time — and a
+refusal naming the limit when they cannot fit (the arithmetic: harness.connection_plan)."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from harness.cli.options import console
+from model.errors import UserError
+
+if TYPE_CHECKING:
+    from harness.connection_plan import ConnectionPlan
+
+# the ws-ramp profile's ramp gives the open rate and step by default
+RAMP_PROFILE = "ws-ramp"
+
+
+def _duration(seconds: float) -> str:
+    """`2 h 47 min`, `83 min`, `45 s`."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    minutes = round(seconds / 60)
+    return f"{minutes // 60} h {minutes % 60} min" if minutes >= 60 else f"{minutes} min"
+
+
+def plan_connections_command(
+    connections: int = typer.Argument(..., min=1, metavar="N", help="Connections held at once."),
+    frameworks: str = typer.Option(
+        "all", help="Servers to plan for: all (every one measured) or a,b."
+    ),
+    open_rate: float | None = typer.Option(
+        None,
+        "--open-rate",
+        min=0.001,
+        help=f"New connections per second (default: the {RAMP_PROFILE} profile's).",
+    ),
+    step: int | None = typer.Option(
+        None, "--step", min=1, help=f"Connections a ramp step adds (default: {RAMP_PROFILE}'s)."
+    ),
+    addresses_per_host: int = typer.Option(
+        4, "--addresses-per-host", min=1, help="Source addresses per load host."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
+) -> None:
+    """What N idle WebSocket connections need here: server and agent processes (the
+    open-files limit), source addresses and load hosts (the port range), memory (each
+    server's measured KB per connection, the agents', the kernel's) against MemAvailable,
+    conntrack entries, and the ramp's time. Exit 1 naming the limit a plan does not fit."""
+    from harness.connection_plan import plan_connections, plan_frameworks, plan_refusal
+    from harness.doctor import connection_host
+    from harness.profile import load_profile
+    from model.ramps import ConnectionRamp
+    from servers import FRAMEWORKS
+
+    names = plan_frameworks(frameworks, registered=FRAMEWORKS)
+    ramp = load_profile(RAMP_PROFILE).ramp
+    assert isinstance(ramp, ConnectionRamp), ramp  # ws-ramp is a connection ramp
+    plan = plan_connections(
+        connections,
+        names,
+        connection_host(),
+        open_rate_per_s=open_rate or ramp.open_rate_per_s,
+        ramp_step=step or int(ramp.step),
+        ramp_hold_s=ramp.hold_s,
+        addresses_per_host=addresses_per_host,
+    )
+    if as_json:
+        print(json.dumps(plan.record(), indent=2))
+    else:
+        _print_plan(plan)
+    refusal = plan_refusal(plan)
+    if refusal:
+        raise UserError(refusal)
+
+
+def _print_plan(plan: ConnectionPlan) -> None:
+    """The plan as two tables: what it needs, then memory per server."""
+    from drivers.agent.plan import FD_HEADROOM
+    from harness.connection_plan import (
+        AGENT_KB_PER_CONNECTION,
+        KERNEL_KB_PER_CONNECTION,
+        REUSEPORT_SPREAD,
+        conntrack_fits,
+        gigabytes,
+    )
+
+    host = plan.host
+    console.print(
+        f"{plan.connections:,} idle WebSocket connections on {escape(host.hostname)}: "
+        f"{host.cpu_count} CPUs, {gigabytes(host.memory_total_bytes)} of memory "
+        f"({gigabytes(host.memory_available_bytes)} available)",
+        highlight=False,
+    )
+    needs = Table("need", "plan", show_header=False)
+    agent_note = (
+        ""
+        if plan.agent_connections_per_process == plan.server_connections_per_process
+        else f"; an agent process {plan.agent_connections_per_process:,} (its addresses' ports)"
+    )
+    needs.add_row(
+        "per process",
+        f"{plan.server_connections_per_process:,} connections: open files "
+        f"{host.open_files:,} (hard limit {host.open_files_hard:,}) less {FD_HEADROOM} for "
+        f"the process itself{agent_note}",
+    )
+    # every server holds as many connections per process: the first one's counts are all's
+    workers = plan.frameworks[0].server_workers
+    minimum = plan.frameworks[0].server_processes_min
+    needs.add_row(
+        "server processes",
+        f"at least {minimum:,}: --process-model workers:{workers} "
+        f"({(REUSEPORT_SPREAD - 1) * 100:.0f} % more for SO_REUSEPORT's uneven spread)",
+    )
+    per_host = plan.agent_processes // plan.fleet_hosts
+    needs.add_row(
+        "agent processes",
+        f"{plan.agent_processes:,}: {per_host} on each of {plan.fleet_hosts} load hosts"
+        if plan.fleet_hosts > 1
+        else f"{plan.agent_processes:,} on this machine",
+    )
+    low, high = host.port_range
+    needs.add_row(
+        "source addresses",
+        f"{plan.source_addresses:,}: {host.ports_per_address:,} ports each ({low}-{high}) "
+        "toward one server address:port",
+    )
+    needs.add_row(
+        "load hosts",
+        f"{plan.fleet_hosts} of {plan.addresses_per_host} addresses: harness fleet up "
+        f"--hosts {plan.fleet_hosts} --addresses-per-host {plan.addresses_per_host}"
+        if plan.fleet_hosts > 1
+        else "this machine: its agents connect from 127.0.0.x, no fleet needed",
+    )
+    tracked = {
+        True: "tracked here"
+        + (
+            f" ({host.conntrack_count:,} entries now)"
+            if host.conntrack_count
+            else " (a loopback connection took an entry)"
+        ),
+        False: "not tracked here"
+        + (
+            " (no conntrack module)"
+            if host.conntrack_max is None
+            else " (a loopback connection took no entry)"
+        ),
+        None: "may be tracked (nothing tells; counted as tracked)",
+    }[plan.conntrack_tracked]
+    limit = f"nf_conntrack_max {host.conntrack_max:,}" if host.conntrack_max else "no table"
+    needs.add_row(
+        "conntrack",
+        f"{plan.conntrack_entries:,} entries, {limit}: {tracked}"
+        + ("" if conntrack_fits(plan) else ": does not fit"),
+    )
+    needs.add_row(
+        "CPUs",
+        f"{host.cpu_count} here, shared by {workers} server workers and "
+        f"{plan.agent_processes} agent processes",
+    )
+    needs.add_row(
+        "somaxconn",
+        f"{host.somaxconn:,}: each listening socket's accept queue (handshakes waiting, "
+        "not connections held)",
+    )
+    needs.add_row(
+        "time",
+        f"opening at {plan.open_rate_per_s:g}/s: {_duration(plan.opening_s)}; the ramp "
+        f"({plan.ramp_steps:,} steps of {plan.ramp_step:,}, {plan.ramp_hold_s:g} s holds): "
+        f"{_duration(plan.ramp_s)}",
+    )
+    console.print(needs, highlight=False)
+    memory = Table(
+        "framework",
+        "KB/conn",
+        "workers",
+        "server",
+        "agents",
+        "kernel",
+        "total",
+        "available",
+        "fits",
+    )
+    console.print(
+        f"memory: per connection the server's measured KB, the agents' "
+        f"{AGENT_KB_PER_CONNECTION} KB and the kernel's {KERNEL_KB_PER_CONNECTION} KB (both "
+        "ends); each server worker's own besides (GB of 2^30 bytes)",
+        highlight=False,
+    )
+    for framework in plan.frameworks:
+        memory.add_row(
+            framework.framework,
+            f"{framework.kb_per_connection:g}",
+            str(framework.server_workers),
+            gigabytes(framework.server_bytes),
+            gigabytes(plan.agent_bytes),
+            gigabytes(plan.kernel_bytes),
+            gigabytes(framework.memory_total_bytes),
+            gigabytes(host.memory_available_bytes),
+            "yes" if framework.memory_fits else "no",
+        )
+    console.print(memory, highlight=False)
