@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -147,6 +148,20 @@ def build_plan(
             f"driver {profile.driver} does not check reply bodies, which the {scenario.name} "
             "scenario needs: use --driver wrk"
         )
+    notes: list[str] = []
+    if overrides.get("driver") is None:  # the profile's choice, not the user's: adapt it
+        driver = protocol_driver(
+            profile.protocols, profile.driver, profile.ramp.kind, scenario.check_body
+        )
+        if driver != profile.driver:
+            unspoken = [
+                p for p in profile.protocols if p not in driver_class(profile.driver).protocols
+            ]
+            notes.append(
+                f"driver {driver}: the profile's {profile.driver} does not speak "
+                f"{', '.join(unspoken)} (--driver chooses another)"
+            )
+            profile = dataclasses.replace(profile, driver=driver)
     check_protocols(profile.protocols, profile.driver, fleet, tls_cert, tls_key, profile.ramp.kind)
     if fleet is not None:
         check_fleet_plan(fleet, profile.driver, server_address, fleet_access)
@@ -186,6 +201,7 @@ def build_plan(
         tls_key=tls_key,
         cpu_quota=cpu_quota,
         memory_max_bytes=memory_max_bytes,
+        notes=tuple(notes),
     )
 
 
@@ -203,6 +219,22 @@ def check_limits(cpu_quota: float | None, memory_max: str | None) -> int | None:
     if size < 2**20:
         raise UserError(f"--memory-max {memory_max} is under 1 MiB: no server starts in that")
     return size
+
+
+def protocol_driver(
+    protocols: tuple[str, ...], driver: str, ramp_kind: str, needs_bodies: bool
+) -> str:
+    """`driver` when it speaks every protocol in `protocols`; else the first registered
+    driver that does and runs `ramp_kind` ramps (checking bodies where the scenario needs
+    it), so `--protocol h2` on a wrk profile runs on h2load; `driver` again when none does
+    (check_protocols then says so in one line)."""
+    if all(p in driver_class(driver).protocols for p in protocols):
+        return driver
+    for name, cls in driver_classes().items():
+        speaks = all(p in cls.protocols for p in protocols)
+        if speaks and ramp_kind in cls.ramp_kinds and (cls.checks_bodies or not needs_bodies):
+            return name
+    return driver
 
 
 def check_protocols(

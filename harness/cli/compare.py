@@ -192,6 +192,8 @@ def run_comparison(
         f"load CPUs {plan.agent_cpus}; results {plan.out_dir}"
         + (f"\nload from the fleet {plan.fleet}" if plan.fleet else "")
     )
+    for note in plan.notes:
+        console.print(f"[yellow]note:[/] {note}")
     backend_note = mongo_backend_note(plan, mongo_backend)
     if backend_note is not None:
         console.print(f"[yellow]note:[/] {backend_note}")

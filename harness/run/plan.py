@@ -72,6 +72,8 @@ class Plan:
     # --memory-max in bytes (None: no limit)
     cpu_quota: float | None = None
     memory_max_bytes: int | None = None
+    # what the harness chose for the user, one line each (printed before the run starts)
+    notes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         keep_url(self.mongo_url)  # its password is hidden in all the run writes

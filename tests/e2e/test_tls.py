@@ -192,10 +192,14 @@ def test_compare_over_h2_skips_a_server_without_it_and_records_alpn_h2(tmp_path:
     out = tmp_path / "results"
     done = harness(
         "compare", "--frameworks", "plainapp,nginx", "--server", server, "--protocol", "h2",
-        "--driver", "h2load", "--profile", "smoke", "--out", str(out), timeout_s=300,
+        "--profile", "smoke", "--out", str(out), timeout_s=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
+    # the profile's wrk does not speak h2: the run takes h2load and says so (no --driver)
+    note = "note: driver h2load: the profile's wrk does not speak h2 (--driver chooses another)"
+    assert note in done.stdout
     run, _ = only_run(out)
+    assert {case.driver for case in run.cases} == {"h2load"}
     plain, nginx = run.cases
     assert (plain.protocol, plain.status, plain.steps) == ("h2", "skipped", ())
     assert plain.error is not None and plain.error.startswith("not supported: plainapp")

@@ -15,7 +15,7 @@ from charts.figures import close_all, ramp_figures
 from charts.render import build_series
 from charts.report import render_html
 from harness.cli.diff import diff
-from harness.compare import summary_table, threshold_table
+from harness.compare import protocol_driver, summary_table, threshold_table
 from harness.diff import case_labels, diff_runs
 from harness.frameworks import command_framework, command_protocols
 from harness.profile import load_profile, parse_protocols
@@ -104,6 +104,23 @@ def test_a_balanced_process_model_carries_cleartext_h1_only() -> None:
 # -- a profile's protocols, case identity, thresholds per protocol, the TLS tax -----------
 def tls(case: Case, protocol: str = "h1-tls") -> Case:
     return dataclasses.replace(case, protocol=protocol)
+
+
+@pytest.mark.parametrize(
+    ("protocols", "driver", "kind", "bodies", "chosen"),
+    [
+        (("h1", "h1-tls"), "wrk", "concurrency", True, "wrk"),  # wrk speaks both: kept
+        (("h2",), "wrk", "concurrency", False, "h2load"),  # quick's wrk, --protocol h2
+        (("h1", "h2c"), "wrk", "concurrency", False, "h2load"),  # one driver for the run
+        (("h2",), "httperf", "rate", False, "oha"),  # a rate ramp: oha speaks h2
+        (("h2",), "wrk", "concurrency", True, "wrk"),  # bodies checked: none can, kept
+        (("h1-tls",), "agent", "connections", False, "agent"),  # no driver: kept, refused later
+    ],
+)
+def test_a_profiles_driver_gives_way_to_one_that_speaks_the_protocols(
+    protocols: tuple[str, ...], driver: str, kind: str, bodies: bool, chosen: str
+) -> None:
+    assert protocol_driver(protocols, driver, kind, bodies) == chosen
 
 
 def test_a_profile_compares_protocols_in_the_order_given_each_once() -> None:
