@@ -574,7 +574,7 @@ def with_rounds(
             flags=tuple(sorted({*summary.flags, *(f for s in steps for f in s.flags)})),
         )
     if precision_pct is not None and not case_precise([s.achieved for s in used], precision_pct):
-        source, note = noise_source(used)
+        source, note = noise_source(steps, used)
         summary = dataclasses.replace(
             summary,
             flags=tuple(sorted({*summary.flags, "imprecise"})),

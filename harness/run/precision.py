@@ -256,8 +256,11 @@ def _other_cpu(step: Step) -> float:
     return max(others.values(), default=0.0)
 
 
-def noise_source(rounds: Sequence[Step]) -> tuple[str, str]:
-    """(source, reason): where a case's spread comes from, asked in this order —
+def noise_source(rounds: Sequence[Step], used: Sequence[Step] | None = None) -> tuple[str, str]:
+    """(source, reason): where a case's spread comes from, asked of every round it ran
+    (`rounds`, those kept out as contended too: a case left with two rounds because the
+    machine took the others is imprecise through the machine) and, for the server's own
+    variation, of the rounds that count (`used`; default all), in this order —
 
     - `machine`: at least a third of the rounds were `contended` or `cpu_contended`;
     - `load generator`: at least a third were `driver_bound`, `driver_capped`, or the
@@ -282,10 +285,11 @@ def noise_source(rounds: Sequence[Step]) -> tuple[str, str]:
         return "load generator", (
             f"the load generator: it limited or waited for its CPUs in {driver} of {n} rounds"
         )
-    spread = per_second_spread(rounds)
+    counted = list(used) if used else list(rounds)
+    spread = per_second_spread(counted)
     if spread is None:
         return "unknown", "no per-second replies (a server without telemetry): not attributed"
-    mean_rate = statistics.fmean(s.achieved for s in rounds) or 1.0
+    mean_rate = statistics.fmean(s.achieved for s in counted) or 1.0
     wander_pct = 100.0 * math.sqrt(spread[0]) / mean_rate
     if wander_pct > SERVER_WANDER_PCT:
         return "server", (
