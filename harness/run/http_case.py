@@ -66,9 +66,16 @@ def server_exit(server: Topology) -> str | None:
     return server.process.exit_reason()
 
 
-# Runs one step's load: (step, label, on_start, abort) -> the merged result.
+# Runs one step's load: (step, label, on_start, abort, on_end) -> the merged result;
+# on_end is called when the load has ended, before its output is parsed (if at all)
 StepRunner = Callable[
-    [RampStep, str, Callable[[list[int]], None] | None, Callable[[], str | None] | None],
+    [
+        RampStep,
+        str,
+        Callable[[list[int]], None] | None,
+        Callable[[], str | None] | None,
+        Callable[[], None] | None,
+    ],
     DriverResult,
 ]
 
@@ -81,8 +88,11 @@ def local_runner(ctx: CaseContext, driver: Driver, target: Target) -> StepRunner
         label: str,
         on_start: Callable[[list[int]], None] | None,
         abort: Callable[[], str | None] | None,
+        on_end: Callable[[], None] | None = None,
     ) -> DriverResult:
-        return run_step(driver, step, target, ctx.agent_cpus, ctx.raw_dir, label, on_start, abort)
+        return run_step(
+            driver, step, target, ctx.agent_cpus, ctx.raw_dir, label, on_start, abort, on_end
+        )
 
     return run
 
@@ -131,6 +141,7 @@ def fleet_runner(ctx: CaseContext, fleet: Fleet, target: Target) -> StepRunner:
         label: str,
         on_start: Callable[[list[int]], None] | None,
         abort: Callable[[], str | None] | None,
+        on_end: Callable[[], None] | None = None,  # the hosts parse: the window ends after
     ) -> DriverResult:
         return run_fleet_step(
             fleet, drivers, load_cpus, step, target, cpus, ctx.raw_dir, label, abort
@@ -257,6 +268,14 @@ def _run_one_step(
         index=ramp_step.index, offered=ramp_step.offered, unit=ramp_step.unit
     )
     probe = Probe(server.url, ctx.profile.probe_interval_s, ctx.protocol, ctx.run.certificates)
+    ended: dict[str, Any] = {}
+
+    def end_window() -> None:
+        """The step's window closes when its load ends (not after the output is parsed)."""
+        if not ended:
+            ended["probe_ms"] = probe.stop()
+            ended["window"] = monitor.end_step()
+
     monitor.begin_step(ramp_step.index)
     try:
         probe.start()
@@ -265,14 +284,15 @@ def _run_one_step(
             "-".join(filter(None, (step_label(ramp_step), attempt))),
             note_agent,
             lambda: server_exit(server),  # a dead server ends the step at once
+            end_window,
         )
         reason, lost = "", None
     except DriverOutputError as error:
         result, reason = None, str(error)
         lost = error if isinstance(error, HostLost) else None
     finally:
-        probe_ms = probe.stop()
-        window = monitor.end_step()
+        end_window()
+    probe_ms, window = ended["probe_ms"], ended["window"]
     stats = step_stats(monitor.rows, server.telemetry_lines(), window)
     if ctx.run.fleet is not None:  # the load ran on the hosts: their drivers' CPU, summed
         stats["agent_cpu_pct"] = result.driver_cpu_pct if result is not None else None

@@ -7,12 +7,16 @@ or twenty wrk connections keep its one process busy for the whole of each 2 s st
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 
 import pytest
 
+from drivers.base import DriverResult, Target, no_latency, run_step
+from model.ramps import RampStep
 from model.results import read_run
+from model.scenarios import SCENARIOS
 from tests.e2e.test_precision import SPIN_SERVER, iterations_per_us
 from tests.helpers import harness, require_tools
 
@@ -42,3 +46,42 @@ def test_a_server_saturated_for_a_two_second_step_reads_at_least_90_percent(
     for step in case.steps:
         assert step.server_cpu_pct is not None and step.server_cpu_pct >= 90.0, step
         assert step.bottleneck == "server"
+
+
+class SlowParse:
+    """A load generator whose output takes long to read (h2load's log of 300,000 requests
+    took ~0.5 s): its step's window must close when the process ends, not after parsing."""
+
+    name = "slowparse"
+    tool = "python"
+    package = None
+    tool_version_args = ()
+    ramp_kinds = ("concurrency",)
+    protocols = ("h1",)
+    stop_signal = signal.SIGINT
+    busy_polls = False
+    checks_bodies = False
+
+    def __init__(self, events: list[str]) -> None:
+        self.events = events
+
+    def commands(self, step: RampStep, target: Target, workdir: Path) -> list[list[str]]:
+        return [[sys.executable, "-c", "print('done')"]]
+
+    def parse(self, text: str, target: Target, step: RampStep, workdir: Path) -> DriverResult:
+        self.events.append("parse")
+        return DriverResult(replies=1, duration_s=1.0, errors={}, latency_ms=no_latency())
+
+
+def test_a_steps_window_closes_when_its_load_ends_before_the_output_is_read(
+    tmp_path: Path,
+) -> None:
+    events: list[str] = []
+    step = RampStep(0, offered=1, unit="concurrency", duration_s=1)
+    target = Target("127.0.0.1", 9, SCENARIOS["text"], timeout_s=1.0)
+    run_step(
+        SlowParse(events),  # type: ignore[arg-type]
+        step, target, None, tmp_path, "step000",
+        on_end=lambda: events.append("window closed"),
+    )  # fmt: skip
+    assert events == ["window closed", "parse"]
