@@ -301,6 +301,8 @@ def _run_one_step(
     if result is None:
         return failed_step(ramp_step, reason, stats, noise), lost
     flags = ["contended"] if noise and is_contended(noise) else []
+    agent_cpu_s, agent_cpu_from = (None, None) if ctx.run.fleet else load_cpu_s(window)
+    stats["agent_cpu_pct"] = load_cpu_pct(agent_cpu_s, window, stats["agent_cpu_pct"])
     # a fleet's step is driver-bound when any host's driver was
     driver_busy = bool(result.extra.get("driver_bound_hosts")) or is_driver_bound(
         driver,
@@ -324,7 +326,6 @@ def _run_one_step(
     held_back = throttled(stats["cgroup"])
     if held_back is not None:
         flags.append("throttled")
-    agent_cpu_s, agent_cpu_from = (None, None) if ctx.run.fleet else load_cpu_s(window)
     extra = {
         "probe_failures": probe.failures,
         "driver_cpu_pct": result.driver_cpu_pct,
@@ -366,6 +367,18 @@ def cpus_of(cpu_list: str | None) -> frozenset[int]:
     if cpu_list is None:
         return cpu_affinity.unpinned_cpus()
     return frozenset(cpu_affinity.parse_cpu_list(cpu_list))
+
+
+def load_cpu_pct(
+    cpu_s: float | None, window: StepWindow, sampled_pct: float | None
+) -> float | None:
+    """`cpu_s` as % of one core over the step's window, exact as the server's CPU is; the
+    mean of the 1 s samples (`sampled_pct`) only where no CPU time was read. The samples'
+    mean read h2load at 71-74 % of its core in rounds where its cgroup counted 97-100 %
+    (their first sample straddles the gap before the step), so no step was driver_bound."""
+    if cpu_s is None or window.ended is None or window.ended <= window.started:
+        return sampled_pct
+    return round(100.0 * cpu_s / (window.ended - window.started), 1)
 
 
 def load_cpu_s(window: StepWindow) -> tuple[float | None, str | None]:

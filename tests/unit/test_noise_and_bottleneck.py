@@ -25,6 +25,7 @@ from harness.run.analysis import (
     step_noise,
     summarize,
 )
+from harness.run.http_case import load_cpu_pct
 from model.results import Step
 
 DATA = Path(__file__).parent.parent / "data"
@@ -222,3 +223,13 @@ def test_window_cpu_is_each_processs_gain_over_the_wall_time() -> None:
     assert window_cpu_pct({1: 2.0}, {1: 3.0}, 2.0) == pytest.approx(50.0)
     assert window_cpu_pct({1: 2.0, 2: 9.0}, {1: 2.5}, 1.0) == pytest.approx(50.0)  # 2 ended
     assert window_cpu_pct({}, {}, 0.0) is None
+
+
+def test_a_steps_load_cpu_is_its_cgroups_time_over_the_window_not_the_samples_mean() -> None:
+    """h2load busy for a whole 3 s round: its load cgroup counted 2.97 s (99 %), the 1 s
+    samples' mean 73 %, which left the round unflagged where the driver was the bound."""
+    now = time.time()
+    window = StepWindow(0, now, now + 3.0)
+    assert load_cpu_pct(2.97, window, sampled_pct=73.0) == 99.0
+    assert load_cpu_pct(None, window, sampled_pct=73.0) == 73.0  # no reading: the samples
+    assert load_cpu_pct(1.0, StepWindow(0, now), sampled_pct=None) is None  # not ended
