@@ -7,7 +7,6 @@ or twenty wrk connections keep its one process busy for the whole of each 2 s st
 
 from __future__ import annotations
 
-import signal
 import sys
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from drivers.base import DriverResult, Target, no_latency, run_step
 from model.ramps import RampStep
 from model.results import read_run
 from model.scenarios import SCENARIOS
+from tests.e2e.test_driver_watchdog import DeafDriver
 from tests.e2e.test_precision import SPIN_SERVER, iterations_per_us
 from tests.helpers import harness, require_tools
 
@@ -48,19 +48,11 @@ def test_a_server_saturated_for_a_two_second_step_reads_at_least_90_percent(
         assert step.bottleneck == "server"
 
 
-class SlowParse:
+class SlowParse(DeafDriver):
     """A load generator whose output takes long to read (h2load's log of 300,000 requests
     took ~0.5 s): its step's window must close when the process ends, not after parsing."""
 
     name = "slowparse"
-    tool = "python"
-    package = None
-    tool_version_args = ()
-    ramp_kinds = ("concurrency",)
-    protocols = ("h1",)
-    stop_signal = signal.SIGINT
-    busy_polls = False
-    checks_bodies = False
 
     def __init__(self, events: list[str]) -> None:
         self.events = events
