@@ -175,7 +175,9 @@ def test_the_green_file_sink_writes_each_request_and_refuses_after_closing(tmp_p
         return function(*args)
 
     runtime = GreenRuntime(
-        spawn=lambda function, *args: threading.Thread(target=function, args=args).start(),
+        spawn=lambda function, *args: threading.Thread(
+            target=function, args=args, daemon=True
+        ).start(),
         event=threading.Event,
         run_in_thread=run_in_thread,
         queue=list,
