@@ -33,6 +33,8 @@ This module is imported by every harness start: it only describes, it imports no
 
 from __future__ import annotations
 
+from typing import Any
+
 from servers import Framework, contract
 from servers.contenders.environment import ENVIRONMENT
 
@@ -175,63 +177,65 @@ UVICORN_PROTOCOL_NOTES = {
 }
 
 
+def _contender(
+    name: str, distributions: tuple[str, ...], loops: tuple[str, ...], command: str, **entry: Any
+) -> Framework:
+    """A contender's registry entry: a `command` server with the three sinks, whose stock
+    `command` runs under `env` with the app's options and its own name (the app's
+    SERVERBENCH_FRAMEWORK), written once here so the two cannot differ."""
+    return Framework(
+        name,
+        "",
+        distributions,
+        loops,
+        _SINKS,
+        kind="command",
+        command=f"{_ENV} SERVERBENCH_FRAMEWORK={name} {command}",
+        **entry,
+    )
+
+
 def frameworks() -> list[Framework]:
     """The contenders' registry entries (the `serverbench.frameworks` entry point)."""
     routes = (contract.ROUTE_TEXT, contract.ROUTE_COUNTER, contract.ROUTE_LOG)
     return [
-        Framework(
+        _contender(
             "uvicorn-starlette",
-            "",
             ("uvicorn", "starlette", "httptools", "uvloop", "websockets", "pymongo"),
             ("uvloop",),
-            _SINKS,
-            kind="command",
+            uvicorn("servers.contenders.asgi:app", _COUNTING_PROTOCOL),
             routes=(*routes, contract.ROUTE_WEBSOCKET),
-            command=f"{_ENV} SERVERBENCH_FRAMEWORK=uvicorn-starlette "
-            + uvicorn("servers.contenders.asgi:app", _COUNTING_PROTOCOL),
             minimal_command=uvicorn("servers.contenders.minimal_asgi:app", "httptools"),
             deviations={**_tls12("uvicorn"), **_half_handshake("uvicorn")},
             protocols=(contract.PROTOCOL_H1, contract.PROTOCOL_H1_TLS),
             protocol_notes=UVICORN_PROTOCOL_NOTES,
         ),
-        Framework(
+        _contender(
             "granian",
-            "",
             ("granian", "starlette", "uvloop", "pymongo"),
             ("uvloop",),
-            _SINKS,
-            kind="command",
+            granian("servers.contenders.asgi:app_without_counter"),
             routes=(contract.ROUTE_TEXT, contract.ROUTE_LOG, contract.ROUTE_WEBSOCKET),
-            command=f"{_ENV} SERVERBENCH_FRAMEWORK=granian "
-            + granian("servers.contenders.asgi:app_without_counter"),
             minimal_command=granian("servers.contenders.minimal_asgi:app"),
             deviations=GRANIAN_DEVIATIONS,
             protocols=contract.PROTOCOLS,
         ),
-        Framework(
+        _contender(
             "gunicorn-gevent",
-            "",
             ("gunicorn", "gevent", "pymongo"),
             ("gevent",),
-            _SINKS,
-            kind="command",
+            gunicorn("servers.contenders.wsgi:application", _COUNTING_WORKER),
             routes=(*routes, contract.ROUTE_WEBSOCKET),
-            command=f"{_ENV} SERVERBENCH_FRAMEWORK=gunicorn-gevent "
-            + gunicorn("servers.contenders.wsgi:application", _COUNTING_WORKER),
             minimal_command=gunicorn("servers.contenders.minimal_wsgi:app", "gevent"),
             deviations=_half_handshake("gunicorn"),
             protocols=contract.PROTOCOLS,
         ),
-        Framework(
+        _contender(
             "hypercorn",
-            "",
             ("hypercorn", "starlette", "uvloop", "pymongo"),
             ("uvloop",),
-            _SINKS,
-            kind="command",
+            hypercorn("servers.contenders.asgi:app_without_counter"),
             routes=(contract.ROUTE_TEXT, contract.ROUTE_LOG, contract.ROUTE_WEBSOCKET),
-            command=f"{_ENV} SERVERBENCH_FRAMEWORK=hypercorn "
-            + hypercorn("servers.contenders.asgi:app_without_counter"),
             minimal_command=hypercorn("servers.contenders.minimal_asgi:app"),
             deviations={
                 **HYPERCORN_DEVIATIONS,

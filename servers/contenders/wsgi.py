@@ -27,9 +27,6 @@ from http import HTTPStatus
 from typing import Any
 
 import gevent
-from gevent.event import Event
-from gevent.queue import Queue
-from gevent.threadpool import ThreadPool
 from gunicorn.workers.ggevent import GeventWorker
 
 from servers import contract
@@ -37,7 +34,8 @@ from servers.contenders.environment import options_from_environment
 from servers.contenders.state import process_state
 from servers.core.sinks import SinkUnavailable
 from servers.runtimes.green.app import WebSocketSession, websocket_handshake
-from servers.runtimes.green.sinks import GreenRuntime, GreenSink, open_green_sink
+from servers.runtimes.green.gevent_runtime import gevent_runtime
+from servers.runtimes.green.sinks import GreenSink, open_green_sink
 
 Environ = dict[str, Any]
 StartResponse = Callable[..., Any]
@@ -47,24 +45,11 @@ _websockets: set[WebSocketSession] = set()  # this worker's open /ws sessions
 _EMPTY: tuple[bytes, ...] = ()
 
 
-def _call_later(seconds: float, function: Callable[[], None]) -> Callable[[], None]:
-    timer = gevent.get_hub().loop.timer(seconds)
-    timer.start(function)
-    return timer.close
-
-
 def worker_sink() -> GreenSink:
     """This worker's sink, opened on first use (after gunicorn forked the worker)."""
     global _sink
     if _sink is None:
-        threads = ThreadPool(1)
-        runtime = GreenRuntime(
-            spawn=gevent.spawn,
-            event=Event,
-            run_in_thread=lambda function, *args: threads.apply(function, args),
-            queue=Queue,
-            call_later=_call_later,
-        )
+        runtime, _ = gevent_runtime()  # its pool lives as long as the worker
         _sink = open_green_sink(options_from_environment(), process_state(), runtime)
     return _sink
 

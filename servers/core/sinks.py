@@ -16,6 +16,13 @@ collection names, and which errors make `/log` answer 503.
   `insert_many` as soon as the previous batch returned, or at once when
   `--mongo-batch` (contract.MONGO_BATCH_MAX_RECORDS) of them wait; `/log` answers once
   its batch was acknowledged, 503 when its batch failed.
+
+Each runtime (servers/runtimes/*/sinks.py) does the I/O in its own way — how a file is
+written off the loop, which client inserts, how a callback is put on the loop's next turn,
+what a waiting request waits on. The rules are here, once, sans I/O: the record's bytes
+(`encode_record`), what goes out together and when (`FileCommit`, `GroupCommit`), the
+counters `backlog`, `stored` and `sink_errors`, which requests an outcome answers, and the
+answer a failure becomes (`failure_answer`).
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -53,6 +60,9 @@ class Sink(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+WaiterT = TypeVar("WaiterT")
 
 
 def encode_record(record: dict[str, Any]) -> bytes:
@@ -122,21 +132,165 @@ class FileBatch:
         os.close(self.fd)
 
 
-def records_collection(
-    client_class: Any, url: str, w: int, database: str, durable: bool = False
-) -> tuple[Any, Any]:
-    """A pymongo client of `client_class` (sync or async) for the mongo sink, and its
-    `<database>.records` collection with write concern `w` (journaled when `durable`): no
-    I/O until the first insert."""
+# Exception classes whose failures are the disk's or the database's, not ours.
+Outages = tuple[type[BaseException], ...]
+# A file write's: a full disk (ENOSPC, EFBIG), EIO.
+FILE_OUTAGES: Outages = (OSError,)
+
+
+def mongo_outages() -> Outages:
+    """An insert's: pymongo's errors, every one of which means the database failed,
+    refused or could not be reached in time."""
+    from pymongo.errors import PyMongoError
+
+    return (PyMongoError,)
+
+
+def failure_answer(error: BaseException, outages: Outages) -> Exception:
+    """What a request whose write or insert raised `error` raises in turn.
+
+    SinkUnavailable (`/log` answers 503) when `error` is one of the sink's `outages`
+    (`FILE_OUTAGES`, `mongo_outages()`); RuntimeError (a bug: 500) for anything else. A
+    new exception each call, one for each request: one exception raised in many tasks
+    would grow its traceback on every raise.
+    """
+    if isinstance(error, outages):
+        return SinkUnavailable(str(error))
+    return RuntimeError(f"sink failed: {error!r}")
+
+
+class _Answers:
+    """What a commit's failures mean: the part of the error mapping a runtime asks for."""
+
+    outages: Outages
+
+    def answer(self, error: BaseException) -> Exception:
+        """A request's answer to `error` (`failure_answer`): SinkUnavailable or RuntimeError."""
+        return failure_answer(error, self.outages)
+
+    def is_bug(self, error: BaseException) -> bool:
+        """`error` is none of the sink's outages: the runtime logs it (its requests get 500)."""
+        return not isinstance(error, self.outages)
+
+
+@dataclass(frozen=True, slots=True)
+class FileWrite(Generic[WaiterT]):
+    """One write of the file sink: its bytes, the records they hold, who waits for it."""
+
+    data: bytes
+    records: int
+    waiters: list[WaiterT]  # the /log requests' (a WebSocket message has none)
+
+
+class FileCommit(_Answers, Generic[WaiterT]):
+    """The file sink's bookkeeping, sans I/O: what each write carries, and the counters.
+
+    The rule, the same on every runtime: records gather in a `FileBatch`; one write is in
+    flight at a time, so the lines stay in order; a write carries every record waiting
+    when it starts. A WebSocket message's record waits at most FLUSH_INTERVAL_S for a
+    write; a `/log` request's makes one start on the loop's next turn, so the requests
+    that arrive in one turn share it, and is answered once that write was settled. A
+    runtime asks `start_write` before each write (False while one is in flight: it then
+    asks again once that one was settled, `again`), takes it (`take_write`), hands its
+    bytes to `batch.write` off its loop, and `settle`s it.
+
+    A waiter is the runtime's own (a future, a green event, a Deferred): this class only
+    hands a write's waiters back, and says what a failed write answers (`answer`). It
+    keeps the counters `backlog` (taken, not yet settled), `stored` and `sink_errors` on
+    `state`.
+    """
+
+    outages = FILE_OUTAGES
+
+    def __init__(self, state: ServerState, options: ServerOptions) -> None:
+        """Open `--sink-path` for appending (`--durable`: fsync'ed by every write)."""
+        self._state = state
+        self.batch = FileBatch(sink_path(options), options.durable)
+        self._waiters: list[WaiterT] = []
+        self.writing = False  # a write started and is not settled yet
+        self._again = False  # a write was asked for while one was in flight
+        self.closed = False
+
+    def take_message(self, record: dict[str, Any]) -> None:
+        """A WebSocket message's record. Once the sink is closed it only counts in
+        sink_errors: the connection is being closed with 1001 anyway."""
+        if self.closed:
+            self._state.sink_errors += 1
+            return
+        self.batch.add(record)
+        self._state.backlog += 1
+
+    def take_request(self, record: dict[str, Any], waiter: WaiterT) -> None:
+        """A `/log` request's record; `waiter` is handed back with its write (once, when
+        the requests of one write share it). Raises SinkUnavailable (counted in
+        sink_errors) once the sink is closed."""
+        if self.closed:
+            self._state.sink_errors += 1
+            raise SinkUnavailable("the file sink is closed")
+        self.batch.add(record)
+        self._state.backlog += 1
+        # The green runtime shares one waiter among a write's requests (one green event
+        # wakes them all): it is answered once.
+        if not self._waiters or self._waiters[-1] is not waiter:
+            self._waiters.append(waiter)
+
+    @property
+    def pending(self) -> bool:
+        """Records wait for a write."""
+        return len(self.batch) > 0
+
+    def start_write(self) -> bool:
+        """Whether a write starts now; False while one is in flight, and `again` then
+        says True once it was settled."""
+        if self.writing:
+            self._again = True
+            return False
+        self.writing = True
+        return True
+
+    def take_write(self) -> FileWrite[WaiterT]:
+        """The write `start_write` began: every record waiting (perhaps none) and the
+        requests waiting for them; they wait no more."""
+        data, records = self.batch.take()
+        waiters, self._waiters = self._waiters, []
+        return FileWrite(data, records, waiters)
+
+    def settle(self, write: FileWrite[WaiterT], error: BaseException | None) -> list[WaiterT]:
+        """`write` ended: stored, or failed with `error`. Count it, and return its waiters
+        for the runtime to answer (success, or `answer(error)`)."""
+        self.writing = False
+        self._state.backlog -= write.records
+        if error is None:
+            self._state.stored += write.records
+        else:
+            self._state.sink_errors += write.records
+        return write.waiters
+
+    def again(self) -> bool:
+        """A write was asked for while the one just settled was in flight: it starts now
+        (as `start_write` True)."""
+        again, self._again = self._again, False
+        return again and self.start_write()
+
+    def close(self) -> None:
+        """Refuse records from now on (shutdown, after the last write or when it is stuck;
+        the runtime then closes `batch` unless a write may still use it)."""
+        self.closed = True
+
+
+def records_collection(client_class: Any, options: ServerOptions) -> tuple[Any, Any]:
+    """A pymongo client of `client_class` (sync or async) for the mongo sink `options`
+    ask for, and its `<--mongo-db>.records` collection with write concern `--mongo-w`
+    (journaled with `--durable`): no I/O until the first insert."""
     from pymongo.write_concern import WriteConcern
 
-    concern = WriteConcern(w=w, j=True) if durable else WriteConcern(w=w)
-    client = client_class(url, serverSelectionTimeoutMS=MONGO_SERVER_SELECTION_TIMEOUT_MS, w=w)
-    collection = client[database].get_collection(MONGO_COLLECTION, write_concern=concern)
+    w = options.mongo_w
+    concern = WriteConcern(w=w, j=True) if options.durable else WriteConcern(w=w)
+    client = client_class(
+        mongo_url(options), serverSelectionTimeoutMS=MONGO_SERVER_SELECTION_TIMEOUT_MS, w=w
+    )
+    collection = client[options.mongo_db].get_collection(MONGO_COLLECTION, write_concern=concern)
     return client, collection
-
-
-WaiterT = TypeVar("WaiterT")
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +302,7 @@ class MongoBatch(Generic[WaiterT]):
     messages: int  # WebSocket messages among the documents
 
 
-class GroupCommit(Generic[WaiterT]):
+class GroupCommit(_Answers, Generic[WaiterT]):
     """The mongo sink's group commit, sans I/O: which records go out together, and when.
 
     The rule, the same on every runtime: records wait in arrival order; a batch of at most
@@ -161,7 +315,8 @@ class GroupCommit(Generic[WaiterT]):
     record is its own insert, at once: the seed study's shape.
 
     A waiter is the runtime's own (a future, a green event, a Deferred, a callback): this
-    class only hands the batch's waiters back. It keeps the counters `backlog` (taken, not
+    class only hands the batch's waiters back, and says what a failed insert answers
+    (`answer`: pymongo's errors 503, anything else 500). It keeps the counters `backlog` (taken, not
     yet settled), `stored` and `sink_errors` on `state`, and bounds the WebSocket messages
     waiting or in flight to contract.WS_SINK_MAX_PENDING.
     """
@@ -171,11 +326,13 @@ class GroupCommit(Generic[WaiterT]):
             raise ValueError(f"max_records must be at least 1, not {max_records}")
         self._state = state
         self.max_records = max_records
+        self.outages = mongo_outages()
         # documents waiting, and their waiters (None: a WebSocket message)
         self._documents: list[dict[str, Any]] = []
         self._waiters: list[WaiterT | None] = []
         self.messages_pending = 0  # WebSocket messages waiting or in flight
         self.in_flight = 0  # batches handed out by next_batch, not settled yet
+        self._on_idle: list[WaiterT] = []  # shutdown waiting for the last batch
         self.closed = False
 
     def _take(self, record: dict[str, Any], waiter: WaiterT | None) -> None:
@@ -237,7 +394,7 @@ class GroupCommit(Generic[WaiterT]):
 
     def settle(self, batch: MongoBatch[WaiterT], stored: bool) -> list[WaiterT]:
         """`batch` was acknowledged (`stored`) or failed: count it, and return its waiters
-        for the runtime to answer (success, or SinkUnavailable: 503)."""
+        for the runtime to answer (success, or `answer(error)`)."""
         count = len(batch.documents)
         self.in_flight -= 1
         self.messages_pending -= batch.messages
@@ -248,36 +405,63 @@ class GroupCommit(Generic[WaiterT]):
             self._state.sink_errors += count
         return batch.waiters
 
+    def when_idle(self, waiter: WaiterT) -> bool:
+        """Hold `waiter` until nothing waits or is in flight (shutdown draining the sink):
+        `idle_waiters` hands it back then. False, not held, when that is so already."""
+        if self.idle:
+            return False
+        self._on_idle.append(waiter)
+        return True
+
+    def idle_waiters(self) -> list[WaiterT]:
+        """The `when_idle` waiters to answer now (after a `settle`): all of them once
+        nothing waits or is in flight, else none."""
+        if not self.idle or not self._on_idle:
+            return []
+        waiters, self._on_idle = self._on_idle, []
+        return waiters
+
     def close(self) -> None:
         """Refuse records from now on (shutdown, after the last batch was sent or given up)."""
         self.closed = True
+
+
+class EmptySink:
+    """Counts and drops: what every runtime's empty sink shares (it adds the waiting
+    `store_and_wait` and `close` in its own idiom)."""
+
+    def __init__(self, state: ServerState, *_: object) -> None:
+        # Made as every kind is (`open_sink`); it needs neither the options nor the runtime.
+        self._state = state
+
+    def store(self, record: dict[str, Any]) -> bool:
+        """Count the record as stored; never refuses."""
+        self._state.stored += 1
+        return True
 
 
 SinkT = TypeVar("SinkT")
 
 
 def open_sink(
+    kinds: Mapping[str, Callable[..., SinkT]],
     options: ServerOptions,
-    *,
-    empty: Callable[[], SinkT],
-    file: Callable[[str], SinkT],
-    mongo: Callable[[str, int, str], SinkT],
+    state: ServerState,
+    *runtime: object,
 ) -> SinkT:
-    """The sink `options.sink` names, made by the runtime's own constructor for that kind:
-    `file(path)`, `mongo(url, w, database)` or `empty()` (each reads the rest of `options`,
-    `durable` and `mongo_batch`, itself)."""
-    if options.sink == "file":
-        return file(sink_path(options))
-    if options.sink == "mongo":
-        return mongo(mongo_url(options), options.mongo_w, options.mongo_db)
-    return empty()
+    """The sink `options.sink` names, of its runtime's class for that kind
+    (`kinds[options.sink]`), made as every kind is: `Kind(state, options, *runtime)`, where
+    `runtime` is what that runtime's sinks need besides (a GreenRuntime, a reactor)."""
+    return kinds[options.sink](state, options, *runtime)
 
 
 def sink_path(options: ServerOptions) -> str:
+    """`--sink-path`, which the file sink needs."""
     if not options.sink_path:
         raise SystemExit("servers: --sink file needs --sink-path FILE")
     return options.sink_path
 
 
 def mongo_url(options: ServerOptions) -> str:
+    """`--mongo-url`, or the local default."""
     return options.mongo_url or DEFAULT_MONGO_URL

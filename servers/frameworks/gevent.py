@@ -27,9 +27,7 @@ import gevent.socket
 from gevent.event import Event
 from gevent.pool import Pool
 from gevent.pywsgi import WSGIHandler, WSGIServer
-from gevent.queue import Queue
 from gevent.server import StreamServer
-from gevent.threadpool import ThreadPool
 
 from servers import contract
 from servers.core.state import ServerState
@@ -44,7 +42,8 @@ from servers.runtimes.green.app import (
 )
 from servers.runtimes.green.backends import GreenBackends, MemcachedSocketService
 from servers.runtimes.green.deadlines import ClientDeadlines, ClientTimeout, deadlines_factory
-from servers.runtimes.green.sinks import GreenRuntime, open_green_sink
+from servers.runtimes.green.gevent_runtime import gevent_runtime
+from servers.runtimes.green.sinks import open_green_sink
 
 SERVER_SOFTWARE = server_software("gevent", gevent.__version__)
 # Where a request's environ points back at its pywsgi handler (headers, socket).
@@ -198,13 +197,6 @@ def _tls_arguments(context: ssl.SSLContext) -> dict[str, object]:
     return {"ssl_context": context, "do_handshake_on_connect": False}
 
 
-def _call_later(seconds: float, function: Callable[[], None]) -> Callable[[], None]:
-    """`function` on the hub after `seconds` (GreenRuntime.call_later); returns its cancel."""
-    timer = gevent.get_hub().loop.timer(seconds)
-    timer.start(function)
-    return timer.close
-
-
 def _green_socket(listener: socket.socket) -> gevent.socket.socket:
     """`listener` (opened before monkey-patching) as a gevent socket on the same descriptor."""
     return gevent.socket.socket(fileno=listener.detach())
@@ -214,15 +206,7 @@ def serve(worker: Worker) -> None:
     """Serve `worker` (see servers.frameworks) on gevent's pywsgi and StreamServer."""
     options, listener, state = worker.options, worker.listener, worker.state
     mc_listener = worker.mc_listener
-    # The file sink's writes: one real thread of gevent's own pool, results back green.
-    threads = ThreadPool(1)
-    runtime = GreenRuntime(
-        spawn=gevent.spawn,
-        event=Event,
-        run_in_thread=lambda function, *args: threads.apply(function, args),
-        queue=Queue,
-        call_later=_call_later,
-    )
+    runtime, threads = gevent_runtime()
     sink = open_green_sink(options, state, runtime)
     backends = GreenBackends(options, state, runtime)
     app = GreenApp(state, sink, backends, GeventConnection(), SERVER_SOFTWARE)

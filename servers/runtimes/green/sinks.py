@@ -3,10 +3,10 @@
 One implementation serves both frameworks; a `GreenRuntime` supplies what differs (how to
 spawn a green thread, a green event, how to run a function on a real OS thread).
 
-- File: records gather in a `FileBatch`; ONE writer green thread hands each batch's
+- File: records gather in a `FileCommit`; ONE writer green thread hands each batch's
   `write()` to a real OS thread (the hub never blocks on the disk, and one write at a time
-  keeps the lines in order). A `/log` request's green thread waits until the batch holding
-  its record was written; WebSocket messages are written within `FLUSH_INTERVAL_S`.
+  keeps the lines in order). The `/log` requests whose records share a write wait on one
+  green event; WebSocket messages are written within `FLUSH_INTERVAL_S`.
 - MongoDB: pymongo's synchronous `MongoClient` on monkey-patched (green) sockets and locks,
   by group commit (servers.core.sinks.GroupCommit): each batch's `insert_many` blocks a
   green thread of its own, and each `/log` request's green thread waits on a green event.
@@ -17,8 +17,9 @@ spawn a green thread, a green event, how to run a function on a real OS thread).
   inserts through `eventlet.tpool` would not work anyway: the client imported after
   monkey-patching owns green sockets and locks, which a real OS thread must not touch.)
 
-Counters (`backlog`, `stored`, `sink_errors`) change on the hub's thread only and move
-exactly as in `servers.runtimes.asyncio.sinks`. Import this module only after monkey-patching.
+What is written together and when, the counters (`backlog`, `stored`, `sink_errors`, changed
+on the hub's thread only) and what a failure answers are servers.core.sinks', as on every
+runtime. Import this module only after monkey-patching.
 """
 
 from __future__ import annotations
@@ -30,17 +31,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from servers.contract import MONGO_BATCH_MAX_RECORDS, ServerOptions
-from servers.core.sinks import (
-    CLOSE_TIMEOUT_S,
-    FLUSH_INTERVAL_S,
-    FileBatch,
-    GroupCommit,
-    MongoBatch,
-    SinkUnavailable,
-    open_sink,
-    records_collection,
-)
+from servers.contract import ServerOptions
+from servers.core import sinks
 from servers.core.state import ServerState
 
 
@@ -77,15 +69,8 @@ def _warn(message: str) -> None:
     print(f"servers: {message}", file=sys.stderr, flush=True)
 
 
-class GreenEmptySink:
+class GreenEmptySink(sinks.EmptySink):
     """Counts and drops."""
-
-    def __init__(self, state: ServerState) -> None:
-        self._state = state
-
-    def store(self, record: dict[str, Any]) -> bool:
-        self._state.stored += 1
-        return True
 
     def store_and_wait(self, record: dict[str, Any]) -> None:
         self._state.stored += 1
@@ -94,65 +79,69 @@ class GreenEmptySink:
         return None
 
 
-class _BatchOutcome:
-    """What a `/log` request waits on: the file sink's batch (shared by the requests whose
-    records share one write), or the mongo sink's request (one each)."""
+class _Outcome:
+    """What `/log` requests (or shutdown draining the mongo sink) wait on: a green event,
+    and the failure, if any, of the write or insert that settled it. The file sink's
+    requests whose records share one write share one."""
 
-    __slots__ = ("_done", "_error")
+    __slots__ = ("_answer", "_done", "_error")
 
     def __init__(self, done: GreenEvent) -> None:
         self._done = done
         self._error: BaseException | None = None
+        self._answer: Callable[[BaseException], Exception] | None = None
 
-    def settle(self, error: BaseException | None) -> None:
+    def settle(
+        self, error: BaseException | None, answer: Callable[[BaseException], Exception]
+    ) -> None:
         self._error = error
+        self._answer = answer
         self._done.set()
 
-    def wait(self) -> None:
-        self._done.wait()
-        error = self._error
-        if error is None:
-            return
-        if isinstance(error, (OSError, SinkUnavailable)):
-            raise SinkUnavailable(str(error))
-        raise RuntimeError(f"sink failed: {error!r}")  # a bug: /log answers 500
+    def wait(self, timeout: float | None = None) -> bool:
+        """False when `timeout` passed first; raises the failure's answer (503 or 500), a
+        new one in each waiting green thread."""
+        if not self._done.wait(timeout):
+            return False
+        if self._error is not None and self._answer is not None:
+            raise self._answer(self._error)
+        return True
+
+
+def _wake(
+    outcomes: list[_Outcome],
+    error: BaseException | None,
+    answer: Callable[[BaseException], Exception],
+) -> None:
+    """Wake the green threads waiting on `outcomes`: stored (`error` None), or failed."""
+    for outcome in outcomes:
+        outcome.settle(error, answer)
 
 
 class GreenFileSink:
-    """Batched JSON lines: `/log` waits for its batch's write; messages wait ≤ 100 ms."""
+    """Batched JSON lines (`FileCommit`): `/log` waits for its batch's write; messages wait
+    ≤ 100 ms."""
 
-    def __init__(
-        self, state: ServerState, path: str, runtime: GreenRuntime, durable: bool = False
-    ) -> None:
-        self._state = state
+    def __init__(self, state: ServerState, options: ServerOptions, runtime: GreenRuntime) -> None:
         self._runtime = runtime
-        self._batch = FileBatch(path, durable)
+        self._commit: sinks.FileCommit[_Outcome] = sinks.FileCommit(state, options)
         self._pending = runtime.event()  # records wait in the batch
         self._urgent = runtime.event()  # a /log request waits: write now, not in 100 ms
-        self._outcome: _BatchOutcome | None = None  # for the /log requests of the batch
         self._closing = False  # close() asked the writer to write everything and end
-        self._closed = False  # the writer ended: nothing can be written any more
         self._writer_done = runtime.event()
+        self._outcome: _Outcome | None = None  # for the /log requests of the next write
         runtime.spawn(self._writer)
 
     def store(self, record: dict[str, Any]) -> bool:
-        if self._closed:  # after shutdown's flush: it cannot be written any more
-            self._state.sink_errors += 1
-            return True  # counted; the connection is being closed with 1001 anyway
-        self._batch.add(record)
-        self._state.backlog += 1
+        self._commit.take_message(record)
         self._pending.set()
         return True
 
     def store_and_wait(self, record: dict[str, Any]) -> None:
-        if self._closed:
-            self._state.sink_errors += 1
-            raise SinkUnavailable("the file sink is closed")
-        self._batch.add(record)
-        self._state.backlog += 1
         outcome = self._outcome
-        if outcome is None:
-            outcome = self._outcome = _BatchOutcome(self._runtime.event())
+        if outcome is None:  # the first request of the next write: one event wakes them all
+            outcome = self._outcome = _Outcome(self._runtime.event())
+        self._commit.take_request(record, outcome)
         self._pending.set()
         # The writer wakes on the hub's next turn: every /log request that runs before it
         # shares one write.
@@ -168,45 +157,39 @@ class GreenFileSink:
                 self._pending.clear()
                 if not self._closing:
                     # Messages wait ≤ 100 ms to share a write; a /log request cuts it short.
-                    self._urgent.wait(FLUSH_INTERVAL_S)
+                    self._urgent.wait(sinks.FLUSH_INTERVAL_S)
                 self._urgent.clear()
-                self._flush()
-                if self._closing and not len(self._batch) and self._outcome is None:
+                if self._commit.start_write():  # always: no other writer
+                    self._write()
+                if self._closing and not self._commit.pending:
                     return
         finally:
             self._writer_done.set()
 
-    def _flush(self) -> None:
-        data, count = self._batch.take()
-        outcome, self._outcome = self._outcome, None
+    def _write(self) -> None:
+        write = self._commit.take_write()
+        self._outcome = None  # the requests from now on wait for the next write
         error: BaseException | None = None
-        if count:
+        if write.records:
             try:
-                self._runtime.run_in_thread(self._batch.write, data)
-            except OSError as failure:  # the disk: /log answers 503
+                self._runtime.run_in_thread(self._commit.batch.write, write.data)
+            except Exception as failure:  # the disk's (503), or a bug (500)
                 error = failure
-            except Exception as failure:  # a bug: logged; the writer goes on
-                error = failure
-                _warn("file sink write failed:\n" + traceback.format_exc())
-            if error is None:
-                self._state.stored += count
-            else:
-                self._state.sink_errors += count
-            self._state.backlog -= count
-        if outcome is not None:
-            outcome.settle(error)
+                if self._commit.is_bug(failure):  # logged; the writer goes on
+                    _warn("file sink write failed:\n" + traceback.format_exc())
+        _wake(self._commit.settle(write, error), error, self._commit.answer)
 
     def close(self) -> None:
         """Write everything accepted (≤ 2 s), then close the file."""
         self._closing = True
         self._pending.set()
         self._urgent.set()
-        finished = self._writer_done.wait(CLOSE_TIMEOUT_S)
-        self._closed = True
+        finished = self._writer_done.wait(sinks.CLOSE_TIMEOUT_S)
+        self._commit.close()
         if not finished:  # a write is stuck: its thread may still use the descriptor
-            _warn(f"file sink: a write did not end within {CLOSE_TIMEOUT_S} s")
+            _warn(f"file sink: a write did not end within {sinks.CLOSE_TIMEOUT_S} s")
             return
-        self._batch.close()
+        self._commit.batch.close()
 
 
 class GreenMongoSink:
@@ -219,27 +202,14 @@ class GreenMongoSink:
     after serverSelectionTimeoutMS, all of them at once (no thread pool to queue behind).
     """
 
-    def __init__(
-        self,
-        state: ServerState,
-        url: str,
-        w: int,
-        database: str,
-        runtime: GreenRuntime,
-        durable: bool = False,
-        max_records: int = MONGO_BATCH_MAX_RECORDS,
-    ) -> None:
+    def __init__(self, state: ServerState, options: ServerOptions, runtime: GreenRuntime) -> None:
         from pymongo import MongoClient
-        from pymongo.errors import PyMongoError
 
         self._runtime = runtime
-        self._errors = PyMongoError
         # The constructor does no I/O: it starts pymongo's monitor (green) threads.
-        self._client, self._collection = records_collection(MongoClient, url, w, database, durable)
-        self._commit: GroupCommit[_BatchOutcome] = GroupCommit(state, max_records)
+        self._client, self._collection = sinks.records_collection(MongoClient, options)
+        self._commit: sinks.GroupCommit[_Outcome] = sinks.GroupCommit(state, options.mongo_batch)
         self._flush_scheduled = False
-        self._idle = runtime.event()  # set while nothing waits or is in flight
-        self._idle.set()
 
     def store(self, record: dict[str, Any]) -> bool:
         """False, the record refused and counted in sink_errors, when WS_SINK_MAX_PENDING
@@ -250,15 +220,13 @@ class GreenMongoSink:
         return True
 
     def store_and_wait(self, record: dict[str, Any]) -> None:
-        outcome = _BatchOutcome(self._runtime.event())
+        outcome = _Outcome(self._runtime.event())
         self._commit.take_request(record, outcome)
         self._schedule()
         outcome.wait()
 
     def _schedule(self) -> None:
         """A full batch goes now; otherwise what is due goes on the hub's next turn."""
-        if not self._commit.idle:
-            self._idle.clear()
         if self._commit.full():
             self._send_due()
         elif not self._flush_scheduled and self._commit.due():
@@ -273,29 +241,28 @@ class GreenMongoSink:
         while (batch := self._commit.next_batch()) is not None:
             self._runtime.spawn(self._insert, batch)
 
-    def _insert(self, batch: MongoBatch[_BatchOutcome]) -> None:
+    def _insert(self, batch: sinks.MongoBatch[_Outcome]) -> None:
         """One batch's insert_many, blocking this green thread only."""
+        commit = self._commit
         error: BaseException | None = None
         try:
             self._collection.insert_many(batch.documents, ordered=True)
-        except self._errors as failure:
-            error = SinkUnavailable(str(failure))
-        except Exception as failure:  # a bug: logged; its requests answer 500
+        except Exception as failure:  # the database's (503), or a bug (500)
             error = failure
-            _warn("mongo sink insert failed:\n" + traceback.format_exc())
-        for outcome in self._commit.settle(batch, stored=error is None):
-            outcome.settle(error)
+            if commit.is_bug(failure):  # logged
+                _warn("mongo sink insert failed:\n" + traceback.format_exc())
+        _wake(commit.settle(batch, stored=error is None), error, commit.answer)
         self._send_due()  # the records that waited for this batch go now
-        if self._commit.idle:
-            self._idle.set()
+        _wake(commit.idle_waiters(), None, commit.answer)
 
     def close(self) -> None:
         """Insert everything taken, then close the client: ≤ 2 s in all."""
-        deadline = time.monotonic() + CLOSE_TIMEOUT_S
+        deadline = time.monotonic() + sinks.CLOSE_TIMEOUT_S
         self._send_due()
-        if not self._idle.wait(CLOSE_TIMEOUT_S):
+        idle = _Outcome(self._runtime.event())
+        if self._commit.when_idle(idle) and not idle.wait(sinks.CLOSE_TIMEOUT_S):
             in_flight = self._commit.in_flight
-            _warn(f"mongo sink: {in_flight} batches did not end within {CLOSE_TIMEOUT_S} s")
+            _warn(f"mongo sink: {in_flight} batches did not end within {sinks.CLOSE_TIMEOUT_S} s")
         self._commit.close()
         # close() may talk to the server (endSessions): bounded, in a green thread of its own.
         closed = self._runtime.event()
@@ -318,17 +285,5 @@ GreenSink = GreenEmptySink | GreenFileSink | GreenMongoSink
 
 def open_green_sink(options: ServerOptions, state: ServerState, runtime: GreenRuntime) -> GreenSink:
     """The green sink `options` ask for."""
-    return open_sink(
-        options,
-        empty=lambda: GreenEmptySink(state),
-        file=lambda path: GreenFileSink(state, path, runtime, durable=options.durable),
-        mongo=lambda url, w, database: GreenMongoSink(
-            state,
-            url,
-            w,
-            database,
-            runtime,
-            durable=options.durable,
-            max_records=options.mongo_batch,
-        ),
-    )
+    kinds = {"empty": GreenEmptySink, "file": GreenFileSink, "mongo": GreenMongoSink}
+    return sinks.open_sink(kinds, options, state, runtime)

@@ -45,14 +45,9 @@ from twisted.python.failure import Failure
 from servers import contract
 from servers.core import gridfs_layout, memcache
 from servers.core.backends import BackendUnavailable, StoredFile
-from servers.core.sinks import MONGO_SERVER_SELECTION_TIMEOUT_MS
+from servers.core.sinks import CLOSE_TIMEOUT_S, MONGO_SERVER_SELECTION_TIMEOUT_MS
 from servers.core.state import ServerState
-from servers.runtimes.twisted.sinks import (
-    CLOSE_TIMEOUT_S,
-    MONGO_THREADS,
-    SELECTION_TIMEOUT_S,
-    start_pool,
-)
+from servers.runtimes.twisted.sinks import MONGO_THREADS, SELECTION_TIMEOUT_S, start_pool
 
 _MC_SWEEP_INTERVAL_S = 0.25  # how often replies overdue by contract.MC_TIMEOUT_S are looked for
 # A socket-service client that pipelines more than this while a get is in flight is paused.

@@ -10,7 +10,9 @@ pymongo's synchronous client, all through `threads.deferToThreadPool`. Counters
 `store_and_wait` returns a Deferred that fires once the record is stored (errback with
 `SinkUnavailable` when the sink refused it), or None when it was stored at once (the empty
 sink: `/log` then answers without the cost of a Deferred). `close` returns a Deferred that
-fires once everything accepted was written, bounded by `CLOSE_TIMEOUT_S`.
+fires once everything accepted was written, bounded by `CLOSE_TIMEOUT_S`. What is written
+together and when, the counters and what a failure answers are servers.core.sinks'
+(`FileCommit`, `GroupCommit`), as on every runtime.
 
 Why pymongo's sync client on threads rather than txmongo (Twisted-native): measured on
 this 2-CPU host, POST /log with wrk -t1 -c50 -d5s, server on CPU 0, wrk and FerretDB 1.24
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from twisted.internet import threads
@@ -36,30 +39,20 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.python.threadpool import ThreadPool
 
-from servers.contract import MONGO_BATCH_MAX_RECORDS, ServerOptions
-from servers.core.sinks import (
-    CLOSE_TIMEOUT_S,
-    FLUSH_INTERVAL_S,
-    MONGO_SERVER_SELECTION_TIMEOUT_MS,
-    FileBatch,
-    GroupCommit,
-    MongoBatch,
-    SinkUnavailable,
-    open_sink,
-    records_collection,
-)
+from servers.contract import ServerOptions
+from servers.core import sinks
 from servers.core.state import ServerState
 
 # Inserts in flight at once. 5, 10, 25 and 50 threads all gave 460-580 /log req/s (w:1,
 # wrk -c50) against FerretDB/SQLite, which is the limit there.
 MONGO_THREADS = 10
-SELECTION_TIMEOUT_S = MONGO_SERVER_SELECTION_TIMEOUT_MS / 1000
+SELECTION_TIMEOUT_S = sinks.MONGO_SERVER_SELECTION_TIMEOUT_MS / 1000
 
 _log = Logger()
 
 
 def _daemon_thread(*args: Any, **kwargs: Any) -> threading.Thread:
-    # A write or insert still stuck after CLOSE_TIMEOUT_S must not keep the process alive.
+    # A write or insert still stuck after sinks.CLOSE_TIMEOUT_S must not keep the process alive.
     return threading.Thread(*args, daemon=True, **kwargs)
 
 
@@ -71,15 +64,8 @@ def start_pool(threads_: int, name: str) -> ThreadPool:
     return pool
 
 
-class TwistedEmptySink:
+class TwistedEmptySink(sinks.EmptySink):
     """Counts and drops."""
-
-    def __init__(self, state: ServerState) -> None:
-        self._state = state
-
-    def store(self, record: dict[str, Any]) -> bool:
-        self._state.stored += 1
-        return True
 
     def store_and_wait(self, record: dict[str, Any]) -> Deferred[None] | None:
         self._state.stored += 1
@@ -89,92 +75,119 @@ class TwistedEmptySink:
         return succeed(None)
 
 
-class TwistedFileSink:
-    """Batched JSON lines: `/log` waits for its batch's write; messages wait ≤ 100 ms."""
+# The commit of either kind: its `take_request`, `is_bug` and `close` are what is used here.
+_Commit = sinks.FileCommit[Deferred[None]] | sinks.GroupCommit[Deferred[None]]
 
-    def __init__(self, state: ServerState, path: str, reactor: Any, durable: bool = False) -> None:
-        self._state = state
+
+def _fire(
+    waiters: list[Deferred[None]],
+    error: BaseException | None,
+    answer: Callable[[BaseException], Exception],
+) -> None:
+    """Fire `waiters`: stored (`error` None), or failed with `answer(error)`."""
+    for waiter in waiters:
+        if waiter.called:
+            continue
+        if error is None:
+            waiter.callback(None)
+        else:
+            waiter.errback(Failure(answer(error)))
+
+
+def _request(commit: _Commit, record: dict[str, Any]) -> Deferred[None]:
+    """What a `/log` request waits on, its record taken by `commit`: a Deferred fired with
+    its write or batch, or failed already (`called`) when the sink is closed."""
+    waiter: Deferred[None] = Deferred()
+    try:
+        commit.take_request(record, waiter)
+    except sinks.SinkUnavailable as error:
+        return fail(error)
+    return waiter
+
+
+def _cancel(call: Any) -> None:
+    """Cancel `call`, an IDelayedCall of a planned flush, unless there is none."""
+    if call is not None:
+        call.cancel()
+
+
+def _shut_down(result: object, commit: _Commit, pool: ThreadPool, what: str) -> bool:
+    """The end of a sink's `close`, `result` its drain's: refuse records from now on, then
+    stop `pool` — True — or, when the drain timed out, say `what` did not end within
+    CLOSE_TIMEOUT_S and leave the pool (its threads are daemons) — False."""
+    commit.close()
+    if isinstance(result, Failure):
+        timeout_s = sinks.CLOSE_TIMEOUT_S
+        _log.warn("{what}: not done within {s} s: {f}", what=what, s=timeout_s, f=result)
+        return False
+    pool.stop()  # idle: every call on it has ended, so the join returns at once
+    return True
+
+
+def _ended(result: object, commit: _Commit, what: str) -> BaseException | None:
+    """The exception a pool thread's call ended with (None: it returned), logged when it is
+    a bug (its requests answer 500) rather than the disk's or the database's."""
+    if not isinstance(result, Failure):
+        return None
+    if commit.is_bug(result.value):
+        _log.failure(what, result)
+    return result.value
+
+
+class TwistedFileSink:
+    """Batched JSON lines (`FileCommit`): `/log` waits for its batch's write; messages wait
+    ≤ 100 ms."""
+
+    def __init__(self, state: ServerState, options: ServerOptions, reactor: Any) -> None:
         self._reactor = reactor
-        self._batch = FileBatch(path, durable)
+        self._commit: sinks.FileCommit[Deferred[None]] = sinks.FileCommit(state, options)
         self._pool = start_pool(1, "file-sink")
-        self._waiters: list[Deferred[None]] = []
         self._flush_call: Any = None  # IDelayedCall of the next flush
         self._writing: Deferred[None] | None = None  # the write in flight
-        self._again = False  # a flush was asked for while a write was in flight
-        self._closed = False
 
     def store(self, record: dict[str, Any]) -> bool:
-        if self._closed:  # after shutdown's flush: it cannot be written any more
-            self._state.sink_errors += 1
-            return True  # counted; the connection is being closed with 1001 anyway
-        self._batch.add(record)
-        self._state.backlog += 1
-        if self._flush_call is None:
-            self._flush_call = self._reactor.callLater(FLUSH_INTERVAL_S, self._start_flush)
+        self._commit.take_message(record)
+        if self._flush_call is None and self._commit.pending:
+            self._flush_call = self._reactor.callLater(sinks.FLUSH_INTERVAL_S, self._flush)
         return True
 
     def store_and_wait(self, record: dict[str, Any]) -> Deferred[None]:
-        if self._closed:
-            self._state.sink_errors += 1
-            return fail(SinkUnavailable("the file sink is closed"))
-        self._batch.add(record)
-        self._state.backlog += 1
-        waiter: Deferred[None] = Deferred()
-        self._waiters.append(waiter)
-        if self._flush_call is not None:
-            self._flush_call.cancel()
-        # Next reactor turn: every /log request that arrived meanwhile shares one write.
-        self._flush_call = self._reactor.callLater(0, self._start_flush)
+        waiter = _request(self._commit, record)
+        if not waiter.called:
+            if self._flush_call is not None:
+                self._flush_call.cancel()
+            # Next reactor turn: every /log request that arrived meanwhile shares one write.
+            self._flush_call = self._reactor.callLater(0, self._flush)
         return waiter
 
-    def _start_flush(self) -> None:
-        self._flush_call = None
-        if self._writing is None:
-            self._flush()
-        else:  # a write is under way: go again when it ends
-            self._again = True
-
     def _flush(self) -> None:
-        data, count = self._batch.take()
-        waiters, self._waiters = self._waiters, []
-        if not count:
-            _fire(waiters, None)
+        self._flush_call = None
+        if self._commit.start_write():  # else it starts again when the one in flight ends
+            self._write()
+
+    def _write(self) -> None:
+        write = self._commit.take_write()
+        if not write.records:
+            self._written(None, write)
             return
-        writing = threads.deferToThreadPool(self._reactor, self._pool, self._batch.write, data)
-        self._writing = writing
-        writing.addCallbacks(
-            self._written,
-            self._failed,
-            callbackArgs=(count, waiters),
-            errbackArgs=(count, waiters),
+        writing = threads.deferToThreadPool(
+            self._reactor, self._pool, self._commit.batch.write, write.data
         )
-        writing.addBoth(self._write_ended)
+        self._writing = writing
+        writing.addBoth(self._written, write)
 
-    def _written(self, _: None, count: int, waiters: list[Deferred[None]]) -> None:
-        self._state.stored += count
-        self._state.backlog -= count
-        _fire(waiters, None)
-
-    def _failed(self, failure: Failure, count: int, waiters: list[Deferred[None]]) -> None:
-        self._state.sink_errors += count
-        self._state.backlog -= count
-        if failure.check(OSError):
-            _fire(waiters, Failure(SinkUnavailable(str(failure.value))))
-        else:  # not the disk: a bug; its requests answer 500 rather than hang
-            _log.failure("file sink write failed", failure)
-            _fire(waiters, failure)
-
-    def _write_ended(self, _: object) -> None:
+    def _written(self, result: object, write: sinks.FileWrite[Deferred[None]]) -> None:
+        """On the reactor thread: answer the write's requests, start the next if asked."""
         self._writing = None
-        if self._again:
-            self._again = False
-            self._flush()
+        error = _ended(result, self._commit, "file sink write failed")
+        _fire(self._commit.settle(write, error), error, self._commit.answer)
+        if self._commit.again():
+            self._write()
 
     def close(self) -> Deferred[None]:
         """Write what is pending (after the write in flight), close the file, stop the pool."""
-        if self._flush_call is not None:
-            self._flush_call.cancel()
-            self._flush_call = None
+        _cancel(self._flush_call)
+        self._flush_call = None
         done: Deferred[None] = Deferred()
 
         def settle() -> None:
@@ -182,26 +195,21 @@ class TwistedFileSink:
                 return
             if self._writing is not None:  # look again when it ends (its end may flush)
                 self._writing.addBoth(lambda _: settle())
-            elif len(self._batch) or self._waiters:
-                self._flush()
+            elif self._commit.pending and self._commit.start_write():
+                self._write()
                 settle()
             else:
                 done.callback(None)
 
         settle()
-        done.addTimeout(CLOSE_TIMEOUT_S, self._reactor)
+        done.addTimeout(sinks.CLOSE_TIMEOUT_S, self._reactor)
         return done.addBoth(self._close_file)
 
     def _close_file(self, result: object) -> None:
-        self._closed = True
-        if self._flush_call is not None:
-            self._flush_call.cancel()
-            self._flush_call = None
-        if isinstance(result, Failure):  # timed out: the writer thread is a daemon
-            _log.warn("file sink: a write did not end within {s} s", s=CLOSE_TIMEOUT_S)
-            return
-        self._pool.stop()  # idle: every write has ended, so the join returns at once
-        self._batch.close()
+        _cancel(self._flush_call)  # a message's, taken while the last write was in flight
+        self._flush_call = None
+        if _shut_down(result, self._commit, self._pool, "file sink writes"):
+            self._commit.batch.close()  # not while a stuck write may still use it
 
 
 class TwistedMongoSink:
@@ -221,26 +229,18 @@ class TwistedMongoSink:
     fails at once (`ServerSelectionTimeoutError`, counted like any insert error).
     """
 
-    def __init__(
-        self,
-        state: ServerState,
-        url: str,
-        w: int,
-        database: str,
-        reactor: Any,
-        durable: bool = False,
-        max_records: int = MONGO_BATCH_MAX_RECORDS,
-    ) -> None:
+    def __init__(self, state: ServerState, options: ServerOptions, reactor: Any) -> None:
         from pymongo import MongoClient
 
         self._reactor = reactor
         # The constructor does no I/O: it starts pymongo's (daemon) monitor threads.
-        self._client, self._collection = records_collection(MongoClient, url, w, database, durable)
-        self._commit: GroupCommit[Deferred[None]] = GroupCommit(state, max_records)
+        self._client, self._collection = sinks.records_collection(MongoClient, options)
+        self._commit: sinks.GroupCommit[Deferred[None]] = sinks.GroupCommit(
+            state, options.mongo_batch
+        )
         self._pool = start_pool(MONGO_THREADS, "mongo-sink")
         self._unreachable = False  # the last insert could not reach the database
         self._flush_call: Any = None  # IDelayedCall of the next turn's flush
-        self._on_idle: list[Deferred[None]] = []  # fired when nothing waits or is in flight
 
     def store(self, record: dict[str, Any]) -> bool:
         """False, the record refused and counted in sink_errors, when WS_SINK_MAX_PENDING
@@ -251,12 +251,9 @@ class TwistedMongoSink:
         return True
 
     def store_and_wait(self, record: dict[str, Any]) -> Deferred[None]:
-        waiter: Deferred[None] = Deferred()
-        try:
-            self._commit.take_request(record, waiter)
-        except SinkUnavailable as error:
-            return fail(error)
-        self._schedule()
+        waiter = _request(self._commit, record)
+        if not waiter.called:
+            self._schedule()
         return waiter
 
     def _schedule(self) -> None:
@@ -277,7 +274,7 @@ class TwistedMongoSink:
             )
             inserting.addBoth(self._settle, batch)
 
-    def _insert_blocking(self, batch: MongoBatch[Deferred[None]], queued_at: float) -> None:
+    def _insert_blocking(self, batch: sinks.MongoBatch[Deferred[None]], queued_at: float) -> None:
         """One batch's insert_many, on a pool thread."""
         from pymongo.errors import ConnectionFailure, ServerSelectionTimeoutError
 
@@ -290,39 +287,23 @@ class TwistedMongoSink:
             raise
         self._unreachable = False
 
-    def _settle(self, result: object, batch: MongoBatch[Deferred[None]]) -> None:
+    def _settle(self, result: object, batch: sinks.MongoBatch[Deferred[None]]) -> None:
         """On the reactor thread: answer the batch's requests, send what waited for it."""
-        from pymongo.errors import PyMongoError
-
-        failure = result if isinstance(result, Failure) else None
-        if failure is not None and not failure.check(PyMongoError):
-            _log.failure("mongo sink insert failed", failure)  # a bug: answered 500
-        for waiter in self._commit.settle(batch, stored=failure is None):
-            if waiter.called:
-                continue
-            if failure is None:
-                waiter.callback(None)
-            elif failure.check(PyMongoError):
-                waiter.errback(Failure(SinkUnavailable(failure.getErrorMessage())))
-            else:
-                waiter.errback(failure)
+        commit = self._commit
+        error = _ended(result, commit, "mongo sink insert failed")
+        _fire(commit.settle(batch, stored=error is None), error, commit.answer)
         self._send_due()
-        if self._commit.idle:
-            idle, self._on_idle = self._on_idle, []
-            _fire(idle, None)
+        _fire(commit.idle_waiters(), None, commit.answer)
 
     def close(self) -> Deferred[None]:
         """Insert everything taken, close the client, stop the pool: ≤ 2 s in all."""
-        if self._flush_call is not None:
-            self._flush_call.cancel()
-            self._flush_call = None
+        _cancel(self._flush_call)
+        self._flush_call = None
         self._send_due()
         done: Deferred[None] = Deferred()
         idle: Deferred[None] = Deferred()
-        if self._commit.idle:
+        if not self._commit.when_idle(idle):
             idle.callback(None)
-        else:
-            self._on_idle.append(idle)
 
         def close_client(_: None) -> None:
             if done.called:  # timed out meanwhile
@@ -336,45 +317,19 @@ class TwistedMongoSink:
             )
 
         idle.addCallback(close_client)
-        done.addTimeout(CLOSE_TIMEOUT_S, self._reactor)
+        done.addTimeout(sinks.CLOSE_TIMEOUT_S, self._reactor)
         return done.addBoth(self._stop_pool)
 
     def _stop_pool(self, result: object) -> None:
-        self._commit.close()
-        if self._flush_call is not None:
-            self._flush_call.cancel()
-            self._flush_call = None
-        if isinstance(result, Failure):  # timed out: the pool's threads are daemons
-            _log.warn("mongo sink: not closed within {s} s: {f}", s=CLOSE_TIMEOUT_S, f=result)
-            return
-        self._pool.stop()  # idle: every insert and the client's close have ended
+        _cancel(self._flush_call)  # a record's, taken while the client was closing
+        self._flush_call = None
+        _shut_down(result, self._commit, self._pool, "mongo sink inserts and close")
 
 
 TwistedSink = TwistedEmptySink | TwistedFileSink | TwistedMongoSink
 
 
-def _fire(waiters: list[Deferred[None]], result: Failure | None) -> None:
-    for waiter in waiters:
-        if not waiter.called:
-            if result is None:
-                waiter.callback(None)
-            else:
-                waiter.errback(result)
-
-
 def open_twisted_sink(options: ServerOptions, state: ServerState, reactor: Any) -> TwistedSink:
     """The Twisted sink `options` ask for."""
-    return open_sink(
-        options,
-        empty=lambda: TwistedEmptySink(state),
-        file=lambda path: TwistedFileSink(state, path, reactor, durable=options.durable),
-        mongo=lambda url, w, database: TwistedMongoSink(
-            state,
-            url,
-            w,
-            database,
-            reactor,
-            durable=options.durable,
-            max_records=options.mongo_batch,
-        ),
-    )
+    kinds = {"empty": TwistedEmptySink, "file": TwistedFileSink, "mongo": TwistedMongoSink}
+    return sinks.open_sink(kinds, options, state, reactor)
