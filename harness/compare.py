@@ -230,11 +230,22 @@ def protocol_driver(
     (check_protocols then says so in one line)."""
     if all(p in driver_class(driver).protocols for p in protocols):
         return driver
-    for name, cls in driver_classes().items():
-        speaks = all(p in cls.protocols for p in protocols)
-        if speaks and ramp_kind in cls.ramp_kinds and (cls.checks_bodies or not needs_bodies):
-            return name
-    return driver
+    able = drivers_speaking(protocols, ramp_kind, needs_bodies)
+    return able[0] if able else driver
+
+
+def drivers_speaking(
+    protocols: tuple[str, ...], ramp_kind: str, needs_bodies: bool = False
+) -> list[str]:
+    """The registered drivers that speak every protocol in `protocols` and run `ramp_kind`
+    ramps (and check reply bodies, when `needs_bodies`), in registry order."""
+    return [
+        name
+        for name, cls in driver_classes().items()
+        if all(p in cls.protocols for p in protocols)
+        and ramp_kind in cls.ramp_kinds
+        and (cls.checks_bodies or not needs_bodies)
+    ]
 
 
 def check_protocols(
@@ -251,11 +262,7 @@ def check_protocols(
     speaks = driver_class(driver).protocols
     unspoken = [p for p in protocols if p not in speaks]
     if unspoken:
-        able = [
-            name
-            for name, cls in driver_classes().items()
-            if all(p in cls.protocols for p in protocols) and ramp_kind in cls.ramp_kinds
-        ]
+        able = drivers_speaking(protocols, ramp_kind)
         instead = (
             f"use --driver {' or '.join(able)}"
             if able
