@@ -237,6 +237,9 @@ def parse_handshakes(text: str) -> DriverResult:
             round(resumed.extra["resumed"] / handshakes, 4) if handshakes else None
         ),
         "resumption_speedup": round(resumed.rate / result.rate, 3) if result.rate else None,
+        # every reply of the step's window, both halves: the server's CPU over the window
+        # is spent on them all (harness.run.http_case divides it by this)
+        "window_replies": result.replies + resumed.replies,
     }
     return dataclasses.replace(result, extra=extra)
 

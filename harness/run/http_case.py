@@ -344,10 +344,13 @@ def _run_one_step(
         **({"negotiated": result.negotiated} if result.negotiated is not None else {}),
     }
     step = build_step(ramp_step, result, stats, probe_ms=probe_ms, flags=flags, extra=extra)
+    # a driver that ran more than the step's figures in its window (the handshakes
+    # profile: full handshakes, then resumed ones) says how many replies the window saw
+    window_replies = int(result.extra.get("window_replies", step.replies))
     step = dataclasses.replace(
         step,
-        cpu_us_per_req=cpu_us_per_req(stats["server_cpu_s"], step.replies),
-        agent_cpu_us_per_req=cpu_us_per_req(agent_cpu_s, step.replies),
+        cpu_us_per_req=cpu_us_per_req(stats["server_cpu_s"], window_replies),
+        agent_cpu_us_per_req=cpu_us_per_req(agent_cpu_s, window_replies),
     )
     model = ctx.process_model
     bottleneck = step_bottleneck(

@@ -51,6 +51,8 @@ def test_both_halves_give_the_full_rate_and_the_resumed_one_beside_it() -> None:
     assert result.extra["resumed_per_s"] == round(resumed.rate, 1)
     assert result.extra["resumed_run_fraction"] == pytest.approx(32 / 34, abs=1e-4)
     assert result.extra["resumption_speedup"] == round(resumed.rate / full.rate, 3)
+    # the server's CPU over the step is spent on both halves' replies
+    assert result.extra["window_replies"] == full.replies + resumed.replies > full.replies
 
 
 @pytest.mark.parametrize(
