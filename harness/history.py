@@ -148,18 +148,31 @@ def trend_runs(entries: Sequence[HistoryEntry], profile: str) -> TrendRuns:
     )
 
 
+def run_limits(run: Run) -> str:
+    """The limits `run` held its servers to (`--cpu-quota`, `--memory-max`) as a label
+    suffix, "" without: a capped run's peaks are another series, not a step in one."""
+    parts = []
+    if (quota := run.config.get("cpu_quota")) is not None:
+        parts.append(f"--cpu-quota {quota:g}")
+    if (memory := run.config.get("memory_max_bytes")) is not None:
+        parts.append(f"--memory-max {memory / 2**20:g} MiB")
+    return f" ({', '.join(parts)})" if parts else ""
+
+
 def trend_series(runs: Sequence[Run]) -> dict[str, list[TrendPoint]]:
     """Each case's peak across `runs` (in their order), labelled by case: a run where the
-    case failed or found no peak leaves a gap."""
-    series: dict[CaseIdentity, list[TrendPoint]] = {}
+    case failed or found no peak leaves a gap. Runs under limits (`run_limits`) give series
+    of their own, labelled with them."""
+    series: dict[tuple[CaseIdentity, str], list[TrendPoint]] = {}
     for run in runs:
+        limits = run_limits(run)
         for case in run.cases:
             if case.status != "ok" or case.summary.peak is None:
                 continue
             point = TrendPoint(run.run_id, run.started, case.summary.peak, case.summary.peak_ci)
-            series.setdefault(case.identity, []).append(point)
-    labels = case_labels(list(series))
-    return {labels[identity]: points for identity, points in series.items()}
+            series.setdefault((case.identity, limits), []).append(point)
+    labels = case_labels([identity for identity, _ in series])
+    return {labels[identity] + limits: points for (identity, limits), points in series.items()}
 
 
 def steps_beyond_noise(points: Sequence[TrendPoint]) -> list[int]:

@@ -16,7 +16,13 @@ from harness.cli.diff import diff
 from harness.cli.history import history
 from harness.cli.trend import trend
 from harness.diff import diff_runs, measure_change, smallest_p
-from harness.history import TrendPoint, list_history, steps_beyond_noise, trend_runs
+from harness.history import (
+    TrendPoint,
+    list_history,
+    steps_beyond_noise,
+    trend_runs,
+    trend_series,
+)
 from model.errors import UserError
 from model.results import Case, Run, write_run
 from tests.helpers import SYNTHETIC_HOST, synthetic_case, synthetic_run
@@ -322,6 +328,24 @@ def test_trend_draws_one_host_and_marks_the_step(
         UserError, match=r"no readable runs of profile full .*: it holds quick, smoke"
     ):
         trend(results, profile="full", out=None)
+
+
+def test_a_run_under_limits_is_a_series_of_its_own_not_a_step() -> None:
+    """A --cpu-quota run's halved peak beside unlimited runs: its own series, labelled."""
+    runs = [
+        synthetic_run(f"20261201-1{hour}0000.000-quick", [synthetic_case("aiohttp", BASE)])
+        for hour in range(2)
+    ]
+    capped = synthetic_run(
+        "20261201-120000.000-quick", [synthetic_case("aiohttp", scaled(BASE, 0.5))]
+    )
+    capped = dataclasses.replace(
+        capped, config={**capped.config, "cpu_quota": 0.5, "memory_max_bytes": 2**29}
+    )
+    series = trend_series([runs[0], capped, runs[1]])
+    assert list(series) == ["aiohttp", "aiohttp (--cpu-quota 0.5, --memory-max 512 MiB)"]
+    assert [p.run_id[9:11] for p in series["aiohttp"]] == ["10", "11"]
+    assert steps_beyond_noise(series["aiohttp"]) == []  # the capped run is no step
 
 
 def test_the_trend_figure_has_a_panel_per_case_and_rings_the_step() -> None:
