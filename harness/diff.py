@@ -98,6 +98,19 @@ def host_differences(first: Run, second: Run) -> list[str]:
     ]
 
 
+LIMIT_KEYS = ("cpu_quota", "memory_max_bytes")  # run.config: what a run held its servers to
+
+
+def limit_differences(first: Run, second: Run) -> list[str]:
+    """The limits (`--cpu-quota`, `--memory-max`) on which two runs differ, each as
+    `key: a vs b` (None: no limit)."""
+    return [
+        f"{key}: {first.config.get(key)!r} vs {second.config.get(key)!r}"
+        for key in LIMIT_KEYS
+        if first.config.get(key) != second.config.get(key)
+    ]
+
+
 def smallest_p(rounds_a: int, rounds_b: int) -> float:
     """The smallest two-sided p the exact Mann–Whitney test can give on these counts."""
     return min(1.0, 2 / math.comb(rounds_a + rounds_b, rounds_a))
@@ -353,6 +366,7 @@ class RunDiff:
     only_in_old: tuple[str, ...]
     only_in_new: tuple[str, ...]
     drift: MachineDrift | None = None  # None: fewer than MIN_DRIFT_BASELINES baselines
+    other_limits: tuple[str, ...] = ()  # the limits that differ: a change they may explain
 
     @property
     def worse(self) -> list[CaseDiff]:
@@ -371,6 +385,7 @@ class RunDiff:
             "factor": self.factor,
             "rule": f"Mann–Whitney p < {ALPHA} and the ratio's 95 % interval excludes 1.0",
             "other_host": list(self.other_host),
+            "other_limits": list(self.other_limits),
             "cases": [c.to_dict() for c in self.cases],
             "only_in_a": list(self.only_in_old),
             "only_in_b": list(self.only_in_new),
@@ -406,4 +421,5 @@ def diff_runs(
         tuple(labels[i] for i in old_cases if i not in new_cases),
         tuple(labels[i] for i in new_cases if i not in old_cases),
         drift,
+        tuple(limit_differences(old, new)),
     )

@@ -86,6 +86,8 @@ def diff(
     title = f"diff: A {old.run_id} → B {new.run_id} (factor {factor:g})"
     if differences:
         title += f"\n[yellow]DIFFERENT HOSTS[/]: {'; '.join(differences)}"
+    if result.other_limits:
+        title += f"\n[yellow]DIFFERENT LIMITS[/]: {'; '.join(result.other_limits)}"
     table = Table(title=title)
     # the server's CPU per reply (cgroups), when either run measured it
     with_cpu = any(c.cpu_us_per_req is not None and c.cpu_us_per_req.ratio for c in result.cases)

@@ -164,6 +164,8 @@ def diff_markdown(result: RunDiff) -> str:
     parts = [f"## Diff: A `{result.old_id}` → B `{result.new_id}` (factor {result.factor:g})", ""]
     if result.other_host:
         parts += [f"**Different hosts**: {'; '.join(result.other_host)}", ""]
+    if result.other_limits:
+        parts += [f"**Different limits**: {'; '.join(result.other_limits)}", ""]
     rows = [
         [
             case.label,

@@ -231,6 +231,31 @@ def test_runs_of_other_hosts_are_refused_unless_asked_for_and_then_labelled(
     ]
 
 
+def test_runs_under_other_limits_are_diffed_and_the_limits_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A --cpu-quota run against an unlimited one: diffed (what the quota costs is a fair
+    question), the limits that differ said in the title, the JSON and the Markdown."""
+    a = written(
+        tmp_path / "a",
+        synthetic_run("20261201-100000.000-quick", [synthetic_case("aiohttp", BASE)]),
+    )
+    capped = synthetic_run(
+        "20261201-110000.000-quick", [synthetic_case("aiohttp", scaled(BASE, 0.5))]
+    )
+    b = written(
+        tmp_path / "b", dataclasses.replace(capped, config={**capped.config, "cpu_quota": 0.5})
+    )
+    markdown = tmp_path / "diff.md"
+    assert diff(a, b, factor=1.1, allow_other_host=False, as_json=False, markdown=markdown) == 1
+    assert "DIFFERENT LIMITS: cpu_quota: None vs 0.5" in capsys.readouterr().out
+    assert "**Different limits**: cpu_quota: None vs 0.5" in markdown.read_text()
+    diff(a, b, factor=1.1, allow_other_host=False, as_json=True)
+    assert json.loads(capsys.readouterr().out)["other_limits"] == ["cpu_quota: None vs 0.5"]
+    diff(a, a, factor=1.1, allow_other_host=False, as_json=True)
+    assert json.loads(capsys.readouterr().out)["other_limits"] == []
+
+
 def test_a_missing_or_broken_run_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "broken").mkdir()
     (tmp_path / "broken" / "run.json").write_text("{not json")
