@@ -65,6 +65,9 @@ class BenchResult:
     precision_pct: float | None = None
     imprecise_reason: str | None = None  # None: within the precision (or none asked)
     protocol: str = PROTOCOL_H1
+    # each round's req/s, in round order (round i: ours_per_round[i], minimal_per_round[i])
+    ours_per_round: tuple[float, ...] = ()
+    minimal_per_round: tuple[float, ...] = ()
 
     @property
     def half_width_pct(self) -> float | None:
@@ -104,6 +107,8 @@ def bench_summary(
         interval.rounded(4).as_pair() if interval else None,
         precision_pct,
         imprecise_reason(width, len(ours), precision_pct) if short and precision_pct else None,
+        ours_per_round=tuple(round(value, 1) for value in ours),
+        minimal_per_round=tuple(round(value, 1) for value in minimal),
     )
 
 

@@ -266,6 +266,8 @@ def test_bench_ratios_are_paired_and_rounds_go_on_until_the_ratio_is_precise() -
     result = bench_summary("gevent", None, ours, minimal, 3.0)
     assert result.ratio == pytest.approx(0.8)
     assert result.ratio_ci == (0.8, 0.8) and result.imprecise_reason is None
+    assert result.ours_per_round == (8000.0, 7200.0, 8800.0, 7600.0)  # each round's, in order
+    assert result.minimal_per_round == tuple(minimal)
     common = {"min_rounds": 3, "max_rounds": 10, "elapsed_s": 0.0, "round_s": 5.0}
     assert not bench_continues(ours, minimal, precision_pct=3.0, max_time_s=100.0, **common)
     wobbly = [8000.0, 9500.0, 7000.0, 9900.0]
