@@ -99,6 +99,10 @@ class Protocol(wsgi.HttpProtocol):
 
     A missed head deadline is a `ClientTimeout`, a socket timeout to eventlet.wsgi: it
     ends the connection quietly, in the request line or in the headers.
+
+    The overrides that run on every request call HttpProtocol's method by name rather than
+    through `super()`: on CPython 3.11 a `super()` call costs 0.09 µs more, and three of
+    them ran per request (0.25 µs per keep-alive `GET /`, timeit and in-process).
     """
 
     def __init__(self, conn_state, server, *, new_deadlines: Callable[[], ClientDeadlines]):
@@ -121,11 +125,11 @@ class Protocol(wsgi.HttpProtocol):
 
     def handle_one_request(self) -> None:
         self.deadlines.await_head()  # from the previous response's end, or the opening
-        super().handle_one_request()
+        wsgi.HttpProtocol.handle_one_request(self)
 
     def parse_request(self) -> bool:
         try:
-            parsed = super().parse_request()  # reads the header lines
+            parsed = wsgi.HttpProtocol.parse_request(self)  # reads the header lines
         finally:
             self.deadlines.server_busy()
         if not parsed:
@@ -145,7 +149,7 @@ class Protocol(wsgi.HttpProtocol):
         super().send_error(code, message, explain)
 
     def get_environ(self) -> Environ:
-        environ = super().get_environ()
+        environ = wsgi.HttpProtocol.get_environ(self)
         environ[_PROTOCOL_KEY] = self
         request_input = environ["wsgi.input"]
         if request_input.chunked_input:
@@ -281,6 +285,10 @@ def serve(worker: Worker) -> None:
         ),
         log_output=False,  # no access log: it would cost more than the request
         debug=False,  # no tracebacks in 500 bodies
+        # Our header names are written as they should go out (servers.runtimes.green.app);
+        # eventlet's re-capitalising each name of each response cost 2.4 µs per keep-alive
+        # `GET /` (in-process; the minimal app, left at the default, still pays it).
+        capitalize_response_headers=False,
     )
     mc_service = MemcachedSocketService(backends.memcached, state)
     mc_pool = eventlet.GreenPool(sys.maxsize)  # unbounded; tracks connections for shutdown

@@ -56,6 +56,10 @@ class Handler(WSGIHandler):
 
     Shutdown closes idle keep-alive connections at once and lets busy ones finish their
     request; a busy one then finds `server.stopping` and closes instead of reading on.
+
+    The overrides run on every request, so they call WSGIHandler's method by name rather
+    than through `super()`: on CPython 3.11 a `super()` call costs 0.09 µs more, and four
+    of them ran per request (0.3 µs per keep-alive `GET /`, timeit and in-process).
     """
 
     server: Server
@@ -66,7 +70,7 @@ class Handler(WSGIHandler):
     raw_headers: Sequence[tuple[str, str]] = ()
 
     def MessageClass(self, *args):
-        headers = super().MessageClass(*args)
+        headers = WSGIHandler.MessageClass(self, *args)
         # http.client's parsed fields; pywsgi's `del headers["content-length"]` replaces
         # this list rather than editing it, so it stays as received. No copy: it is free.
         self.raw_headers = headers._headers
@@ -80,13 +84,13 @@ class Handler(WSGIHandler):
         self.deadlines.await_head()
         self.idle = True
         try:
-            return super().read_requestline()
+            return WSGIHandler.read_requestline(self)
         finally:
             self.idle = False
 
     def read_request(self, raw_requestline: str) -> bool:
         try:
-            super().read_request(raw_requestline)  # reads the header lines
+            WSGIHandler.read_request(self, raw_requestline)  # reads the header lines
         finally:
             self.deadlines.server_busy()
         # http.client's header parser takes a line without a colon for the start of the
@@ -94,6 +98,12 @@ class Handler(WSGIHandler):
         if self.headers.defects:
             raise ValueError(f"malformed header section: {self.headers.defects}")
         return True
+
+    def log_request(self) -> None:
+        """No access log line: the server is made with `log=None`, and pywsgi would still
+        format one per request (a datetime, a %-format) only to write it to a null log.
+        Not formatting it bought 3.5 µs per keep-alive `GET /` (in-process; the minimal
+        app, also `log=None`, still pays it)."""
 
     def _handle_client_error(self, ex: BaseException) -> tuple[str, bytes]:
         # pywsgi's hook for a request it could not read: a missed head deadline while the
@@ -103,7 +113,7 @@ class Handler(WSGIHandler):
         return super()._handle_client_error(ex)
 
     def get_environ(self) -> Environ:
-        environ = super().get_environ()
+        environ = WSGIHandler.get_environ(self)
         environ[_HANDLER_KEY] = self
         # pywsgi hands an upgrade request (Upgrade: websocket on any path) the raw socket
         # reader as its input, which would read past the body into the next request; the

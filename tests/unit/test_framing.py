@@ -6,7 +6,7 @@ import timeit
 
 import pytest
 
-from servers.core.framing import framing_error
+from servers.core.framing import _TOKEN, COMMON_FIELD_NAMES, framing_error
 
 SAFE = [
     [],
@@ -41,6 +41,16 @@ SMUGGLING = {
     "del": [("X-A", "a\x7f")],
     "space-before-colon": [("Content-Length ", "3")],
     "name-with-slash": [("X/A", "b")],
+    # the common fields' fast path (a set lookup, isprintable) still sees every control
+    "common-nul": [("Host", "a\x00b")],
+    "common-lf": [("User-Agent", "a\nb")],
+    "common-del": [("Accept", "a\x7f")],
+    "common-then-smuggling": [("Host", "x"), ("Transfer-Encoding", "xchunked")],
+    "common-lowercase-then-both": [
+        ("host", "x"),
+        ("content-length", "3"),
+        ("transfer-encoding", "chunked"),
+    ],
 }
 
 
@@ -53,6 +63,18 @@ def test_sound_framing_passes(headers: list[tuple[str, str]]) -> None:
 def test_ambiguous_framing_is_refused_with_a_reason(case: str) -> None:
     reason = framing_error(SMUGGLING[case])
     assert reason, case
+
+
+def test_the_common_field_names_are_tokens_that_frame_no_body() -> None:
+    # The fast path passes a section of these without the token regex or the framing rules.
+    for name in COMMON_FIELD_NAMES:
+        assert _TOKEN.fullmatch(name), name
+        assert name.lower() not in ("content-length", "transfer-encoding"), name
+
+
+def test_a_common_field_with_a_tab_or_obs_text_passes() -> None:
+    # Not printable, so the fast path hands them to the full check, which allows them.
+    assert framing_error([("Host", "a\tb"), ("User-Agent", "caf\xe9 \xa0")]) is None
 
 
 def test_the_hot_path_costs_a_few_microseconds() -> None:

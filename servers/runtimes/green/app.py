@@ -27,6 +27,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
+from email.utils import formatdate
 from http import HTTPStatus
 from typing import Any, BinaryIO, Protocol
 
@@ -140,6 +141,33 @@ def _status_line(code: int) -> str:
     return f"{code} {HTTPStatus(code).phrase}"
 
 
+class DatedHeaders:
+    """A response's fixed headers plus this second's `Date`, the list made once a second.
+
+    pywsgi and eventlet.wsgi format a Date for each response that carries none
+    (time.gmtime and a %-format: 1.25 µs) and add none to one that does. On the text
+    route this bought 1.3 µs per keep-alive `GET /` on gevent and 1.5 µs on eventlet
+    (in-process, net of the framework checking and encoding one more header; the minimal
+    apps still format theirs). The list is shared by every response of the second: the
+    frameworks only read it (both append a Content-Length only where there is none).
+    """
+
+    __slots__ = ("_fixed", "_headers", "_second")
+
+    def __init__(self, fixed: Headers) -> None:
+        self._fixed = fixed
+        self._second = -1
+        self._headers = fixed
+
+    def now(self) -> Headers:
+        """The fixed headers and a Date (RFC 9110 IMF-fixdate) of the current second."""
+        second = int(time.time())
+        if second != self._second:
+            self._headers = [*self._fixed, ("Date", formatdate(second, usegmt=True))]
+            self._second = second
+        return self._headers
+
+
 class GreenApp:
     """The contract's routes as a WSGI callable (`wsgi`), plus the open WebSockets."""
 
@@ -194,7 +222,9 @@ class GreenApp:
         connection = self._connection
         plain = self._plain
         # The hot path answers from precomputed values: one header list, one body tuple.
-        text_headers = self._headers(contract.TEXT_CONTENT_TYPE, contract.TEXT_BODY)
+        text_headers = DatedHeaders(
+            self._headers(contract.TEXT_CONTENT_TYPE, contract.TEXT_BODY)
+        ).now
         text_result = (contract.TEXT_BODY,)
         log_headers = self._headers(contract.TEXT_CONTENT_TYPE, contract.LOG_REPLY_BODY)
         log_result = (contract.LOG_REPLY_BODY,)
@@ -207,12 +237,12 @@ class GreenApp:
 
         def text(environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
             state.requests += 1
-            start_response(ok, text_headers)
+            start_response(ok, text_headers())
             return text_result
 
         def text_head(environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
             state.requests += 1
-            start_response(ok, text_headers)
+            start_response(ok, text_headers())
             return _EMPTY
 
         def counter(environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
