@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cgroups.groups import FORCE_ENV, GROUP_PREFIX, detect_support
+from harness.cgroups.groups import FORCE_ENV, GROUP_PREFIX, detect_support, leftover_groups
 from model.results import Case, read_run
 from tests.e2e.test_precision import SPIN_SERVER, iterations_per_us
 from tests.helpers import harness, require_tools
@@ -56,10 +56,12 @@ def groups_now() -> set[Path]:
 
 @pytest.fixture
 def no_group_left() -> Iterator[None]:
-    """After the test, no group made meanwhile is left (each run removed its own)."""
+    """After the test, no group made meanwhile is left behind (each run removed its own):
+    a group whose harness is gone. Another harness still running on the machine (a
+    developer's run beside the tests) keeps its groups: they are its own business."""
     before = groups_now()
     yield
-    assert groups_now() - before == set()
+    assert set(leftover_groups()) - before == set()
 
 
 def run_with_env(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
@@ -132,8 +134,17 @@ def test_a_cpu_quota_of_half_a_core_halves_a_saturated_servers_peak(
     free, half = only_case(tmp_path / "free"), only_case(tmp_path / "half")
     assert free.summary.peak and half.summary.peak
     ratio = half.summary.peak / free.summary.peak
-    # the quota is the kernel's (0.50 here); the window allows a busy machine's drift
-    assert 0.35 <= ratio <= 0.65, (free.summary, half.summary)
+    # the quota is the kernel's: half a core at most, whatever else runs on CPU 0
+    assert half.summary.server_cpu_at_peak_pct is not None
+    assert half.summary.server_cpu_at_peak_pct <= 55, half.summary
+    # the peak follows the CPU the server got: half of a core where the uncapped run had
+    # the whole core (0.50 on a quiet machine); where another process shared CPU 0 with
+    # the uncapped run, the quota takes less away (a busy CI machine read 0.96 with the
+    # free run's server at about half a core)
+    free_cpu_pct = free.summary.server_cpu_at_peak_pct
+    assert free_cpu_pct is not None and free_cpu_pct > 0
+    expected = min(1.0, 50.0 / free_cpu_pct)
+    assert 0.7 * expected <= ratio <= 1.3 * expected, (ratio, free.summary, half.summary)
     assert half.summary.cgroup is not None and half.summary.cgroup["cpu_quota"] == 0.5
     assert half.summary.cgroup["throttled_periods"] > 0
     for step in half.steps:
