@@ -195,6 +195,8 @@ class WsBenchResult:
     ours_held_min: int  # the fewest connections each app held at the top step, of its rounds
     minimal_held_min: int
     failed: dict[str, int]  # connections failed or dropped, per app, over every round
+    ours_runs: tuple[WsAppRun, ...] = ()  # each round's figures (round i: [i] of each)
+    minimal_runs: tuple[WsAppRun, ...] = ()
 
     @property
     def note(self) -> str | None:
@@ -241,6 +243,8 @@ def ws_bench_summary(
         min(r.held for r in ours),
         min(r.held for r in minimal),
         {"ours": sum(r.failed for r in ours), "minimal": sum(r.failed for r in minimal)},
+        tuple(ours),
+        tuple(minimal),
     )
     note = result.note
     if note is None:

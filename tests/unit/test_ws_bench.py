@@ -84,6 +84,7 @@ def test_the_summary_pairs_the_rounds_and_gives_each_figure_a_verdict() -> None:
     assert result.memory.verdict == "within"
     assert result.cpu.ratio == pytest.approx(1.344, abs=1e-3) and result.cpu.verdict == "above"
     assert result.note is None
+    assert result.ours_runs == tuple(ours) and result.minimal_runs == tuple(minimal)
 
 
 def test_without_a_cgroup_the_memory_figure_is_the_rss_slope() -> None:
