@@ -28,10 +28,18 @@ def bench_command(
     server_cpus: str = typer.Option("0", help="CPUs for the servers."),
     load_cpus: str = typer.Option("1", help="CPUs for wrk."),
     agent_cpus: str = AGENT_CPUS_OPTION,
-    connections: int = typer.Option(100, help="wrk connections."),
+    connections: int = typer.Option(
+        None,
+        help="wrk connections (100); with --ws, idle WebSocket connections at the top step "
+        "(15,000).",
+        show_default=False,
+    ),
     duration_s: float = typer.Option(3.0, "--duration", help="Seconds per wrk run."),
     rounds: int = typer.Option(
-        10, help="Rounds (ours and minimal, the order alternating) per framework, at least."
+        None,
+        help="Rounds (ours and minimal, the order alternating) per framework, at least "
+        "(10; with --ws, exactly: 3).",
+        show_default=False,
     ),
     precision_pct: float = typer.Option(
         3.0,
@@ -52,10 +60,53 @@ def bench_command(
     protocol: str = PROTOCOL_OPTION,
     tls_cert: Path = TLS_CERT_OPTION,
     tls_key: Path = TLS_KEY_OPTION,
+    ws: bool = typer.Option(
+        False,
+        "--ws",
+        help="Idle WebSocket connections instead of GET /: KB per connection and CPU µs per "
+        "opened connection of our server against the runtime's minimal WebSocket server.",
+    ),
+    hold_s: float = typer.Option(
+        3.0, "--hold", help="With --ws: seconds each of the 5 connection steps is held."
+    ),
+    open_rate: float = typer.Option(
+        None,
+        "--open-rate",
+        help="With --ws: connections opened per second (default: the top step in 10 s).",
+        show_default=False,
+    ),
 ) -> None:
     """GET / on our server against the framework's minimal app, same core, same run (wrk).
     A plugin's or a command's server is measured against its `minimal` command; with
-    --protocol, both on each protocol (wrk speaks h1 and h1-tls)."""
+    --protocol, both on each protocol (wrk speaks h1 and h1-tls).
+
+    With --ws: idle WebSocket connections (the agent, ramped in 5 steps up to
+    --connections) on our server and on the runtime's minimal WebSocket server
+    (servers/minimal), each started afresh per round in a cgroup of its own on the server
+    CPUs: KB per connection (the slope of the cgroup's memory over the steps; RSS beside
+    it), CPU µs per opened connection, and ours / minimal with a 95 % interval and a
+    verdict against 1.25×."""
+    if ws:
+        from harness.bench_ws import WS_BENCH_CONNECTIONS, WS_BENCH_ROUNDS
+
+        if protocol and protocol != "h1":
+            raise UserError("bench --ws measures WebSockets over cleartext HTTP/1.1 (h1) only")
+        bench_ws(
+            frameworks=frameworks,
+            loop=loop,
+            server_cpus=server_cpus,
+            agent_cpus=agent_cpus or load_cpus,
+            connections=connections if connections is not None else WS_BENCH_CONNECTIONS,
+            rounds=rounds if rounds is not None else WS_BENCH_ROUNDS,
+            hold_s=hold_s,
+            open_rate=open_rate,
+            as_json=as_json,
+            servers=servers,
+            servers_file=servers_file,
+        )
+        return
+    connections = connections if connections is not None else 100
+    rounds = rounds if rounds is not None else 10
     from drivers.wrk import WrkDriver
     from harness.bench import bench_framework, bench_unsupported
     from harness.frameworks import register_servers, select_frameworks
@@ -152,3 +203,124 @@ def bench_command(
             state,
         )
     console.print(table)
+
+
+def bench_ws(
+    *,
+    frameworks: str,
+    loop: str | None,
+    server_cpus: str,
+    agent_cpus: str,
+    connections: int,
+    rounds: int,
+    hold_s: float,
+    open_rate: float | None,
+    as_json: bool,
+    servers: list[str],
+    servers_file: Path | None,
+) -> None:
+    """`harness bench --ws`: every chosen framework with a minimal WebSocket server."""
+    import dataclasses
+    import resource
+
+    from drivers.agent.plan import FD_HEADROOM
+    from harness.bench_ws import WS_BENCH_STEPS, bench_ws_framework, ws_bench_unsupported
+    from harness.frameworks import register_servers, select_frameworks
+
+    register_servers(servers, servers_file)
+    chosen = select_frameworks(frameworks)
+    names = [name for name in chosen if ws_bench_unsupported(name) is None]
+    for name in chosen:
+        why = ws_bench_unsupported(name)
+        if why is not None and frameworks != "all":
+            console.print(f"[yellow]skipped:[/] {name}: {why}")
+    missing = {name: FRAMEWORKS[name].missing() for name in names}
+    for name, what in missing.items():
+        if what:
+            console.print(f"[yellow]skipped:[/] {name}: not installed: {', '.join(what)}")
+    names = [name for name in names if not missing[name]]
+    if not names:
+        raise UserError(
+            f"bench --ws: none of {', '.join(chosen)} has a minimal WebSocket server installed"
+        )
+    check_cpus(server_cpus)
+    check_cpus(agent_cpus)
+    sockets_max = resource.getrlimit(resource.RLIMIT_NOFILE)[0] - FD_HEADROOM
+    if not WS_BENCH_STEPS * 2 <= connections <= sockets_max:
+        raise UserError(
+            f"--connections must be {WS_BENCH_STEPS * 2}..{sockets_max} with --ws (one server "
+            f"process may open {sockets_max:,} sockets here: the open-files limit)"
+        )
+    if rounds < 2 or hold_s < 1 or (open_rate is not None and open_rate <= 0):
+        raise UserError("--ws needs --rounds >= 2, --hold >= 1 s and a positive --open-rate")
+    results = []
+    for name in names:
+        chosen_loop = loop if loop in FRAMEWORKS[name].loops else None
+        status = f"bench --ws {name}: {rounds} rounds of ours and minimal, {connections:,} conns…"
+        with console.status(status):
+            results.append(
+                bench_ws_framework(
+                    name,
+                    loop=chosen_loop,
+                    server_cpus=server_cpus,
+                    agent_cpus=agent_cpus,
+                    connections=connections,
+                    rounds=rounds,
+                    hold_s=hold_s,
+                    open_rate_per_s=open_rate,
+                )
+            )
+    if as_json:
+        rows = [{**dataclasses.asdict(r), "note": r.note} for r in results]
+        print(json.dumps(rows, indent=2))
+        return
+    table = Table(
+        "framework", "loop", "conns", "KB/conn ours · minimal", "ours / minimal [95 % CI]",
+        "memory", "RSS KB/conn ours · minimal", "CPU µs/conn ours · minimal",
+        "ours / minimal [95 % CI]", "CPU", "rounds",
+    )  # fmt: skip
+    reasons = []
+    for r in results:
+        table.add_row(
+            r.framework,
+            r.loop or FRAMEWORKS[r.framework].loops[0],
+            f"{r.connections:,}",
+            f"{_figure(r.memory.ours, '.1f')} · {_figure(r.memory.minimal, '.1f')}",
+            _ratio(r.memory.ratio, r.memory.ci),
+            _verdict(r.memory.verdict),
+            f"{_figure(r.rss.ours, '.1f')} · {_figure(r.rss.minimal, '.1f')}",
+            f"{_figure(r.cpu.ours, ',.0f')} · {_figure(r.cpu.minimal, ',.0f')}",
+            _ratio(r.cpu.ratio, r.cpu.ci),
+            _verdict(r.cpu.verdict),
+            str(r.rounds),
+        )
+        for what, figure in (("memory", r.memory), ("CPU", r.cpu)):
+            if figure.reason:
+                reasons.append(f"{r.framework} {what} undecided: {figure.reason}")
+    console.print(table)
+    sources = {(r.memory_source, r.cpu_source) for r in results}
+    for memory_source, cpu_source in sorted(sources):
+        console.print(
+            f"KB/conn: the {'cgroup memory' if memory_source == 'cgroup' else 'RSS'} slope over "
+            f"the held steps; CPU: the {cpu_source}'s, from the first connection to the top "
+            "step, per connection opened (less the app's idle CPU)"
+        )
+    for reason in reasons:
+        console.print(f"[yellow]{reason}[/]")
+
+
+def _figure(value: float | None, spec: str) -> str:
+    return "–" if value is None else format(value, spec)
+
+
+def _ratio(ratio: float | None, ci: tuple[float, float] | None) -> str:
+    if ratio is None:
+        return "–"
+    interval = f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
+    return f"{ratio:.2f}×{interval}"
+
+
+def _verdict(word: str) -> str:
+    return {"within": "[green]≤ 1.25×[/]", "above": "[red]above 1.25×[/]"}.get(
+        word, "[yellow]undecided[/]"
+    )

@@ -1,0 +1,54 @@
+"""`harness bench --ws` end to end: our server and the runtime's minimal WebSocket server
+hold real idle connections from the agent, and the figures come back real."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.helpers import harness, require_framework
+
+CONNECTIONS = 600
+
+
+@pytest.mark.parametrize("framework", ["aiohttp", pytest.param("gevent", marks=pytest.mark.slow)])
+def test_bench_ws_gives_kb_and_cpu_per_connection_of_ours_and_the_minimal_server(
+    framework: str,
+) -> None:
+    require_framework(framework)
+    done = harness(
+        "bench", "--ws", "--frameworks", framework, "--connections", str(CONNECTIONS),
+        "--rounds", "2", "--hold", "1", "--open-rate", "600", "--json",
+        timeout_s=240,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    (result,) = json.loads(done.stdout)
+    assert result["framework"] == framework and result["rounds"] == 2
+    # both apps held every connection, none failed
+    assert result["ours_held_min"] == result["minimal_held_min"] == CONNECTIONS
+    assert result["failed"] == {"ours": 0, "minimal": 0} and result["note"] is None
+    for figure in ("memory", "rss", "cpu"):
+        measured = result[figure]
+        assert measured["ours"] > 0 and measured["minimal"] > 0, (figure, measured)
+        low, high = measured["ci"]
+        assert low <= measured["ratio"] <= high, (figure, measured)
+        assert measured["verdict"] in ("within", "above", "undecided")
+    # an idle WebSocket costs kilobytes, not bytes nor megabytes, on either app
+    assert 1 < result["memory"]["ours"] < 200 and 1 < result["memory"]["minimal"] < 200
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--frameworks", "nginx"], "none of nginx has a minimal WebSocket server"),
+        (["--frameworks", "aiohttp", "--connections", "1000000"], "--connections must be"),
+        (["--frameworks", "aiohttp", "--protocol", "h1-tls"], "cleartext HTTP/1.1 (h1) only"),
+        (["--frameworks", "aiohttp", "--rounds", "1"], "--ws needs --rounds >= 2"),
+    ],
+)
+def test_bench_ws_refuses_what_it_cannot_measure_in_one_line(args: list[str], message: str) -> None:
+    refused = harness("bench", "--ws", *args)
+    assert refused.returncode == 1
+    assert refused.stderr.startswith("harness: error: ") and message in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
