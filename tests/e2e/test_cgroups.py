@@ -150,7 +150,9 @@ def test_a_cpu_quota_of_half_a_core_halves_a_saturated_servers_peak(
     for step in half.steps:
         assert "throttled" in step.flags
         assert step.extra["throttled"]["periods"] > 0
-        assert step.extra["throttled"]["time_s"] > 0
+        # held back for a measurable time — unless another process kept the server below
+        # its quota most of the step (CI read 0.0 s over 2 periods with the server at 47 %)
+        assert step.extra["throttled"]["time_s"] > 0 or "cpu_contended" in step.flags
         assert step.bottleneck == "server"
     assert all("throttled" not in step.flags for step in free.steps)
     # a request costs what it costs, capped or not
