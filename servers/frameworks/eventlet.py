@@ -215,7 +215,10 @@ class EventletConnection:
         # What eventlet.websocket does too: nothing more is written for this request, and
         # the connection closes once the application returns.
         wsgi.WSGI_LOCAL.already_handled = True
-        return request_input.get_socket(), request_input.rfile
+        # The HttpProtocol's own reader (Input's may be wrapped) and the writer the 101
+        # goes out through; socketserver's `finish` skips them once they are closed.
+        protocol = environ[_PROTOCOL_KEY]
+        return request_input.get_socket(), protocol.rfile, protocol.wfile
 
 
 def _accept_socket_service(

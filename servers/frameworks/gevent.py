@@ -147,7 +147,7 @@ class GeventConnection:
     def take_over(self, environ: Environ):
         handler: Handler = environ[_HANDLER_KEY]
         handler.close_connection = True  # after the application returns: close, not read
-        return handler.socket, handler.rfile
+        return handler.socket, handler.rfile, None  # pywsgi writes to the socket itself
 
 
 class Server(WSGIServer):
