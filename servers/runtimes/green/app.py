@@ -135,6 +135,12 @@ class GreenConnection(Protocol):
         server must not use them after that."""
         ...
 
+    def forget_request(self, environ: Environ) -> None:
+        """Once the 101 is out: drop what the server keeps of the upgrade request (its
+        parsed headers, the environ's contents) for the rest of the connection; the
+        server reads none of it after the application returns."""
+        ...
+
 
 def server_software(framework: str, version: str) -> str:
     """The Server header, in aiohttp's shape: `Python/3.11 gevent/24.2.1`."""
@@ -312,6 +318,7 @@ class GreenApp:
             )
             write(b"")  # sends the 101 now; the socket is the session's from here on
             received = release_buffers(sock, reader, writer)
+            connection.forget_request(environ)
             session = WebSocketSession(sock, state, sink, received)
             self.websockets.add(session)
             try:
