@@ -142,7 +142,7 @@ def _websocket(environ: Environ, start_response: StartResponse) -> Iterable[byte
         % (accept.encode("ascii"), contract.WS_SUBPROTOCOL.encode("ascii"))
     )
     # A client sends its first frame after the 101, so gunicorn's parser holds none of it.
-    session = WebSocketSession(sock, sock.makefile("rb"), process_state(), worker_sink())
+    session = WebSocketSession(sock, process_state(), worker_sink())
     _websockets.add(session)
     try:
         session.run()

@@ -147,7 +147,16 @@ class GeventConnection:
     def take_over(self, environ: Environ):
         handler: Handler = environ[_HANDLER_KEY]
         handler.close_connection = True  # after the application returns: close, not read
-        return handler.socket, handler.rfile
+        return handler.socket, handler.rfile, None  # pywsgi writes to the socket itself
+
+    def forget_request(self, environ: Environ) -> None:
+        handler: Handler = environ[_HANDLER_KEY]
+        # pywsgi reads the headers to send the 101 (sent) and the environ to log an error;
+        # a cleared environ still serves that. This bought 4.6 KB per idle WebSocket (RSS
+        # slope over 1,000 idle connections, in-process; tracemalloc 3.7).
+        handler.headers = handler.response_headers = None
+        handler.raw_headers = ()
+        environ.clear()
 
 
 class Server(WSGIServer):

@@ -52,6 +52,32 @@ def test_a_refused_frame_closes_with_its_code_and_counts_as_bad(
     assert_still_serving(ws_server)
 
 
+def test_frames_sent_with_the_handshake_are_not_lost(ws_server: ServerProcess) -> None:
+    """A client that sends a frame in the same write as its upgrade request (RFC 6455 says
+    it should wait for the 101; nothing stops it): the server's HTTP parser may buffer the
+    frame, and the session must still get it (the green servers hand it over explicitly)."""
+    upgrade = (
+        f"GET {contract.ROUTE_WEBSOCKET} HTTP/1.1\r\nHost: 127.0.0.1:{ws_server.port}\r\n"
+        "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+        f"Origin: {contract.WS_ORIGIN}\r\nSec-WebSocket-Protocol: {contract.WS_SUBPROTOCOL}\r\n"
+        "\r\n"
+    ).encode()
+    if ws_server.framework == "twisted":
+        pytest.xfail("twisted's server drops a frame sent with the upgrade request")
+    close_frame = ws_frame(0x8, contract.WS_CLOSE_NORMAL.to_bytes(2))
+    with socket.create_connection(("127.0.0.1", ws_server.port), timeout=5.0) as sock:
+        sock.sendall(upgrade + close_frame)
+        head = b""
+        while not head.endswith(b"\r\n\r\n"):  # a byte at a time: the frames stay unread
+            byte = sock.recv(1)
+            assert byte, f"closed during the handshake, after {head!r}"
+            head += byte
+        assert head.startswith(b"HTTP/1.1 101"), head
+        assert raw_ws_close_code(sock) == contract.WS_CLOSE_NORMAL
+    assert_still_serving(ws_server)
+
+
 def test_a_ping_flood_from_a_peer_that_never_reads_costs_bounded_memory(
     ws_server: ServerProcess,
 ) -> None:

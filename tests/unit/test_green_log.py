@@ -60,6 +60,9 @@ class FakeConnection:
     def take_over(self, environ: dict[str, Any]):
         raise AssertionError("no WebSocket here")
 
+    def forget_request(self, environ: dict[str, Any]) -> None:
+        raise AssertionError("no WebSocket here")
+
 
 class ShortInput:
     """eventlet's wsgi.input at the client's EOF: what came, then nothing."""
