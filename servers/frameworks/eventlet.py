@@ -16,6 +16,11 @@ import eventlet
 eventlet.monkey_patch()
 
 # ruff: noqa: E402  (everything below must come after monkey-patching)
+from eventlet import hubs
+
+from servers.runtimes.green.eventlet_hub import BoundedEpollHub
+
+hubs.use_hub(BoundedEpollHub)  # before anything waits on the hub: a close storm in batches
 import contextlib
 import errno
 import functools
