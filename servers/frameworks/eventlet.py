@@ -211,6 +211,10 @@ class EventletConnection:
         environ[_PROTOCOL_KEY].close_connection = 1
         return []
 
+    def share_turn(self) -> None:
+        """Nothing: the hub hands out at most READY_SOCKETS_PER_TURN sockets a turn
+        (servers.runtimes.green.eventlet_hub)."""
+
     def take_over(self, environ: Environ):
         request_input = environ["eventlet.input"]
         # What eventlet.websocket does too: nothing more is written for this request, and

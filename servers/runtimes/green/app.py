@@ -130,6 +130,13 @@ class GreenConnection(Protocol):
         more on this connection and to close it once the application returns."""
         ...
 
+    def share_turn(self) -> None:
+        """Called by a WebSocket session woken by its socket, before it works on what came:
+        where the framework's loop wakes every ready socket's green thread in one turn, it
+        defers the work past a bounded number a turn (a close storm in batches, the tick
+        between them); where its hub hands out a bounded number already, it does nothing."""
+        ...
+
 
 def server_software(framework: str, version: str) -> str:
     """The Server header, in aiohttp's shape: `Python/3.11 gevent/24.2.1`."""
@@ -277,7 +284,7 @@ class GreenApp:
                 ],
             )
             write(b"")  # sends the 101 now; the socket is the session's from here on
-            session = WebSocketSession(sock, reader, state, sink)
+            session = WebSocketSession(sock, reader, state, sink, connection.share_turn)
             self.websockets.add(session)
             try:
                 session.run()
@@ -470,10 +477,16 @@ class WebSocketSession:
     """
 
     def __init__(
-        self, sock: socket.socket, reader: BinaryIO, state: ServerState, sink: Sink
+        self,
+        sock: socket.socket,
+        reader: BinaryIO,
+        state: ServerState,
+        sink: Sink,
+        share_turn: Callable[[], None],
     ) -> None:
         self._sock = sock
         self._reader = reader
+        self._share_turn = share_turn
         self._state = state
         self._sink = sink
         self._ws = Connection(ConnectionType.SERVER, extensions=[DeclaredSizeLimit()])
@@ -516,6 +529,7 @@ class WebSocketSession:
                     return
                 self._sock.settimeout(remaining_s)
             data = self._reader.read1(WS_READ_BYTES)
+            self._share_turn()
             # A read that finds data waiting does not switch to the hub: without these
             # yields one client sending without pause starves every other green thread
             # (ticks, telemetry, the sink's writer, shutdown: 4.5 s tick gaps measured).
