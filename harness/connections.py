@@ -309,7 +309,9 @@ def run_connection_ramp(
                     agents.end()  # the ramp ends at the breaking point
         if window_start is not None and last_hold is not None and result.lost is None:
             finish(window_start, last_hold)
-        if result.lost is None and result.server_exit is None and seconds:
+        # the agents ended and closed their connections (not a dead server, a lost host,
+        # or agents that outlived the watchdog's grace): their closing step
+        if result.lost is None and result.server_exit is None and seconds and not agents.running():
             result.closing = follow_closing(ramp, agents, server)
     finally:
         final = agents.finish()
