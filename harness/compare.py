@@ -17,6 +17,7 @@ from drivers import DRIVER_RAMPS, driver_class, driver_classes
 from harness.affinity import parse_cpu_list
 from harness.cgroups.files import parse_size
 from harness.frameworks import register_servers, select_frameworks
+from harness.outputs.text import CLOSING_HEADERS, closing_rows
 from harness.profile import load_profile
 from harness.run import Plan, Runner, claim_run_dir, default_cpus
 from harness.run.rounds import has_rounds
@@ -590,6 +591,20 @@ def precision_table(run: Run) -> Table | None:
     ]
     if excluded:
         table.caption = "kept out — " + "; ".join(excluded)
+    return table
+
+
+def closing_table(run: Run) -> Table | None:
+    """The close-storm table: each connection case's closing step (the server's worst tick
+    while every connection closed at once); None when no case has one."""
+    rows = closing_rows(list(run.cases))
+    if not rows:
+        return None
+    table = Table(title="close storm: every connection closed at once at the ramp's end")
+    for column in CLOSING_HEADERS:
+        table.add_column(column, justify="left" if column in ("server", "close") else "right")
+    for row in rows:
+        table.add_row(*row)
     return table
 
 

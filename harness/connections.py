@@ -5,6 +5,11 @@ load is not restarted between steps. Each second the runner reads the agents' li
 the server's telemetry; a step is the agents' hold at its target. The breaking point is
 the first connection count at which, for 5 consecutive seconds, the worst tick exceeds
 1 s, connections fail, or the server drops them; in stress mode the ramp ends there.
+
+At the ramp's end the agents close every connection at once (`ConnectionRamp.close`:
+orderly, or dropped by their processes' exit) and the runner follows that closing step
+until the server has closed them all: `closing_record` is what it measured there, above
+all the server's worst tick while it closed them (a close storm).
 """
 
 from __future__ import annotations
@@ -41,6 +46,12 @@ FAILURE_SHARE = 0.01  # of the attempts (or open connections) in the trailing wi
 MIN_FAILURES = 10
 POLL_INTERVAL_S = 0.5
 LIMIT_REASONS = ("too_many_open_files", "no_free_port")
+# The closing step: the server must have closed every connection within CLOSING_TIMEOUT_S
+# of the agents' closing (else the record says how many it still held), and its telemetry
+# is read CLOSING_SETTLE_S past the last close, since a stall's lag is reported by the
+# first tick after it, which may fall in the next telemetry line.
+CLOSING_TIMEOUT_S = 30.0
+CLOSING_SETTLE_S = 1.5
 
 
 @dataclass
@@ -65,6 +76,7 @@ class ConnectionRampResult:
     # the agents outlived the ramp's deadline (ramp_deadline_s) and were told to stop: by
     # how much, from the ramp's planned end
     overran_s: float | None = None
+    closing: dict[str, Any] | None = None  # the closing step (closing_record); None: none
 
 
 # The agents' watchdog: a ramp may open slower than planned (a slow server answers the
@@ -178,6 +190,7 @@ class LocalAgents:
                 payload=scenario.payload,
                 interval_s=scenario.message_interval_s,
                 processes=len(shares),
+                close=ramp.close,
             )
             for share in shares
         ]
@@ -246,6 +259,7 @@ def run_connection_ramp(
     started = time.monotonic()
     deadline_s = ramp_deadline_s(ramp)
     told_to_stop: float | None = None
+    closing_seen = False
     try:  # whatever happens from here (Ctrl-C included), no agent outlives the ramp
         monitor.set_agent_pids(agents.pids)
         while agents.running():
@@ -267,6 +281,8 @@ def run_connection_ramp(
             if len(latest) < result.limits["agent_processes"]:
                 continue
             combined = combine_agent_lines(latest)
+            if combined["closing"]:
+                closing_seen = True  # the rest is the closing step's, not the ramp's
             telemetry = server.latest_telemetry()
             second = _Second(
                 time.time(),
@@ -274,7 +290,7 @@ def run_connection_ramp(
                 max((t["tick_max_ms"] for t in telemetry.values()), default=0.0),
                 sum(t["messages"] for t in telemetry.values()),
             )
-            if not seconds or second.t - seconds[-1].t >= 1.0:
+            if not closing_seen and (not seconds or second.t - seconds[-1].t >= 1.0):
                 seconds.append(second)  # the breaking point is judged second by second
             if combined["phase"] == "holding":
                 if window_start is None or combined["step"] != current:
@@ -287,18 +303,110 @@ def run_connection_ramp(
             elif window_start is not None and last_hold is not None:
                 finish(window_start, last_hold)  # the hold ended: opening the next step
                 window_start = None
-            if result.breaking_point is None:
+            if result.breaking_point is None and not closing_seen:
                 result.breaking_point = find_breaking_point(seconds)
                 if result.breaking_point and ramp.mode == "stress":
                     agents.end()  # the ramp ends at the breaking point
         if window_start is not None and last_hold is not None and result.lost is None:
             finish(window_start, last_hold)
+        # the agents ended and closed their connections (not a dead server, a lost host,
+        # or agents that outlived the watchdog's grace): their closing step
+        if result.lost is None and result.server_exit is None and seconds and not agents.running():
+            result.closing = follow_closing(ramp, agents, server)
     finally:
         final = agents.finish()
     result.seconds = len(seconds)
     if final:  # the agents' final lines: every message they sent
         result.messages_sent = combine_agent_lines(final)["messages_sent"]
     return result
+
+
+def follow_closing(ramp: ConnectionRamp, agents: AgentGroup, server: Topology) -> dict[str, Any]:
+    """Follow the closing step the agents began: until the server holds no connection
+    (at most CLOSING_TIMEOUT_S) and CLOSING_SETTLE_S more; what it measured
+    (`closing_record`)."""
+    started = time.time()
+    lines = agents.latest()
+    closing_times = [line["closing_t"] for line in lines.values() if line.get("closing_t")]
+    # from the agents' own closing lines; an agent stopped by a signal before it could
+    # print one (the watchdog) leaves the time the runner saw it
+    closing_t = min(closing_times, default=started)
+    closed_t: float | None = None
+    while time.time() < closing_t + CLOSING_TIMEOUT_S:
+        if server.process.poll() is not None:
+            break
+        latest = server.latest_telemetry()
+        newest_t = min((line["t"] for line in latest.values()), default=0.0)
+        if (
+            closed_t is None
+            and newest_t > closing_t
+            and not any(line["open"] for line in latest.values())
+        ):
+            closed_t = newest_t
+        if closed_t is not None and newest_t >= closed_t + CLOSING_SETTLE_S:
+            break
+        time.sleep(POLL_INTERVAL_S / 2)
+    return closing_record(
+        server.telemetry_lines(), close=ramp.close, closing_t=closing_t, end_t=time.time()
+    )
+
+
+def closing_record(
+    telemetry: list[dict[str, Any]],
+    *,
+    close: str,
+    closing_t: float,
+    end_t: float,
+) -> dict[str, Any]:
+    """What the server's telemetry says of a closing step that began at `closing_t` (the
+    agents' clock, this machine's or a load host's) and was followed until `end_t`.
+
+    `connections`: the server's open connections at the closing (its last line before);
+    `open_after`: those it still held at `end_t`; `close_s`: from the closing to the
+    first line in which no worker held any (None: not within the step); `tick_max_ms` and
+    `tick_avg_ms`: its worst and mean tick lag in the lines after the closing (the first
+    of them covers up to a second before it: a quiet hold); `gc_collections` and
+    `gc_pause_ms`: what its collector did in the step (the counters' gain); `followed_s`:
+    how long the step was followed."""
+    by_pid: dict[int, list[dict[str, Any]]] = {}
+    for line in sorted(telemetry, key=lambda line: line["t"]):
+        by_pid.setdefault(int(line.get("pid", 0)), []).append(line)
+    connections = open_after = gc_collections = 0
+    gc_pause_ms = 0.0
+    inside: list[dict[str, Any]] = []
+    for lines in by_pid.values():
+        before = [line for line in lines if line["t"] <= closing_t]
+        after = [line for line in lines if closing_t < line["t"] <= end_t]
+        inside.extend(after)
+        if before:
+            connections += int(before[-1]["open"])
+        last = after[-1] if after else (before[-1] if before else None)
+        if last is not None:
+            open_after += int(last["open"])
+        if before and after:
+            gc_collections += int(after[-1]["gc_collections"]) - int(before[-1]["gc_collections"])
+            gc_pause_ms += float(after[-1]["gc_pause_ms"]) - float(before[-1]["gc_pause_ms"])
+    close_s = None
+    for t in sorted({line["t"] for line in inside}):
+        newest = [
+            [line for line in lines if closing_t < line["t"] <= t][-1:] for lines in by_pid.values()
+        ]
+        if all(newest) and not any(line[0]["open"] for line in newest):
+            close_s = round(t - closing_t, 3)
+            break
+    return {
+        "close": close,
+        "connections": connections,
+        "open_after": open_after,
+        "close_s": close_s,
+        "tick_max_ms": max((float(line["tick_max_ms"]) for line in inside), default=None),
+        "tick_avg_ms": round(statistics.fmean(float(line["tick_avg_ms"]) for line in inside), 3)
+        if inside
+        else None,
+        "gc_collections": gc_collections,
+        "gc_pause_ms": round(gc_pause_ms, 3),
+        "followed_s": round(end_t - closing_t, 3),
+    }
 
 
 def _finish_step(

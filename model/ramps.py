@@ -16,6 +16,8 @@ from dataclasses import dataclass, fields
 from typing import Literal
 
 StepUnit = Literal["req/s", "concurrency", "conns"]
+# how a connection ramp's agents close their connections at its end (ConnectionRamp.close)
+CLOSE_MODES = ("orderly", "drop")
 
 
 @dataclass(frozen=True)
@@ -118,7 +120,11 @@ class ConnectionRamp:
     """The WebSocket agent: connection counts start → target by step, each held hold_s.
 
     `load` mode holds every step for hold_s and samples; `stress` mode also stops at the
-    breaking point (the runner ends the ramp there).
+    breaking point (the runner ends the ramp there). At the ramp's end the agents close
+    every connection in one step, as `close` says — `orderly`: a close frame and a FIN on
+    each; `drop`: the agent processes exit and the kernel closes all their sockets at once,
+    as when a client is killed — and the runner measures that closing step (the summary's
+    `closing`: harness.connections.closing_record).
     """
 
     start: int
@@ -127,6 +133,7 @@ class ConnectionRamp:
     hold_s: float = 15.0
     open_rate_per_s: float = 200.0  # one new connection every 5 ms (the WebSocket study)
     mode: Literal["load", "stress"] = "load"
+    close: Literal["orderly", "drop"] = "orderly"
     kind: Literal["connections"] = "connections"
 
     def __post_init__(self) -> None:
@@ -135,6 +142,8 @@ class ConnectionRamp:
             raise ValueError("hold_s and open_rate_per_s must be positive")
         if self.mode not in ("load", "stress"):
             raise ValueError(f"mode {self.mode!r} is not load or stress")
+        if self.close not in CLOSE_MODES:
+            raise ValueError(f"close {self.close!r} is not one of {', '.join(CLOSE_MODES)}")
 
     def __iter__(self) -> Iterator[RampStep]:
         for index, count in enumerate(_levels(self.start, self.target, self.step)):

@@ -56,6 +56,9 @@ by name):
   v1, v2 or none and why, pinning, limits, throttling, OOM kills), and a connection ramp's
   `memory_per_connection_kb` (the cgroup's memory slope). A file from before them reads
   with them `null`: not measured.
+  Also in /5, a connection ramp's closing step: the summary's `closing` (how the agents
+  closed every connection at the ramp's end, `orderly` or `drop`, and the server's tick
+  lag, GC and open connections while it closed them); `null` in a file from before it.
 """
 
 from __future__ import annotations
@@ -68,6 +71,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from model.files import write_text_atomically
+from model.ramps import CLOSE_MODES
 from servers.contract import PROTOCOL_H1, PROTOCOLS, TLS_PROTOCOLS
 
 SCHEMA = "harness.run/5"
@@ -277,6 +281,11 @@ class Summary:
     memory_peak_bytes: int | None = None
     cgroup: dict[str, Any] | None = None
     memory_per_connection_kb: float | None = None  # connection ramps: the cgroup's slope
+    # connection ramps: the closing step at the ramp's end, every connection closed at once
+    # (harness.connections.closing_record): `close` (orderly or drop), `connections`,
+    # `open_after`, `close_s`, `tick_max_ms`, `tick_avg_ms`, `gc_collections`,
+    # `gc_pause_ms`, `followed_s`; with repeats, the one with the worst tick
+    closing: dict[str, Any] | None = None
     # cpu_us_per_req over nginx's in the same run (as ratio_to_nginx pairs its case)
     cpu_ratio_to_nginx: float | None = None
 
@@ -343,6 +352,12 @@ class Summary:
             )
         if ("imprecise" in self.flags) != (self.imprecise_reason is not None):
             raise ValueError("an imprecise case (flag) needs an imprecise_reason, and only it")
+        if self.closing is not None and (
+            self.closing.get("close") not in CLOSE_MODES or "tick_max_ms" not in self.closing
+        ):
+            raise ValueError(
+                f"closing needs close ({' or '.join(CLOSE_MODES)}) and tick_max_ms: {self.closing}"
+            )
 
 
 SUMMARY_FIELDS = tuple(f.name for f in fields(Summary))

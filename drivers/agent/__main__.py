@@ -4,7 +4,13 @@ It follows a schedule of connection targets (one per ramp step): open connection
 `--open-rate` per second until the step's target, hold for `--hold`, then the next step.
 Every open connection sends a JSON message every uniform(low, high) seconds when a payload
 is given. Once a second it prints one JSON line (counters, its own CPU and RSS), and it
-stops by itself at `--time-limit`, closing its connections cleanly.
+stops by itself at `--time-limit`.
+
+At its end (the schedule done, `--time-limit`, or SIGTERM) it prints a `closing` line, then
+closes every connection as `--close` says — `orderly`: a close frame and a FIN on each, in
+order, in one loop turn; `drop`: the process exits at once and the kernel closes every
+socket together, as when a client process is killed — and a `final` line (`drop`: printed
+before the exit, its `open` the connections it dropped).
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from drivers.agent.client import (
     text_frame,
 )
 from drivers.agent.payloads import PAYLOADS
+from model.ramps import CLOSE_MODES
 
 MAX_HANDSHAKES_IN_FLIGHT = 512
 _PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
@@ -61,6 +68,7 @@ class Agent:
         self._last_cpu = self._cpu_s()
         self._last_t = time.monotonic()
         self._stopping = asyncio.Event()
+        self.closing_t: float | None = None  # when it began closing its connections
 
     @staticmethod
     def _cpu_s() -> float:
@@ -80,6 +88,8 @@ class Agent:
             "source": self.args.source,
             "step": self.step,
             "phase": "final" if final else self.phase,
+            "close": self.args.close,
+            "closing_t": self.closing_t,
             "target": self._target(),
             "attempts": self.attempts,
             "open": c.open,
@@ -167,6 +177,14 @@ class Agent:
                 break
         self._stopping.set()
         await reporter
+        self.phase = "closing"
+        self.closing_t = round(time.time(), 3)
+        self.report()  # the harness's closing step starts from this line's time
+        if self.args.close == "drop":
+            self.report(final=True)
+            # every socket closed by the kernel at once, as a killed client's are: no close
+            # frame, no Python close per connection
+            os._exit(0)
         for connection in self.connections:
             connection.close()
         await asyncio.sleep(0.2)  # let the close frames go out
@@ -191,6 +209,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--interval", default="3,6", help="seconds between messages: low,high")
     parser.add_argument("--payload", choices=("none", *PAYLOADS), default="none")
     parser.add_argument("--time-limit", type=float, required=True, help="stop by itself after")
+    parser.add_argument(
+        "--close",
+        choices=CLOSE_MODES,
+        default="orderly",
+        help="at the end: close each connection (orderly) or exit and let the kernel drop all",
+    )
     args = parser.parse_args(argv)
     try:
         args.schedule = [int(v) for v in args.schedule.split(",")]

@@ -112,9 +112,11 @@ def agent_command(
     payload: str | None,
     interval_s: tuple[float, float] | None,
     processes: int,
+    close: str = "orderly",
     python: str = sys.executable,
 ) -> list[str]:
-    """The agent's command line; it stops by itself a margin after its schedule's end.
+    """The agent's command line; it stops by itself a margin after its schedule's end and
+    closes its connections as `close` says (model.ramps.CLOSE_MODES).
 
     `processes` share `open_rate_per_s` evenly; `python` runs it (a load host's own)."""
     rate = open_rate_per_s / processes
@@ -145,6 +147,8 @@ def agent_command(
         payload or "none",
         "--time-limit",
         f"{time_limit_s:.0f}",
+        "--close",
+        close,
     ]
 
 
@@ -189,6 +193,8 @@ def combine_agent_lines(latest: dict[Any, dict[str, Any]]) -> dict[str, Any]:
         steps.add(line.get("step"))
         phases.add(line.get("phase"))
     combined["step"] = min((s for s in steps if s is not None), default=-1)
+    # an agent closing its connections (or done): the ramp's closing step has begun
+    combined["closing"] = bool(phases & {"closing", "final"})
     # a hold is every agent holding the same step (hosts of a fleet may drift apart)
     combined["phase"] = phases.pop() if len(phases) == 1 and len(steps) == 1 else "mixed"
     if hosts:

@@ -117,6 +117,7 @@ def run_comparison(
 
     from harness.compare import (
         build_plan,
+        closing_table,
         deviation_lines,
         mongo_backend_note,
         precision_line,
@@ -225,6 +226,9 @@ def run_comparison(
     topologies = topology_table(run)
     if topologies is not None:
         console.print(topologies)
+    closings = closing_table(run)
+    if closings is not None:
+        console.print(closings)
     judged = threshold_table(run)
     if judged is not None:
         console.print(judged)

@@ -77,6 +77,7 @@ class FleetAgents:
                     payload=scenario.payload,
                     interval_s=scenario.message_interval_s,
                     processes=len(shares),
+                    close=ramp.close,
                     python=host.facts["python_executable"],
                 )
                 for share in shares

@@ -17,7 +17,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.outputs.text import figure, interval, peak_text, ratio_text, with_interval
+from harness.outputs.text import (
+    CLOSING_HEADERS,
+    closing_rows,
+    figure,
+    interval,
+    peak_text,
+    ratio_text,
+    with_interval,
+)
 from model.results import FLAG_MEANINGS, Run
 
 if TYPE_CHECKING:
@@ -101,6 +109,10 @@ def run_markdown(run: Run, run_dir: Path | None = None, base: Path | None = None
     numbers = 5 + int(ratios) + int(costs)  # peak … server CPU (and the CPU per reply)
     right = set(range(2, 2 + numbers))
     parts += [table(headers, rows, right), ""]
+    closings = closing_rows(list(run.cases))
+    if closings:
+        parts += ["**Close storm** (every connection closed at once at the ramp's end)", ""]
+        parts += [table(CLOSING_HEADERS, closings, set(range(2, len(CLOSING_HEADERS)))), ""]
     if run.thresholds:
         failed = [t for t in run.thresholds if not t.held]
         parts.append(

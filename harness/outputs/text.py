@@ -51,3 +51,41 @@ def ratio_text(ratio: float | None, pair: Interval | None) -> str:
     if pair is not None:
         text += f" [{pair.low:.3f}, {pair.high:.3f}]"
     return text
+
+
+CLOSING_HEADERS = (
+    "server",
+    "close",
+    "connections",
+    "tick max ms",
+    "tick avg ms",
+    "closed in s",
+    "open after",
+    "GC ms (collections)",
+)
+
+
+def closing_rows(cases: list[Case]) -> list[list[str]]:
+    """The close-storm table's rows (CLOSING_HEADERS): each connection case's closing step
+    (`summary.closing`) — how its connections were closed, how many, the server's worst
+    and mean tick while it closed them, how long that took and what it still held after,
+    and its collector's pauses in the step. Empty when no case has one."""
+    rows = []
+    for case in cases:
+        closing = case.summary.closing
+        if closing is None:
+            continue
+        name = case.framework + (" (baseline)" if case.summary.role == "baseline" else "")
+        rows.append(
+            [
+                name,
+                str(closing["close"]),
+                figure(closing.get("connections")),
+                figure(closing.get("tick_max_ms")),
+                figure(closing.get("tick_avg_ms")),
+                figure(closing.get("close_s")),
+                figure(closing.get("open_after")),
+                f"{figure(closing.get('gc_pause_ms'))} ({closing.get('gc_collections', 0)})",
+            ]
+        )
+    return rows

@@ -485,12 +485,15 @@ def combine_repeats(cases: Sequence[Case]) -> Case:
         )
     failures = tuple(c.error or "" for c in cases if c.status != "ok")
     peaks = [c.summary.memory_peak_bytes for c in ok if c.summary.memory_peak_bytes is not None]
+    closings = [c.summary.closing for c in ok if c.summary.closing is not None]
     summary = dataclasses.replace(
         summarize(steps),
         repeats=len(cases),
         failed_repeats=failures,
         cgroup=ok[0].summary.cgroup,  # every repeat ran in the run's one cgroup mode
         memory_peak_bytes=max(peaks) if peaks else None,
+        # a close storm's worst repeat: the stall a user may meet
+        closing=max(closings, key=lambda c: c["tick_max_ms"] or 0.0, default=None),
     )
     return dataclasses.replace(ok[0], steps=tuple(steps), summary=summary)
 

@@ -140,4 +140,5 @@ def connection_summary(
         baseline_rss_bytes=baseline_rss_bytes,
         limits=result.limits,
         limit_note=limit_note,
+        closing=result.closing,
     )

@@ -142,7 +142,8 @@ def _websocket(environ: Environ, start_response: StartResponse) -> Iterable[byte
         % (accept.encode("ascii"), contract.WS_SUBPROTOCOL.encode("ascii"))
     )
     # A client sends its first frame after the 101, so gunicorn's parser holds none of it.
-    session = WebSocketSession(sock, process_state(), worker_sink())
+    # gunicorn's worker wakes sessions as its loop does: no turn shared (share_turn a no-op)
+    session = WebSocketSession(sock, process_state(), worker_sink(), share_turn=lambda: None)
     _websockets.add(session)
     try:
         session.run()

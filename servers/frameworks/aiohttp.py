@@ -69,6 +69,25 @@ def _masked_frames_only(request: web.Request, ws: web.WebSocketResponse) -> None
     protocol._payload_parser = _MaskedFramesOnly(protocol._payload_parser, ws._reader)
 
 
+def _break_exception_cycle(ws: web.WebSocketResponse) -> None:
+    """Let a closed WebSocket be freed by its reference count, not by a full collection.
+
+    A client gone without a close frame (dropped) fails aiohttp's own close reply: the
+    WebSocketResponse keeps that error (`exception()`), whose traceback holds the frames
+    of `close`, whose `self` is the WebSocketResponse — a cycle that took the connection's
+    ~47 objects (request, protocol, transport, socket, parser, queue) with it, for the
+    cyclic collector to find. Dropping 3,000 at once left 141,000 objects to one gen-2
+    collection: a 532 ms pause 2.5 s after the storm (busy 2-core machine). The traceback
+    is not read after the handler returns.
+    """
+    error = ws.exception()
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:  # its chain: EofStream before it
+        seen.add(id(error))
+        error.__traceback__ = None
+        error = error.__context__
+
+
 def _not_found() -> web.Response:
     return web.Response(
         status=404, body=contract.NOT_FOUND_BODY, content_type=contract.TEXT_CONTENT_TYPE
@@ -247,6 +266,7 @@ def make_app(
             state.bad += 1
             await ws.close(code=close_code)
             break
+        _break_exception_cycle(ws)
         return ws
 
     async def close_websockets(app: web.Application) -> None:

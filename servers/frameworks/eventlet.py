@@ -16,6 +16,11 @@ import eventlet
 eventlet.monkey_patch()
 
 # ruff: noqa: E402  (everything below must come after monkey-patching)
+from eventlet import hubs
+
+from servers.runtimes.green.eventlet_hub import BoundedEpollHub
+
+hubs.use_hub(BoundedEpollHub)  # before anything waits on the hub: a close storm in batches
 import contextlib
 import errno
 import functools
@@ -209,6 +214,10 @@ class EventletConnection:
         # and neither discards the rest of the body nor reads another request.
         environ[_PROTOCOL_KEY].close_connection = 1
         return []
+
+    def share_turn(self) -> None:
+        """Nothing: the hub hands out at most READY_SOCKETS_PER_TURN sockets a turn
+        (servers.runtimes.green.eventlet_hub)."""
 
     def take_over(self, environ: Environ):
         request_input = environ["eventlet.input"]

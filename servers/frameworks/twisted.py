@@ -731,9 +731,9 @@ def serve(worker: Worker) -> None:
     """Serve `worker` (see servers.frameworks) on Twisted's epoll reactor."""
     options, listener, state = worker.options, worker.listener, worker.state
     mc_listener = worker.mc_listener
-    from twisted.internet import epollreactor
+    from servers.runtimes.twisted.reactor import install_bounded_epoll_reactor
 
-    epollreactor.install()
+    install_bounded_epoll_reactor()  # the epoll reactor, a close storm taken in batches
     from twisted.internet import reactor
 
     _log_warnings_to_stderr()

@@ -197,6 +197,9 @@ def test_a_connection_ramp_splits_over_the_hosts_own_addresses(
     assert {h["start_skew_ms"] for h in limits["hosts"].values()} >= {0.0}
     for host in HOSTS:
         assert (ramp_dir(plan.out_dir, case) / "raw" / host / "agent-0.txt").is_file()
+    closing = case.summary.closing  # the hosts' agents closed theirs at once, in order
+    assert closing is not None and closing["close"] == "orderly"
+    assert (closing["connections"], closing["open_after"]) == (100, 0), closing
 
 
 def kill_worker_when_its_load_runs(namespace: str, timeout_s: float, killed: list[str]) -> None:

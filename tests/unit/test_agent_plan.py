@@ -8,7 +8,7 @@ import json
 from drivers.agent.client import text_frame
 from drivers.agent.payloads import PAYLOADS
 from drivers.agent.plan import combine_agent_lines, split_schedule
-from harness.connections import _Second, find_breaking_point
+from harness.connections import _Second, closing_record, find_breaking_point
 
 
 def second(
@@ -96,3 +96,57 @@ def test_breaking_point_needs_five_bad_seconds_in_a_row() -> None:
     assert broken["reason"] == "handshakes stalled: 200 pending, none completed"
     opening = [second(t, 1000 * t, attempts=1000 * t + 50) for t in range(1, 8)]
     assert find_breaking_point(opening) is None  # handshakes in flight, but completing
+
+
+def test_one_agent_closing_starts_the_closing_step() -> None:
+    holding = {"step": 0, "phase": "holding", "open": 5, "opened": 5}
+    closing = {"step": 0, "phase": "closing", "open": 5, "opened": 5, "closing_t": 10.0}
+    assert combine_agent_lines({0: holding, 1: holding})["closing"] is False
+    both = combine_agent_lines({0: holding, 1: closing})
+    assert both["closing"] is True and both["phase"] == "mixed"
+    assert combine_agent_lines({0: {**closing, "phase": "final"}})["closing"] is True
+
+
+def _line(t: float, open_: int, tick_max_ms: float, *, pid: int = 1, gc: int = 0) -> dict:
+    return {
+        "t": t,
+        "pid": pid,
+        "open": open_,
+        "tick_avg_ms": tick_max_ms / 10,
+        "tick_max_ms": tick_max_ms,
+        "gc_collections": gc,
+        "gc_pause_ms": gc * 2.0,
+    }
+
+
+def test_the_closing_record_reads_the_telemetry_after_the_closing() -> None:
+    """Two workers: their open connections at the closing, the worst tick after it (not
+    the hold's before), the first line in which neither held any, the GC's gain."""
+    telemetry = [
+        _line(99.0, 500, 900.0, pid=1, gc=3),  # the ramp's own stall, before the closing
+        _line(99.2, 400, 5.0, pid=2, gc=1),
+        _line(100.5, 100, 180.0, pid=1, gc=5),
+        _line(100.7, 0, 40.0, pid=2, gc=1),
+        _line(101.5, 0, 20.0, pid=1, gc=6),
+        _line(101.7, 0, 3.0, pid=2, gc=1),
+        _line(130.0, 0, 700.0, pid=1, gc=9),  # after the step was followed
+    ]
+    record = closing_record(telemetry, close="drop", closing_t=100.0, end_t=102.0)
+    assert record == {
+        "close": "drop",
+        "connections": 900,
+        "open_after": 0,
+        "close_s": 1.5,
+        "tick_max_ms": 180.0,
+        "tick_avg_ms": round((18.0 + 4.0 + 2.0 + 0.3) / 4, 3),
+        "gc_collections": 3,
+        "gc_pause_ms": 6.0,
+        "followed_s": 2.0,
+    }
+
+
+def test_a_server_that_never_closed_them_all_says_how_many_it_held() -> None:
+    telemetry = [_line(99.5, 300, 2.0), _line(100.5, 120, 60.0), _line(101.5, 120, 2.0)]
+    record = closing_record(telemetry, close="orderly", closing_t=100.0, end_t=102.0)
+    assert (record["connections"], record["open_after"], record["close_s"]) == (300, 120, None)
+    assert record["tick_max_ms"] == 60.0

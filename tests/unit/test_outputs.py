@@ -15,6 +15,7 @@ from harness.diff import diff_runs
 from harness.outputs import write_output
 from harness.outputs.junit import JUnitTest, diff_junit, run_junit, verify_junit
 from harness.outputs.markdown import cell, diff_markdown, run_markdown, table, verify_markdown
+from harness.outputs.text import closing_rows
 from harness.verify import Check, Verification
 from model.errors import UserError
 from model.thresholds import judge_thresholds, parse_threshold
@@ -174,3 +175,29 @@ def test_the_summary_table_keeps_a_failure_whole() -> None:
     printed = " ".join(console.export_text().split())
     words = [w for w in error.split() if len(w) > 3]
     assert all(w in printed for w in words), printed
+
+
+def test_the_close_storm_table_lists_each_case_with_a_closing_step() -> None:
+    closing = {
+        "close": "drop",
+        "connections": 15000,
+        "open_after": 0,
+        "close_s": 1.2,
+        "tick_max_ms": 84.2,
+        "tick_avg_ms": 1.5,
+        "gc_collections": 3,
+        "gc_pause_ms": 12.0,
+        "followed_s": 2.7,
+    }
+    stormed = synthetic_case("aiohttp", [])
+    stormed = dataclasses.replace(
+        stormed, summary=dataclasses.replace(stormed.summary, closing=closing)
+    )
+    run = synthetic_run("r", [stormed, synthetic_case("twisted", [])])
+    assert closing_rows(list(run.cases)) == [
+        ["aiohttp", "drop", "15,000", "84.2", "1.5", "1.2", "0", "12 (3)"]
+    ]
+    markdown = run_markdown(run)
+    assert "**Close storm**" in markdown
+    assert "| aiohttp | drop | 15,000 | 84.2 | 1.5 | 1.2 | 0 | 12 (3) |" in markdown
+    assert "**Close storm**" not in run_markdown(synthetic_run("r", [synthetic_case("a", [])]))

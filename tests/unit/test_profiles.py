@@ -212,8 +212,8 @@ def test_the_issues_websocket_mistake_gets_the_connection_ramp_and_ws_ramp() -> 
         f"profile quick: --set ramp.hold_s=5: its ramp is a concurrency ramp ({keys}); "
         "hold_s is a key of a connections ramp: use --set "
         "connection_ramp.hold_s=5 (this profile's connections ramp, which WebSocket "
-        "scenarios run), or --profile ws-ramp (or ws-load-10k, ws-stress), whose ramp takes "
-        "hold_s"
+        "scenarios run), or --profile ws-close-storm (or ws-ramp, ws-load-10k, ws-stress), "
+        "whose ramp takes hold_s"
     )
     # and the remedy runs
     profile = load_profile("quick", {"connection_ramp.hold_s": "5", "scenario": "ws-idle"})

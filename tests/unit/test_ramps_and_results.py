@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from model.ramps import ConcurrencyRamp, ConnectionRamp, RateRamp, ramp_from_dict
-from model.results import SCHEMA, Case, Run, Step, read_run, write_run
+from model.results import SCHEMA, Case, Run, Step, Summary, read_run, summary_from_dict, write_run
 
 
 def test_autobench_vps_ramp_matches_the_study() -> None:
@@ -124,3 +124,19 @@ def test_a_concurrency_ramp_may_list_its_levels() -> None:
 def test_concurrency_levels_must_rise_and_stand_alone(fields: dict[str, object]) -> None:
     with pytest.raises(ValueError, match="levels"):
         ramp_from_dict({"kind": "concurrency", **fields})
+
+
+def test_a_connection_ramp_closes_in_order_unless_told_to_drop() -> None:
+    assert ConnectionRamp(start=10, target=10, step=1).close == "orderly"
+    assert ConnectionRamp(start=10, target=10, step=1, close="drop").close == "drop"
+    with pytest.raises(ValueError, match="close 'kill' is not one of orderly, drop"):
+        ConnectionRamp(start=10, target=10, step=1, close="kill")  # type: ignore[arg-type]
+
+
+def test_a_summary_closing_says_how_they_closed_and_its_tick() -> None:
+    closing = {"close": "drop", "connections": 10, "open_after": 0, "tick_max_ms": 12.5}
+    assert summary_from_dict({"closing": closing}).closing == closing
+    with pytest.raises(ValueError, match="closing needs close"):
+        Summary(closing={"close": "slammed", "tick_max_ms": 1.0})
+    with pytest.raises(ValueError, match="closing needs close"):
+        Summary(closing={"close": "drop"})

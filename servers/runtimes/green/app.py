@@ -141,6 +141,13 @@ class GreenConnection(Protocol):
         server reads none of it after the application returns."""
         ...
 
+    def share_turn(self) -> None:
+        """Called by a WebSocket session woken by its socket, before it works on what came:
+        where the framework's loop wakes every ready socket's green thread in one turn, it
+        defers the work past a bounded number a turn (a close storm in batches, the tick
+        between them); where its hub hands out a bounded number already, it does nothing."""
+        ...
+
 
 def server_software(framework: str, version: str) -> str:
     """The Server header, in aiohttp's shape: `Python/3.11 gevent/24.2.1`."""
@@ -319,7 +326,7 @@ class GreenApp:
             write(b"")  # sends the 101 now; the socket is the session's from here on
             received = release_buffers(sock, reader, writer)
             connection.forget_request(environ)
-            session = WebSocketSession(sock, state, sink, received)
+            session = WebSocketSession(sock, state, sink, connection.share_turn, received)
             self.websockets.add(session)
             try:
                 session.run()
@@ -539,12 +546,18 @@ class WebSocketSession:
     """
 
     def __init__(
-        self, sock: socket.socket, state: ServerState, sink: Sink, received: bytes = b""
+        self,
+        sock: socket.socket,
+        state: ServerState,
+        sink: Sink,
+        share_turn: Callable[[], None],
+        received: bytes = b"",
     ) -> None:
         """`received`: bytes of the connection that came before the session (frames the
         WSGI server read past the upgrade request), handled before the socket is read."""
         self._sock = sock
         self._received = received
+        self._share_turn = share_turn
         self._state = state
         self._sink = sink
         self._ws = Connection(ConnectionType.SERVER, extensions=[DeclaredSizeLimit()])
@@ -587,6 +600,7 @@ class WebSocketSession:
                     return
                 self._sock.settimeout(remaining_s)
             data = self._read()
+            self._share_turn()
             # A read that finds data waiting does not switch to the hub: without these
             # yields one client sending without pause starves every other green thread
             # (ticks, telemetry, the sink's writer, shutdown: 4.5 s tick gaps measured).
