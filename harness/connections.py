@@ -449,8 +449,12 @@ def _finish_step(
         flags.append("limit_capped")
     rss = stats["rss_max_bytes"]
     # the server's cgroup at the hold's end: every process, sockets' buffers included
-    # where the controller counts them (summary.cgroup.socket_memory)
-    cgroup_bytes = (stats.get("cgroup") or {}).get("memory_bytes")
+    # where the controller counts them (summary.cgroup.socket_memory); read by the monitor
+    # while every agent still held, not at the window's end (for the top step that comes
+    # after the agents began closing, and read ~20 % low at 15,000 connections)
+    cgroup_bytes = held_cgroup_bytes(monitor.rows, start.t, end.agents.get("t", end.t))
+    if cgroup_bytes is None:
+        cgroup_bytes = (stats.get("cgroup") or {}).get("memory_bytes")
     return Step(
         offered=target,
         unit="conns",
@@ -486,6 +490,18 @@ def _finish_step(
             **({"hosts": agents_end["hosts"]} if "hosts" in agents_end else {}),
         },
     )
+
+
+def held_cgroup_bytes(rows: list[dict[str, Any]], start_t: float, held_t: float) -> int | None:
+    """The server cgroup's memory in the monitor's last row in (`start_t`, `held_t`]: a hold
+    from its start to `held_t`, the time every agent was last seen holding (none began
+    closing before it); None when no such row read the cgroup."""
+    held = [
+        row["server_cgroup_memory_bytes"]
+        for row in rows
+        if start_t < row["t"] <= held_t and row.get("server_cgroup_memory_bytes") is not None
+    ]
+    return int(held[-1]) if held else None
 
 
 def cgroup_kb_per_connection(steps: list[Step], baseline_bytes: int | None) -> float | None:

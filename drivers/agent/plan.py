@@ -193,6 +193,10 @@ def combine_agent_lines(latest: dict[Any, dict[str, Any]]) -> dict[str, Any]:
         steps.add(line.get("step"))
         phases.add(line.get("phase"))
     combined["step"] = min((s for s in steps if s is not None), default=-1)
+    # the oldest of the newest lines: every agent was in its phase at this time (its clock)
+    times = [float(line["t"]) for line in latest.values() if "t" in line]
+    if times:
+        combined["t"] = min(times)
     # an agent closing its connections (or done): the ramp's closing step has begun
     combined["closing"] = bool(phases & {"closing", "final"})
     # a hold is every agent holding the same step (hosts of a fleet may drift apart)

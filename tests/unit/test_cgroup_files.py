@@ -21,7 +21,7 @@ from harness.cgroups.files import (
     v2_cpu_max,
 )
 from harness.cgroups.groups import FORCE_ENV, detect_support
-from harness.connections import cgroup_kb_per_connection
+from harness.connections import cgroup_kb_per_connection, held_cgroup_bytes
 from harness.monitor import cgroup_step
 from harness.run.analysis import (
     cpu_us_per_req,
@@ -192,3 +192,17 @@ def test_kb_per_connection_is_the_cgroup_memorys_slope() -> None:
     steps = [held(100, 10_000_000 + 100 * 20_480), held(200, 10_000_000 + 200 * 20_480)]
     assert cgroup_kb_per_connection(steps, 10_000_000) == pytest.approx(20.0)
     assert cgroup_kb_per_connection([held(100, None)], 10_000_000) is None
+
+
+def test_a_holds_memory_is_read_while_every_agent_still_held() -> None:
+    # the monitor's rows: the hold from t=10; the agents last seen holding at 13.2, then
+    # closing (the row at 14 reads the connections going): the reading is the 13.0 row's
+    rows = [
+        {"t": 9.0, "server_cgroup_memory_bytes": 50},
+        {"t": 11.0, "server_cgroup_memory_bytes": 300},
+        {"t": 12.0},  # a row without a cgroup reading
+        {"t": 13.0, "server_cgroup_memory_bytes": 310},
+        {"t": 14.0, "server_cgroup_memory_bytes": 120},
+    ]
+    assert held_cgroup_bytes(rows, 10.0, 13.2) == 310
+    assert held_cgroup_bytes(rows, 13.5, 13.9) is None

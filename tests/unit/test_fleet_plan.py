@@ -193,8 +193,17 @@ def test_host_lines_combine_per_host_and_hold_only_when_all_hold_one_step() -> N
         "h2": {"open": 10, "opened": 12, "failed": 2},
     }
     assert combined["phase"] == "holding"
+    assert "t" not in combined  # lines without a time: none made up
     lines["h2/1"] = {**line, "step": 2, "host": "h2"}  # one host already holds the next step
     assert combine_agent_lines(lines)["phase"] == "mixed"
+
+
+def test_combined_lines_are_as_old_as_their_oldest() -> None:
+    # every agent was in its phase at the oldest of their newest lines' times
+    lines = {
+        i: {"open": 1, "step": 0, "phase": "holding", "t": t} for i, t in enumerate((5.5, 4.25))
+    }
+    assert combine_agent_lines(lines)["t"] == 4.25
 
 
 @pytest.mark.parametrize(
