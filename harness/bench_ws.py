@@ -23,6 +23,12 @@ at `open_rate_per_s`. At each hold the app's memory is read once, a third of the
   10 ms tick probe) — so the app's idle CPU over as long, its rate read for IDLE_S before
   the first connection, is taken off.
 
+Past one process's open files (20,000 here) both apps run as workers on one port
+(`ws_workers`: ours `--workers N`, the minimal server `--workers N`, servers.workers;
+Node's through its cluster module), the same count for both, in the one cgroup; the
+agents run here from 127.0.0.x addresses, or on a fleet's load hosts (`--fleet`,
+harness.fleet: the apps then listen on the address the hosts reach).
+
 The ratio ours / minimal is taken per round and its 95 % interval is the t interval on
 the log ratios (harness.stats.paired_ratio_interval); the verdict compares that interval
 with RATIO_LIMIT.
@@ -31,6 +37,7 @@ with RATIO_LIMIT.
 from __future__ import annotations
 
 import dataclasses
+import math
 import statistics
 import threading
 import time
@@ -38,26 +45,36 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psutil
 
+from drivers.agent.plan import FD_HEADROOM
 from harness.cgroups.groups import Cgroup, run_support
-from harness.connections import LocalAgents, run_connection_ramp
+from harness.connection_plan import REUSEPORT_SPREAD
+from harness.connections import AgentGroup, LocalAgents, run_connection_ramp
 from harness.monitor import Monitor
 from harness.server_process import ServerProcess, start_command_server, start_server
 from harness.stats import Interval, paired_ratio_interval
-from harness.topology import ProcessModel, Topology
+from harness.topology import ProcessModel, Topology, parse_process_model
 from model.errors import UserError
 from model.ramps import ConnectionRamp
 from model.scenarios import SCENARIOS
 from servers import FRAMEWORKS, listeners, scratch
 from servers.minimal import WEBSOCKET_MINIMALS
 
+if TYPE_CHECKING:
+    from harness.fleet.client import Fleet
+
 WS_BENCH_CONNECTIONS = 15_000
 WS_BENCH_ROUNDS = 3
 WS_BENCH_STEPS = 5
 WS_BENCH_HOLD_S = 3.0
 WS_BENCH_OPEN_S = 10.0  # the open rate opens the top step in about this long
+# ...but no faster than one server core handshakes: 290-520 µs of CPU per opened connection
+# on this machine (15,000, quiet, issue 28's table), so ~2,000 a second at most; 1,500 a
+# second is the rate the 15,000 table ran at
+WS_BENCH_OPEN_RATE_MAX = 1_500.0
 RATIO_LIMIT = 1.25  # issue 28: ours within 1.25× of the minimal server
 IDLE_S = 2.0  # after the app is ready, before the first connection: its idle CPU read
 READ_AT_HOLD_SHARE = 1 / 3  # each hold's reading: this far into it
@@ -66,7 +83,20 @@ APPS = ("ours", "minimal")
 
 def minimal_ws_command(framework: str) -> str:
     """The minimal WebSocket server's command template (a harness-picked port)."""
-    return f"{{python}} -m servers.minimal {framework} --ws --host {{host}} --port {{port}}"
+    return (
+        f"{{python}} -m servers.minimal {framework} --ws --host {{host}} --port {{port}} "
+        "--workers {workers}"
+    )
+
+
+def ws_workers(connections: int, open_files: int) -> int:
+    """Server processes for `connections` idle connections: one while they fit one
+    process's `open_files` (less FD_HEADROOM), else as many as SO_REUSEPORT's uneven
+    spread over them needs (REUSEPORT_SPREAD, as harness plan-connections plans)."""
+    per_process = max(1, open_files - FD_HEADROOM)
+    if connections <= per_process:
+        return 1
+    return math.ceil(connections * REUSEPORT_SPREAD / per_process)
 
 
 def ws_bench_unsupported(framework: str) -> str | None:
@@ -197,6 +227,8 @@ class WsBenchResult:
     failed: dict[str, int]  # connections failed or dropped, per app, over every round
     ours_runs: tuple[WsAppRun, ...] = ()  # each round's figures (round i: [i] of each)
     minimal_runs: tuple[WsAppRun, ...] = ()
+    server_processes: int = 1  # each app's processes on the port (workers)
+    load: str = "local"  # where the agents ran: here, or the fleet's hosts
 
     @property
     def note(self) -> str | None:
@@ -211,7 +243,13 @@ class WsBenchResult:
 
 
 def ws_bench_summary(
-    framework: str, loop: str | None, ours: list[WsAppRun], minimal: list[WsAppRun]
+    framework: str,
+    loop: str | None,
+    ours: list[WsAppRun],
+    minimal: list[WsAppRun],
+    *,
+    server_processes: int = 1,
+    load: str = "local",
 ) -> WsBenchResult:
     """The bench's figures from its paired runs (`ours[i]` and `minimal[i]`: round i). A
     round where either app held fewer connections than asked is still counted, and said
@@ -245,6 +283,8 @@ def ws_bench_summary(
         {"ours": sum(r.failed for r in ours), "minimal": sum(r.failed for r in minimal)},
         tuple(ours),
         tuple(minimal),
+        server_processes,
+        load,
     )
     note = result.note
     if note is None:
@@ -302,13 +342,27 @@ def _app_group(server_cpus: str) -> Iterator[Cgroup | None]:
 
 
 def _start_app(
-    framework: str, app: str, loop: str | None, server_cpus: str, group: Cgroup | None
+    framework: str,
+    app: str,
+    loop: str | None,
+    server_cpus: str,
+    group: Cgroup | None,
+    *,
+    workers: int,
+    host: str,
 ) -> ServerProcess:
     cpus = None if group is not None else server_cpus  # the group's cpuset pins it
     if app == "ours":
-        return start_server(framework, loop=loop, cpus=cpus, cgroup=group)
+        return start_server(
+            framework, loop=loop, cpus=cpus, cgroup=group, workers=workers, host=host
+        )
     return start_command_server(
-        FRAMEWORKS[framework], minimal_ws_command(framework), cpus=cpus, cgroup=group
+        FRAMEWORKS[framework],
+        minimal_ws_command(framework),
+        cpus=cpus,
+        cgroup=group,
+        workers=workers,
+        host=host,
     )
 
 
@@ -321,6 +375,8 @@ def ws_app_run(
     agent_cpus: str | None,
     ramp: ConnectionRamp,
     raw_dir: Path,
+    workers: int = 1,
+    fleet: Fleet | None = None,
 ) -> WsAppRun:
     """Start `app` (ours or minimal) afresh in its own cgroup, hold the ramp's idle
     connections with the agent, read its memory at each hold and its CPU over the opening
@@ -332,9 +388,11 @@ def ws_app_run(
     held_open: dict[int, int] = {}
     cpu_at: dict[str, float] = {}
     timers: list[threading.Timer] = []
+    host = fleet.server_address if fleet is not None else "127.0.0.1"
+    model = parse_process_model(f"workers:{workers}") if workers > 1 else ProcessModel("single")
     with _app_group(server_cpus) as group:
-        server = _start_app(framework, app, loop, server_cpus, group)
-        topology = Topology(ProcessModel("single"), [server], instance_cpus=[server_cpus])
+        server = _start_app(framework, app, loop, server_cpus, group, workers=workers, host=host)
+        topology = Topology(model, [server], instance_cpus=[server_cpus])
         monitor = Monitor(server.latest_telemetry)
         try:
             monitor.set_server_cgroup(group)
@@ -357,7 +415,13 @@ def ws_app_run(
                 timers.append(timer)
                 timer.start()
 
-            agents = LocalAgents(ramp, scenario, topology, agent_cpus, raw_dir, 1)
+            agents: AgentGroup
+            if fleet is None:
+                agents = LocalAgents(ramp, scenario, topology, agent_cpus, raw_dir, workers)
+            else:  # Dask's client only when asked for
+                from harness.fleet.agents import FleetAgents
+
+                agents = FleetAgents(fleet, ramp, scenario, topology, agent_cpus, raw_dir, workers)
             cpu_at["start"] = _cpu_s(server, group)
             cpu_at["start_t"] = time.monotonic()
             result = run_connection_ramp(
@@ -420,7 +484,7 @@ def ws_ramp(connections: int, hold_s: float, open_rate_per_s: float | None) -> C
     `hold_s`, opened at `open_rate_per_s` (default: the top in WS_BENCH_OPEN_S)."""
     step = max(1, connections // WS_BENCH_STEPS)
     start = connections - step * (min(WS_BENCH_STEPS, connections) - 1)  # the top: exact
-    rate = open_rate_per_s or max(1.0, connections / WS_BENCH_OPEN_S)
+    rate = open_rate_per_s or min(WS_BENCH_OPEN_RATE_MAX, max(1.0, connections / WS_BENCH_OPEN_S))
     return ConnectionRamp(
         start=start, target=connections, step=step, hold_s=hold_s, open_rate_per_s=rate
     )
@@ -436,9 +500,12 @@ def bench_ws_framework(
     rounds: int = WS_BENCH_ROUNDS,
     hold_s: float = WS_BENCH_HOLD_S,
     open_rate_per_s: float | None = None,
+    workers: int = 1,
+    fleet: Fleet | None = None,
 ) -> WsBenchResult:
     """`rounds` rounds of ours and the minimal WebSocket server, the order alternating,
-    each app afresh per run (module docstring)."""
+    each app afresh per run as `workers` processes, the agents here or on `fleet`'s hosts
+    (module docstring)."""
     why = ws_bench_unsupported(framework)
     if why is not None:
         raise UserError(f"bench --ws {framework}: {why}")
@@ -453,6 +520,10 @@ def bench_ws_framework(
                         framework, app, loop=loop, server_cpus=server_cpus,
                         agent_cpus=agent_cpus, ramp=ramp,
                         raw_dir=Path(raw) / f"{app}-{round_index}",
+                        workers=workers, fleet=fleet,
                     )
                 )  # fmt: skip
-    return ws_bench_summary(framework, loop, runs["ours"], runs["minimal"])
+    load = "local" if fleet is None else f"fleet of {len(fleet.hosts)} hosts"
+    return ws_bench_summary(
+        framework, loop, runs["ours"], runs["minimal"], server_processes=workers, load=load
+    )

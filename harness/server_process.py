@@ -321,10 +321,11 @@ class CommandServerProcess(ServerProcess):
         certificates: Certificates | None = None,
         environment: dict[str, str] | None = None,
         cgroup: Cgroup | None = None,
+        host: str = "127.0.0.1",
     ) -> None:
         self.command = command
         self.cgroup = cgroup
-        self.host = "127.0.0.1"  # a command server listens on loopback only (start_server)
+        self.host = host  # loopback, or the address a fleet's load hosts reach
         self.protocol = protocol
         self.certificates = certificates
         self.framework = framework
@@ -535,11 +536,13 @@ def start_command_server(
     protocol: str = PROTOCOL_H1,
     certificates: Certificates | None = None,
     cgroup: Cgroup | None = None,
+    host: str = "127.0.0.1",
 ) -> CommandServerProcess:
-    """Start `template` (the command or the minimal app of `framework`) on a free loopback
-    port, pinned by taskset when `cpus`, in `cgroup` when given, speaking `protocol`
-    (TLS: with `certificates`), and wait until it is ready."""
-    host = "127.0.0.1"
+    """Start `template` (the command or the minimal app of `framework`) on a free port of
+    `host` (loopback unless a fleet's load hosts must reach it), pinned by taskset when
+    `cpus`, in `cgroup` when given, speaking `protocol` (TLS: with `certificates`), and
+    wait until it is ready."""
+    check_listen_address(host)
     port = listeners.free_port(host)
     args = [*extra_args, *protocol_args(protocol, certificates)]
     try:
@@ -556,8 +559,9 @@ def start_command_server(
         command = ["taskset", "-c", cpus, *command]
     try:
         server = CommandServerProcess(
-            command, framework.name, workers, port, protocol, certificates, environment, cgroup
-        )
+            command, framework.name, workers, port, protocol, certificates, environment, cgroup,
+            host,
+        )  # fmt: skip
     except OSError as error:  # the program is not there
         raise UserError(f"{framework.name}: cannot run {redact(command[0])!r}: {error}") from None
     try:

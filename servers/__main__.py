@@ -13,17 +13,14 @@ the supervisor (a parent-death signal), so no worker outlives it.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib
 import os
 import shutil
-import signal
 import socket
 import sys
 
 from servers import FRAMEWORKS, PROGRAM_PATH
 from servers.contract import (
-    LISTEN_BACKLOG,
     MONGO_URL_ENV,
     PROTOCOL_H1,
     PROTOCOLS,
@@ -33,6 +30,7 @@ from servers.contract import (
 from servers.core.state import ServerState
 from servers.core.tls import CertificateError
 from servers.frameworks import Worker
+from servers.workers import open_listeners, supervise
 
 
 def parse_options(argv: list[str]) -> ServerOptions:
@@ -112,24 +110,6 @@ def parse_options(argv: list[str]) -> ServerOptions:
         raise  # unreachable: parser.error exits
 
 
-def open_listeners(host: str, port: int, count: int) -> list[socket.socket]:
-    """`count` listening sockets on one port (SO_REUSEPORT when more than one)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    listeners: list[socket.socket] = []
-    for _ in range(count):
-        listener = socket.socket(family, socket.SOCK_STREAM)
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        if count > 1:
-            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        # Inherited by accepted sockets: no 40 ms delayed-ACK stalls (docs/contract.md).
-        listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        listener.bind((host, port))
-        listener.listen(LISTEN_BACKLOG)
-        port = listener.getsockname()[1]
-        listeners.append(listener)
-    return listeners
-
-
 def run_worker(
     options: ServerOptions,
     listener: socket.socket,
@@ -149,96 +129,6 @@ def run_worker(
         module.serve(Worker(options, listener, state, mc_listener))
     except CertificateError as error:  # a bad --tls-cert/--tls-key: one line, exit 1
         raise SystemExit(f"servers: {error}") from None
-
-
-def _die_with_parent(parent: int, signum: int = signal.SIGTERM) -> None:
-    """Have the kernel send `signum` to this process when `parent` dies (Linux prctl)."""
-    import ctypes
-
-    with contextlib.suppress(OSError, AttributeError):  # not Linux: no such signal
-        ctypes.CDLL(None).prctl(1, int(signum), 0, 0, 0)  # PR_SET_PDEATHSIG
-    if os.getppid() != parent:  # it died before the prctl
-        os.kill(os.getpid(), signum)
-
-
-def supervise(
-    options: ServerOptions,
-    listeners: list[socket.socket],
-    mc_listeners: list[socket.socket | None],
-) -> int:
-    """Fork one worker per listener; forward SIGTERM/SIGINT; exit 0 when all exit 0.
-
-    A worker that ends before a stop was asked for (killed, crashed, or exited) ends the
-    server at once: the others are stopped and the exit status is 1.
-    """
-    supervisor = os.getpid()
-    running: dict[int, int] = {}  # pid → worker index
-    for worker, listener in enumerate(listeners):
-        pid = os.fork()
-        if pid == 0:
-            _die_with_parent(supervisor)
-            mine = {listener, mc_listeners[worker]}
-            for other in [*listeners, *mc_listeners]:
-                if other is not None and other not in mine:
-                    other.close()
-            code = 0
-            try:
-                run_worker(options, listener, worker, mc_listeners[worker])
-            except SystemExit as stop:
-                code = stop.code if isinstance(stop.code, int) else 1
-                if not isinstance(stop.code, int) and stop.code is not None:
-                    print(stop.code, file=sys.stderr)
-            except BaseException:
-                import traceback
-
-                traceback.print_exc()
-                code = 1
-            finally:
-                sys.stdout.flush()
-                os._exit(code)
-        running[pid] = worker
-    for listener in [*listeners, *mc_listeners]:
-        if listener is not None:
-            listener.close()
-    stopping = False
-
-    def stop_workers(signum: int) -> None:
-        for child in list(running):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(child, signum)
-
-    def forward(signum: int, _frame: object) -> None:
-        nonlocal stopping
-        stopping = True
-        stop_workers(signum)
-
-    signal.signal(signal.SIGTERM, forward)
-    signal.signal(signal.SIGINT, forward)
-    worst = 0
-    while running:
-        try:
-            pid, status = os.wait()  # whichever worker ends first, at once
-        except ChildProcessError:
-            break
-        worker = running.pop(pid, None)
-        if worker is None:
-            continue
-        code = os.waitstatus_to_exitcode(status)
-        worst = max(worst, int(code != 0))
-        if not stopping:
-            stopping, worst = True, 1
-            how = (
-                f"was killed by {signal.Signals(-code).name}"
-                if code < 0
-                else f"exited with status {code}"
-            )
-            print(
-                f"servers: worker {worker} (pid {pid}) {how}: stopping the other workers",
-                file=sys.stderr,
-                flush=True,
-            )
-            stop_workers(signal.SIGTERM)
-    return worst
 
 
 def exec_program(options: ServerOptions, argv: list[str]) -> None:
@@ -278,7 +168,10 @@ def main(argv: list[str] | None = None) -> int:
     if options.workers == 1:
         run_worker(options, listeners[0], 0, mc_listeners[0])
         return 0
-    return supervise(options, listeners, mc_listeners)
+    return supervise(
+        [[listener, mc] for listener, mc in zip(listeners, mc_listeners, strict=True)],
+        lambda worker: run_worker(options, listeners[worker], worker, mc_listeners[worker]),
+    )
 
 
 if __name__ == "__main__":

@@ -10,7 +10,13 @@ from rich.table import Table
 
 from harness.cli.options import (
     AGENT_CPUS_OPTION,
+    FLEET_CA_OPTION,
+    FLEET_CERT_OPTION,
+    FLEET_KEY_OPTION,
+    FLEET_OPTION,
+    INSECURE_FLEET_OPTION,
     PROTOCOL_OPTION,
+    SERVER_ADDRESS_OPTION,
     SERVER_OPTION,
     SERVERS_FILE_OPTION,
     TLS_CERT_OPTION,
@@ -72,9 +78,23 @@ def bench_command(
     open_rate: float = typer.Option(
         None,
         "--open-rate",
-        help="With --ws: connections opened per second (default: the top step in 10 s).",
+        help="With --ws: connections opened per second (default: the top step in 10 s, "
+        "at most 1,500 a second).",
         show_default=False,
     ),
+    workers: int = typer.Option(
+        None,
+        "--workers",
+        help="With --ws: processes of each app on its port (default: one, or as many as "
+        "--connections need past one process's open files).",
+        show_default=False,
+    ),
+    fleet: str = FLEET_OPTION,
+    server_address: str = SERVER_ADDRESS_OPTION,
+    fleet_ca: Path = FLEET_CA_OPTION,
+    fleet_cert: Path = FLEET_CERT_OPTION,
+    fleet_key: Path = FLEET_KEY_OPTION,
+    insecure_fleet: bool = INSECURE_FLEET_OPTION,
 ) -> None:
     """GET / on our server against the framework's minimal app, same core, same run (wrk).
     A plugin's or a command's server is measured against its `minimal` command; with
@@ -85,7 +105,10 @@ def bench_command(
     (servers/minimal), each started afresh per round in a cgroup of its own on the server
     CPUs: KB per connection (the slope of the cgroup's memory over the steps; RSS beside
     it), CPU µs per opened connection, and ours / minimal with a 95 % interval and a
-    verdict against 1.25×."""
+    verdict against 1.25×. Past one process's open files both apps run as --workers on
+    one port; --fleet runs the agents on a fleet's load hosts (local:N: namespaces here)."""
+    if not ws and (workers is not None or fleet is not None):
+        raise UserError("--workers and --fleet go with --ws (GET / runs one process, wrk here)")
     if ws:
         from harness.bench_ws import WS_BENCH_CONNECTIONS, WS_BENCH_ROUNDS
 
@@ -103,6 +126,10 @@ def bench_command(
             as_json=as_json,
             servers=servers,
             servers_file=servers_file,
+            workers=workers,
+            fleet=fleet,
+            server_address=server_address,
+            fleet_access=(fleet_ca, fleet_cert, fleet_key, insecure_fleet),
         )
         return
     connections = connections if connections is not None else 100
@@ -218,13 +245,23 @@ def bench_ws(
     as_json: bool,
     servers: list[str],
     servers_file: Path | None,
+    workers: int | None = None,
+    fleet: str | None = None,
+    server_address: str | None = None,
+    fleet_access: tuple[Path | None, Path | None, Path | None, bool] = (None, None, None, False),
 ) -> None:
     """`harness bench --ws`: every chosen framework with a minimal WebSocket server."""
+    import contextlib
     import dataclasses
     import resource
 
     from drivers.agent.plan import FD_HEADROOM
-    from harness.bench_ws import WS_BENCH_STEPS, bench_ws_framework, ws_bench_unsupported
+    from harness.bench_ws import (
+        WS_BENCH_STEPS,
+        bench_ws_framework,
+        ws_bench_unsupported,
+        ws_workers,
+    )
     from harness.frameworks import register_servers, select_frameworks
 
     register_servers(servers, servers_file)
@@ -245,39 +282,65 @@ def bench_ws(
         )
     check_cpus(server_cpus)
     check_cpus(agent_cpus)
-    sockets_max = resource.getrlimit(resource.RLIMIT_NOFILE)[0] - FD_HEADROOM
+    open_files = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if workers is not None and workers < 1:
+        raise UserError("--workers must be 1 or more")
+    processes = workers if workers is not None else ws_workers(connections, open_files)
+    sockets_max = processes * (open_files - FD_HEADROOM)
     if not WS_BENCH_STEPS * 2 <= connections <= sockets_max:
         raise UserError(
-            f"--connections must be {WS_BENCH_STEPS * 2}..{sockets_max} with --ws (one server "
-            f"process may open {sockets_max:,} sockets here: the open-files limit)"
+            f"--connections must be {WS_BENCH_STEPS * 2}..{sockets_max:,} with --ws and "
+            f"{processes} worker(s) (one server process may open {open_files - FD_HEADROOM:,} "
+            "sockets here: the open-files limit; more --workers hold more)"
         )
     if rounds < 2 or hold_s < 1 or (open_rate is not None and open_rate <= 0):
         raise UserError("--ws needs --rounds >= 2, --hold >= 1 s and a positive --open-rate")
+    if processes > 1:  # past one process: what plan-connections would refuse, refused
+        refusal = _ws_plan_refusal(names, connections, hold_s, open_rate)
+        if refusal:
+            raise UserError(f"bench --ws: {refusal}")
     results = []
-    for name in names:
-        chosen_loop = loop if loop in FRAMEWORKS[name].loops else None
-        status = f"bench --ws {name}: {rounds} rounds of ours and minimal, {connections:,} conns…"
-        with console.status(status):
-            results.append(
-                bench_ws_framework(
-                    name,
-                    loop=chosen_loop,
-                    server_cpus=server_cpus,
-                    agent_cpus=agent_cpus,
-                    connections=connections,
-                    rounds=rounds,
-                    hold_s=hold_s,
-                    open_rate_per_s=open_rate,
-                )
+    with contextlib.ExitStack() as stack:
+        opened = None
+        if fleet is not None:  # Dask's client only when asked for
+            from harness.fleet.client import FleetAccess, open_fleet
+
+            ca, cert, key, insecure = fleet_access
+            access = FleetAccess(
+                str(ca) if ca else None, str(cert) if cert else None,
+                str(key) if key else None, insecure,
+            )  # fmt: skip
+            with console.status(f"bench --ws: connecting to the fleet {fleet}…"):
+                opened = stack.enter_context(open_fleet(fleet, server_address, access))
+        for name in names:
+            chosen_loop = loop if loop in FRAMEWORKS[name].loops else None
+            status = (
+                f"bench --ws {name}: {rounds} rounds of ours and minimal, {connections:,} conns"
+                f"{f', {processes} workers each' if processes > 1 else ''}…"
             )
+            with console.status(status):
+                results.append(
+                    bench_ws_framework(
+                        name,
+                        loop=chosen_loop,
+                        server_cpus=server_cpus,
+                        agent_cpus=agent_cpus,
+                        connections=connections,
+                        rounds=rounds,
+                        hold_s=hold_s,
+                        open_rate_per_s=open_rate,
+                        workers=processes,
+                        fleet=opened,
+                    )
+                )
     if as_json:
         rows = [{**dataclasses.asdict(r), "note": r.note} for r in results]
         print(json.dumps(rows, indent=2))
         return
     table = Table(
-        "framework", "loop", "conns", "KB/conn ours · minimal", "ours / minimal [95 % CI]",
-        "memory", "RSS KB/conn ours · minimal", "CPU µs/conn ours · minimal",
-        "ours / minimal [95 % CI]", "CPU", "rounds",
+        "framework", "loop", "conns", "workers", "KB/conn ours · minimal",
+        "ours / minimal [95 % CI]", "memory", "RSS KB/conn ours · minimal",
+        "CPU µs/conn ours · minimal", "ours / minimal [95 % CI]", "CPU", "rounds",
     )  # fmt: skip
     reasons = []
     for r in results:
@@ -285,6 +348,7 @@ def bench_ws(
             r.framework,
             r.loop or FRAMEWORKS[r.framework].loops[0],
             f"{r.connections:,}",
+            str(r.server_processes),
             f"{_figure(r.memory.ours, '.1f')} · {_figure(r.memory.minimal, '.1f')}",
             _ratio(r.memory.ratio, r.memory.ci),
             _verdict(r.memory.verdict),
@@ -305,8 +369,32 @@ def bench_ws(
             f"the held steps; CPU: the {cpu_source}'s, from the first connection to the top "
             "step, per connection opened (less the app's idle CPU)"
         )
+    for load in sorted({r.load for r in results}):
+        console.print(f"load: the agents {'here' if load == 'local' else 'on the ' + load}")
     for reason in reasons:
         console.print(f"[yellow]{reason}[/]")
+
+
+def _ws_plan_refusal(
+    names: list[str], connections: int, hold_s: float, open_rate: float | None
+) -> str | None:
+    """Why this host cannot hold `connections` for the measured ones of `names` (harness
+    plan-connections' arithmetic: memory, conntrack), or None."""
+    from harness.bench_ws import WS_BENCH_STEPS, ws_ramp
+    from harness.connection_plan import SERVER_MEMORY, plan_connections, plan_refusal
+    from harness.doctor import connection_host
+
+    ramp = ws_ramp(connections, hold_s, open_rate)
+    plan = plan_connections(
+        connections,
+        [name for name in names if name in SERVER_MEMORY],
+        connection_host(),
+        open_rate_per_s=ramp.open_rate_per_s,
+        ramp_step=max(1, connections // WS_BENCH_STEPS),
+        ramp_hold_s=hold_s,
+        addresses_per_host=4,
+    )
+    return plan_refusal(plan)
 
 
 def _figure(value: float | None, spec: str) -> str:

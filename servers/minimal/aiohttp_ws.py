@@ -1,5 +1,7 @@
 """Minimal aiohttp WebSocket server: `web.WebSocketResponse` on /ws, echoing."""
 
+import socket
+
 from aiohttp import WSMsgType, web
 
 from servers.contract import ROUTE_WEBSOCKET, WS_SUBPROTOCOL
@@ -20,3 +22,11 @@ def run(host: str, port: int) -> None:
     app = web.Application()
     app.router.add_get(ROUTE_WEBSOCKET, echo)
     web.run_app(app, host=host, port=port, access_log=None, print=None)
+
+
+def serve(listener: socket.socket) -> None:
+    """Serve on `listener`, one of a parent's SO_REUSEPORT sockets
+    (`python -m servers.minimal NAME --ws --workers N`)."""
+    app = web.Application()
+    app.router.add_get(ROUTE_WEBSOCKET, echo)
+    web.run_app(app, sock=listener, access_log=None, print=None)

@@ -18,3 +18,10 @@ def run(host: str, port: int) -> None:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     listener = StreamServer.get_listener((host, port), backlog=BACKLOG, family=family)
     StreamServer(listener, handle).serve_forever()
+
+
+def serve(listener: socket.socket) -> None:
+    """Serve on `listener`, one of a parent's SO_REUSEPORT sockets opened before this
+    process patched (`python -m servers.minimal NAME --ws --workers N`)."""
+    green = socket.socket(listener.family, listener.type, listener.proto, listener.detach())
+    StreamServer(green, handle).serve_forever()

@@ -1,7 +1,9 @@
 """Minimal tornado WebSocket server: one `WebSocketHandler` on /ws, echoing."""
 
 import asyncio
+import socket
 
+import tornado.httpserver
 import tornado.web
 import tornado.websocket
 
@@ -27,3 +29,16 @@ async def main(host: str, port: int) -> None:
 
 def run(host: str, port: int) -> None:
     asyncio.run(main(host, port))
+
+
+async def main_on(listener: socket.socket) -> None:
+    app = tornado.web.Application([(ROUTE_WEBSOCKET, Echo)], log_function=lambda handler: None)
+    listener.setblocking(False)  # tornado accepts in a loop until EWOULDBLOCK
+    tornado.httpserver.HTTPServer(app).add_sockets([listener])
+    await asyncio.Event().wait()
+
+
+def serve(listener: socket.socket) -> None:
+    """Serve on `listener`, one of a parent's SO_REUSEPORT sockets
+    (`python -m servers.minimal NAME --ws --workers N`)."""
+    asyncio.run(main_on(listener))

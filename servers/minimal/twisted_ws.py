@@ -2,6 +2,7 @@
 on the reactor (epoll), echoing, as autobahn's echo example writes it."""
 
 import re
+import socket
 
 from autobahn.twisted.websocket import WebSocketServerFactory, WebSocketServerProtocol
 from autobahn.websocket.types import ConnectionRequest
@@ -31,4 +32,17 @@ def run(host: str, port: int) -> None:
     factory = WebSocketServerFactory()
     factory.protocol = Echo
     reactor.listenTCP(port, factory, interface=host)
+    reactor.run()
+
+
+def serve(listener: socket.socket) -> None:
+    """Serve on `listener`, one of a parent's SO_REUSEPORT sockets
+    (`python -m servers.minimal NAME --ws --workers N`)."""
+    from twisted.internet import reactor
+
+    factory = WebSocketServerFactory()
+    factory.protocol = Echo
+    listener.setblocking(False)  # Twisted accepts in a loop until EAGAIN
+    reactor.adoptStreamPort(listener.fileno(), listener.family, factory)
+    listener.close()  # the reactor holds its own duplicate of the descriptor
     reactor.run()

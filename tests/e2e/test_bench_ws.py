@@ -42,13 +42,22 @@ def test_bench_ws_gives_kb_and_cpu_per_connection_of_ours_and_the_minimal_server
     ("args", "message"),
     [
         (["--frameworks", "nginx"], "none of nginx has a minimal WebSocket server"),
-        (["--frameworks", "aiohttp", "--connections", "1000000"], "--connections must be"),
+        (["--frameworks", "aiohttp", "--connections", "30000", "--workers", "1"],
+         "--connections must be"),
+        (["--frameworks", "aiohttp", "--connections", "1000000"],
+         "1,000,000 connections need"),
         (["--frameworks", "aiohttp", "--protocol", "h1-tls"], "cleartext HTTP/1.1 (h1) only"),
         (["--frameworks", "aiohttp", "--rounds", "1"], "--ws needs --rounds >= 2"),
     ],
-)
+)  # fmt: skip
 def test_bench_ws_refuses_what_it_cannot_measure_in_one_line(args: list[str], message: str) -> None:
     refused = harness("bench", "--ws", *args)
     assert refused.returncode == 1
     assert refused.stderr.startswith("harness: error: ") and message in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
+
+
+def test_workers_and_a_fleet_are_refused_without_ws() -> None:
+    refused = harness("bench", "--frameworks", "aiohttp", "--workers", "2")
+    assert refused.returncode == 1
+    assert "--workers and --fleet go with --ws" in refused.stderr

@@ -202,6 +202,25 @@ def test_a_connection_ramp_splits_over_the_hosts_own_addresses(
     assert (closing["connections"], closing["open_after"]) == (100, 0), closing
 
 
+def test_bench_ws_holds_its_connections_from_the_hosts_on_workers(
+    two_hosts: local.LocalFleetState,
+) -> None:
+    # harness bench --ws --fleet local:2 --workers 2: both apps on the fleet's bridge
+    # address as two processes each, the hosts' agents holding every connection
+    from harness.bench_ws import bench_ws_framework
+    from harness.fleet.client import open_fleet
+
+    with open_fleet("local:2") as fleet:
+        result = bench_ws_framework(
+            "aiohttp", server_cpus="0", agent_cpus=None, connections=400, rounds=2,
+            hold_s=1.0, open_rate_per_s=400.0, workers=2, fleet=fleet,
+        )  # fmt: skip
+    assert (result.server_processes, result.load) == (2, "fleet of 2 hosts")
+    assert result.ours_held_min == result.minimal_held_min == 400, result.note
+    assert result.failed == {"ours": 0, "minimal": 0}
+    assert result.memory.ours and result.memory.minimal
+
+
 def kill_worker_when_its_load_runs(namespace: str, timeout_s: float, killed: list[str]) -> None:
     """SIGKILL the Dask worker of `namespace` once its wrk is running (a lost host)."""
     deadline = time.monotonic() + timeout_s

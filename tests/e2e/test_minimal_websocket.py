@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import subprocess
 import sys
+import time
 from collections.abc import Iterator
 
+import psutil
 import pytest
 from websockets.sync.client import connect
 
@@ -16,7 +19,7 @@ from drivers.processes import kill_group, spawn
 from harness.services.base import wait_listening
 from harness.verify.websocket import raw_ws_connect
 from servers import contract
-from servers.listeners import http_answers
+from servers.listeners import http_answers, tree_pids
 from servers.minimal import WEBSOCKET_MINIMALS
 from tests.helpers import one_per_runtime, require_framework
 
@@ -25,13 +28,21 @@ HELD_CONNECTIONS = 1100
 
 
 @contextlib.contextmanager
-def minimal_server(framework: str) -> Iterator[int]:
+def minimal_server(framework: str, workers: int = 1) -> Iterator[int]:
     """The minimal WebSocket server of `framework` on an OS-chosen port; yields the port."""
+    with minimal_process(framework, workers) as (_, port):
+        yield port
+
+
+@contextlib.contextmanager
+def minimal_process(framework: str, workers: int = 1) -> Iterator[tuple[subprocess.Popen, int]]:
+    """The minimal WebSocket server of `framework` as `workers` processes on one OS-chosen
+    port; yields its (top) process and the port."""
     require_framework(framework)
     command = [sys.executable, "-m", "servers.minimal", framework, "--ws", "--port", "0"]
-    process = spawn(command, death_signal=signal.SIGTERM)
+    process = spawn([*command, "--workers", str(workers)], death_signal=signal.SIGTERM)
     try:
-        yield wait_listening(process, f"the minimal {framework} WebSocket server")
+        yield process, wait_listening(process, f"the minimal {framework} WebSocket server")
     finally:
         kill_group(process)
         process.wait()
@@ -77,3 +88,32 @@ def test_a_minimal_websocket_server_holds_more_connections_than_a_default_pool(
             held.enter_context(raw_ws_connect(port))  # each past its 101
         with raw_ws_connect(port) as last:  # and still answering
             assert last.fileno() >= 0
+
+
+def connected_pids(process: subprocess.Popen, port: int) -> set[int]:
+    """The processes of `process`'s tree holding an accepted connection on `port`."""
+    pids = set()
+    for pid in tree_pids(process.pid):
+        with contextlib.suppress(psutil.Error):
+            sockets = psutil.Process(pid).net_connections("tcp")
+            if any(s.laddr and s.laddr.port == port and s.raddr for s in sockets):
+                pids.add(pid)
+    return pids
+
+
+@pytest.mark.parametrize("framework", one_per_runtime(list(WEBSOCKET_MINIMALS)))
+def test_workers_share_the_port_and_stop_together(framework: str) -> None:
+    # --workers 2: the way past one process's open files (harness bench --ws at 100,000)
+    with minimal_process(framework, workers=2) as (process, port):
+        with contextlib.ExitStack() as held:
+            for _ in range(40):  # SO_REUSEPORT hashes them (Node: round-robin): both get some
+                held.enter_context(raw_ws_connect(port))
+            deadline = time.monotonic() + 5
+            while len(connected_pids(process, port)) < 2 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert len(connected_pids(process, port)) == 2
+        # closed first: aiohttp's run_app waits for open WebSockets on SIGTERM (60 s)
+        workers = [pid for pid in tree_pids(process.pid) if pid != process.pid]
+        process.send_signal(signal.SIGTERM)  # the supervisor stops them all
+        process.wait(timeout=10)  # (the minimal workers die by it: status 1, said on stderr)
+        assert not [pid for pid in workers if psutil.pid_exists(pid)]

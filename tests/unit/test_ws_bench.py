@@ -9,6 +9,7 @@ import pytest
 
 from harness.bench_ws import (
     RATIO_LIMIT,
+    WS_BENCH_OPEN_RATE_MAX,
     WS_BENCH_STEPS,
     WsAppRun,
     cpu_us_per_connection,
@@ -16,6 +17,7 @@ from harness.bench_ws import (
     verdict,
     ws_bench_summary,
     ws_ramp,
+    ws_workers,
 )
 from harness.stats import Interval
 
@@ -121,3 +123,18 @@ def test_the_ramp_reaches_the_connections_asked_in_equal_steps_within_ten_second
     odd = [int(step.offered) for step in ws_ramp(1003, 2.0, 500.0)]
     assert odd[-1] == 1003 and len(odd) == WS_BENCH_STEPS
     assert ws_ramp(1003, 2.0, 500.0).open_rate_per_s == 500.0
+    # more in 10 s than one core handshakes: opened at the cap, not at 10,000 a second
+    assert ws_ramp(100_000, 3.0, None).open_rate_per_s == WS_BENCH_OPEN_RATE_MAX
+
+
+@pytest.mark.parametrize(
+    ("connections", "open_files", "workers"),
+    [(15_000, 20_000, 1), (19_900, 20_000, 1), (19_901, 20_000, 2), (100_000, 20_000, 6),
+     (100_000, 1_024, 120)],
+)  # fmt: skip
+def test_workers_are_as_many_as_the_connections_need_past_one_processs_open_files(
+    connections: int, open_files: int, workers: int
+) -> None:
+    # 100 descriptors a process keeps for itself (FD_HEADROOM); 10 % room for
+    # SO_REUSEPORT's uneven spread
+    assert ws_workers(connections, open_files) == workers
