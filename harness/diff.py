@@ -336,8 +336,8 @@ def diff_case(old: Case, new: Case, label: str, factor: float, drift: float = 1.
         note = "; ".join(filter(None, (note, *imprecise)))
     if old.summary.peak_offered != new.summary.peak_offered:
         moved = (
-            f"the ramps peaked at different loads (offered {old.summary.peak_offered:g} in "
-            f"A, {new.summary.peak_offered:g} in B): the rounds measured two operating points"
+            f"measured at different loads (offered {old.summary.peak_offered:g} in "
+            f"A, {new.summary.peak_offered:g} in B): two operating points"
         )
         note = f"{note}; {moved}" if note else moved
     if drift != 1.0:

@@ -404,6 +404,31 @@ def summarize(steps: Sequence[Step]) -> Summary:
     return _summary_at(best, peak, steps, limit_note=limit_note)
 
 
+# Confirmation rounds of a concurrency ramp measure the plateau's first point: the lowest
+# concurrency whose ramp reading came within this share of the best. One ramp step is one
+# short reading (2 s in the quick profile) and which of two near-equal steps reads higher
+# is noise: two quick compares of one commit put gevent's rounds at 50 connections in one
+# (13,142 req/s) and at 200 in the next (12,067: its ramp read 12,177 at 50 and 12,516 at
+# 200), a "significant" 8 % apart in harness diff; tornado likewise (7,509 against 6,902).
+PLATEAU_FRACTION = 0.95
+
+
+def rounds_offered(case: Case) -> float | None:
+    """The load a case's confirmation rounds measure: the ramp's peak load, but for a
+    concurrency ramp the lowest concurrency whose error-free reading came within
+    PLATEAU_FRACTION of the best (steps the load generator limited left out, as for the
+    peak: `summarize`); None without a peak."""
+    offered = case.summary.peak_offered
+    if offered is None or not case.steps or case.steps[0].unit != "concurrency":
+        return offered
+    clean = [s for s in case.steps if s.errors["total"] == 0]
+    candidates = [s for s in clean if "driver_bound" not in s.flags] or clean
+    if not candidates:
+        return offered
+    best = max(s.achieved for s in candidates)
+    return min(s.offered for s in candidates if s.achieved >= PLATEAU_FRACTION * best)
+
+
 def _summary_at(
     best: Step | None, peak: float | None, steps: Sequence[Step], *, limit_note: str | None
 ) -> Summary:
@@ -560,6 +585,7 @@ def with_rounds(
             summary,
             ramp_peak=case.summary.peak,
             peak=round(peak.value, 1),
+            peak_offered=used[0].offered,  # where the rounds ran (`rounds_offered`)
             peak_ci=_pair(peak, 1),
             p99_at_peak_ms=round(p99.value, 3) if p99 else case.summary.p99_at_peak_ms,
             p99_at_peak_ci_ms=_pair(p99, 3),

@@ -1,7 +1,9 @@
 """Confirmation rounds: each framework's peak load measured again, interleaved, for intervals.
 
-The ramp finds where each framework peaks (its best concurrency, or the highest rate it
-held); a ramp step is one sample, and one sample has no error bar. So after the ramp,
+The ramp finds where each framework peaks (its best concurrency — the lowest within 5 %
+of the best reading, `analysis.rounds_offered`, so that two runs measure one operating
+point — or the highest rate it held); a ramp step is one sample, and one sample has no
+error bar. So after the ramp,
 `profile.rounds` rounds run, each a fresh server, a short warm-up and one fixed-load step
 of `profile.round_duration_s` at that framework's peak, every framework once per round and
 the order rotated each round (A B C, B C A, C A B …) so that drift and position touch
@@ -21,7 +23,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import TypeVar
 
 from harness.profile import Profile
-from harness.run.analysis import usable_rounds
+from harness.run.analysis import rounds_offered, usable_rounds
 from harness.run.case import run_case
 from harness.run.context import RunContext
 from harness.run.precision import (
@@ -80,13 +82,14 @@ def run_round(
     lasting `duration_s` (the profile's round length by default) after `warmup_s` of
     warm-up, without verify (the ramp's case verified this server already)."""
     profile = run.profile
-    assert case.summary.peak_offered is not None
+    offered = rounds_offered(case)
+    assert offered is not None
     length_s = duration_s or profile.round_duration_s
     # the usual re-warm never exceeds the profile's own warm-up; a longer one, chosen for a
     # server still warming up when its rounds began (precision.round_warmup_s), is kept
     round_profile = dataclasses.replace(
         profile,
-        ramp=fixed_ramp(profile.ramp, case.summary.peak_offered, length_s),
+        ramp=fixed_ramp(profile.ramp, offered, length_s),
         warmup_s=min(profile.warmup_s, warmup_s) if warmup_s <= ROUND_WARMUP_S else warmup_s,
         repeat=1,
     )

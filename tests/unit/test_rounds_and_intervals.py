@@ -4,12 +4,18 @@ harness.run.analysis, harness.run.verdict). Pure functions: no server, no clock.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
 
 from harness.profile import load_profile
-from harness.run.analysis import round_ratio, with_baseline_ratios, with_rounds
+from harness.run.analysis import (
+    round_ratio,
+    rounds_offered,
+    with_baseline_ratios,
+    with_rounds,
+)
 from harness.run.rounds import fixed_ramp, rotated
 from harness.run.verdict import rank, verdict
 from harness.stats import (
@@ -66,6 +72,39 @@ def test_a_round_is_the_ramp_at_one_load() -> None:
     assert [(s.offered, s.duration_s) for s in rate] == [(3000.0, 3.0)]
     assert rotated(["a", "b", "c"], 1) == ["b", "c", "a"]  # type: ignore[list-item]
     assert rotated(["a", "b", "c"], 3) == ["a", "b", "c"]  # type: ignore[list-item]
+
+
+def ramp_case(*readings: tuple[int, float], flags: tuple[str, ...] = ()) -> Case:
+    """A concurrency ramp's ok case read `(concurrency, req/s)` at each step."""
+    steps = tuple(
+        dataclasses.replace(step(achieved, flags=flags), offered=level)
+        for level, achieved in readings
+    )
+    best = max(steps, key=lambda s: s.achieved)
+    summary = Summary(peak=best.achieved, peak_offered=best.offered, p99_at_peak_ms=5.0)
+    return dataclasses.replace(one_step_case("gevent", steps[0], summary), steps=steps)
+
+
+def test_rounds_run_at_the_plateaus_first_point_not_at_a_noisy_best() -> None:
+    # gevent's two readings 3 % apart (noise): its rounds at 50, in either order
+    assert rounds_offered(ramp_case((50, 12_177.0), (200, 12_516.0))) == 50
+    assert rounds_offered(ramp_case((50, 12_298.0), (200, 11_975.0))) == 50
+    # granian's 200 really is better (14 %): there
+    assert rounds_offered(ramp_case((50, 33_523.0), (200, 38_894.0))) == 200
+    # a step with errors is no candidate
+    failing = ramp_case((50, 12_500.0), (200, 12_400.0))
+    failing = dataclasses.replace(
+        failing,
+        steps=(dataclasses.replace(failing.steps[0], errors={"total": 3}), failing.steps[1]),
+    )
+    assert rounds_offered(failing) == 200
+    # a rate ramp's rounds stay at the highest rate it held
+    rate = dataclasses.replace(
+        ramp_case((50, 1.0)),
+        steps=(dataclasses.replace(step(3000.0), unit="req/s", offered=3000.0),),
+        summary=Summary(peak=3000.0, peak_offered=3000.0),
+    )
+    assert rounds_offered(rate) == 3000.0
 
 
 def test_a_profile_refuses_one_round() -> None:
