@@ -311,7 +311,15 @@ def run_connection_ramp(
             finish(window_start, last_hold)
         # the agents ended and closed their connections (not a dead server, a lost host,
         # or agents that outlived the watchdog's grace): their closing step
-        if result.lost is None and result.server_exit is None and seconds and not agents.running():
+        # (a server without telemetry, one run as a command, says nothing of it: not
+        # followed, rather than waited on for CLOSING_TIMEOUT_S)
+        if (
+            result.lost is None
+            and result.server_exit is None
+            and seconds
+            and not agents.running()
+            and server.telemetry_lines()
+        ):
             result.closing = follow_closing(ramp, agents, server)
     finally:
         final = agents.finish()

@@ -369,11 +369,7 @@ class CommandServerProcess(ServerProcess):
             pids = listeners.tree_pids(self.process.pid)
             seen_ports = listeners.listening_ports(pids)
             if self.port in seen_ports:
-                others = {
-                    port: pid
-                    for port, pid in listeners.other_listeners({self.port}, pids).items()
-                    if not listeners.descends_from(pid, self.process.pid)  # forked since
-                }
+                others = listeners.other_listeners({self.port}, pids, root=self.process.pid)
                 if others:
                     self.kill()
                     raise UserError(

@@ -66,15 +66,20 @@ def listening_ports(pids: Iterable[int], host: str | None = None) -> set[int]:
     return ports
 
 
-def other_listeners(ports: Collection[int], pids: Collection[int]) -> dict[int, int | None]:
-    """Listeners on `ports` held by a process not in `pids`: port -> its pid (None when
-    this user may not see whose it is, which counts as someone else's)."""
+def other_listeners(
+    ports: Collection[int], pids: Collection[int], root: int | None = None
+) -> dict[int, int | None]:
+    """Listeners on `ports` held by a process not in `pids` (nor, with `root`, descended
+    from it: a worker forked after `pids` was read — nginx's, a supervisor's — holds the
+    same sockets): port -> its pid (None when this user may not see whose it is, which
+    counts as someone else's)."""
     others: dict[int, int | None] = {}
     for connection in psutil.net_connections(kind="tcp"):
         if (
             connection.status == psutil.CONN_LISTEN
             and connection.laddr.port in ports
             and connection.pid not in pids
+            and not (root is not None and descends_from(connection.pid, root))
         ):
             others[connection.laddr.port] = connection.pid
     return others

@@ -32,7 +32,7 @@ def wait_listening(process: subprocess.Popen, name: str, host: str = "127.0.0.1"
         if len(ports) > 1:
             raise UserError(f"{name} listens on several ports ({sorted(ports)}), not one")
         if ports:
-            others = listeners.other_listeners(ports, pids)
+            others = listeners.other_listeners(ports, pids, root=process.pid)
             if others:
                 raise UserError(f"{name}: another process listens on its port too: {others}")
             return ports.pop()

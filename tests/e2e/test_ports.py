@@ -5,13 +5,20 @@ reused. A foreign listener planted on the port the harness would use is not take
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import socket
 import stat
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import psutil
 import pytest
 
 from harness.services import base, memcached
@@ -94,3 +101,30 @@ def test_nginx_is_not_taken_for_a_foreign_listener_on_its_port(
         held = listeners.listening_ports(listeners.tree_pids(balancer.pid))
         assert balancer.port in held
         assert not listeners.other_listeners({balancer.port}, listeners.tree_pids(balancer.pid))
+
+
+def test_a_worker_forked_after_the_tree_was_read_is_not_another_process() -> None:
+    """nginx's workers, a supervisor's: forked after the readiness check read the tree,
+    they hold the same listening socket, and are no other program on the port."""
+    code = (
+        "import os, socket, time\n"
+        "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n"
+        "print(s.getsockname()[1], flush=True)\n"
+        "os.fork(); time.sleep(30)\n"
+    )
+    process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        port = int(process.stdout.readline())
+        deadline = time.monotonic() + 5
+        while not psutil.Process(process.pid).children() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        [child] = psutil.Process(process.pid).children()
+        read_before_the_fork = [process.pid]
+        assert listeners.other_listeners({port}, read_before_the_fork) == {port: child.pid}
+        assert listeners.other_listeners({port}, read_before_the_fork, root=process.pid) == {}
+    finally:
+        for pid in listeners.tree_pids(process.pid)[::-1]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        process.wait()

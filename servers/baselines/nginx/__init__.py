@@ -422,7 +422,7 @@ class Nginx:
                 )
             pids = listeners.tree_pids(self.process.pid)
             if site.listen_ports <= listeners.listening_ports(pids):
-                others = listeners.other_listeners(site.listen_ports, pids)
+                others = listeners.other_listeners(site.listen_ports, pids, root=self.process.pid)
                 if others:
                     taken = ", ".join(f"{port} (pid {pid})" for port, pid in others.items())
                     raise NginxError(f"{PORT_TAKEN}: another process listens on {taken}")
