@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
@@ -26,6 +27,9 @@ from harness.cli.options import (
 )
 from model.errors import UserError
 from servers import FRAMEWORKS
+
+if TYPE_CHECKING:
+    from harness.fleet.client import FleetAccess
 
 
 def bench_command(
@@ -111,6 +115,7 @@ def bench_command(
         raise UserError("--workers and --fleet go with --ws (GET / runs one process, wrk here)")
     if ws:
         from harness.bench_ws import WS_BENCH_CONNECTIONS, WS_BENCH_ROUNDS
+        from harness.fleet.client import FleetAccess
 
         if protocol and protocol != "h1":
             raise UserError("bench --ws measures WebSockets over cleartext HTTP/1.1 (h1) only")
@@ -129,7 +134,12 @@ def bench_command(
             workers=workers,
             fleet=fleet,
             server_address=server_address,
-            fleet_access=(fleet_ca, fleet_cert, fleet_key, insecure_fleet),
+            fleet_access=FleetAccess(
+                str(fleet_ca) if fleet_ca else None,
+                str(fleet_cert) if fleet_cert else None,
+                str(fleet_key) if fleet_key else None,
+                insecure_fleet,
+            ),
         )
         return
     connections = connections if connections is not None else 100
@@ -248,7 +258,7 @@ def bench_ws(
     workers: int | None = None,
     fleet: str | None = None,
     server_address: str | None = None,
-    fleet_access: tuple[Path | None, Path | None, Path | None, bool] = (None, None, None, False),
+    fleet_access: FleetAccess | None = None,
 ) -> None:
     """`harness bench --ws`: every chosen framework with a minimal WebSocket server."""
     import contextlib
@@ -303,15 +313,10 @@ def bench_ws(
     with contextlib.ExitStack() as stack:
         opened = None
         if fleet is not None:  # Dask's client only when asked for
-            from harness.fleet.client import FleetAccess, open_fleet
+            from harness.fleet.client import open_fleet
 
-            ca, cert, key, insecure = fleet_access
-            access = FleetAccess(
-                str(ca) if ca else None, str(cert) if cert else None,
-                str(key) if key else None, insecure,
-            )  # fmt: skip
             with console.status(f"bench --ws: connecting to the fleet {fleet}…"):
-                opened = stack.enter_context(open_fleet(fleet, server_address, access))
+                opened = stack.enter_context(open_fleet(fleet, server_address, fleet_access))
         for name in names:
             chosen_loop = loop if loop in FRAMEWORKS[name].loops else None
             status = (
