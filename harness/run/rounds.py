@@ -3,7 +3,9 @@
 The ramp finds where each framework peaks (its best concurrency — the lowest within 5 %
 of the best reading, `analysis.rounds_offered`, so that two runs measure one operating
 point — or the highest rate it held); a ramp step is one sample, and one sample has no
-error bar. So after the ramp,
+error bar. Where the ramp's readings at several concurrencies tied (within 15 %), the
+first round is tried at each and the rounds go on at the one those longer readings pick
+(`tried_round`). So after the ramp,
 `profile.rounds` rounds run, each a fresh server, a short warm-up and one fixed-load step
 of `profile.round_duration_s` at that framework's peak, every framework once per round and
 the order rotated each round (A B C, B C A, C A B …) so that drift and position touch
@@ -23,7 +25,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import TypeVar
 
 from harness.profile import Profile
-from harness.run.analysis import rounds_offered, usable_rounds
+from harness.run.analysis import rounds_offered, trial_choice, trial_loads, usable_rounds
 from harness.run.case import run_case
 from harness.run.context import RunContext
 from harness.run.precision import (
@@ -77,12 +79,16 @@ def run_round(
     index: int,
     duration_s: float | None = None,
     warmup_s: float = ROUND_WARMUP_S,
+    offered: float | None = None,
+    trial: bool = False,
 ) -> Case:
-    """Round `index` of `case` (an ok case with a peak): a one-step case at its peak load
-    lasting `duration_s` (the profile's round length by default) after `warmup_s` of
-    warm-up, without verify (the ramp's case verified this server already)."""
+    """Round `index` of `case` (an ok case with a peak): a one-step case at `offered` (by
+    default its rounds' load, `rounds_offered`) lasting `duration_s` (the profile's round
+    length by default) after `warmup_s` of warm-up, without verify (the ramp's case
+    verified this server already). A `trial` round (`tried_round`) says its load in its
+    label."""
     profile = run.profile
-    offered = rounds_offered(case)
+    offered = offered if offered is not None else rounds_offered(case)
     assert offered is not None
     length_s = duration_s or profile.round_duration_s
     # the usual re-warm never exceeds the profile's own warm-up; a longer one, chosen for a
@@ -99,12 +105,43 @@ def run_round(
     mode = case.affinity.get("mode") or "both"
     total = profile.max_rounds if profile.precision_pct else profile.rounds
     label = f"round {index + 1} of {'at most ' if profile.precision_pct else ''}{total}"
+    if trial:
+        label += f", trial at {offered:g}"
     model = parse_process_model(case.process_model)
     measured = run_case(round_run, case.framework, mode, 0, model, label, case.protocol)
     steps = tuple(
         dataclasses.replace(s, extra={**s.extra, "round_s": length_s}) for s in measured.steps
     )
     return dataclasses.replace(measured, steps=steps)
+
+
+def tried_round(
+    run: RunContext,
+    case: Case,
+    loads: Sequence[float],
+    duration_s: float,
+    warmup_s: float,
+    clock: Callable[[], float] = time.monotonic,
+) -> tuple[Case, float]:
+    """The first round of a case whose ramp readings tied (`analysis.trial_loads`): one
+    round at each of `loads`, the one `analysis.trial_choice` picks kept as the round, with
+    every trial's reading in its step's `extra.trials`; returns it and its wall seconds. A
+    failed trial is left out of the choice; if all failed, the first failure is returned."""
+    tried: list[tuple[float, Case, float]] = []
+    for load in loads:
+        began = clock()
+        measured = run_round(run, case, 0, duration_s, warmup_s, offered=load, trial=True)
+        tried.append((load, measured, clock() - began))
+    readings = {load: c.steps[0].achieved for load, c, _ in tried if c.status == "ok" and c.steps}
+    if not readings:
+        _, failed, wall_s = tried[0]
+        return failed, wall_s
+    chosen = trial_choice(readings)
+    _, kept, wall_s = next(t for t in tried if t[0] == chosen)
+    trials = [[load, round(achieved, 1)] for load, achieved in readings.items()]
+    step = kept.steps[0]
+    step = dataclasses.replace(step, extra={**step.extra, "trials": trials})
+    return dataclasses.replace(kept, steps=(step, *kept.steps[1:])), wall_s
 
 
 def round_steps(measured: Sequence[tuple[int, Case]]) -> list[Step]:
@@ -138,6 +175,7 @@ def run_rounds(
     spent: dict[K, list[tuple[float, float]]] = {key: [] for key in peaked}  # (wall, length)
     length_s = {key: profile.round_duration_s for key in peaked}
     warmup_s = {key: ROUND_WARMUP_S for key in peaked}
+    offered_at: dict[K, float | None] = {key: None for key in peaked}  # None: rounds_offered
     budget_s = profile.max_time_s or None
     for index in range(max_rounds):
         peaks = {
@@ -167,8 +205,19 @@ def run_rounds(
             ):
                 continue
             began = clock()
-            case = run_round(run, peaked[key], index, length_s[key], warmup_s[key])
-            spent[key].append((clock() - began, length_s[key]))
+            loads = trial_loads(peaked[key]) if index == 0 else []
+            if loads:  # the ramp's readings tied: the first round tried at each tied load
+                case, wall_s = tried_round(
+                    run, peaked[key], loads, length_s[key], warmup_s[key], clock
+                )
+                if case.status == "ok" and case.steps:
+                    offered_at[key] = case.steps[0].offered
+            else:
+                case = run_round(
+                    run, peaked[key], index, length_s[key], warmup_s[key], offered_at[key]
+                )
+                wall_s = clock() - began
+            spent[key].append((wall_s, length_s[key]))
             measured[key].append((index, case))
             record(key, index, case)
             ran += 1

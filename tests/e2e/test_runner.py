@@ -162,7 +162,8 @@ def test_rounds_run_interleaved_at_each_peak_and_give_intervals(tmp_path: Path) 
     plan = build_plan(
         frameworks="aiohttp,nginx",
         profile_name="smoke",
-        overrides={"rounds": 3, "round_duration_s": 1, "warmup_s": 0},
+        # one ramp step: no tie between loads, so no trial rounds (the next test)
+        overrides={"rounds": 3, "round_duration_s": 1, "warmup_s": 0, "ramp.stop": 10},
         server_cpus=None,
         agent_cpus=None,
         out=tmp_path,
@@ -189,6 +190,49 @@ def test_rounds_run_interleaved_at_each_peak_and_give_intervals(tmp_path: Path) 
     assert read_run(plan.out_dir) == run
     # each case's rounds inside its own folder
     assert len(list(plan.out_dir.glob("*/round-*-of-3"))) == 6
+
+
+def test_tied_ramp_loads_are_tried_in_the_first_round_and_the_rounds_go_on_at_one(
+    tmp_path: Path,
+) -> None:
+    """aiohttp's ramp at 10 and 11 connections reads within 15 % (one server, one more
+    connection): round 1 is tried at both, the rounds go on at the load those readings
+    chose, and the summary says what the trials read."""
+    require_framework("aiohttp")
+    require_tools("wrk")
+    plan = build_plan(
+        frameworks="aiohttp",
+        profile_name="smoke",
+        overrides={
+            "rounds": 2,
+            "round_duration_s": 1,
+            "warmup_s": 0,
+            "ramp.start": 10,
+            "ramp.stop": 11,
+            "ramp.step": 1,
+            "ramp.duration_s": 1,
+        },
+        server_cpus=None,
+        agent_cpus=None,
+        out=tmp_path,
+    )
+    order = Order()
+    run = Runner(plan, order).run()
+    (case,) = run.cases
+    assert case.status == "ok", case.error
+    assert order.labels == [
+        "aiohttp [both]",
+        "aiohttp [both] round 1 of 2, trial at 10",
+        "aiohttp [both] round 1 of 2, trial at 11",
+        "aiohttp [both] round 2 of 2",
+    ]
+    first, second = case.rounds
+    trials = dict(first.extra["trials"])
+    assert sorted(trials) == [10, 11] and all(v > 0 for v in trials.values())
+    chosen = min(load for load, v in trials.items() if v >= 0.95 * max(trials.values()))
+    assert first.offered == second.offered == case.summary.peak_offered == chosen
+    assert "the ramp's readings tied" in (case.summary.limit_note or "")
+    assert read_run(plan.out_dir) == run  # the trials' readings kept in run.json
 
 
 @pytest.mark.skipif(not TWO_CPUS, reason="the affinity matrix needs two CPUs")

@@ -13,6 +13,9 @@ from harness.profile import load_profile
 from harness.run.analysis import (
     round_ratio,
     rounds_offered,
+    trial_choice,
+    trial_loads,
+    trial_note,
     with_baseline_ratios,
     with_rounds,
 )
@@ -207,3 +210,40 @@ def test_without_rounds_the_verdict_says_it_has_no_intervals() -> None:
     said = verdict([one])
     assert said is not None and said["text"] == "gevent (by peak; no rounds, so no intervals)"
     assert verdict([]) is None
+
+
+def test_tied_ramp_loads_are_tried_and_the_longer_readings_choose() -> None:
+    # node-http's two quick compares: 200 read 6 % above 50 in one ramp, below in the
+    # next; within 15 % both loads are tried, in ascending order
+    assert trial_loads(ramp_case((50, 58_000.0), (200, 61_600.0))) == [50, 200]
+    assert trial_loads(ramp_case((50, 62_000.0), (200, 55_000.0))) == [50, 200]
+    # a clear winner (more than 15 % above) is not tried against
+    assert trial_loads(ramp_case((50, 30_000.0), (200, 38_894.0))) == []
+    # one step: nothing to try
+    assert trial_loads(ramp_case((50, 12_000.0))) == []
+    # many tied steps: the ramp's choice and the best readings, three at most
+    many = ramp_case((10, 9_000.0), (20, 9_900.0), (40, 10_000.0), (80, 9_600.0), (160, 9_950.0))
+    assert trial_loads(many) == [20, 40, 160]  # 20: the ramp's choice (10 read < 95 %)
+    # the longer readings: the lowest load within 5 % of the best
+    assert trial_choice({50: 62_514.0, 200: 55_485.0}) == 50
+    assert trial_choice({50: 61_000.0, 200: 62_000.0}) == 50
+    assert trial_choice({50: 50_000.0, 200: 62_000.0}) == 200
+
+
+def test_a_cases_trials_are_said_in_its_summary() -> None:
+    case = ramp_case((50, 58_000.0), (200, 61_600.0))
+    kept = dataclasses.replace(
+        step(62_514.0), offered=50, extra={"trials": [[50, 62_514.0], [200, 55_485.0]]}
+    )
+    rounds = [(0, one_step_case("gevent", kept, case.summary))]
+    rounds += [
+        (i, one_step_case("gevent", dataclasses.replace(step(62_000.0), offered=50), case.summary))
+        for i in (1, 2)
+    ]
+    summary = with_rounds(case, rounds).summary
+    assert summary.peak_offered == 50
+    assert summary.limit_note == (
+        "rounds at concurrency 50: the ramp's readings tied, "
+        "the first round read 62,514 req/s at 50, 55,485 req/s at 200"
+    )
+    assert trial_note([step(1.0)]) is None
