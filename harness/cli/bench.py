@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,6 +30,7 @@ from model.errors import UserError
 from servers import FRAMEWORKS
 
 if TYPE_CHECKING:
+    from harness.bench_ws import WsBenchResult
     from harness.fleet.client import FleetAccess
 
 
@@ -338,6 +340,9 @@ def bench_ws(
                         fleet=opened,
                     )
                 )
+            # each framework's figures as it finishes (a 100,000-connection bench runs
+            # ~7 minutes a framework): on stderr, so that --json's stdout stays one document
+            print(_ws_row_line(results[-1]), file=sys.stderr, flush=True)
     if as_json:
         rows = [{**dataclasses.asdict(r), "note": r.note} for r in results]
         print(json.dumps(rows, indent=2))
@@ -378,6 +383,20 @@ def bench_ws(
         console.print(f"load: the agents {'here' if load == 'local' else 'on the ' + load}")
     for reason in reasons:
         console.print(f"[yellow]{reason}[/]")
+
+
+def _ws_row_line(result: WsBenchResult) -> str:
+    """One framework's bench --ws figures in a line: KB per connection ours · minimal, the
+    ratio with its interval and the verdict, the same for CPU µs per connection."""
+    memory, cpu = result.memory, result.cpu
+    return (
+        f"bench --ws {result.framework}: {result.connections:,} conns, "
+        f"KB/conn {_figure(memory.ours, '.1f')} · {_figure(memory.minimal, '.1f')} "
+        f"{_ratio(memory.ratio, memory.ci)} {memory.verdict}; "
+        f"CPU µs/conn {_figure(cpu.ours, ',.0f')} · {_figure(cpu.minimal, ',.0f')} "
+        f"{_ratio(cpu.ratio, cpu.ci)} {cpu.verdict}; {result.rounds} rounds, held at least "
+        f"{result.ours_held_min:,} · {result.minimal_held_min:,}"
+    )
 
 
 def _ws_plan_refusal(

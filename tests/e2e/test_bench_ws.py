@@ -36,6 +36,9 @@ def test_bench_ws_gives_kb_and_cpu_per_connection_of_ours_and_the_minimal_server
         assert measured["verdict"] in ("within", "above", "undecided")
     # an idle WebSocket costs kilobytes, not bytes nor megabytes, on either app
     assert 1 < result["memory"]["ours"] < 200 and 1 < result["memory"]["minimal"] < 200
+    # the framework's line was said on stderr as it finished, with the same figures
+    line = next(x for x in done.stderr.splitlines() if x.startswith(f"bench --ws {framework}:"))
+    assert f"KB/conn {result['memory']['ours']:.1f} · {result['memory']['minimal']:.1f}" in line
 
 
 @pytest.mark.parametrize(
