@@ -43,7 +43,8 @@ by name):
   `half_width_pct`, `precision_pct`, `rounds_excluded` (each `{round, reason}`),
   `round_duration_s`, `imprecise_reason`, `noise_source` (NOISE_SOURCES) and
   `noise_note`, and the flag `imprecise`; a step's `extra.replies_per_s` (the server's
-  telemetry, second by second) and a round's `extra.round_s`. A /4 file (or a /5 one
+  telemetry, second by second), a round's `extra.round_s` and a first round tried at
+  tied loads its `extra.trials` (`[[load, req/s], …]`, harness.run.rounds). A /4 file (or a /5 one
   from before them) reads with their defaults: no precision asked, nothing excluded.
   A `verify` entry may carry `deviations` (the robustness rules the server bent: `check`,
   `key`, `sent`, `expected`, `came`, `declared`; harness.verify.severity); a file without
