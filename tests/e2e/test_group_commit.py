@@ -9,6 +9,7 @@ while the others succeed. The database is also killed outright mid-load and rest
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import os
 import signal
@@ -264,7 +265,9 @@ def test_a_database_killed_mid_load_loses_no_acknowledged_record(
     restarted: FerretDB | None = None
     total, threads, deadline = 600, 20, time.monotonic() + 60
     statuses: dict[str, int] = {}
+    failures: list[str] = []  # each request that got no answer: what and when (the message)
     lock = threading.Lock()
+    started = time.monotonic()
 
     def client(worker: int) -> None:
         with httpx.Client(base_url=server.url, timeout=15) as http:
@@ -272,10 +275,15 @@ def test_a_database_killed_mid_load_loses_no_acknowledged_record(
                 if time.monotonic() > deadline:
                     return
                 body = f"kill-{i}"
+                sent = time.monotonic()
                 try:
                     status = http.post(contract.ROUTE_LOG, content=body).status_code
-                except httpx.HTTPError:
+                except httpx.HTTPError as error:
                     status = 0
+                    failures.append(
+                        f"{body}: {type(error).__name__} sent at {sent - started:.1f} s, "
+                        f"after {time.monotonic() - sent:.1f} s"
+                    )
                 with lock:
                     statuses[body] = status
 
@@ -288,13 +296,19 @@ def test_a_database_killed_mid_load_loses_no_acknowledged_record(
                         time.sleep(0.01)
                     os.killpg(database.process.pid, signal.SIGKILL)
                     database.process.wait()
+                    killed_s = time.monotonic() - started
                     time.sleep(MONGO_SERVER_SELECTION_TIMEOUT_MS / 1000 + 1)
                     restarted = FerretDB(data_dir, port=database.port)
+                    back_s = time.monotonic() - started
                     for load in loads:
                         load.result()
                 assert server.stop() == 0, server.stderr_tail()
             values = list(statuses.values())
-            assert values.count(503) > 0 and set(values) <= {200, 503}, set(values)
+            said = (
+                f"{collections.Counter(values)}; killed at {killed_s:.1f} s, back at "
+                f"{back_s:.1f} s; {failures[:5]}; server: {server.stderr_tail()}"
+            )
+            assert values.count(503) > 0 and set(values) <= {200, 503}, said
             acknowledged = {body for body, status in statuses.items() if status == 200}
             audit = store.audit()
             stored = stored_bodies(store)
