@@ -8,14 +8,21 @@ before protocols were an axis is all h1):
   (harness.run.analysis.usable_rounds) — with a 95 % percentile-bootstrap interval, each
   run's rounds resampled on their own (harness.stats.bootstrap_ratio_interval: rounds of
   two runs did not run side by side, so they are not paired);
-- **the test**: the two-sided Mann–Whitney U test on the two runs' round peaks (ranks
-  only: no normality assumed, one wild round cannot dominate);
-- **the verdict**: `faster` or `slower` when p < 0.05 **and** the ratio's interval
-  excludes 1.0; `no significant change` otherwise. Both, because each alone errs on few
-  rounds: the percentile bootstrap of 5 rounds is narrower than it should be (it cannot
-  see the spread the rounds did not happen to show), and the rank test says nothing of
-  the size. `no rounds` when either side has fewer than two rounds (then the ratio of the
-  two peaks alone, with no interval and no verdict); `not comparable` when either case
+- **the test**: Welch's two-sided t test on the logs of the two runs' round peaks
+  (harness.stats.welch_log_p), its p **adjusted for the diff's number of cases** by
+  Holm's method (harness.stats.holm_adjusted; `p` and `p_adjusted` in the JSON). A diff
+  tests every case at once: two runs of one commit with 13 cases, each tested at 0.05,
+  show a false change in about half of all diffs (1 − 0.95¹³ = 0.49; this machine's
+  quick compares did, eventmachine "slower" at p 0.032 between two runs of one commit).
+  The rank test used before (Mann–Whitney) cannot be adjusted on a handful of rounds:
+  its smallest p with 4 a side is 0.029, times 13 above any threshold;
+- **the verdict**: `faster` or `slower` when the adjusted p < 0.05 **and** the ratio's
+  interval excludes 1.0; `no significant change` otherwise (the note gives a raw p under
+  0.05 that the adjustment lifted). Both, because each alone errs on few rounds: the
+  percentile bootstrap of 5 rounds is narrower than it should be (it cannot see the
+  spread the rounds did not happen to show), and the test says nothing of the size.
+  `no rounds` when either side has fewer than two rounds (then the ratio of the two
+  peaks alone, with no interval and no verdict); `not comparable` when either case
   failed or found no peak.
 
 A run to a precision (`--precision`) has rounds until each case's interval is narrow
@@ -23,9 +30,7 @@ enough, so a real change of that size is told apart; a case that stopped short
 (`imprecise`) is named in the note of a `no significant change`: its width, not the
 absence of a change, may be why.
 
-The Mann–Whitney test on n and m rounds cannot give p below 2 / C(n + m, n): 0.10 with 3
-rounds a side, 0.029 with 4, 0.008 with 5. With 3 rounds a side or fewer no change can
-be called significant, and the diff says so.
+p99 and CPU per request are adjusted alike, each over its own family of cases.
 
 **The machine's drift.** This machine's speed moves between runs (2× between days, some
 per cent within an hour), and every case moves with it. The baselines (nginx, Node,
@@ -49,17 +54,20 @@ Pure functions of results (no I/O), unit-tested on synthetic runs.
 from __future__ import annotations
 
 import dataclasses
-import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from harness.run.analysis import usable_rounds
-from harness.stats import Interval, bootstrap_ratio_interval, mann_whitney_p
+from harness.stats import Interval, bootstrap_ratio_interval, holm_adjusted, welch_log_p
 from model.results import Case, Run
 
 ALPHA = 0.05
+RULE = (
+    f"Welch's t on the rounds' logs, p adjusted for the diff's cases (Holm) < {ALPHA}, "
+    "and the ratio's 95 % bootstrap interval excludes 1"
+)
 DEFAULT_FACTOR = 1.10
 # the host facts two runs must share to be diffed (or trended) without --allow-other-host
 SAME_HOST_FACTS = ("hostname", "cpu_model", "cores")
@@ -111,14 +119,10 @@ def limit_differences(first: Run, second: Run) -> list[str]:
     ]
 
 
-def smallest_p(rounds_a: int, rounds_b: int) -> float:
-    """The smallest two-sided p the exact Mann–Whitney test can give on these counts."""
-    return min(1.0, 2 / math.comb(rounds_a + rounds_b, rounds_a))
-
-
 @dataclass(frozen=True)
 class Change:
-    """A figure in run A and run B: the ratio B/A, its interval and the test's p."""
+    """A figure in run A and run B: the ratio B/A, its interval, the test's p and that p
+    adjusted for the diff's family of cases (None until `diff_runs` adjusts it)."""
 
     old: float | None
     new: float | None
@@ -126,6 +130,7 @@ class Change:
     interval: Interval | None
     p: float | None
     rounds: tuple[int, int]  # usable rounds with the figure in A and in B
+    p_adjusted: float | None = None
 
     @property
     def measured(self) -> bool:
@@ -133,12 +138,19 @@ class Change:
         return self.interval is not None and self.p is not None
 
     @property
+    def p_verdict(self) -> float | None:
+        """The p the verdict reads: adjusted for the diff's cases when it was, else raw."""
+        return self.p_adjusted if self.p_adjusted is not None else self.p
+
+    @property
     def significant(self) -> bool:
-        """p < ALPHA and the interval excludes 1.0 (the diff's rule)."""
+        """The adjusted p (the raw p before adjustment) < ALPHA and the interval
+        excludes 1.0 (the diff's rule)."""
+        p = self.p_verdict
         return (
             self.interval is not None
-            and self.p is not None
-            and self.p < ALPHA
+            and p is not None
+            and p < ALPHA
             and self.interval.excludes(1.0)
         )
 
@@ -150,6 +162,7 @@ class Change:
             "ratio": round(self.ratio, 4) if self.ratio is not None else None,
             "ci": list(interval.as_pair()) if interval else None,
             "p": round(self.p, 4) if self.p is not None else None,
+            "p_adjusted": round(self.p_adjusted, 4) if self.p_adjusted is not None else None,
             "rounds": list(self.rounds),
         }
 
@@ -158,12 +171,12 @@ def measure_change(
     old: float | None, new: float | None, old_rounds: Sequence[float], new_rounds: Sequence[float]
 ) -> Change:
     """The change from `old` to `new`: with two rounds or more on each side, the ratio of
-    the rounds' means, its bootstrap interval and the Mann–Whitney p; otherwise the ratio
-    of the two values alone."""
+    the rounds' means, its bootstrap interval and Welch's p on their logs; otherwise the
+    ratio of the two values alone."""
     rounds = (len(old_rounds), len(new_rounds))
     interval = bootstrap_ratio_interval(new_rounds, old_rounds)
     if interval is not None:
-        p = mann_whitney_p(old_rounds, new_rounds)
+        p = welch_log_p(old_rounds, new_rounds)
         return Change(old, new, interval.value, interval, p, rounds)
     ratio = new / old if old and new is not None else None
     return Change(old, new, ratio, None, None, rounds)
@@ -298,9 +311,23 @@ def machine_drift(
     return MachineDrift(statistics.median(r for _, r in ratios), tuple(ratios), apply)
 
 
-def diff_case(old: Case, new: Case, label: str, factor: float, drift: float = 1.0) -> CaseDiff:
+FIGURES = ("peak", "p99", "cpu")  # the figures tested, each adjusted over its own family
+
+
+def diff_case(
+    old: Case,
+    new: Case,
+    label: str,
+    factor: float,
+    drift: float = 1.0,
+    adjusted: dict[str, float | None] | None = None,
+    family: int = 1,
+) -> CaseDiff:
     """`old` against `new` (the same case in runs A and B), by the module's rule; `drift`
-    (the machine's, MachineDrift) divides B's round peaks first."""
+    (the machine's, MachineDrift) divides B's round peaks first. `adjusted`: each
+    figure's p adjusted over the diff's `family` of cases (`diff_runs`); without it the
+    raw p decides (a diff of one case)."""
+    adjusted = adjusted or {}
     identity = old.identity
     sides = (("A", old), ("B", new))
     why = [f"{side}: {reason}" for side, case in sides if (reason := _not_comparable(case))]
@@ -314,6 +341,14 @@ def diff_case(old: Case, new: Case, label: str, factor: float, drift: float = 1.
     p99 = measure_change(
         old.summary.p99_at_peak_ms, new.summary.p99_at_peak_ms, _round_p99s(old), _round_p99s(new)
     )
+    cpu = measure_change(
+        old.summary.cpu_us_per_req, new.summary.cpu_us_per_req, _round_cpu_us(old),
+        _round_cpu_us(new),
+    )  # fmt: skip
+    peak, p99, cpu = (
+        dataclasses.replace(change, p_adjusted=adjusted.get(name))
+        for name, change in zip(FIGURES, (peak, p99, cpu), strict=True)
+    )
     note = None
     if not peak.measured:
         verdict = "no rounds"
@@ -322,10 +357,10 @@ def diff_case(old: Case, new: Case, label: str, factor: float, drift: float = 1.
         verdict = "faster" if (peak.ratio or 0) > 1 else "slower"
     else:
         verdict = "no significant change"
-        if smallest_p(*peak.rounds) >= ALPHA:
+        if peak.p is not None and peak.p < ALPHA and peak.p_adjusted is not None:
             note = (
-                f"{peak.rounds[0]} and {peak.rounds[1]} rounds cannot reach p < {ALPHA} "
-                f"(at best {smallest_p(*peak.rounds):.2f}): run at least 4 a side"
+                f"p {peak.p:.3f} alone, {peak.p_adjusted:.3f} adjusted for the diff's "
+                f"{family} cases (Holm)"
             )
     imprecise = [
         f"{side} imprecise ({case.summary.imprecise_reason})"
@@ -346,10 +381,6 @@ def diff_case(old: Case, new: Case, label: str, factor: float, drift: float = 1.
     ratio = peak.ratio or 1.0
     beyond = peak.significant and (ratio < 1 / factor or ratio > factor)
     widths = (old.summary.half_width_pct, new.summary.half_width_pct)
-    cpu = measure_change(
-        old.summary.cpu_us_per_req, new.summary.cpu_us_per_req, _round_cpu_us(old),
-        _round_cpu_us(new),
-    )  # fmt: skip
     memory = measure_change(_memory_peak_mb(old), _memory_peak_mb(new), (), ())
     return CaseDiff(identity, label, peak, p99, verdict, beyond, note, widths, cpu, memory)
 
@@ -383,7 +414,7 @@ class RunDiff:
             "a": self.old_id,
             "b": self.new_id,
             "factor": self.factor,
-            "rule": f"Mann–Whitney p < {ALPHA} and the ratio's 95 % interval excludes 1.0",
+            "rule": RULE,
             "other_host": list(self.other_host),
             "other_limits": list(self.other_limits),
             "cases": [c.to_dict() for c in self.cases],
@@ -393,6 +424,12 @@ class RunDiff:
             "worse_beyond_factor": [c.label for c in self.worse],
             "exit_status": self.exit_status,
         }
+
+
+def _tested_p(case: CaseDiff, figure: str) -> float | None:
+    """The raw p of one of FIGURES in `case`, None when that figure was not tested."""
+    change = {"peak": case.peak, "p99": case.p99, "cpu": case.cpu_us_per_req}[figure]
+    return change.p if change is not None and change.measured else None
 
 
 def diff_runs(
@@ -410,14 +447,23 @@ def diff_runs(
     pairs = [(old_cases[i], new_cases[i], labels[i]) for i in both]
     drift = machine_drift(pairs, machine_drift_applied)
     by = drift.factor if drift is not None and drift.applied else 1.0
+    drifts = [1.0 if is_baseline(a) else by for a, _, _ in pairs]
+    # two passes: each case's raw p first, then every figure's family adjusted (Holm)
+    raw = [
+        diff_case(a, b, label, factor, d) for (a, b, label), d in zip(pairs, drifts, strict=True)
+    ]
+    families = {name: holm_adjusted([_tested_p(c, name) for c in raw]) for name in FIGURES}
+    tested = sum(p is not None for p in families["peak"])
+    cases = tuple(
+        diff_case(a, b, label, factor, d, {n: families[n][i] for n in FIGURES}, tested)
+        for i, ((a, b, label), d) in enumerate(zip(pairs, drifts, strict=True))
+    )
     return RunDiff(
         old.run_id,
         new.run_id,
         factor,
         tuple(host_differences(old, new)),
-        tuple(
-            diff_case(a, b, label, factor, 1.0 if is_baseline(a) else by) for a, b, label in pairs
-        ),
+        cases,
         tuple(labels[i] for i in old_cases if i not in new_cases),
         tuple(labels[i] for i in new_cases if i not in old_cases),
         drift,

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from charts.report import STYLE, nav_html
-from harness.diff import RunDiff, diff_runs
+from harness.diff import RULE, RunDiff, diff_runs
 from harness.history import (
     HistoryEntry,
     TrendPoint,
@@ -310,7 +310,7 @@ def diff_html(diff: RunDiff, profile: str) -> str:
                 figure(case.peak.old),
                 figure(case.peak.new),
                 escape(ratio_text(case.peak.ratio, case.peak.interval)),
-                figure(case.peak.p),
+                figure(case.peak.p_verdict),
                 f'<span class="{css}">{escape(verdict)}</span>',
                 figure(case.p99.old),
                 figure(case.p99.new),
@@ -322,7 +322,7 @@ def diff_html(diff: RunDiff, profile: str) -> str:
         "A peak",
         "B peak",
         "B/A [95 %]",
-        "p",
+        "p (Holm)",
         "verdict",
         "A p99 ms",
         "B p99 ms",
@@ -331,8 +331,7 @@ def diff_html(diff: RunDiff, profile: str) -> str:
     parts = [
         f"<p>A: {_link(f'../{run_page(diff.old_id)}', diff.old_id)} → B: "
         f"{_link(f'../{run_page(diff.new_id)}', diff.new_id)}; factor {diff.factor:g}. "
-        "A verdict needs Mann–Whitney U p &lt; 0.05 and the ratio's 95 % bootstrap interval "
-        "excluding 1 (<code>harness diff</code>).</p>",
+        f"A verdict needs {escape(RULE)} (<code>harness diff</code>).</p>",
         _table(headers, rows, {1, 2, 3, 4, 6, 7}),
     ]
     for side, names in (("A", diff.only_in_old), ("B", diff.only_in_new)):

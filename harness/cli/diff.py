@@ -59,7 +59,7 @@ def diff(
     Markdown where asked; returns the exit status: 1 when a case got significantly slower
     by more than `factor`, else 0. Runs from different hosts are refused (UserError)
     unless `allow_other_host`, and then labelled."""
-    from harness.diff import diff_runs, host_differences
+    from harness.diff import RULE, diff_runs, host_differences
 
     if not factor >= 1.0:
         raise UserError(f"--factor must be at least 1.0 (a change of 10 % is 1.10), not {factor}")
@@ -91,7 +91,7 @@ def diff(
     table = Table(title=title)
     # the server's CPU per reply (cgroups), when either run measured it
     with_cpu = any(c.cpu_us_per_req is not None and c.cpu_us_per_req.ratio for c in result.cases)
-    columns = ("case", "A peak", "B peak", "B/A [95 % CI]", "p", "verdict",
+    columns = ("case", "A peak", "B peak", "B/A [95 % CI]", "p (Holm)", "verdict",
                "A p99 ms", "B p99 ms", "p99 B/A [95 % CI]",
                *(("CPU µs/req B/A",) if with_cpu else ()), "note")  # fmt: skip
     for column in columns:
@@ -105,7 +105,7 @@ def diff(
             _figure(case.peak.old),
             _figure(case.peak.new),
             _ratio(case.peak),
-            _figure(case.peak.p, "{:.3f}"),
+            _figure(case.peak.p_verdict, "{:.3f}"),
             f"[{style}]{verdict}[/]" if style else verdict,
             _figure(case.p99.old, "{:.2f}"),
             _figure(case.p99.new, "{:.2f}"),
@@ -113,10 +113,7 @@ def diff(
             *((_cpu_cell(case.cpu_us_per_req),) if with_cpu else ()),
             case.note or "",
         )
-    table.caption = (
-        "verdict: Mann–Whitney U p < 0.05 and the ratio's 95 % bootstrap interval excludes 1; "
-        "p99 (lower is better) for information"
-    )
+    table.caption = f"verdict: {RULE}; p99 (lower is better) for information"
     console.print(table)
     if result.drift is not None:
         console.print(escape(result.drift.text()))

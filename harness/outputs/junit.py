@@ -171,7 +171,7 @@ def diff_tests(result: RunDiff) -> list[JUnitTest]:
     for case in result.cases:
         said = (
             f"{case.label}: B/A {ratio_text(case.peak.ratio, case.peak.interval)}, "
-            f"p {figure(case.peak.p)}: {case.verdict}"
+            f"p {figure(case.peak.p_verdict)} (Holm): {case.verdict}"
             + (f", beyond {result.factor:g}×" if case.beyond_factor else "")
             + (f" ({case.note})" if case.note else "")
         )

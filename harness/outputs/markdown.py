@@ -173,6 +173,8 @@ def run_markdown(run: Run, run_dir: Path | None = None, base: Path | None = None
 
 def diff_markdown(result: RunDiff) -> str:
     """A diff as Markdown: each case's B/A with its interval, the p and the verdict."""
+    from harness.diff import RULE  # scipy: loaded only when a diff is asked for
+
     parts = [f"## Diff: A `{result.old_id}` → B `{result.new_id}` (factor {result.factor:g})", ""]
     if result.other_host:
         parts += [f"**Different hosts**: {'; '.join(result.other_host)}", ""]
@@ -184,13 +186,13 @@ def diff_markdown(result: RunDiff) -> str:
             figure(case.peak.old),
             figure(case.peak.new),
             ratio_text(case.peak.ratio, case.peak.interval),
-            figure(case.peak.p),
+            figure(case.peak.p_verdict),
             f"**{case.verdict}**" if case.worse_beyond_factor else case.verdict,
             case.note or "",
         ]
         for case in result.cases
     ]
-    headers = ["case", "A peak", "B peak", "B/A [95 %]", "p", "verdict", "note"]
+    headers = ["case", "A peak", "B peak", "B/A [95 %]", "p (Holm)", "verdict", "note"]
     parts += [table(headers, rows, {1, 2, 3, 4}), ""]
     for side, names in (("A", result.only_in_old), ("B", result.only_in_new)):
         if names:
@@ -201,7 +203,7 @@ def diff_markdown(result: RunDiff) -> str:
     else:
         parts += [f"No case slower beyond {result.factor:g}×.", ""]
     parts += [
-        "Verdict: Mann–Whitney U p < 0.05 and the ratio's 95 % bootstrap interval excludes 1.",
+        f"Verdict: {RULE}.",
         "",
     ]
     return "\n".join(parts)

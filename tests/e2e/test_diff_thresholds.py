@@ -53,13 +53,12 @@ def test_a_failing_threshold_exits_3_after_writing_everything(tmp_path: Path) ->
     assert (held.rule, held.held, held.value) == ("*: lost == 0", True, 0.0)
     report = (run_dir / "report.html").read_text()
     assert "<h3>Thresholds</h3>" in report and "1 of 2 threshold checks failed" in report
-    # the run diffed with itself: nothing changed, exit 0 (two rounds a side cannot reach
-    # significance anyway, and the note says so)
+    # the run diffed with itself: nothing changed, exit 0, p 1 (a family of one: as is)
     same = harness("diff", str(run_dir), str(run_dir / "run.json"), "--json")
     assert same.returncode == 0, same.stderr
     (diffed,) = json.loads(same.stdout)["cases"]
     assert diffed["verdict"] == "no significant change" and diffed["peak"]["ratio"] == 1.0
-    assert "cannot reach p < 0.05" in diffed["note"]
+    assert diffed["peak"]["p"] == diffed["peak"]["p_adjusted"] == 1.0
 
 
 def written(directory: Path, factor: float, host: dict | None = None) -> Path:

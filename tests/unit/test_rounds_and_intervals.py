@@ -23,9 +23,11 @@ from harness.run.rounds import fixed_ramp, rotated
 from harness.run.verdict import rank, verdict
 from harness.stats import (
     bootstrap_ratio_interval,
+    holm_adjusted,
     mann_whitney_p,
     mean_interval,
     paired_ratio_interval,
+    welch_log_p,
 )
 from model.errors import UserError
 from model.ramps import ConcurrencyRamp, RateRamp
@@ -252,3 +254,16 @@ def test_a_cases_trials_are_said_in_its_summary() -> None:
         "the first round read 62,514 req/s at 50, 55,485 req/s at 200"
     )
     assert trial_note([step(1.0)]) is None
+
+
+def test_holm_adjusts_a_family_step_down_and_welch_reads_logs() -> None:
+    # m = 4: the smallest × 4, the next × 3 (kept at least the one before), …; None untouched
+    adjusted = holm_adjusted([0.01, None, 0.04, 0.03, 0.5])
+    assert adjusted == pytest.approx([0.04, None, 0.09, 0.09, 0.5])  # type: ignore[arg-type]
+    assert holm_adjusted([]) == [] and holm_adjusted([0.9, 0.02]) == [0.9, 0.04]
+    # Welch on logs: a ratio, whatever the scale; two flat sides equal or not
+    assert welch_log_p([10, 11, 12], [20, 22, 24]) == pytest.approx(
+        welch_log_p([1, 1.1, 1.2], [2, 2.2, 2.4])
+    )
+    assert welch_log_p([5.0, 5.0], [5.0, 5.0]) == 1.0 and welch_log_p([5.0, 5.0], [6.0, 6.0]) == 0.0
+    assert welch_log_p([1.0], [1.0, 2.0]) is None
