@@ -107,8 +107,8 @@ def case_folder(
 ) -> Path:
     """Where one pass of a case keeps its files: `<run>/<case key>/ramp/` (`ramp-r2/` …
     per repeat when the profile repeats), `<run>/<case key>/round-2-of-5/` per
-    confirmation round (`round-1-of-5-trial-at-50-200/` for a first round tried at tied
-    loads)."""
+    confirmation round (`round-1-of-5-trial-at-50/` per trial of a first round tried at
+    tied loads)."""
     if round_label is not None:
         return run_dir / key / "-".join(re.findall(r"[A-Za-z0-9.]+", round_label))
     return run_dir / key / (RAMP_FOLDER + (f"-r{repeat + 1}" if repeats > 1 else ""))
@@ -152,8 +152,8 @@ def files_index(run: Run, passes: dict[str, list[str]]) -> str:
         "Each case has one folder, named by its identity (framework, scenario, sink, driver, "
         "process model, affinity mode); inside, one folder per pass: `ramp/` (the ramp that "
         "found the peak; `ramp-r2/` … per repeat) and `round-R-of-N/` (each confirmation "
-        "round at the peak; `round-1-of-N-trial-at-C1-C2/` a first round tried at tied "
-        "concurrencies, a step at each). Each pass holds:",
+        "round at the peak; `round-1-of-N-trial-at-C/` each trial of a first round tried "
+        "at tied concurrencies C). Each pass holds:",
         "",
     ]
     lines += [f"- `{path}`: {what}" for path, what in PASS_MEANINGS]

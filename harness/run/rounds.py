@@ -4,8 +4,8 @@ The ramp finds where each framework peaks (its best concurrency — the lowest w
 of the best reading, `analysis.rounds_offered`, so that two runs measure one operating
 point — or the highest rate it held); a ramp step is one sample, and one sample has no
 error bar. Where the ramp's readings at several concurrencies tied (within 15 %), the
-first round steps through each on one server and the rounds go on at the one those
-longer readings pick (`tried_round`). So after the ramp,
+first round is tried at each and the rounds go on at the one those longer readings pick
+(`tried_round`). So after the ramp,
 `profile.rounds` rounds run, each a fresh server, a short warm-up and one fixed-load step
 of `profile.round_duration_s` at that framework's peak, every framework once per round and
 the order rotated each round (A B C, B C A, C A B …) so that drift and position touch
@@ -52,18 +52,12 @@ def has_rounds(profile: Profile) -> bool:
     return profile.rounds >= 2 and profile.ramp.kind in ROUND_KINDS
 
 
-def fixed_ramp(ramp: Ramp, offered: float | Sequence[float], duration_s: float) -> Ramp:
+def fixed_ramp(ramp: Ramp, offered: float, duration_s: float) -> Ramp:
     """`ramp` reduced to one step at `offered` (its concurrency, or its req/s) lasting
-    about `duration_s`; a concurrency ramp may be given several rising levels (a trial:
-    `tried_round`), one step each."""
+    about `duration_s`."""
     if ramp.kind == "concurrency":
-        levels = tuple(
-            int(level) for level in (offered if isinstance(offered, Sequence) else [offered])
-        )
-        return dataclasses.replace(
-            ramp, start=0, stop=0, step=0, levels=levels, duration_s=duration_s
-        )
-    assert not isinstance(offered, Sequence), "only a concurrency ramp is tried at several loads"
+        level = int(offered)
+        return dataclasses.replace(ramp, start=level, stop=level, duration_s=duration_s)
     if ramp.kind == "rate":  # offered is req/s: connections/s × calls per connection
         rate = offered / ramp.calls_per_connection
         connections = max(1, round(rate * duration_s))
@@ -85,13 +79,14 @@ def run_round(
     index: int,
     duration_s: float | None = None,
     warmup_s: float = ROUND_WARMUP_S,
-    offered: float | Sequence[float] | None = None,
+    offered: float | None = None,
+    trial: bool = False,
 ) -> Case:
     """Round `index` of `case` (an ok case with a peak): a one-step case at `offered` (by
     default its rounds' load, `rounds_offered`) lasting `duration_s` (the profile's round
     length by default) after `warmup_s` of warm-up, without verify (the ramp's case
-    verified this server already). Given several loads (a trial, `tried_round`), one
-    step at each on the one server, the label saying them."""
+    verified this server already). A `trial` round (`tried_round`) says its load in its
+    label."""
     profile = run.profile
     offered = offered if offered is not None else rounds_offered(case)
     assert offered is not None
@@ -110,8 +105,8 @@ def run_round(
     mode = case.affinity.get("mode") or "both"
     total = profile.max_rounds if profile.precision_pct else profile.rounds
     label = f"round {index + 1} of {'at most ' if profile.precision_pct else ''}{total}"
-    if isinstance(offered, Sequence):
-        label += f", trial at {', '.join(f'{load:g}' for load in offered)}"
+    if trial:
+        label += f", trial at {offered:g}"
     model = parse_process_model(case.process_model)
     measured = run_case(round_run, case.framework, mode, 0, model, label, case.protocol)
     steps = tuple(
@@ -126,23 +121,27 @@ def tried_round(
     loads: Sequence[float],
     duration_s: float,
     warmup_s: float,
-) -> Case:
+    clock: Callable[[], float] = time.monotonic,
+) -> tuple[Case, float]:
     """The first round of a case whose ramp readings tied (`analysis.trial_loads`): one
-    server, warmed up at the lowest of `loads`, then a step of `duration_s` at each; the
-    step `analysis.trial_choice` picks (of those without errors) is kept as the round,
-    every step's reading in its `extra.trials`. One server rather than one per load: a
-    round per load cost the quick profile's twelve servers ~65 s of its 450 s, and their
-    extra rounds (3 of 13 cases within ±5 % instead of 13). A failed trial is returned as
-    it failed."""
-    tried = run_round(run, case, 0, duration_s, warmup_s, offered=loads)
-    readings = {s.offered: s.achieved for s in tried.steps if s.errors["total"] == 0}
-    if tried.status != "ok" or not readings:
-        return dataclasses.replace(tried, steps=tried.steps[:1])
+    round at each of `loads`, the one `analysis.trial_choice` picks kept as the round, with
+    every trial's reading in its step's `extra.trials`; returns it and its wall seconds. A
+    failed trial is left out of the choice; if all failed, the first failure is returned."""
+    tried: list[tuple[float, Case, float]] = []
+    for load in loads:
+        began = clock()
+        measured = run_round(run, case, 0, duration_s, warmup_s, offered=load, trial=True)
+        tried.append((load, measured, clock() - began))
+    readings = {load: c.steps[0].achieved for load, c, _ in tried if c.status == "ok" and c.steps}
+    if not readings:
+        _, failed, wall_s = tried[0]
+        return failed, wall_s
     chosen = trial_choice(readings)
-    kept = next(s for s in tried.steps if s.offered == chosen)
+    _, kept, wall_s = next(t for t in tried if t[0] == chosen)
     trials = [[load, round(achieved, 1)] for load, achieved in readings.items()]
-    kept = dataclasses.replace(kept, extra={**kept.extra, "trials": trials})
-    return dataclasses.replace(tried, steps=(kept,))
+    step = kept.steps[0]
+    step = dataclasses.replace(step, extra={**step.extra, "trials": trials})
+    return dataclasses.replace(kept, steps=(step, *kept.steps[1:])), wall_s
 
 
 def round_steps(measured: Sequence[tuple[int, Case]]) -> list[Step]:
@@ -208,15 +207,16 @@ def run_rounds(
             began = clock()
             loads = trial_loads(peaked[key]) if index == 0 else []
             if loads:  # the ramp's readings tied: the first round tried at each tied load
-                case = tried_round(run, peaked[key], loads, length_s[key], warmup_s[key])
+                case, wall_s = tried_round(
+                    run, peaked[key], loads, length_s[key], warmup_s[key], clock
+                )
                 if case.status == "ok" and case.steps:
                     offered_at[key] = case.steps[0].offered
             else:
                 case = run_round(
                     run, peaked[key], index, length_s[key], warmup_s[key], offered_at[key]
                 )
-            # a round's cost: the trial's other steps left out
-            wall_s = clock() - began - (max(1, len(loads)) - 1) * length_s[key]
+                wall_s = clock() - began
             spent[key].append((wall_s, length_s[key]))
             measured[key].append((index, case))
             record(key, index, case)

@@ -196,8 +196,8 @@ def test_tied_ramp_loads_are_tried_in_the_first_round_and_the_rounds_go_on_at_on
     tmp_path: Path,
 ) -> None:
     """aiohttp's ramp at 10 and 11 connections reads within 15 % (one server, one more
-    connection): round 1 steps through both on one server, the rounds go on at the load
-    those readings chose, and the summary says what the trials read."""
+    connection): round 1 is tried at both, the rounds go on at the load those readings
+    chose, and the summary says what the trials read."""
     require_framework("aiohttp")
     require_tools("wrk")
     plan = build_plan(
@@ -222,7 +222,8 @@ def test_tied_ramp_loads_are_tried_in_the_first_round_and_the_rounds_go_on_at_on
     assert case.status == "ok", case.error
     assert order.labels == [
         "aiohttp [both]",
-        "aiohttp [both] round 1 of 2, trial at 10, 11",
+        "aiohttp [both] round 1 of 2, trial at 10",
+        "aiohttp [both] round 1 of 2, trial at 11",
         "aiohttp [both] round 2 of 2",
     ]
     first, second = case.rounds
