@@ -55,9 +55,11 @@ def has_rounds(profile: Profile) -> bool:
 def fixed_ramp(ramp: Ramp, offered: float, duration_s: float) -> Ramp:
     """`ramp` reduced to one step at `offered` (its concurrency, or its req/s) lasting
     about `duration_s`."""
-    if ramp.kind == "concurrency":
+    if ramp.kind == "concurrency":  # one level (a profile's `levels` replaced too)
         level = int(offered)
-        return dataclasses.replace(ramp, start=level, stop=level, duration_s=duration_s)
+        return dataclasses.replace(
+            ramp, start=0, stop=0, step=0, levels=(level,), duration_s=duration_s
+        )
     if ramp.kind == "rate":  # offered is req/s: connections/s × calls per connection
         rate = offered / ramp.calls_per_connection
         connections = max(1, round(rate * duration_s))
@@ -126,7 +128,10 @@ def tried_round(
     """The first round of a case whose ramp readings tied (`analysis.trial_loads`): one
     round at each of `loads`, the one `analysis.trial_choice` picks kept as the round, with
     every trial's reading in its step's `extra.trials`; returns it and its wall seconds. A
-    failed trial is left out of the choice; if all failed, the first failure is returned."""
+    failed trial is left out of the choice; if all failed, the first failure is returned.
+    A fresh server per load, as every round: one server stepping through the loads was
+    tried and favoured its later, warmer step (a spin server's trial read 103k at 10
+    connections and 112k at 20 after it; its rounds at 20 then read 90-102k)."""
     tried: list[tuple[float, Case, float]] = []
     for load in loads:
         began = clock()

@@ -73,6 +73,8 @@ def test_the_bootstrap_is_seeded() -> None:
 def test_a_round_is_the_ramp_at_one_load() -> None:
     ramp = fixed_ramp(ConcurrencyRamp(start=50, stop=250, step=100, duration_s=5), 150, 3.0)
     assert [(s.offered, s.duration_s) for s in ramp] == [(150, 3.0)]
+    listed = fixed_ramp(ConcurrencyRamp(levels=(10, 100, 1000), duration_s=2), 100, 3.0)
+    assert [(s.offered, s.duration_s) for s in listed] == [(100, 3.0)]
     rate = fixed_ramp(RateRamp(low=1000, high=5000, step=1000), 3000.0, 3.0)
     assert [(s.offered, s.duration_s) for s in rate] == [(3000.0, 3.0)]
     assert rotated(["a", "b", "c"], 1) == ["b", "c", "a"]  # type: ignore[list-item]
