@@ -413,6 +413,13 @@ def summarize(steps: Sequence[Step]) -> Summary:
 PLATEAU_FRACTION = 0.95
 
 
+def _plateau_candidates(case: Case) -> list[Step]:
+    """The ramp steps a rounds' load may be chosen from: error-free, and those the load
+    generator limited left out (unless that leaves none), as for the peak (`summarize`)."""
+    clean = [s for s in case.steps if s.errors["total"] == 0]
+    return [s for s in clean if "driver_bound" not in s.flags] or clean
+
+
 def rounds_offered(case: Case) -> float | None:
     """The load a case's confirmation rounds measure: the ramp's peak load, but for a
     concurrency ramp the lowest concurrency whose error-free reading came within
@@ -421,8 +428,7 @@ def rounds_offered(case: Case) -> float | None:
     offered = case.summary.peak_offered
     if offered is None or not case.steps or case.steps[0].unit != "concurrency":
         return offered
-    clean = [s for s in case.steps if s.errors["total"] == 0]
-    candidates = [s for s in clean if "driver_bound" not in s.flags] or clean
+    candidates = _plateau_candidates(case)
     if not candidates:
         return offered
     best = max(s.achieved for s in candidates)
@@ -448,8 +454,7 @@ def trial_loads(case: Case) -> list[float]:
     chosen = rounds_offered(case)
     if chosen is None or not case.steps or case.steps[0].unit != "concurrency":
         return []
-    clean = [s for s in case.steps if s.errors["total"] == 0]
-    candidates = [s for s in clean if "driver_bound" not in s.flags] or clean
+    candidates = _plateau_candidates(case)
     best = max((s.achieved for s in candidates), default=0.0)
     tied = sorted(
         (s for s in candidates if s.achieved >= TIE_FRACTION * best and s.offered != chosen),
