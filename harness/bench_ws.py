@@ -132,6 +132,8 @@ class WsAppRun:
     rss_kb_per_connection: float | None  # process-tree RSS slope (the cross-check)
     cpu_us_per_connection: float | None  # CPU from the first connection to the top hold
     cpu_source: str  # cgroup or process tree
+    # why the ramp ended before its top step's hold (the agents' watchdogs), if it did
+    cut_short: str | None = None
 
     def __post_init__(self) -> None:
         if self.app not in APPS:
@@ -239,7 +241,9 @@ class WsBenchResult:
             if held < self.connections
         ]
         failed = [f"{app} {count:,} failed" for app, count in self.failed.items() if count]
-        return "; ".join(short + failed) or None
+        runs = self.ours_runs + self.minimal_runs
+        cut = list(dict.fromkeys(f"{r.app}: {r.cut_short}" for r in runs if r.cut_short))
+        return "; ".join(short + failed + cut) or None
 
 
 def ws_bench_summary(
@@ -476,6 +480,7 @@ def ws_app_run(
             else None
         ),
         cpu_source="cgroup" if group is not None else "process tree",
+        cut_short=result.watchdog_note,
     )
 
 

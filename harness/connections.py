@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from drivers.agent.plan import (
+    OPENING_SLOWDOWN_ALLOWED,
     AgentOutputs,
     agent_command,
     combine_agent_lines,
@@ -76,19 +77,35 @@ class ConnectionRampResult:
     # the agents outlived the ramp's deadline (ramp_deadline_s) and were told to stop: by
     # how much, from the ramp's planned end
     overran_s: float | None = None
+    # the agents ended at their own --time-limit (a server that accepted slower than even
+    # OPENING_SLOWDOWN_ALLOWED allows): where the ramp stood then
+    cut_short: str | None = None
     closing: dict[str, Any] | None = None  # the closing step (closing_record); None: none
+
+    @property
+    def watchdog_note(self) -> str | None:
+        """What the watchdogs did to the agents (overran, cut short), if anything."""
+        overran = (
+            f"the agents overran the ramp by {self.overran_s:g} s and were stopped"
+            if self.overran_s is not None
+            else None
+        )
+        return "; ".join(filter(None, (overran, self.cut_short))) or None
 
 
 # The agents' watchdog: a ramp may open slower than planned (a slow server answers the
-# handshakes late), so the deadline is generous; past it the agents are sent SIGTERM (they
-# close, print their final line and exit) and killed STOP_GRACE_S later.
-RAMP_OVERRUN_FACTOR = 1.5
+# handshakes late): the agents' own --time-limit allows their opening OPENING_SLOWDOWN_ALLOWED
+# times its planned length; past that and RAMP_OVERRUN_MARGIN_S more they are sent SIGTERM
+# (they close, print their final line and exit) and killed STOP_GRACE_S later.
 RAMP_OVERRUN_MARGIN_S = 60.0
 
 
 def ramp_deadline_s(ramp: ConnectionRamp) -> float:
-    """Seconds after which agents still running have overrun the ramp."""
-    return ramp.planned_s * RAMP_OVERRUN_FACTOR + RAMP_OVERRUN_MARGIN_S
+    """Seconds after which agents still running have overrun the ramp (after their own
+    time limit, drivers.agent.plan.agent_command's)."""
+    holds_s = ramp.hold_s * len(list(ramp))
+    opening_s = ramp.planned_s - holds_s
+    return opening_s * OPENING_SLOWDOWN_ALLOWED + holds_s + RAMP_OVERRUN_MARGIN_S
 
 
 def _total(counts: dict[str, int]) -> int:
@@ -324,8 +341,15 @@ def run_connection_ramp(
     finally:
         final = agents.finish()
     result.seconds = len(seconds)
-    if final:  # the agents' final lines: every message they sent
-        result.messages_sent = combine_agent_lines(final)["messages_sent"]
+    if final:  # the agents' final lines: every message they sent, what ended them
+        ended = combine_agent_lines(final)
+        result.messages_sent = ended["messages_sent"]
+        if "time-limit" in ended["stopped_by"]:
+            result.cut_short = (
+                f"the agents stopped at their time limit after {time.monotonic() - started:.0f} s:"
+                f" {ended['opened']:,} of {targets[-1]:,} opened, {len(result.steps)} of"
+                f" {len(targets)} steps held (planned at {ramp.open_rate_per_s:g}/s)"
+            )
     return result
 
 

@@ -69,6 +69,8 @@ class Agent:
         self._last_t = time.monotonic()
         self._stopping = asyncio.Event()
         self.closing_t: float | None = None  # when it began closing its connections
+        # what ended it: "schedule" (its last hold), "signal" (told to), "time-limit"
+        self.stopped_by: str | None = None
 
     @staticmethod
     def _cpu_s() -> float:
@@ -101,6 +103,8 @@ class Agent:
             "cpu_pct": round(cpu_pct, 1),
             "rss_bytes": _rss_bytes(),
         }
+        if self.stopped_by is not None:
+            line["stopped_by"] = self.stopped_by
         sys.stdout.write(json.dumps(line, separators=(",", ":")) + "\n")
         sys.stdout.flush()
 
@@ -157,11 +161,17 @@ class Agent:
         for _ in range(MAX_HANDSHAKES_IN_FLIGHT):
             slots.release()
 
+    def _stop(self, by: str) -> None:
+        """Stop opening and holding; the first reason given is the one reported."""
+        if self.stopped_by is None:
+            self.stopped_by = by
+        self._stopping.set()
+
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, self._stopping.set)
-        loop.call_later(self.args.time_limit, self._stopping.set)
+            loop.add_signal_handler(signum, self._stop, "signal")
+        loop.call_later(self.args.time_limit, self._stop, "time-limit")
         reporter = loop.create_task(self._reporter())
         slots = asyncio.Semaphore(MAX_HANDSHAKES_IN_FLIGHT)
         for index, target in enumerate(self.args.schedule):
@@ -175,7 +185,7 @@ class Agent:
                 await asyncio.wait_for(self._stopping.wait(), self.args.hold)
             if self._stopping.is_set():
                 break
-        self._stopping.set()
+        self._stop("schedule")
         await reporter
         self.phase = "closing"
         self.closing_t = round(time.time(), 3)

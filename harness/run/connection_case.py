@@ -84,10 +84,10 @@ def run_connection_case(ctx: CaseContext, server: Topology, monitor: Monitor) ->
     elif not steps:
         error = "the agents held no step: see raw/agent-*.txt"
         summary = Summary()
-    if result.overran_s is not None:  # the watchdog stopped the agents: said, never silent
-        overran = f"the agents overran the ramp by {result.overran_s:g} s and were stopped"
+    if result.watchdog_note:  # the watchdogs stopped the agents: said, never silent
         summary = dataclasses.replace(
-            summary, limit_note="; ".join(filter(None, (summary.limit_note, overran)))
+            summary,
+            limit_note="; ".join(filter(None, (summary.limit_note, result.watchdog_note))),
         )
     return Measured(
         steps,

@@ -42,7 +42,7 @@ def test_agent_opens_holds_sends_and_closes_cleanly() -> None:
             "30",
         )
         final = lines[-1]
-        assert final["phase"] == "final"
+        assert final["phase"] == "final" and final["stopped_by"] == "schedule"
         assert final["opened"] == 200 and final["failed"] == {}
         assert final["closed_by_server"] == {}
         assert final["messages_sent"] > 200  # ~4 s of 200 connections every 0.2–0.4 s
@@ -78,6 +78,21 @@ def test_agent_counts_refused_connections_and_stops_by_itself() -> None:
         port = probe.getsockname()[1]  # nothing listens here
     lines = run_agent(port, "--schedule", "10", "--hold", "0.5", "--time-limit", "10")
     assert lines[-1]["failed"] == {"refused": 10}
+
+
+def test_an_agent_behind_its_schedule_stops_at_its_time_limit_and_says_so() -> None:
+    """300 connections at 50/s cannot open in 2 s: the agent stops by itself then, its last
+    lines saying why (the harness reports the ramp cut short from them)."""
+    require_framework("aiohttp")
+    with start_server("aiohttp") as server:
+        lines = run_agent(
+            server.port, "--schedule", "300", "--hold", "5", "--open-rate", "50",
+            "--time-limit", "2", timeout_s=30,
+        )  # fmt: skip
+    final = lines[-1]
+    assert final["phase"] == "final" and final["stopped_by"] == "time-limit"
+    assert 0 < final["opened"] < 300
+    assert not any("stopped_by" in line for line in lines if line["phase"] == "opening")
 
 
 def test_connection_ramp_end_to_end(tmp_path: Path) -> None:

@@ -75,6 +75,9 @@ def test_agent_lines_combine() -> None:
     assert combined["failed"] == {"refused": 3, "timeout": 1}
     assert combined["closed_by_server"] == {"1001": 1}
     assert (combined["step"], combined["phase"]) == (1, "holding")
+    assert combined["stopped_by"] == []  # none has ended
+    ended = {0: {**lines[0], "stopped_by": "schedule"}, 1: {**lines[1], "stopped_by": "time-limit"}}
+    assert combine_agent_lines(ended)["stopped_by"] == ["time-limit", "schedule"]
 
 
 def test_breaking_point_needs_five_bad_seconds_in_a_row() -> None:

@@ -106,6 +106,16 @@ def test_an_app_that_held_fewer_connections_than_asked_makes_every_verdict_undec
     assert result.memory.reason == result.note
 
 
+def test_a_ramp_cut_short_by_the_agents_time_limit_is_said_in_the_note() -> None:
+    cut = "the agents stopped at their time limit after 178 s: 60,000 of 100,000 opened"
+    short = dataclasses.replace(run("ours", 20.0, 15.0, 400.0, held=0), cut_short=cut)
+    result = ws_bench_summary(
+        "gevent", None, [short, short], [run("minimal", 20.0, 15.0, 400.0)] * 2
+    )
+    assert result.note == f"ours held 0 of 1,000; ours: {cut}"  # said once, not per round
+    assert result.cpu.verdict == "undecided" and result.cpu.reason == result.note
+
+
 def test_the_summary_needs_paired_runs_and_a_run_valid_counts() -> None:
     with pytest.raises(ValueError, match="need pairs"):
         ws_bench_summary("aiohttp", None, [run("ours", 1.0, 1.0, 1.0)], [])
