@@ -398,6 +398,7 @@ class RunDiff:
     only_in_new: tuple[str, ...]
     drift: MachineDrift | None = None  # None: fewer than MIN_DRIFT_BASELINES baselines
     other_limits: tuple[str, ...] = ()  # the limits that differ: a change they may explain
+    pairs: tuple[tuple[str, str], ...] = ()  # --pair: A's framework against B's; () the same
 
     @property
     def worse(self) -> list[CaseDiff]:
@@ -421,6 +422,7 @@ class RunDiff:
             "only_in_a": list(self.only_in_old),
             "only_in_b": list(self.only_in_new),
             "machine_drift": self.drift.to_dict() if self.drift else None,
+            "pairs": [f"{a}={b}" for a, b in self.pairs],
             "worse_beyond_factor": [c.label for c in self.worse],
             "exit_status": self.exit_status,
         }
@@ -432,19 +434,85 @@ def _tested_p(case: CaseDiff, figure: str) -> float | None:
     return change.p if change is not None and change.measured else None
 
 
+def parse_pair(text: str) -> tuple[str, str]:
+    """`--pair A=B`: the framework of run A's case and the framework of run B's case
+    compared with it (`aiohttp=aiohttp-uvloop`; both may be the same run)."""
+    a, sep, b = text.partition("=")
+    if not sep or not a.strip() or not b.strip() or "=" in b:
+        raise ValueError(f"--pair takes two case names, A=B (e.g. spin=spin-slow), not {text!r}")
+    return a.strip(), b.strip()
+
+
+def _paired_cases(
+    old_cases: dict[CaseIdentity, Case],
+    new_cases: dict[CaseIdentity, Case],
+    pairs: Sequence[tuple[str, str]],
+) -> list[tuple[Case, Case, str]]:
+    """Run A's cases of each pair's first framework against run B's of its second, alike
+    in every other part of their identity (scenario, sink, ... protocol)."""
+    labels = case_labels(list(old_cases))
+    matched: list[tuple[Case, Case, str]] = []
+    for a, b in pairs:
+        found = [
+            (old_cases[i], new_cases[(b, *i[1:])], labels[i].replace(a, f"{a} → {b}", 1))
+            for i in old_cases
+            if i[0] == a and (b, *i[1:]) in new_cases
+        ]
+        if not found:
+            raise ValueError(
+                f"--pair {a}={b}: no case of {a} in run A has a case of {b} in run B "
+                "alike in scenario, sink, driver, process model, affinity and protocol"
+            )
+        matched.extend(found)
+    return matched
+
+
 def diff_runs(
-    old: Run, new: Run, factor: float = DEFAULT_FACTOR, machine_drift_applied: bool = False
+    old: Run,
+    new: Run,
+    factor: float = DEFAULT_FACTOR,
+    machine_drift_applied: bool = False,
+    pairs: Sequence[tuple[str, str]] = (),
 ) -> RunDiff:
     """Every case of both runs compared, in run A's order; the cases in only one are named.
     The machine's drift (from the baselines) is reported, and with `machine_drift_applied`
-    divides the other cases' B rounds."""
+    divides the other cases' B rounds.
+
+    With `pairs` ((framework in A, framework in B), `parse_pair`) only those cases are
+    compared, one framework's against another's: two servers of one run (interleaved
+    round by round, so a drift of the machine falls on both) or of two runs."""
     if not factor >= 1.0:
         raise ValueError(f"factor must be at least 1.0, not {factor}")
     old_cases = {c.identity: c for c in old.cases}
     new_cases = {c.identity: c for c in new.cases}
     labels = case_labels([*old_cases, *(i for i in new_cases if i not in old_cases)])
     both = [i for i in old_cases if i in new_cases]
-    pairs = [(old_cases[i], new_cases[i], labels[i]) for i in both]
+    if pairs:
+        matched = _paired_cases(old_cases, new_cases, pairs)
+        paired = _diff_pairs(old, new, factor, matched, machine_drift_applied)
+        return dataclasses.replace(paired, pairs=tuple(pairs))
+    compared = [(old_cases[i], new_cases[i], labels[i]) for i in both]
+    return _diff_pairs(
+        old,
+        new,
+        factor,
+        compared,
+        machine_drift_applied,
+        tuple(labels[i] for i in old_cases if i not in new_cases),
+        tuple(labels[i] for i in new_cases if i not in old_cases),
+    )
+
+
+def _diff_pairs(
+    old: Run,
+    new: Run,
+    factor: float,
+    pairs: list[tuple[Case, Case, str]],
+    machine_drift_applied: bool = False,
+    only_in_old: tuple[str, ...] = (),
+    only_in_new: tuple[str, ...] = (),
+) -> RunDiff:
+    """The RunDiff of `pairs` (A's case, B's case, label), their p adjusted together."""
     drift = machine_drift(pairs, machine_drift_applied)
     by = drift.factor if drift is not None and drift.applied else 1.0
     drifts = [1.0 if is_baseline(a) else by for a, _, _ in pairs]
@@ -464,8 +532,8 @@ def diff_runs(
         factor,
         tuple(host_differences(old, new)),
         cases,
-        tuple(labels[i] for i in old_cases if i not in new_cases),
-        tuple(labels[i] for i in new_cases if i not in old_cases),
+        only_in_old,
+        only_in_new,
         drift,
         tuple(limit_differences(old, new)),
     )

@@ -1,5 +1,6 @@
 """`harness diff RUN_A RUN_B`: each case's change from run A (the base) to run B, and
-whether it is real (harness.diff names the rule)."""
+whether it is real (harness.diff names the rule); `harness diff RUN --pair A=B`: two
+servers of one run, the same way."""
 
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ VERDICT_STYLES = {"faster": "green", "slower": "red", "not comparable": "yellow"
 
 def diff(
     run_a: Path,
-    run_b: Path,
+    run_b: Path | None,
     *,
     factor: float,
     allow_other_host: bool,
@@ -54,23 +55,35 @@ def diff(
     machine_drift: bool = False,
     junit: Path | None = None,
     markdown: Path | None = None,
+    pairs: list[str] | None = None,
 ) -> int:
     """Print the diff of two runs (a table, or JSON), and write it as JUnit XML and
     Markdown where asked; returns the exit status: 1 when a case got significantly slower
     by more than `factor`, else 0. Runs from different hosts are refused (UserError)
-    unless `allow_other_host`, and then labelled."""
-    from harness.diff import RULE, diff_runs, host_differences
+    unless `allow_other_host`, and then labelled. `pairs` (`--pair A=B`) compares A's
+    cases of one framework with B's of another; without `run_b`, two of run A's."""
+    from harness.diff import RULE, diff_runs, host_differences, parse_pair
 
     if not factor >= 1.0:
         raise UserError(f"--factor must be at least 1.0 (a change of 10 % is 1.10), not {factor}")
-    old, new = read_run_arg(run_a), read_run_arg(run_b)
+    try:
+        named = [parse_pair(text) for text in pairs or ()]
+    except ValueError as error:
+        raise UserError(str(error)) from None
+    if run_b is None and not named:
+        raise UserError("one run given: name the cases to compare in it, --pair A=B")
+    old = read_run_arg(run_a)
+    new = old if run_b is None else read_run_arg(run_b)
     differences = host_differences(old, new)
     if differences and not allow_other_host:
         raise UserError(
             f"runs {old.run_id} and {new.run_id} were measured on different hosts "
             f"({'; '.join(differences)}): use --allow-other-host to diff them anyway"
         )
-    result = diff_runs(old, new, factor, machine_drift_applied=machine_drift)
+    try:
+        result = diff_runs(old, new, factor, machine_drift_applied=machine_drift, pairs=named)
+    except ValueError as error:  # a pair with no cases
+        raise UserError(str(error)) from None
     if junit is not None or markdown is not None:
         from harness.outputs import write_output
         from harness.outputs.junit import diff_junit
@@ -84,6 +97,8 @@ def diff(
         print(json.dumps(result.to_dict(), indent=2))
         return result.exit_status
     title = f"diff: A {old.run_id} → B {new.run_id} (factor {factor:g})"
+    if named:
+        title += f", {', '.join(f'{a} → {b}' for a, b in named)}"
     if differences:
         title += f"\n[yellow]DIFFERENT HOSTS[/]: {'; '.join(differences)}"
     if result.other_limits:
@@ -132,7 +147,15 @@ def diff(
 
 def diff_command(
     run_a: Path = typer.Argument(..., help="The base run: results/<run-id> or its run.json."),
-    run_b: Path = typer.Argument(..., help="The new run, compared with the base."),
+    run_b: Path = typer.Argument(
+        None, help="The new run, compared with the base (omitted: run A again, with --pair)."
+    ),
+    pairs: list[str] = typer.Option(
+        None,
+        "--pair",
+        help="Compare A's case of one framework with B's of another: A=B (e.g. "
+        "aiohttp=aiohttp-uvloop); without RUN_B, two servers of one run. Repeatable.",
+    ),
     factor: float = typer.Option(
         1.10, help="The change that matters: exit 1 when a case is significantly slower by more."
     ),
@@ -162,5 +185,6 @@ def diff_command(
             junit=junit,
             markdown=markdown,
             machine_drift=machine_drift,
+            pairs=pairs,
         )
     )

@@ -147,6 +147,36 @@ def test_runs_to_a_precision_overlap_and_a_ten_percent_slower_server_is_told_apa
     assert found.peak.interval is not None and found.peak.interval.high < 1.0
 
 
+def test_two_servers_of_one_run_are_diffed_with_pair(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`harness diff RUN --pair spin=spin-slow`: one run's two cases, B's against A's; a pair
+    with no such cases, a malformed one, or one run without a pair is one clear line."""
+    cases = [
+        synthetic_case("spin", RUN_ONE),
+        synthetic_case("spin-slow", [0.9 * v for v in RUN_TWO]),
+        synthetic_case("nginx", scaled(BASE, 8)),
+    ]
+    one = written(tmp_path / "one", synthetic_run("20261201-100000.000-quick", cases))
+    assert diff(one, None, factor=1.05, allow_other_host=False, as_json=True,
+                pairs=["spin=spin-slow"]) == 1  # fmt: skip
+    data = json.loads(capsys.readouterr().out)
+    (case,) = data["cases"]  # only the pair: nginx is not a case of the diff
+    assert case["label"] == "spin → spin-slow" and case["verdict"] == "slower"
+    assert case["peak"]["ratio"] == pytest.approx(0.9, abs=0.01) and case["peak"]["p"] < 0.05
+    assert data["pairs"] == ["spin=spin-slow"] and data["only_in_a"] == []
+    # the other way round, and across two runs alike
+    assert diff(one, one, factor=1.05, allow_other_host=False, as_json=True,
+                pairs=["spin-slow=spin"]) == 0  # fmt: skip
+    assert json.loads(capsys.readouterr().out)["cases"][0]["verdict"] == "faster"
+    with pytest.raises(UserError, match="no case of spin in run A has a case of tornado"):
+        diff(one, None, factor=1.1, allow_other_host=False, as_json=True, pairs=["spin=tornado"])
+    with pytest.raises(UserError, match="--pair takes two case names, A=B"):
+        diff(one, None, factor=1.1, allow_other_host=False, as_json=True, pairs=["spin"])
+    with pytest.raises(UserError, match="one run given: name the cases to compare"):
+        diff(one, None, factor=1.1, allow_other_host=False, as_json=True)
+
+
 def test_an_imprecise_side_is_named_when_no_change_is_found() -> None:
     wide = [10000.0, 12500.0, 8000.0, 11000.0, 9000.0]
     imprecise = synthetic_run("a", [synthetic_case("aiohttp", wide, precision_pct=5.0)])
