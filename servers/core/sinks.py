@@ -41,6 +41,11 @@ FLUSH_INTERVAL_S = 0.100
 MONGO_DATABASE = "harness"
 MONGO_COLLECTION = "records"
 MONGO_SERVER_SELECTION_TIMEOUT_MS = 2000
+# A batch the driver has not settled this long after it went out fails (503), where the
+# runtime's driver can leave one unsettled: Node's (6.22) left an insert pending for good
+# after the database was SIGKILLed mid-load, 1 run in 8 with the CPUs busy, and every
+# later /log queued behind it.
+MONGO_WRITE_TIMEOUT_MS = 10_000
 # Shutdown waits this long for the sink's writes and inserts in flight (the contract's
 # SHUTDOWN_GRACE_S leaves room for it after the connections' grace).
 CLOSE_TIMEOUT_S = 2.0

@@ -30,7 +30,11 @@ from harness.server_process import start_server
 from harness.services.ferretdb import FerretDB
 from harness.services.sink_store import SinkStore
 from servers import FRAMEWORKS, contract
-from servers.core.sinks import MONGO_COLLECTION, MONGO_SERVER_SELECTION_TIMEOUT_MS
+from servers.core.sinks import (
+    MONGO_COLLECTION,
+    MONGO_SERVER_SELECTION_TIMEOUT_MS,
+    MONGO_WRITE_TIMEOUT_MS,
+)
 from tests.helpers import one_per_runtime, require_ferretdb, require_framework
 
 MONGO_SERVERS = [name for name, f in FRAMEWORKS.items() if "mongo" in f.sinks]
@@ -71,12 +75,14 @@ class RecordingProxy:
     `delay_s` holds every insert back that long (records pile up behind it). With
     `cut_after` N, the first insert after the N-th that holds more than one record (a
     batch) is not forwarded: its connection is cut instead, and its documents are kept in
-    `cut`.
+    `cut`. With `stall_after` N, every insert after the N-th is swallowed: neither
+    forwarded nor answered, its connection left open (a database that stops answering).
     """
 
     upstream: int
     delay_s: float = 0.0
     cut_after: int | None = None
+    stall_after: int | None = None
     inserts: list[list[dict[str, object]]] = field(default_factory=list)
     cut: list[dict[str, object]] | None = None
 
@@ -124,6 +130,8 @@ class RecordingProxy:
                             number = len(self.inserts)
                         if self._cuts(number, documents):
                             raise OSError("cut")  # closes both sides below, unforwarded
+                        if self.stall_after is not None and number > self.stall_after:
+                            continue  # swallowed: no reply will ever come
                         time.sleep(self.delay_s)
                     server.sendall(message)
         for sock in (client, server):
@@ -248,6 +256,31 @@ def test_a_failed_batch_answers_503_to_each_of_its_requests(ferretdb, framework:
     assert set(statuses) <= {200, 503}
     assert {body for body, status in answered.items() if status == 200} <= stored
     assert not {body for body, status in answered.items() if status == 503} & stored
+
+
+@pytest.mark.parametrize("framework", [n for n in one_per_runtime(MONGO_SERVERS) if "node" in n])
+def test_a_batch_the_database_never_answers_fails_at_the_write_deadline(
+    ferretdb, framework: str
+) -> None:
+    """The database stops answering inserts (their connection stays open): each batch sent
+    after that fails MONGO_WRITE_TIMEOUT_MS later, its requests answered 503, instead of
+    holding every later /log for good. Node's runtime: its driver can leave an insert
+    unsettled (sinks.MONGO_WRITE_TIMEOUT_MS)."""
+    bodies = [f"stall-{i}" for i in range(41)]
+    database = f"stall_{framework}".replace("-", "_")
+    with proxied_sink(ferretdb, framework, database, stall_after=1) as (server, store, proxy):
+        assert post_concurrently(server.url, bodies[:1]) == [200]  # the one insert forwarded
+        started = time.monotonic()
+        statuses = post_concurrently(server.url, bodies[1:])
+        elapsed_s = time.monotonic() - started
+        assert server.wait_telemetry(lambda t: t["sink_errors"] >= 1 and t["backlog"] == 0)
+        stored = set(stored_bodies(store))
+    deadline_s = MONGO_WRITE_TIMEOUT_MS / 1000
+    assert set(statuses) == {503}, collections.Counter(statuses)
+    # one batch in flight at a time, each failing at its deadline, not later
+    swallowed = len(proxy.inserts) - 1
+    assert swallowed >= 1 and stored == {bodies[0]}
+    assert deadline_s <= elapsed_s < swallowed * deadline_s + 5, (elapsed_s, swallowed)
 
 
 @pytest.mark.parametrize("framework", one_per_runtime(MONGO_SERVERS))

@@ -78,6 +78,7 @@ module.exports = Object.freeze({
   MONGO_DATABASE: 'harness',
   MONGO_COLLECTION: 'records',
   MONGO_SERVER_SELECTION_TIMEOUT_MS: 2000,
+  MONGO_WRITE_TIMEOUT_MS: 10_000, // sinks.MONGO_WRITE_TIMEOUT_MS: a batch unsettled this long fails
   DEFAULT_MONGO_URL: 'mongodb://127.0.0.1:27017/',
 
   // -- the memcached text protocol (servers/core/memcache.py) ------------------------------------

@@ -310,7 +310,16 @@ class MongoSink {
           writeConcern: this._durable ? { w: this._w, journal: true } : { w: this._w },
         });
     }
+    let done = false;
+    // the driver can leave an insert unsettled for good (a database killed mid-load): the
+    // batch fails at the deadline, and whatever the driver says later is ignored
+    const deadline = setTimeout(() => {
+      settled(new Error(`no reply within ${contract.MONGO_WRITE_TIMEOUT_MS} ms`));
+    }, contract.MONGO_WRITE_TIMEOUT_MS).unref();
     const settled = (error) => {
+      if (done) return;
+      done = true;
+      clearTimeout(deadline);
       for (const waiter of this._commit.settle(batch, error === null)) {
         if (error === null) waiter.resolve();
         else waiter.reject(new SinkUnavailable(error.message));
