@@ -17,6 +17,7 @@ import pytest
 
 from harness.compare import build_plan
 from harness.run import Runner, SilentReporter, combine_repeats, summarize
+from harness.run.analysis import TIE_FRACTION
 from harness.run.outputs import ramp_dir
 from harness.tools import tool_path
 from model.results import Case, Step, read_run
@@ -197,7 +198,10 @@ def test_tied_ramp_loads_are_tried_in_the_first_round_and_the_rounds_go_on_at_on
 ) -> None:
     """aiohttp's ramp at 10 and 11 connections reads within 15 % (one server, one more
     connection): round 1 is tried at both, the rounds go on at the load those readings
-    chose, and the summary says what the trials read."""
+    chose, and the summary says what the trials read. When the machine read the two steps
+    further apart (its speed shifts by ±15 % from one second to the next some days: a
+    clean-clone CI run on 2026-12-05), there is no trial, and the rounds go on at the
+    ramp's own choice: the test checks whichever the readings called for."""
     require_framework("aiohttp")
     require_tools("wrk")
     plan = build_plan(
@@ -220,19 +224,31 @@ def test_tied_ramp_loads_are_tried_in_the_first_round_and_the_rounds_go_on_at_on
     run = Runner(plan, order).run()
     (case,) = run.cases
     assert case.status == "ok", case.error
+    ramp = {step.offered: step.achieved for step in case.steps}
+    assert sorted(ramp) == [10, 11] and all(step.errors["total"] == 0 for step in case.steps)
+    first, second = case.rounds
+    assert read_run(plan.out_dir) == run  # the trials' readings, if any, kept in run.json
+    if min(ramp.values()) < TIE_FRACTION * max(ramp.values()):  # not tied: no trial
+        assert order.labels == [
+            "aiohttp [both]",
+            "aiohttp [both] round 1 of 2",
+            "aiohttp [both] round 2 of 2",
+        ]
+        assert "trials" not in first.extra
+        ramp_choice = min(load for load, v in ramp.items() if v >= 0.95 * max(ramp.values()))
+        assert first.offered == second.offered == ramp_choice
+        return
     assert order.labels == [
         "aiohttp [both]",
         "aiohttp [both] round 1 of 2, trial at 10",
         "aiohttp [both] round 1 of 2, trial at 11",
         "aiohttp [both] round 2 of 2",
     ]
-    first, second = case.rounds
     trials = dict(first.extra["trials"])
     assert sorted(trials) == [10, 11] and all(v > 0 for v in trials.values())
     chosen = min(load for load, v in trials.items() if v >= 0.95 * max(trials.values()))
     assert first.offered == second.offered == case.summary.peak_offered == chosen
     assert "the ramp's readings tied" in (case.summary.limit_note or "")
-    assert read_run(plan.out_dir) == run  # the trials' readings kept in run.json
 
 
 @pytest.mark.skipif(not TWO_CPUS, reason="the affinity matrix needs two CPUs")
