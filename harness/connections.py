@@ -341,15 +341,31 @@ def run_connection_ramp(
     finally:
         final = agents.finish()
     result.seconds = len(seconds)
-    if final:  # the agents' final lines: every message they sent, what ended them
-        ended = combine_agent_lines(final)
+    ended = combine_agent_lines(final) if final else None
+    if ended is not None:  # the agents' final lines: every message they sent, what ended them
         result.messages_sent = ended["messages_sent"]
-        if "time-limit" in ended["stopped_by"]:
-            result.cut_short = (
-                f"the agents stopped at their time limit after {time.monotonic() - started:.0f} s:"
-                f" {ended['opened']:,} of {targets[-1]:,} opened, {len(result.steps)} of"
-                f" {len(targets)} steps held (planned at {ramp.open_rate_per_s:g}/s)"
-            )
+    elapsed_s = time.monotonic() - started
+    if ended is not None and "time-limit" in ended["stopped_by"]:
+        result.cut_short = (
+            f"the agents stopped at their time limit after {elapsed_s:.0f} s:"
+            f" {ended['opened']:,} of {targets[-1]:,} opened, {len(result.steps)} of"
+            f" {len(targets)} steps held (planned at {ramp.open_rate_per_s:g}/s)"
+        )
+    elif (
+        len(result.steps) < len(targets)
+        and result.overran_s is None
+        and not (result.breaking_point and ramp.mode == "stress")  # a stress ramp's own end
+    ):
+        # whatever else ended the ramp early (a lost host, a dead server, agents gone): said
+        why = result.lost or (
+            f"the server exited {result.server_exit}" if result.server_exit is not None else None
+        )
+        stopped = ", ".join(ended["stopped_by"]) if ended is not None else "no final line"
+        result.cut_short = (
+            f"the ramp ended after {elapsed_s:.0f} s with {len(result.steps)} of {len(targets)}"
+            f" steps held (agents stopped by: {stopped or 'nothing said'})"
+            + (f"; {why}" if why else "")
+        )
     return result
 
 

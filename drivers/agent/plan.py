@@ -29,8 +29,9 @@ FIRST_SOURCE_HOST = 2  # 127.0.0.2, 127.0.0.3, ... (127.0.0.1 stays the server's
 SOURCES_PER_PROCESS = 8
 # An agent stops by itself (--time-limit) once its opening took this many times as long as
 # its open rate plans, plus its holds and a margin: a server that accepts slower than asked
-# is still followed to the top step (100,000 asked at 1,500/s of gevent here opened at
-# ~350/s: the old 2x cut the ramp at 60,000).
+# is still followed to the top step (it was 2x; a guess at why a 100,000 ramp on a local
+# fleet stopped at 60,000-80,000, which proved wrong: its agents ended by their schedule,
+# see harness.connections.ConnectionRampResult.cut_short).
 OPENING_SLOWDOWN_ALLOWED = 6.0
 STOP_REASONS = ("time-limit", "signal", "schedule")  # an agent line's `stopped_by`
 
