@@ -77,8 +77,8 @@ class ConnectionRampResult:
     # the agents outlived the ramp's deadline (ramp_deadline_s) and were told to stop: by
     # how much, from the ramp's planned end
     overran_s: float | None = None
-    # the agents ended at their own --time-limit (a server that accepted slower than even
-    # OPENING_SLOWDOWN_ALLOWED allows): where the ramp stood then
+    # the ramp ended before its last step's hold (the agents' own --time-limit, a lost
+    # host, agents gone): where it stood then and why, as far as known
     cut_short: str | None = None
     closing: dict[str, Any] | None = None  # the closing step (closing_record); None: none
 

@@ -485,13 +485,12 @@ def diff_runs(
         raise ValueError(f"factor must be at least 1.0, not {factor}")
     old_cases = {c.identity: c for c in old.cases}
     new_cases = {c.identity: c for c in new.cases}
-    labels = case_labels([*old_cases, *(i for i in new_cases if i not in old_cases)])
-    both = [i for i in old_cases if i in new_cases]
     if pairs:
         matched = _paired_cases(old_cases, new_cases, pairs)
         paired = _diff_pairs(old, new, factor, matched, machine_drift_applied)
         return dataclasses.replace(paired, pairs=tuple(pairs))
-    compared = [(old_cases[i], new_cases[i], labels[i]) for i in both]
+    labels = case_labels([*old_cases, *(i for i in new_cases if i not in old_cases)])
+    compared = [(old_cases[i], new_cases[i], labels[i]) for i in old_cases if i in new_cases]
     return _diff_pairs(
         old,
         new,

@@ -147,7 +147,7 @@ def diff(
 
 def diff_command(
     run_a: Path = typer.Argument(..., help="The base run: results/<run-id> or its run.json."),
-    run_b: Path = typer.Argument(
+    run_b: Path | None = typer.Argument(
         None, help="The new run, compared with the base (omitted: run A again, with --pair)."
     ),
     pairs: list[str] = typer.Option(
