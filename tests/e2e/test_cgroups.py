@@ -24,7 +24,7 @@ import pytest
 
 from harness.cgroups.groups import FORCE_ENV, GROUP_PREFIX, detect_support, leftover_groups
 from model.results import Case, read_run
-from tests.e2e.test_precision import SPIN_SERVER, iterations_per_us
+from tests.e2e.test_precision import SPIN_SERVER, iterations_costing
 from tests.helpers import harness, require_tools
 
 DAEMON_SERVER = Path(__file__).resolve().parent.parent / "daemon_spin_server.py"
@@ -83,7 +83,7 @@ def test_a_daemon_outside_the_process_group_is_counted_in_the_cgroup_only(
     tmp_path: Path, no_group_left: None
 ) -> None:
     require_tools("wrk")
-    iterations = round(1000 * iterations_per_us())  # ~1 ms of the helper's CPU per request
+    iterations = iterations_costing(1000)  # ~1 ms of the helper's CPU per request
     command = (
         f"dspin={sys.executable} {DAEMON_SERVER} --host {{host}} --port {{port}} "
         f"--spin {iterations}"
@@ -122,7 +122,7 @@ def test_a_cpu_quota_of_half_a_core_halves_a_saturated_servers_peak(
     tmp_path: Path, no_group_left: None
 ) -> None:
     require_tools("wrk")
-    iterations = round(1000 * iterations_per_us())  # ~1 ms per request: CPU-bound
+    iterations = iterations_costing(1000)  # ~1 ms per request: CPU-bound
     command = (
         f"spin={sys.executable} {SPIN_SERVER} --host {{host}} --port {{port}} --spin {iterations}"
     )

@@ -17,7 +17,7 @@ from model.ramps import RampStep
 from model.results import read_run
 from model.scenarios import SCENARIOS
 from tests.e2e.test_driver_watchdog import DeafDriver
-from tests.e2e.test_precision import SPIN_SERVER, iterations_per_us
+from tests.e2e.test_precision import SPIN_SERVER, iterations_costing
 from tests.helpers import harness, require_tools
 
 
@@ -25,7 +25,7 @@ def test_a_server_saturated_for_a_two_second_step_reads_at_least_90_percent(
     tmp_path: Path,
 ) -> None:
     require_tools("wrk")
-    iterations = round(1000 * iterations_per_us())  # ~1 ms of CPU per request
+    iterations = iterations_costing(1000)  # ~1 ms of CPU per request
     command = (
         f"spin={sys.executable} {SPIN_SERVER} --host {{host}} --port {{port}} --spin {iterations}"
     )
