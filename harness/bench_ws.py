@@ -421,7 +421,9 @@ def ws_app_run(
 
             agents: AgentGroup
             if fleet is None:
-                agents = LocalAgents(ramp, scenario, topology, agent_cpus, raw_dir, workers)
+                agents = LocalAgents.for_ramp(
+                    ramp, scenario, topology, agent_cpus, raw_dir, workers
+                )
             else:  # Dask's client only when asked for
                 from harness.fleet.agents import FleetAgents
 

@@ -2,9 +2,11 @@
 
 The agents follow one schedule (a connection target per step), so unlike HTTP steps the
 load is not restarted between steps. Each second the runner reads the agents' lines and
-the server's telemetry; a step is the agents' hold at its target. The breaking point is
-the first connection count at which, for 5 consecutive seconds, the worst tick exceeds
-1 s, connections fail, or the server drops them; in stress mode the ramp ends there.
+the server's telemetry; a step is the agents' hold at its target, which they begin
+together: each waits at the target (`ready`) until the runner saw them all there. The
+breaking point is the first connection count at which, for 5 consecutive seconds, the
+worst tick exceeds 1 s, connections fail, or the server drops them; in stress mode the
+ramp ends there.
 
 At the ramp's end the agents close every connection at once (`ConnectionRamp.close`:
 orderly, or dropped by their processes' exit) and the runner follows that closing step
@@ -14,8 +16,6 @@ all the server's worst tick while it closed them (a close storm).
 
 from __future__ import annotations
 
-import contextlib
-import os
 import signal
 import statistics
 import time
@@ -177,6 +177,10 @@ class AgentGroup(Protocol):
         """Why part of the load is gone (a load host lost); None while all is well."""
         ...
 
+    def release(self, step: int) -> None:
+        """Every agent is ready at `step`: tell them all to hold it now (--hold-together)."""
+        ...
+
     def end(self) -> None:
         """Ask every agent to close its connections and stop (the stress mode's end)."""
         ...
@@ -190,9 +194,24 @@ class LocalAgents:
     """Agent processes on this machine, each from its own 127.0.0.x addresses."""
 
     def __init__(
-        self, ramp: ConnectionRamp, scenario: Scenario, server: Topology, agent_cpus: str | None,
+        self,
+        commands: list[list[str]],
+        raw_paths: list[Path],
+        limits: dict[str, Any],
+        agent_cpus: str | None,
+    ) -> None:
+        """Start the agents `commands` (drivers.agent.plan.agent_command's), each writing
+        its lines to its raw path; `limits` as the ramp records them."""
+        self.limits = limits
+        self._processes = DriverProcesses(commands, agent_cpus, raw_paths)
+        self._outputs = AgentOutputs(raw_paths)
+
+    @classmethod
+    def for_ramp(
+        cls, ramp: ConnectionRamp, scenario: Scenario, server: Topology, agent_cpus: str | None,
         raw_dir: Path, server_workers: int,
-    ) -> None:  # fmt: skip
+    ) -> LocalAgents:  # fmt: skip
+        """The agents of `ramp`, as few processes as the open-file limit allows."""
         targets = [int(step.offered) for step in ramp]
         per_process = per_process_limit()
         shares = split_schedule(targets, per_process)
@@ -212,15 +231,14 @@ class LocalAgents:
             for share in shares
         ]
         raw_dir.mkdir(parents=True, exist_ok=True)
-        paths = [raw_dir / f"agent-{share.index}.txt" for share in shares]
-        self.limits = {
+        limits = {
             "agent_processes": len(shares),
             "connections_per_agent_process_max": per_process,
             "agent_sources": [source for share in shares for source in share.sources],
             "server_sockets_max": server_workers * per_process,
         }
-        self._processes = DriverProcesses(commands, agent_cpus, paths)
-        self._outputs = AgentOutputs(paths)
+        paths = [raw_dir / f"agent-{share.index}.txt" for share in shares]
+        return cls(commands, paths, limits, agent_cpus)
 
     @property
     def pids(self) -> list[int]:
@@ -235,10 +253,11 @@ class LocalAgents:
     def lost(self) -> str | None:
         return None
 
+    def release(self, step: int) -> None:
+        self._processes.signal(signal.SIGUSR1)
+
     def end(self) -> None:
-        for pid in self._processes.pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
+        self._processes.signal(signal.SIGTERM)
 
     def finish(self) -> dict[Any, dict[str, Any]]:
         self._processes.kill()
@@ -266,6 +285,7 @@ def run_connection_ramp(
     current = -1
     window_start: _Second | None = None
     last_hold: _Second | None = None
+    released = -1  # the last step every agent was told to hold (all were ready at it)
 
     def finish(start: _Second, end: _Second) -> None:
         result.steps.append(
@@ -298,6 +318,9 @@ def run_connection_ramp(
             if len(latest) < result.limits["agent_processes"]:
                 continue
             combined = combine_agent_lines(latest)
+            if combined["phase"] == "ready" and combined["step"] > released:
+                released = combined["step"]
+                agents.release(released)  # every agent at the step's target: hold together
             if combined["closing"]:
                 closing_seen = True  # the rest is the closing step's, not the ramp's
             telemetry = server.latest_telemetry()

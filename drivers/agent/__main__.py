@@ -2,6 +2,9 @@
 
 It follows a schedule of connection targets (one per ramp step): open connections at
 `--open-rate` per second until the step's target, hold for `--hold`, then the next step.
+With `--hold-together` it reports `ready` at each target and holds only once released
+(SIGUSR1, sent by the harness when every agent of the ramp is ready at that step): the
+agents of a fleet, which reach a target at different times, then hold each step together.
 Every open connection sends a JSON message every uniform(low, high) seconds when a payload
 is given. Once a second it prints one JSON line (counters, its own CPU and RSS), and it
 stops by itself at `--time-limit`.
@@ -71,6 +74,9 @@ class Agent:
         self.closing_t: float | None = None  # when it began closing its connections
         # what ended it: "schedule" (its last hold), "signal" (told to), "time-limit"
         self.stopped_by: str | None = None
+        # --hold-together: the step the harness released last (SIGUSR1: "hold now")
+        self.released_step = -1
+        self._released = asyncio.Event()
 
     @staticmethod
     def _cpu_s() -> float:
@@ -161,6 +167,22 @@ class Agent:
         for _ in range(MAX_HANDSHAKES_IN_FLIGHT):
             slots.release()
 
+    def _release(self) -> None:
+        """SIGUSR1: the harness saw every agent ready at this step; hold it now (a release
+        that comes while the step is still opening is kept for it)."""
+        self.released_step = self.step
+        self._released.set()
+
+    async def _await_release(self) -> None:
+        """Wait until this step is released, or the agent is told to stop."""
+        stopping = asyncio.ensure_future(self._stopping.wait())
+        while self.released_step < self.step and not self._stopping.is_set():
+            self._released.clear()
+            released = asyncio.ensure_future(self._released.wait())
+            await asyncio.wait({stopping, released}, return_when=asyncio.FIRST_COMPLETED)
+            released.cancel()
+        stopping.cancel()
+
     def _stop(self, by: str) -> None:
         """Stop opening and holding; the first reason given is the one reported."""
         if self.stopped_by is None:
@@ -171,6 +193,7 @@ class Agent:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, self._stop, "signal")
+        loop.add_signal_handler(signal.SIGUSR1, self._release)
         loop.call_later(self.args.time_limit, self._stop, "time-limit")
         reporter = loop.create_task(self._reporter())
         slots = asyncio.Semaphore(MAX_HANDSHAKES_IN_FLIGHT)
@@ -179,6 +202,12 @@ class Agent:
             self.phase = "opening"
             self.report()  # phase changes are reported at once, not only every second
             await self._open_to(target, loop, slots)
+            if self.args.hold_together and not self._stopping.is_set():
+                self.phase = "ready"
+                self.report()
+                await self._await_release()
+            if self._stopping.is_set():
+                break
             self.phase = "holding"
             self.report()
             with contextlib.suppress(TimeoutError):
@@ -215,6 +244,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="connection targets for this process, one per step: 1000,2000",
     )
     parser.add_argument("--hold", type=float, default=15.0, help="seconds held at each target")
+    parser.add_argument(
+        "--hold-together",
+        action="store_true",
+        help="at each target report `ready` and hold only once released by SIGUSR1",
+    )
     parser.add_argument("--open-rate", type=float, default=200.0, help="connections per second")
     parser.add_argument("--interval", default="3,6", help="seconds between messages: low,high")
     parser.add_argument("--payload", choices=("none", *PAYLOADS), default="none")

@@ -121,11 +121,16 @@ def agent_command(
     processes: int,
     close: str = "orderly",
     python: str = sys.executable,
+    hold_together: bool = True,
 ) -> list[str]:
     """The agent's command line; it stops by itself a margin after its schedule's end and
     closes its connections as `close` says (model.ramps.CLOSE_MODES).
 
-    `processes` share `open_rate_per_s` evenly; `python` runs it (a load host's own)."""
+    `processes` share `open_rate_per_s` evenly; `python` runs it (a load host's own).
+    `hold_together`: it waits at each target until released (SIGUSR1), so every agent of
+    the ramp holds the step at once (a bench --ws at 100,000 on a local fleet saw only 3-4
+    of its 5 holds without: 8 agents on 4 hosts reached 60,000+ seconds apart, and their
+    3 s holds no longer overlapped)."""
     rate = open_rate_per_s / processes
     opening_s = (max(share.schedule, default=0) / rate) if rate > 0 else 0.0
     time_limit_s = opening_s * OPENING_SLOWDOWN_ALLOWED + hold_s * len(share.schedule) + 30.0
@@ -156,6 +161,7 @@ def agent_command(
         f"{time_limit_s:.0f}",
         "--close",
         close,
+        *(["--hold-together"] if hold_together else []),
     ]
 
 
@@ -208,7 +214,8 @@ def combine_agent_lines(latest: dict[Any, dict[str, Any]]) -> dict[str, Any]:
         combined["t"] = min(times)
     # an agent closing its connections (or done): the ramp's closing step has begun
     combined["closing"] = bool(phases & {"closing", "final"})
-    # a hold is every agent holding the same step (hosts of a fleet may drift apart)
+    # a hold is every agent holding the same step (hosts of a fleet may drift apart); every
+    # agent `ready` at one step: the harness releases that step's hold (--hold-together)
     combined["phase"] = phases.pop() if len(phases) == 1 and len(steps) == 1 else "mixed"
     if hosts:
         combined["hosts"] = hosts

@@ -5,7 +5,9 @@ few agent processes as its open-file limit needs, connecting from its own addres
 from its own source ports: ~28,000 per address toward one server port), at its share of
 the open rate. All hosts start their agents together behind the barrier, and each host's
 task publishes its agents' newest lines twice a second (a Dask Variable per host); the
-ramp reads them as it reads local agents' files. A lost host ends the ramp naming it.
+ramp reads them as it reads local agents' files. At each target the agents wait until the
+harness releases the step (one Variable every host's task reads), so all hold it together.
+A lost host ends the ramp naming it.
 """
 
 from __future__ import annotations
@@ -124,6 +126,7 @@ class FleetAgents:
             host.name: Variable(self.tasks.signals.lines(host.name), client=fleet.client)
             for host in fleet.hosts
         }
+        self._released = Variable(self.tasks.signals.released, client=fleet.client)
 
     @property
     def pids(self) -> list[int]:
@@ -148,6 +151,9 @@ class FleetAgents:
             lost = self.tasks.lost()
             self._lost = str(lost) if lost is not None else None
         return self._lost
+
+    def release(self, step: int) -> None:
+        self._released.set(step)  # each host's task passes it on to its agents
 
     def end(self) -> None:
         self.tasks.stop()

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import resource
 import shutil
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -60,6 +61,11 @@ class StepSignals:
     def lines(self, host: str) -> str:
         """The Variable an agents task publishes its agents' newest lines in."""
         return f"{self.prefix}/lines/{host}"
+
+    @property
+    def released(self) -> str:
+        """The Variable the harness sets to the step every agent of a ramp may hold now."""
+        return f"{self.prefix}/released"
 
     def events(self, hosts: list[str]) -> list[str]:
         """Every event name of the step (the harness clears them all at its end)."""
@@ -175,7 +181,8 @@ def hold_connections_on_host(
     barrier_timeout_s: float,
 ) -> HostOutcome:
     """One host's agent processes for a whole connection ramp: claim, barrier, start them,
-    publish their newest lines every PUBLISH_INTERVAL_S until they end.
+    publish their newest lines every PUBLISH_INTERVAL_S until they end, and pass each step
+    the harness releases on to them (SIGUSR1: every agent of every host was ready at it).
 
     The harness's `stop` ends them as the stress mode does (SIGTERM: they close their
     connections and print a final line); the task's end kills whatever is left.
@@ -187,6 +194,8 @@ def hold_connections_on_host(
     workdir = scratch.mkdtemp("fleet")
     lines = Variable(signals.lines(host))
     lines.set({})  # before the barrier: the harness reads it from the go on
+    released = Variable(signals.released)
+    released.set(-1)
     try:
         if not _await_go(signals, host, outcome, barrier_timeout_s):
             return outcome
@@ -197,10 +206,15 @@ def hold_connections_on_host(
         outputs = AgentOutputs(paths)
         stop = Event(signals.stop)
         ending = False
+        passed_on = -1  # the last released step this host's agents were told of
         try:
             while processes.running():
                 time.sleep(PUBLISH_INTERVAL_S)
                 lines.set(outputs.read())
+                step = int(released.get(timeout=PUBLISH_INTERVAL_S * 20))
+                if step > passed_on:
+                    passed_on = step
+                    processes.signal(signal.SIGUSR1)
                 if not ending and stop.is_set():
                     ending = True
                     for process in processes.processes:

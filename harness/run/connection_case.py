@@ -44,7 +44,9 @@ def run_connection_case(ctx: CaseContext, server: Topology, monitor: Monitor) ->
     fleet = ctx.run.fleet
     try:
         agents = (
-            LocalAgents(ramp, ctx.scenario, server, ctx.agent_cpus, ctx.raw_dir, server.workers)
+            LocalAgents.for_ramp(
+                ramp, ctx.scenario, server, ctx.agent_cpus, ctx.raw_dir, server.workers
+            )
             if fleet is None
             else FleetAgents(
                 fleet, ramp, ctx.scenario, server, ctx.agent_cpus, ctx.raw_dir, server.workers

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from drivers.agent.plan import AgentShare, agent_command
+from harness.connections import LocalAgents, run_connection_ramp
+from harness.monitor import Monitor
 from harness.server_process import start_server
+from harness.topology import ProcessModel, Topology
+from model.ramps import ConnectionRamp
 from model.results import read_run
 from tests.helpers import harness, require_framework
 
@@ -198,3 +205,108 @@ def test_a_limit_not_the_server_is_named_when_it_caps_a_stress_ramp(tmp_path: Pa
     assert case.summary.limits["server_sockets_max"] == 300
     assert "use --process-model workers:N" in case.summary.limit_note
     assert len(case.steps) < 8  # the stress ramp ended at the breaking point
+
+
+def _read_until(
+    process: subprocess.Popen, wanted: Callable[[dict], bool], lines: list[dict]
+) -> dict:
+    """Read the agent's lines (into `lines`) until one is `wanted`; that line."""
+    assert process.stdout is not None
+    for raw in process.stdout:
+        lines.append(json.loads(raw))
+        if wanted(lines[-1]):
+            return lines[-1]
+    raise AssertionError(f"the agent ended before the line wanted: {lines[-3:]}")
+
+
+def test_an_agent_holding_together_waits_at_each_target_until_released() -> None:
+    """--hold-together: `ready` at each target, no hold until SIGUSR1; then the hold, the
+    next step, and at the end its schedule as the reason it stopped."""
+    require_framework("aiohttp")
+    with start_server("aiohttp") as server:
+        command = [
+            sys.executable, "-m", "drivers.agent", "--port", str(server.port),
+            "--schedule", "20,40", "--hold", "0.5", "--open-rate", "1000",
+            "--source", "127.0.0.2", "--time-limit", "30", "--hold-together",
+        ]  # fmt: skip
+        lines: list[dict] = []
+        with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as agent:
+            try:
+                ready = _read_until(agent, lambda line: line["phase"] == "ready", lines)
+                assert (ready["step"], ready["open"]) == (0, 20)
+                for _ in range(2):  # two once-a-second lines: still waiting, no hold
+                    waiting = _read_until(agent, lambda line: True, lines)
+                    assert (waiting["step"], waiting["phase"]) == (0, "ready")
+                agent.send_signal(signal.SIGUSR1)
+                _read_until(agent, lambda line: line["phase"] == "holding", lines)
+                ready = _read_until(agent, lambda line: line["phase"] == "ready", lines)
+                assert (ready["step"], ready["open"]) == (1, 40)
+                agent.send_signal(signal.SIGUSR1)
+                final = _read_until(agent, lambda line: line["phase"] == "final", lines)
+            finally:
+                agent.kill()
+    assert final["stopped_by"] == "schedule" and final["opened"] == 40
+    phases = [(line["step"], line["phase"]) for line in lines]
+    assert phases.index((0, "holding")) > phases.index((0, "ready"))
+    assert phases.index((1, "holding")) > phases.index((1, "ready"))
+
+
+def test_an_agent_stopped_while_ready_never_holds() -> None:
+    require_framework("aiohttp")
+    with start_server("aiohttp") as server:
+        command = [
+            sys.executable, "-m", "drivers.agent", "--port", str(server.port),
+            "--schedule", "10", "--hold", "5", "--source", "127.0.0.2",
+            "--time-limit", "30", "--hold-together",
+        ]  # fmt: skip
+        lines: list[dict] = []
+        with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as agent:
+            try:
+                _read_until(agent, lambda line: line["phase"] == "ready", lines)
+                agent.send_signal(signal.SIGTERM)
+                final = _read_until(agent, lambda line: line["phase"] == "final", lines)
+            finally:
+                agent.kill()
+    assert final["stopped_by"] == "signal" and final["opened"] == 10
+    assert "holding" not in {line["phase"] for line in lines}
+
+
+@pytest.mark.parametrize("together", [True, False], ids=["together", "apart"])
+def test_agents_reaching_their_targets_apart_still_hold_every_step_together(
+    tmp_path: Path, together: bool
+) -> None:
+    """Two agents at 400/s and 20/s: the fast one reaches each target seconds before the
+    slow one (as a fleet's hosts do at 60,000+). Holding together, the runner sees both
+    steps held by both; without it, the holds never overlap and it sees none — the branch
+    that shows this test can fail."""
+    require_framework("aiohttp")
+    ramp = ConnectionRamp(start=100, target=200, step=100, hold_s=1.5, open_rate_per_s=420)
+    with start_server("aiohttp") as server:
+        topology = Topology(ProcessModel("single"), [server], instance_cpus=[None])
+        commands = [
+            agent_command(
+                AgentShare(index, (f"127.0.0.{2 + index}",), (50, 100)),
+                host=server.host, port=server.port, path="/ws", hold_s=ramp.hold_s,
+                open_rate_per_s=rate, payload=None, interval_s=None, processes=1,
+                hold_together=together,
+            )
+            for index, rate in enumerate((400.0, 20.0))
+        ]  # fmt: skip
+        paths = [tmp_path / f"agent-{index}.txt" for index in range(2)]
+        agents = LocalAgents(commands, paths, {"agent_processes": 2}, None)
+        monitor = Monitor(server.latest_telemetry)
+        monitor.start(topology.pids)
+        try:
+            result = run_connection_ramp(
+                ramp=ramp, agents=agents, server=topology, monitor=monitor,
+                baseline_rss_bytes=None, on_step=lambda index, offered: None,
+                on_step_done=lambda step: None,
+            )  # fmt: skip
+        finally:
+            monitor.stop()
+    if together:
+        assert [(s.offered, s.extra["open"]) for s in result.steps] == [(100, 100), (200, 200)]
+        assert all(s.extra["hold_s"] >= 0.5 for s in result.steps), result.steps
+        assert result.cut_short is None
+    else:
+        assert len(result.steps) < 2 and result.cut_short is not None
