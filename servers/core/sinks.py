@@ -41,10 +41,13 @@ FLUSH_INTERVAL_S = 0.100
 MONGO_DATABASE = "harness"
 MONGO_COLLECTION = "records"
 MONGO_SERVER_SELECTION_TIMEOUT_MS = 2000
-# A batch the driver has not settled this long after it went out fails (503), where the
-# runtime's driver can leave one unsettled: Node's (6.22) left an insert pending for good
-# after the database was SIGKILLed mid-load, 1 run in 8 with the CPUs busy, and every
-# later /log queued behind it.
+# A batch the database has not answered this long after it went out fails (503), on every
+# runtime: Node's driver (6.22) left an insert pending for good after the database was
+# SIGKILLed mid-load, 1 run in 8 with the CPUs busy, and every later /log queued behind
+# it. pymongo bounds it with `socketTimeoutMS` (a timed-out write is not retried: one
+# deadline per batch), not `timeoutMS`: under that, a write to a database that is down is
+# retried until the whole 10 s run out, where it should fail at server selection (2 s);
+# Node's runtime with a timer of its own.
 MONGO_WRITE_TIMEOUT_MS = 10_000
 # Shutdown waits this long for the sink's writes and inserts in flight (the contract's
 # SHUTDOWN_GRACE_S leaves room for it after the connections' grace).
@@ -286,13 +289,17 @@ class FileCommit(_Answers, Generic[WaiterT]):
 def records_collection(client_class: Any, options: ServerOptions) -> tuple[Any, Any]:
     """A pymongo client of `client_class` (sync or async) for the mongo sink `options`
     ask for, and its `<--mongo-db>.records` collection with write concern `--mongo-w`
-    (journaled with `--durable`): no I/O until the first insert."""
+    (journaled with `--durable`): no I/O until the first insert, and no reply awaited past
+    MONGO_WRITE_TIMEOUT_MS (`socketTimeoutMS`: the insert raises, its batch answers 503)."""
     from pymongo.write_concern import WriteConcern
 
     w = options.mongo_w
     concern = WriteConcern(w=w, j=True) if options.durable else WriteConcern(w=w)
     client = client_class(
-        mongo_url(options), serverSelectionTimeoutMS=MONGO_SERVER_SELECTION_TIMEOUT_MS, w=w
+        mongo_url(options),
+        serverSelectionTimeoutMS=MONGO_SERVER_SELECTION_TIMEOUT_MS,
+        socketTimeoutMS=MONGO_WRITE_TIMEOUT_MS,
+        w=w,
     )
     collection = client[options.mongo_db].get_collection(MONGO_COLLECTION, write_concern=concern)
     return client, collection
