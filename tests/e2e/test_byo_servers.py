@@ -227,6 +227,9 @@ def test_the_contenders_pass_verify_on_the_routes_they_serve(contenders: tuple[s
         assert not by_name[(name, "empty")]["ws-raw-frames"]["deviations"]
 
 
+# ~40 s: in the slow run; the default run verifies them on their routes (above) and
+# measures a command server (test_a_command_given_with_server_is_verified_and_measured)
+@pytest.mark.slow
 @pytest.mark.timeout(LONG_TEST_S)
 def test_the_contenders_are_measured_with_the_file_sink_and_lose_nothing(
     contenders: tuple[str, ...], tmp_path: Path

@@ -36,7 +36,7 @@ from harness.services.ferretdb import FerretDB, ferretdb_binary
 from harness.tools import tool_path
 from model.results import Case, Step, read_run
 from servers import FRAMEWORKS, contract
-from tests.helpers import require_ferretdb, require_framework, require_tools
+from tests.helpers import one_per_runtime, require_ferretdb, require_framework, require_tools
 
 HARNESS = [sys.executable, "-c", "from harness.cli import main; main()"]
 # one 20 s step: a fault that is not noticed at once shows as a case that takes the full step
@@ -540,7 +540,7 @@ def test_a_database_stopped_mid_step_costs_503s_and_loses_no_acknowledged_record
 
 
 # -- the supervisor of --workers N ------------------------------------------------------------
-@pytest.mark.parametrize("framework", SUPERVISED_SERVERS)
+@pytest.mark.parametrize("framework", one_per_runtime(SUPERVISED_SERVERS))
 def test_a_dead_worker_stops_the_server_at_once_with_its_reason(framework: str) -> None:
     require_framework(framework)
     server = start_server(framework, workers=2)

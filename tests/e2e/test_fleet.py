@@ -202,6 +202,9 @@ def test_a_connection_ramp_splits_over_the_hosts_own_addresses(
     assert (closing["connections"], closing["open_after"]) == (100, 0), closing
 
 
+# ~50 s: in the slow run; the default run covers a fleet's connection ramp (above) and
+# bench --ws here (test_bench_ws)
+@pytest.mark.slow
 def test_bench_ws_holds_its_connections_from_the_hosts_on_workers(
     two_hosts: local.LocalFleetState,
 ) -> None:

@@ -61,6 +61,9 @@ def crawl(index: Path) -> list[Path]:
     return seen
 
 
+# three real runs to publish (~100 s): in the slow run; a report page, which every
+# published page is drawn like, opens in Chromium in the default run (test_report_browser)
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_a_published_site_opens_whole_in_chromium(results: Path, tmp_path: Path) -> None:
     site = tmp_path / "site"

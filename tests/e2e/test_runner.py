@@ -272,6 +272,9 @@ def test_affinity_matrix_runs_four_modes_and_reads_them_back(tmp_path: Path) -> 
     assert affinity["none"] == {"mode": "none", "server": "0-1", "agent": "0-1"}
 
 
+# ~25 s: in the slow run; the default run stops a compare by SIGTERM and SIGHUP, and by a
+# second Ctrl-C during the stop (test_faults)
+@pytest.mark.slow
 def test_ctrl_c_stops_everything_within_5_s_and_keeps_finished_cases(tmp_path: Path) -> None:
     require_framework("aiohttp")
     require_tools("wrk")

@@ -18,14 +18,22 @@ from websockets.sync.client import connect
 from harness.server_process import start_server
 from harness.services.sink_store import SinkStore
 from servers import FRAMEWORKS, contract
-from tests.helpers import one_per_runtime, require_ferretdb, require_framework
+from tests.helpers import SHARED_RUNTIME, one_per_runtime, require_ferretdb, require_framework
 
 MONGO_SINK_SERVERS = [name for name, f in FRAMEWORKS.items() if "mongo" in f.sinks]
 
 PAIRS = [(name, sink) for name, f in FRAMEWORKS.items() for sink in f.sinks if sink != "empty"]
 
 
-@pytest.fixture(params=PAIRS, ids=[f"{n}-{s}" for n, s in PAIRS])
+@pytest.fixture(
+    params=[
+        # a runtime's sink code once in the default run (SHARED_RUNTIME: its twin is slow)
+        pytest.param(pair, marks=pytest.mark.slow, id=f"{pair[0]}-{pair[1]}")
+        if (SHARED_RUNTIME.get(pair[0]), pair[1]) in PAIRS
+        else pytest.param(pair, id=f"{pair[0]}-{pair[1]}")
+        for pair in PAIRS
+    ]
+)
 def sink_server(request: pytest.FixtureRequest) -> Iterator[tuple[object, SinkStore]]:
     framework, sink = request.param
     require_framework(framework)

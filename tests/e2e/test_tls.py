@@ -284,6 +284,8 @@ def test_harness_list_names_each_servers_protocols_and_why_not_the_others(tmp_pa
     assert wrong.returncode == 1 and "--protocol: protocol h3 is not one of" in wrong.stderr
 
 
+# ~25 s: in the slow run; the default run compares over each protocol (above)
+@pytest.mark.slow
 def test_bench_runs_ours_and_the_minimal_app_on_each_protocol(tmp_path: Path) -> None:
     require_uvicorn()
     require_tools("wrk")
