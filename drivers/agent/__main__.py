@@ -174,20 +174,17 @@ class Agent:
         self._released.set()
 
     async def _await_release(self) -> None:
-        """Wait until this step is released, or the agent is told to stop."""
-        stopping = asyncio.ensure_future(self._stopping.wait())
+        """Wait until this step is released, or the agent is told to stop (`_stop` wakes it)."""
         while self.released_step < self.step and not self._stopping.is_set():
             self._released.clear()
-            released = asyncio.ensure_future(self._released.wait())
-            await asyncio.wait({stopping, released}, return_when=asyncio.FIRST_COMPLETED)
-            released.cancel()
-        stopping.cancel()
+            await self._released.wait()
 
     def _stop(self, by: str) -> None:
         """Stop opening and holding; the first reason given is the one reported."""
         if self.stopped_by is None:
             self.stopped_by = by
         self._stopping.set()
+        self._released.set()  # an agent waiting `ready` wakes to stop
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
