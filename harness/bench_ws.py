@@ -134,6 +134,8 @@ class WsAppRun:
     cpu_source: str  # cgroup or process tree
     # why the ramp ended before its top step's hold (the agents' watchdogs), if it did
     cut_short: str | None = None
+    # `failed` by reason: failed_<why> (never opened) and closed_<why> (dropped by the app)
+    failed_reasons: dict[str, int] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.app not in APPS:
@@ -227,6 +229,8 @@ class WsBenchResult:
     ours_held_min: int  # the fewest connections each app held at the top step, of its rounds
     minimal_held_min: int
     failed: dict[str, int]  # connections failed or dropped, per app, over every round
+    # the same by reason, per app, over every round (failed_<why>, closed_<why>)
+    failed_reasons: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
     ours_runs: tuple[WsAppRun, ...] = ()  # each round's figures (round i: [i] of each)
     minimal_runs: tuple[WsAppRun, ...] = ()
     server_processes: int = 1  # each app's processes on the port (workers)
@@ -240,10 +244,35 @@ class WsBenchResult:
             for app, held in (("ours", self.ours_held_min), ("minimal", self.minimal_held_min))
             if held < self.connections
         ]
-        failed = [f"{app} {count:,} failed" for app, count in self.failed.items() if count]
+        failed = [
+            f"{app} {count:,} failed{_reasons_said(self.failed_reasons.get(app, {}))}"
+            for app, count in self.failed.items()
+            if count
+        ]
         runs = self.ours_runs + self.minimal_runs
         cut = list(dict.fromkeys(f"{r.app}: {r.cut_short}" for r in runs if r.cut_short))
         return "; ".join(short + failed + cut) or None
+
+
+def _reasons_said(reasons: dict[str, int]) -> str:
+    """' (handshake_timeout 200, closed_reset 14)': the failures by reason, most first."""
+    if not reasons:
+        return ""
+    ranked = sorted(reasons.items(), key=lambda item: (-item[1], item[0]))
+    return " (" + ", ".join(f"{why.removeprefix('failed_')} {n:,}" for why, n in ranked) + ")"
+
+
+def failed_reasons_of(errors: dict[str, float]) -> dict[str, int]:
+    """A connection step's errors by reason (its `total` left out, zeros dropped)."""
+    return {why: int(n) for why, n in errors.items() if why != "total" and n}
+
+
+def _sum_reasons(runs: list[WsAppRun]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for r in runs:
+        for why, n in r.failed_reasons.items():
+            total[why] = total.get(why, 0) + n
+    return total
 
 
 def ws_bench_summary(
@@ -285,6 +314,7 @@ def ws_bench_summary(
         min(r.held for r in ours),
         min(r.held for r in minimal),
         {"ours": sum(r.failed for r in ours), "minimal": sum(r.failed for r in minimal)},
+        {"ours": _sum_reasons(ours), "minimal": _sum_reasons(minimal)},
         tuple(ours),
         tuple(minimal),
         server_processes,
@@ -483,6 +513,7 @@ def ws_app_run(
         ),
         cpu_source="cgroup" if group is not None else "process tree",
         cut_short=result.watchdog_note,
+        failed_reasons=failed_reasons_of(last.errors) if last is not None else {},
     )
 
 

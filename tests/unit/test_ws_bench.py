@@ -13,6 +13,7 @@ from harness.bench_ws import (
     WS_BENCH_STEPS,
     WsAppRun,
     cpu_us_per_connection,
+    failed_reasons_of,
     slope_kb_per_connection,
     verdict,
     ws_bench_summary,
@@ -104,6 +105,26 @@ def test_an_app_that_held_fewer_connections_than_asked_makes_every_verdict_undec
     assert result.note == "minimal held 990 of 1,000"
     assert {f.verdict for f in (result.memory, result.rss, result.cpu)} == {"undecided"}
     assert result.memory.reason == result.note
+
+
+def test_failures_are_kept_by_reason_and_said_most_first() -> None:
+    errors = {"total": 214, "failed_handshake_timeout": 200, "closed_reset": 14, "failed_x": 0}
+    reasons = failed_reasons_of(errors)
+    assert reasons == {"failed_handshake_timeout": 200, "closed_reset": 14}
+    lossy = [
+        dataclasses.replace(run("ours", 20.0, 15.0, 400.0), failed=214, failed_reasons=reasons),
+        dataclasses.replace(
+            run("ours", 20.0, 15.0, 400.0), failed=3, failed_reasons={"closed_reset": 3}
+        ),
+    ]
+    result = ws_bench_summary("twisted", None, lossy, [run("minimal", 20.0, 15.0, 400.0)] * 2)
+    assert result.failed == {"ours": 217, "minimal": 0}
+    assert result.failed_reasons == {
+        "ours": {"failed_handshake_timeout": 200, "closed_reset": 17},
+        "minimal": {},
+    }
+    assert result.note == "ours 217 failed (handshake_timeout 200, closed_reset 17)"
+    assert result.memory.verdict == "undecided"
 
 
 def test_a_ramp_cut_short_by_the_agents_time_limit_is_said_in_the_note() -> None:
