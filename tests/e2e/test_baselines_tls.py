@@ -572,12 +572,17 @@ def test_an_idle_http2_connection_is_closed(framework: str, certificates: Certif
 def test_h1_tls_deadlines_close_a_silent_connection(
     framework: str, certificates: Certificates
 ) -> None:
-    """The slow-client deadlines hold over TLS: a connection that never handshakes, and one
-    that handshakes and never sends a head, are both closed."""
+    """The slow-client deadlines hold over TLS: a connection that never handshakes, one that
+    sends half a ClientHello and stops (verify's `tls-half-handshake`, which the conformance
+    matrix runs at the default 10 s only in the slow run), and one that handshakes and never
+    sends a head, are all closed."""
     extra = ["--client-timeout-s", "1"]
     with start(framework, contract.PROTOCOL_H1_TLS, certificates, extra) as server:
         with socket.create_connection(("127.0.0.1", server.port), TIMEOUT_S) as silent:
             assert closed_by_peer(silent)
+        with socket.create_connection(("127.0.0.1", server.port), TIMEOUT_S) as half:
+            half.sendall(b"\x16\x03\x01\x02\x00\x01")  # the start of a ClientHello, no more
+            assert drained_to_close(half)
         context = client_context(certificates, ["http/1.1"])
         with (
             socket.create_connection(("127.0.0.1", server.port), TIMEOUT_S) as raw,
@@ -591,6 +596,20 @@ def assert_text_over_tls(server: ServerProcess, certificates: Certificates) -> N
     with https_client(server, certificates, http2=False) as client:
         text = client.get(contract.ROUTE_TEXT)
         assert_text(text.status_code, text.headers["content-type"], text.content)
+
+
+def drained_to_close(sock: socket.socket, timeout_s: float = TIMEOUT_S) -> bool:
+    """Whether the server closes `sock` within `timeout_s`, whatever it sends first (an
+    alert, say)."""
+    sock.settimeout(timeout_s)
+    try:
+        while sock.recv(65536):
+            pass
+    except (ConnectionResetError, ssl.SSLError):
+        return True
+    except TimeoutError:
+        return False
+    return True
 
 
 def closed_by_peer(sock: socket.socket, timeout_s: float = TIMEOUT_S) -> bool:

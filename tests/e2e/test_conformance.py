@@ -26,7 +26,7 @@ from harness.verify import (
     endpoint_for,
 )
 from servers import FRAMEWORKS, contract
-from tests.helpers import SHARED_RUNTIME, mc_port, require_framework
+from tests.helpers import mc_port, require_framework
 
 MATRIX = [(name, check) for name in FRAMEWORKS for check in contract_check_names(name)]
 
@@ -132,10 +132,12 @@ KNOWN_PROTOCOL_FAILURES: dict[tuple[str, str, str], tuple[str, bool]] = {
 H1_TLS_DEFAULT_ROUTE_CHECKS = {"text", "ws-handshake", "malformed"}
 
 
-# The half-sent ClientHello waits out the server's 10 s head deadline: by default once per
-# TLS implementation (over h1-tls: the TLS handshake comes before ALPN, so h2's is the
-# same code); -m slow runs it on every server over every TLS protocol.
-HALF_HANDSHAKE_SHARED_TLS = set(SHARED_RUNTIME)  # eventlet: gevent's; node-express: node's
+# The half-sent ClientHello waits out the server's default 10 s head deadline, so it runs
+# only in the slow run (on every server over every TLS protocol). By default the same close
+# is tested at a 1-2 s deadline (--client-timeout-s) on every server: the Python ones in
+# test_tls_servers.py (test_unfinished_handshake_is_closed_by_the_head_deadline), the
+# baselines in test_baselines_tls.py (test_h1_tls_deadlines_close_a_silent_connection),
+# and verify's check itself against Hypercorn in test_verify.py.
 
 
 def _protocol_param(name: str, protocol: str, check: str) -> object:
@@ -148,9 +150,7 @@ def _protocol_param(name: str, protocol: str, check: str) -> object:
         and check not in H1_TLS_DEFAULT_ROUTE_CHECKS
     ):
         marks.append(pytest.mark.slow)
-    if check == "tls-half-handshake" and (
-        protocol != contract.PROTOCOL_H1_TLS or name in HALF_HANDSHAKE_SHARED_TLS
-    ):
+    if check == "tls-half-handshake":
         marks.append(pytest.mark.slow)
     return pytest.param(name, protocol, check, marks=marks, id=f"{name}-{protocol}-{check}")
 
