@@ -75,6 +75,12 @@ WS_BENCH_OPEN_S = 10.0  # the open rate opens the top step in about this long
 # on this machine (15,000, quiet, issue 28's table), so ~2,000 a second at most; 1,500 a
 # second is the rate the 15,000 table ran at
 WS_BENCH_OPEN_RATE_MAX = 1_500.0
+# ...and past one process (the apps as workers, ~100,000 connections), 800 a second: there
+# the opening costs more per connection (tornado 950 µs ours, 870 µs minimal at 100,000 on
+# a local fleet, 2026-12-05), so at 1,500 a second the workers' accept queues grew for the
+# whole step and 17-413 handshakes a round waited past the agent's 10 s; at 800 none did
+# (tornado and gevent, 2 rounds each, every connection held)
+WS_BENCH_OPEN_RATE_MAX_WORKERS = 800.0
 RATIO_LIMIT = 1.25  # issue 28: ours within 1.25× of the minimal server
 IDLE_S = 2.0  # after the app is ready, before the first connection: its idle CPU read
 READ_AT_HOLD_SHARE = 1 / 3  # each hold's reading: this far into it
@@ -517,12 +523,16 @@ def ws_app_run(
     )
 
 
-def ws_ramp(connections: int, hold_s: float, open_rate_per_s: float | None) -> ConnectionRamp:
+def ws_ramp(
+    connections: int, hold_s: float, open_rate_per_s: float | None, workers: int = 1
+) -> ConnectionRamp:
     """WS_BENCH_STEPS equal steps up to `connections` (fewer below that many), each held
-    `hold_s`, opened at `open_rate_per_s` (default: the top in WS_BENCH_OPEN_S)."""
+    `hold_s`, opened at `open_rate_per_s` (default: the top in WS_BENCH_OPEN_S, at most
+    WS_BENCH_OPEN_RATE_MAX, or WS_BENCH_OPEN_RATE_MAX_WORKERS past one process)."""
     step = max(1, connections // WS_BENCH_STEPS)
     start = connections - step * (min(WS_BENCH_STEPS, connections) - 1)  # the top: exact
-    rate = open_rate_per_s or min(WS_BENCH_OPEN_RATE_MAX, max(1.0, connections / WS_BENCH_OPEN_S))
+    cap = WS_BENCH_OPEN_RATE_MAX if workers <= 1 else WS_BENCH_OPEN_RATE_MAX_WORKERS
+    rate = open_rate_per_s or min(cap, max(1.0, connections / WS_BENCH_OPEN_S))
     return ConnectionRamp(
         start=start, target=connections, step=step, hold_s=hold_s, open_rate_per_s=rate
     )
@@ -547,7 +557,7 @@ def bench_ws_framework(
     why = ws_bench_unsupported(framework)
     if why is not None:
         raise UserError(f"bench --ws {framework}: {why}")
-    ramp = ws_ramp(connections, hold_s, open_rate_per_s)
+    ramp = ws_ramp(connections, hold_s, open_rate_per_s, workers)
     runs: dict[str, list[WsAppRun]] = {app: [] for app in APPS}
     with scratch.temporary_directory("bench-ws") as raw:
         for round_index in range(rounds):

@@ -85,7 +85,7 @@ def bench_command(
         None,
         "--open-rate",
         help="With --ws: connections opened per second (default: the top step in 10 s, "
-        "at most 1,500 a second).",
+        "at most 1,500 a second; 800 past one process).",
         show_default=False,
     ),
     workers: int = typer.Option(
@@ -308,7 +308,7 @@ def bench_ws(
     if rounds < 2 or hold_s < 1 or (open_rate is not None and open_rate <= 0):
         raise UserError("--ws needs --rounds >= 2, --hold >= 1 s and a positive --open-rate")
     if processes > 1:  # past one process: what plan-connections would refuse, refused
-        refusal = _ws_plan_refusal(names, connections, hold_s, open_rate)
+        refusal = _ws_plan_refusal(names, connections, hold_s, open_rate, processes)
         if refusal:
             raise UserError(f"bench --ws: {refusal}")
     results = []
@@ -400,7 +400,7 @@ def _ws_row_line(result: WsBenchResult) -> str:
 
 
 def _ws_plan_refusal(
-    names: list[str], connections: int, hold_s: float, open_rate: float | None
+    names: list[str], connections: int, hold_s: float, open_rate: float | None, workers: int
 ) -> str | None:
     """Why this host cannot hold `connections` for the measured ones of `names` (harness
     plan-connections' arithmetic: memory, conntrack), or None."""
@@ -408,7 +408,7 @@ def _ws_plan_refusal(
     from harness.connection_plan import SERVER_MEMORY, plan_connections, plan_refusal
     from harness.doctor import connection_host
 
-    ramp = ws_ramp(connections, hold_s, open_rate)
+    ramp = ws_ramp(connections, hold_s, open_rate, workers)
     plan = plan_connections(
         connections,
         [name for name in names if name in SERVER_MEMORY],

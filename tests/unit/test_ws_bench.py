@@ -10,6 +10,7 @@ import pytest
 from harness.bench_ws import (
     RATIO_LIMIT,
     WS_BENCH_OPEN_RATE_MAX,
+    WS_BENCH_OPEN_RATE_MAX_WORKERS,
     WS_BENCH_STEPS,
     WsAppRun,
     cpu_us_per_connection,
@@ -156,6 +157,10 @@ def test_the_ramp_reaches_the_connections_asked_in_equal_steps_within_ten_second
     assert ws_ramp(1003, 2.0, 500.0).open_rate_per_s == 500.0
     # more in 10 s than one core handshakes: opened at the cap, not at 10,000 a second
     assert ws_ramp(100_000, 3.0, None).open_rate_per_s == WS_BENCH_OPEN_RATE_MAX
+    # past one process the opening costs more per connection: a lower cap
+    assert ws_ramp(100_000, 3.0, None, workers=6).open_rate_per_s == WS_BENCH_OPEN_RATE_MAX_WORKERS
+    assert WS_BENCH_OPEN_RATE_MAX_WORKERS < WS_BENCH_OPEN_RATE_MAX
+    assert ws_ramp(100_000, 3.0, 1200.0, workers=6).open_rate_per_s == 1200.0  # as asked
 
 
 @pytest.mark.parametrize(
