@@ -28,6 +28,8 @@ def test_bench_ws_gives_kb_and_cpu_per_connection_of_ours_and_the_minimal_server
     # both apps held every connection, none failed
     assert result["ours_held_min"] == result["minimal_held_min"] == CONNECTIONS
     assert result["failed"] == {"ours": 0, "minimal": 0} and result["note"] is None
+    assert result["failed_reasons"] == {"ours": {}, "minimal": {}}  # the same, by reason
+    assert all(run["failed_reasons"] == {} for run in result["ours_runs"] + result["minimal_runs"])
     for figure in ("memory", "rss", "cpu"):
         measured = result[figure]
         assert measured["ours"] > 0 and measured["minimal"] > 0, (figure, measured)
