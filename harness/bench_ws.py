@@ -41,6 +41,7 @@ import math
 import statistics
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -274,11 +275,7 @@ def failed_reasons_of(errors: dict[str, float]) -> dict[str, int]:
 
 
 def _sum_reasons(runs: list[WsAppRun]) -> dict[str, int]:
-    total: dict[str, int] = {}
-    for r in runs:
-        for why, n in r.failed_reasons.items():
-            total[why] = total.get(why, 0) + n
-    return total
+    return dict(sum((Counter(r.failed_reasons) for r in runs), Counter()))
 
 
 def ws_bench_summary(
