@@ -26,10 +26,12 @@ import signal
 import socket
 import sys
 from io import BytesIO
+from types import FunctionType
 from typing import Any
 
 from autobahn.twisted.resource import WebSocketResource
 from autobahn.twisted.websocket import WebSocketServerFactory, WebSocketServerProtocol
+from autobahn.websocket.protocol import TrafficStats
 from twisted.internet.defer import Deferred, gatherResults, maybeDeferred
 from twisted.internet.error import ReactorNotRunning
 from twisted.internet.interfaces import IPushProducer
@@ -589,8 +591,82 @@ class _ReadWhileDraining:
         return None
 
 
+# What an open, idle autobahn connection keeps that it never reads again (tracemalloc, 2,000
+# connections, autobahn 26.11): the handshake's request and response, kept "for the test
+# suite", and an empty send deque of 760 B used only by sync or chopped sends (none here).
+_HANDSHAKE_LEFTOVERS = frozenset(
+    {
+        "http_headers",
+        "http_headers_cnt",
+        "http_request_data",
+        "http_request_host",
+        "http_request_params",
+        "http_request_path",
+        "http_request_uri",
+        "http_response_data",
+        "http_status_line",
+        "_wskey",
+        "websocket_origin",
+        "websocket_protocols",
+        "websocket_extensions",
+        "send_queue",
+        "trafficStats",
+    }
+)
+# autobahn's per-connection flags and timers while a connection is open and idle: as class
+# attributes (MessageFactory's protocol class) an instance keeps only those it changed.
+_IDLE_DEFAULTS: dict[str, Any] = {
+    **dict.fromkeys(
+        (
+            "_perMessageCompress",
+            "autoPingPending",
+            "autoPingPendingCall",
+            "autoPingPendingSent",
+            "autoPingTimeoutCall",
+            "closeHandshakeTimeoutCall",
+            "current_frame",
+            "localCloseCode",
+            "localCloseReason",
+            "openHandshakeTimeoutCall",
+            "remoteCloseCode",
+            "remoteCloseReason",
+            "trackedTimings",
+            "wasNotCleanReason",
+        )
+    ),
+    **dict.fromkeys(
+        (
+            "closedByMe",
+            "droppedByMe",
+            "failedByMe",
+            "inside_message",
+            "triggered",
+            "wasClean",
+            "wasCloseHandshakeTimeout",
+            "wasMaxFramePayloadSizeExceeded",
+            "wasMaxMessagePayloadSizeExceeded",
+            "wasOpenHandshakeTimeout",
+            "wasServerConnectionDropTimeout",
+            "wasServingFlashSocketPolicyFile",
+        ),
+        False,
+    ),
+    "autoPingPendingSeq": 0,
+    "connected": 1,
+    "data": b"",
+    "send_state": WebSocketServerProtocol.SEND_STATE_GROUND,
+    "state": WebSocketServerProtocol.STATE_OPEN,
+    "send_queue": (),  # len() 0 as autobahn asks; an append would fail loudly
+}
+
+
 class MessageProtocol(WebSocketServerProtocol):
-    """One agent connection: each text message is a JSON object for the sink."""
+    """One agent connection: each text message is a JSON object for the sink.
+
+    Lean once open (`_shed`): autobahn copies its 29 options into every connection and
+    keeps the handshake, an 86-entry dict of 3.3 KB and ~9 KB a connection in all; the
+    options and idle defaults live on the factory's protocol class instead, so an idle
+    connection's dict holds the ~15 attributes it owns."""
 
     factory: MessageFactory
 
@@ -606,7 +682,19 @@ class MessageProtocol(WebSocketServerProtocol):
         return contract.WS_SUBPROTOCOL  # offered: WebSocketRoute checked it
 
     def onOpen(self) -> None:
+        self._shed()
         self.factory.open_protocols.add(self)
+
+    def _shed(self) -> None:
+        """Drop the handshake's leftovers and every attribute that holds its class's value
+        (a new, compact dict: deleting keys would not shrink the old one)."""
+        cls = type(self)
+        self.__dict__ = {
+            name: value
+            for name, value in vars(self).items()
+            if name not in _HANDSHAKE_LEFTOVERS
+            and not (hasattr(cls, name) and getattr(cls, name) is value)
+        }
 
     def onMessage(self, payload: bytes, isBinary: bool) -> None:
         if self.state != self.STATE_OPEN:
@@ -681,6 +769,18 @@ class MessageFactory(WebSocketServerFactory):
             openHandshakeTimeout=0,  # the handshake arrives whole from twisted.web
             autoPingInterval=0,
             perMessageCompressionAccept=_refuse_compression,
+        )
+        # This factory's protocol class carries the options autobahn copies into each
+        # connection, the idle defaults and one TrafficStats (counted, never read here).
+        # (a function among them, perMessageCompressionAccept, stays a plain function)
+        shared: dict[str, Any] = {}
+        for name in MessageProtocol.CONFIG_ATTRS:
+            value = getattr(self, name)
+            shared[name] = staticmethod(value) if isinstance(value, FunctionType) else value
+        self.protocol = type(
+            "MessageProtocol",
+            (MessageProtocol,),
+            {**shared, **_IDLE_DEFAULTS, "trafficStats": TrafficStats()},
         )
 
 
