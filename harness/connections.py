@@ -6,7 +6,9 @@ the server's telemetry; a step is the agents' hold at its target, which they beg
 together: each waits at the target (`ready`) until the runner saw them all there. The
 breaking point is the first connection count at which, for 5 consecutive seconds, the
 worst tick exceeds 1 s, connections fail, or the server drops them; in stress mode the
-ramp ends there.
+ramp ends there. In either mode it ends where the host runs short of memory
+(memory_reserve_bytes), and that is its breaking point, named `memory`. Each hold
+records the host's memory beside the server's and the agents' (`memory_breakdown`).
 
 At the ramp's end the agents close every connection at once (`ConnectionRamp.close`:
 orderly, or dropped by their processes' exit) and the runner follows that closing step
@@ -23,6 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
+
+import psutil
 
 from drivers.agent.plan import (
     OPENING_SLOWDOWN_ALLOWED,
@@ -47,6 +51,12 @@ FAILURE_SHARE = 0.01  # of the attempts (or open connections) in the trailing wi
 MIN_FAILURES = 10
 POLL_INTERVAL_S = 0.5
 LIMIT_REASONS = ("too_many_open_files", "no_free_port")
+LIMIT_NAMES = {"too_many_open_files": "open files", "no_free_port": "source ports"}
+# Memory: a ramp ends (in either mode) once the host has less than this share of its
+# memory available, at least MEMORY_RESERVE_MIN_BYTES: its breaking point is then the
+# memory's, named with the figures, and the box never reaches the OOM killer.
+MEMORY_RESERVE_SHARE = 0.05
+MEMORY_RESERVE_MIN_BYTES = 1 << 30
 # The closing step: the server must have closed every connection within CLOSING_TIMEOUT_S
 # of the agents' closing (else the record says how many it still held), and its telemetry
 # is read CLOSING_SETTLE_S past the last close, since a stall's lag is reported by the
@@ -81,6 +91,9 @@ class ConnectionRampResult:
     # host, agents gone): where it stood then and why, as far as known
     cut_short: str | None = None
     closing: dict[str, Any] | None = None  # the closing step (closing_record); None: none
+    # the host ran short of memory (memory_reserve_bytes) and the ramp ended there: the
+    # connections open then and the bytes available
+    memory_stop: dict[str, Any] | None = None
 
     @property
     def watchdog_note(self) -> str | None:
@@ -98,6 +111,24 @@ class ConnectionRampResult:
 # times its planned length; past that and RAMP_OVERRUN_MARGIN_S more they are sent SIGTERM
 # (they close, print their final line and exit) and killed STOP_GRACE_S later.
 RAMP_OVERRUN_MARGIN_S = 60.0
+
+
+def memory_reserve_bytes(total_bytes: int) -> int:
+    """The memory a connection ramp leaves the host (MEMORY_RESERVE_SHARE, at least
+    MEMORY_RESERVE_MIN_BYTES)."""
+    return max(MEMORY_RESERVE_MIN_BYTES, int(total_bytes * MEMORY_RESERVE_SHARE))
+
+
+def memory_break(open_now: int, available_bytes: int, reserve_bytes: int) -> dict[str, Any]:
+    """The breaking point of a ramp that ran the host short of memory."""
+    return {
+        "connections": open_now,
+        "reason": f"memory: {available_bytes / 2**30:.2f} GiB available, under the"
+        f" {reserve_bytes / 2**30:.2f} GiB the ramp leaves the host",
+        "limit": "memory",
+        "host_available_bytes": available_bytes,
+        "t": time.time(),
+    }
 
 
 def ramp_deadline_s(ramp: ConnectionRamp) -> float:
@@ -152,7 +183,9 @@ def find_breaking_point(seconds: list[_Second]) -> dict[str, Any] | None:
         streak.append((now, reason))
         if len(streak) >= BREAK_SECONDS:
             first, first_reason = streak[0]
-            return {"connections": first.agents["open"], "reason": first_reason, "t": first.t}
+            found = {"connections": first.agents["open"], "reason": first_reason, "t": first.t}
+            limits = [LIMIT_NAMES[k] for k in LIMIT_REASONS if k in first_reason]
+            return {**found, "limit": limits[0]} if limits else found
     return None
 
 
@@ -297,6 +330,7 @@ def run_connection_ramp(
     deadline_s = ramp_deadline_s(ramp)
     told_to_stop: float | None = None
     closing_seen = False
+    reserve_bytes = memory_reserve_bytes(psutil.virtual_memory().total)
     try:  # whatever happens from here (Ctrl-C included), no agent outlives the ramp
         monitor.set_agent_pids(agents.pids)
         while agents.running():
@@ -318,6 +352,12 @@ def run_connection_ramp(
             if len(latest) < result.limits["agent_processes"]:
                 continue
             combined = combine_agent_lines(latest)
+            available = psutil.virtual_memory().available
+            if result.memory_stop is None and available < reserve_bytes and not closing_seen:
+                result.memory_stop = {"connections": combined["open"], "available": available}
+                if result.breaking_point is None:
+                    result.breaking_point = memory_break(combined["open"], available, reserve_bytes)
+                agents.end()  # in either mode: the host keeps its reserve
             if combined["phase"] == "ready" and combined["step"] > released:
                 released = combined["step"]
                 agents.release(released)  # every agent at the step's target: hold together
@@ -378,6 +418,7 @@ def run_connection_ramp(
         len(result.steps) < len(targets)
         and result.overran_s is None
         and not (result.breaking_point and ramp.mode == "stress")  # a stress ramp's own end
+        and result.memory_stop is None  # the host's memory: the breaking point says it
     ):
         # whatever else ended the ramp early (a lost host, a dead server, agents gone): said
         why = result.lost or (
@@ -526,6 +567,12 @@ def _finish_step(
     cgroup_bytes = held_cgroup_bytes(monitor.rows, start.t, end.agents.get("t", end.t))
     if cgroup_bytes is None:
         cgroup_bytes = (stats.get("cgroup") or {}).get("memory_bytes")
+    held_t = end.agents.get("t", end.t)
+    host_readings = {
+        name: value
+        for name, key in HOST_READINGS.items()
+        if (value := held_reading(monitor.rows, key, start.t, held_t)) is not None
+    }
     return Step(
         offered=target,
         unit="conns",
@@ -555,6 +602,7 @@ def _finish_step(
             if rss and open_now
             else None,
             **({"cgroup_memory_bytes": cgroup_bytes} if cgroup_bytes is not None else {}),
+            **host_readings,
             **({"cgroup": stats["cgroup"]} if stats.get("cgroup") else {}),
             "agent_rss_bytes": agents_end["rss_bytes"],
             "hold_s": round(span_s, 1),
@@ -563,16 +611,92 @@ def _finish_step(
     )
 
 
-def held_cgroup_bytes(rows: list[dict[str, Any]], start_t: float, held_t: float) -> int | None:
-    """The server cgroup's memory in the monitor's last row in (`start_t`, `held_t`]: a hold
-    from its start to `held_t`, the time every agent was last seen holding (none began
-    closing before it); None when no such row read the cgroup."""
-    held = [
-        row["server_cgroup_memory_bytes"]
-        for row in rows
-        if start_t < row["t"] <= held_t and row.get("server_cgroup_memory_bytes") is not None
-    ]
+def held_reading(rows: list[dict[str, Any]], key: str, start_t: float, held_t: float) -> int | None:
+    """The monitor's `key` in its last row in (`start_t`, `held_t`]: a hold from its start
+    to `held_t`, the time every agent was last seen holding (none began closing before
+    it); None when no such row read it."""
+    held = [row[key] for row in rows if start_t < row["t"] <= held_t and row.get(key) is not None]
     return int(held[-1]) if held else None
+
+
+def held_cgroup_bytes(rows: list[dict[str, Any]], start_t: float, held_t: float) -> int | None:
+    """The server cgroup's memory at a hold's end (held_reading)."""
+    return held_reading(rows, "server_cgroup_memory_bytes", start_t, held_t)
+
+
+# The host's memory at each hold's end, read by the monitor (harness.monitor.sample): what
+# the whole box had left, the kernel's slab (every socket's own objects, both ends here),
+# TCP's buffers and conntrack's entries in the server's namespace.
+HOST_READINGS = {
+    "host_available_bytes": "mem_available_bytes",
+    "kernel_slab_bytes": "kernel_slab_bytes",
+    "tcp_buffer_bytes": "tcp_buffer_bytes",
+    "conntrack_count": "conntrack_count",
+}
+
+
+def _slope_kb(points: list[tuple[float, float]]) -> float | None:
+    if len(points) < 2 or len({x for x, _ in points}) < 2:
+        return None
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    return round(statistics.linear_regression(xs, ys).slope / 1024, 2)
+
+
+def memory_breakdown(steps: list[Step], idle: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Where the memory went at the top held step — the server (RSS, and its cgroup:
+    sockets' buffers and kernel objects where counted), the agents, the kernel's slab
+    and the whole host — each also as KB per connection (the slope over the held steps,
+    from the idle reading `idle`, a monitor row before any connection). None without a
+    held step."""
+    held = [s for s in steps if s.extra.get("open")]
+    if not held:
+        return None
+    top = held[-1]
+    idle = idle or {}
+
+    def series(read: Callable[[Step], float | None], idle_value: float | None) -> float | None:
+        points = [(0.0, float(idle_value))] if idle_value is not None else []
+        points += [(float(s.extra["open"]), float(v)) for s in held if (v := read(s)) is not None]
+        return _slope_kb(points)
+
+    available_idle = idle.get("mem_available_bytes")
+    slab_idle = idle.get("kernel_slab_bytes")
+    top_available = top.extra.get("host_available_bytes")
+    top_slab = top.extra.get("kernel_slab_bytes")
+    return {
+        "connections": top.extra["open"],
+        "server_rss_bytes": top.rss_max_bytes,
+        "server_cgroup_bytes": top.extra.get("cgroup_memory_bytes"),
+        "agents_rss_bytes": top.extra.get("agent_rss_bytes"),
+        "kernel_slab_bytes": top_slab,
+        "kernel_slab_growth_bytes": top_slab - slab_idle
+        if top_slab is not None and slab_idle is not None
+        else None,
+        "tcp_buffer_bytes": top.extra.get("tcp_buffer_bytes"),
+        "host_available_bytes": top_available,
+        "host_used_growth_bytes": available_idle - top_available
+        if top_available is not None and available_idle is not None
+        else None,
+        "conntrack_count": top.extra.get("conntrack_count"),
+        "kb_per_connection": {
+            "server_rss": series(lambda s: s.rss_max_bytes, idle.get("server_rss_bytes")),
+            "server_cgroup": series(
+                lambda s: s.extra.get("cgroup_memory_bytes"),
+                idle.get("server_cgroup_memory_bytes"),
+            ),
+            "agents_rss": series(lambda s: s.extra.get("agent_rss_bytes"), None),
+            "kernel_slab": series(lambda s: s.extra.get("kernel_slab_bytes"), slab_idle),
+            # the whole box: what it had available, fallen per connection
+            "host": series(
+                lambda s: (
+                    -s.extra["host_available_bytes"]
+                    if s.extra.get("host_available_bytes") is not None
+                    else None
+                ),
+                -available_idle if available_idle is not None else None,
+            ),
+        },
+    }
 
 
 def cgroup_kb_per_connection(steps: list[Step], baseline_bytes: int | None) -> float | None:

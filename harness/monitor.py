@@ -23,6 +23,7 @@ OOM kills are read there too (`cgroup_step`).
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import itertools
@@ -55,6 +56,9 @@ TELEMETRY_SUMS = (
     "rss_bytes",
 )
 TELEMETRY_MAXIMA = ("tick_avg_ms", "tick_max_ms", "gc_pause_ms")
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
+SOCKSTAT_PATH = Path("/proc/net/sockstat")  # this network namespace's sockets
+CONNTRACK_COUNT_PATH = Path("/proc/sys/net/netfilter/nf_conntrack_count")
 
 
 @dataclass(frozen=True)
@@ -139,6 +143,33 @@ def window_cpu_pct(
 
 # /proc/stat's per-CPU columns: user nice system idle iowait irq softirq steal guest guest_nice
 PROC_STAT_BUSY_COLUMNS = (0, 1, 2, 5, 6)  # user, nice, system, irq, softirq (guest is in user)
+
+
+def parse_sockstat(text: str) -> dict[str, int]:
+    """/proc/net/sockstat's TCP line as numbers: `inuse` (sockets), `orphan`, `tw`,
+    `alloc` and `mem` (pages of TCP buffers); empty without one."""
+    for line in text.splitlines():
+        if line.startswith("TCP:"):
+            fields = line.split()[1:]
+            return {fields[i]: int(fields[i + 1]) for i in range(0, len(fields) - 1, 2)}
+    return {}
+
+
+def host_socket_readings() -> dict[str, int]:
+    """This namespace's TCP sockets in use, their buffers in bytes and conntrack's entries
+    (absent where the module is not loaded): O(1) reads, whatever the connections."""
+    readings: dict[str, int] = {}
+    try:
+        tcp = parse_sockstat(SOCKSTAT_PATH.read_text())
+    except OSError:
+        tcp = {}
+    if "inuse" in tcp:
+        readings["tcp_inuse"] = tcp["inuse"]
+    if "mem" in tcp:
+        readings["tcp_buffer_bytes"] = tcp["mem"] * PAGE_BYTES
+    with contextlib.suppress(OSError, ValueError):  # no conntrack module: not counted
+        readings["conntrack_count"] = int(CONNTRACK_COUNT_PATH.read_text())
+    return readings
 
 
 def parse_proc_stat(text: str, ticks_per_s: float) -> dict[int, float]:
@@ -426,6 +457,11 @@ class Monitor:
             **{f"cpu{i}_pct": pct for i, pct in enumerate(per_core)},
             "mem_used_bytes": memory.used,
             "mem_cached_bytes": getattr(memory, "cached", 0),
+            # the whole host's: what a connection ramp runs out of, and the kernel's slab
+            # (each socket's own objects, both ends on one box)
+            "mem_available_bytes": memory.available,
+            "kernel_slab_bytes": getattr(memory, "slab", 0),
+            **host_socket_readings(),
             "server_cpu_pct": round(server_cpu, 1),
             "server_rss_bytes": server_rss,
             "server_cpu_wait_pct": round(server_wait, 1),

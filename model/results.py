@@ -282,6 +282,10 @@ class Summary:
     memory_peak_bytes: int | None = None
     cgroup: dict[str, Any] | None = None
     memory_per_connection_kb: float | None = None  # connection ramps: the cgroup's slope
+    # connection ramps: the memory at the top held step — server RSS and cgroup, agents'
+    # RSS, the kernel's slab, TCP buffers, the host's available — and each one's KB per
+    # connection (harness.connections.memory_breakdown)
+    memory_breakdown: dict[str, Any] | None = None
     # connection ramps: the closing step at the ramp's end, every connection closed at once
     # (harness.connections.closing_record): `close` (orderly or drop), `connections`,
     # `open_after`, `close_s`, `tick_max_ms`, `tick_avg_ms`, `gc_collections`,

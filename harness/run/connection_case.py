@@ -16,6 +16,7 @@ from harness.connections import (
     ConnectionRampResult,
     LocalAgents,
     cgroup_kb_per_connection,
+    memory_breakdown,
     memory_per_connection,
     run_connection_ramp,
 )
@@ -38,7 +39,8 @@ def run_connection_case(ctx: CaseContext, server: Topology, monitor: Monitor) ->
     assert isinstance(ramp, ConnectionRamp), ramp  # chosen by kind: "connections"
     stored_before = count_before_load(ctx.store)
     time.sleep(IDLE_READING_S)
-    baseline_rss = monitor.rows[-1]["server_rss_bytes"] if monitor.rows else None
+    idle_row = dict(monitor.rows[-1]) if monitor.rows else None
+    baseline_rss = idle_row["server_rss_bytes"] if idle_row else None
     idle_group = monitor.read_server_cgroup()  # the idle server's cgroup memory
     reporter = ctx.run.reporter
     fleet = ctx.run.fleet
@@ -72,6 +74,7 @@ def run_connection_case(ctx: CaseContext, server: Topology, monitor: Monitor) ->
         memory_per_connection_kb=cgroup_kb_per_connection(
             list(steps), idle_group.memory_bytes if idle_group is not None else None
         ),
+        memory_breakdown=memory_breakdown(list(steps), idle_row),
     )
     error = None
     if result.lost is not None:
