@@ -113,9 +113,12 @@ class ConnectionRampResult:
 RAMP_OVERRUN_MARGIN_S = 60.0
 
 
-def memory_reserve_bytes(total_bytes: int) -> int:
-    """The memory a connection ramp leaves the host (MEMORY_RESERVE_SHARE, at least
-    MEMORY_RESERVE_MIN_BYTES)."""
+def memory_reserve_bytes(total_bytes: int, reserve_gib: float | None = None) -> int:
+    """The memory a connection ramp leaves the host: `reserve_gib` when given (the ramp's
+    `memory_reserve_gib`), else MEMORY_RESERVE_SHARE of it, at least
+    MEMORY_RESERVE_MIN_BYTES."""
+    if reserve_gib is not None:
+        return int(reserve_gib * 2**30)
     return max(MEMORY_RESERVE_MIN_BYTES, int(total_bytes * MEMORY_RESERVE_SHARE))
 
 
@@ -330,7 +333,7 @@ def run_connection_ramp(
     deadline_s = ramp_deadline_s(ramp)
     told_to_stop: float | None = None
     closing_seen = False
-    reserve_bytes = memory_reserve_bytes(psutil.virtual_memory().total)
+    reserve_bytes = memory_reserve_bytes(psutil.virtual_memory().total, ramp.memory_reserve_gib)
     try:  # whatever happens from here (Ctrl-C included), no agent outlives the ramp
         monitor.set_agent_pids(agents.pids)
         while agents.running():

@@ -134,12 +134,17 @@ class ConnectionRamp:
     open_rate_per_s: float = 200.0  # one new connection every 5 ms (the WebSocket study)
     mode: Literal["load", "stress"] = "load"
     close: Literal["orderly", "drop"] = "orderly"
+    # the host memory the ramp leaves free: below it the ramp ends, its breaking point the
+    # memory's (harness.connections); None: 5 % of the host's, at least 1 GiB
+    memory_reserve_gib: float | None = None
     kind: Literal["connections"] = "connections"
 
     def __post_init__(self) -> None:
         _levels(self.start, self.target, self.step)
         if self.hold_s <= 0 or self.open_rate_per_s <= 0:
             raise ValueError("hold_s and open_rate_per_s must be positive")
+        if self.memory_reserve_gib is not None and self.memory_reserve_gib <= 0:
+            raise ValueError("memory_reserve_gib must be positive")
         if self.mode not in ("load", "stress"):
             raise ValueError(f"mode {self.mode!r} is not load or stress")
         if self.close not in CLOSE_MODES:

@@ -86,6 +86,13 @@ def run_connection_case(ctx: CaseContext, server: Topology, monitor: Monitor) ->
             f"{exited} at {steps[-1].extra['open'] if steps else 0} connections: "
             f"{server.stderr_tail()}"
         )
+    elif not steps and result.memory_stop is not None:
+        error = (
+            "no step held: the host ran short of memory at"
+            f" {result.memory_stop['connections']:,} connections"
+            f" ({(result.breaking_point or {}).get('reason')})"
+        )
+        summary = Summary(breaking_point=result.breaking_point)
     elif not steps:
         error = "the agents held no step: see raw/agent-*.txt"
         summary = Summary()

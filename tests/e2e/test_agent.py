@@ -132,6 +132,41 @@ def test_connection_ramp_end_to_end(tmp_path: Path) -> None:
     assert case.summary.limits["agent_processes"] == 1
     assert case.steps[-1].extra["messages_in_per_s"] > 0
     assert case.steps[-1].tick_ms["max"] is not None
+    # memory at the top step: the server's, the agents', the kernel's and the host's
+    breakdown = case.summary.memory_breakdown
+    assert breakdown is not None and breakdown["connections"] == 100
+    assert breakdown["server_rss_bytes"] == case.steps[-1].rss_max_bytes > 0
+    assert breakdown["agents_rss_bytes"] == case.steps[-1].extra["agent_rss_bytes"] > 0
+    assert breakdown["kernel_slab_bytes"] > 0 and breakdown["host_available_bytes"] > 0
+    assert breakdown["kernel_slab_growth_bytes"] is not None
+    assert set(breakdown["kb_per_connection"]) == {
+        "server_rss", "server_cgroup", "agents_rss", "kernel_slab", "host",
+    }  # fmt: skip
+    assert all("host_available_bytes" in s.extra for s in case.steps)
+
+
+def test_a_ramp_ends_where_the_host_runs_short_of_memory(tmp_path: Path) -> None:
+    """A reserve larger than this host's memory: the ramp ends at its first reading, in
+    load mode too, before any step was held — the case fails naming the memory, and its
+    breaking point is the memory's, with the figures."""
+    require_framework("aiohttp")
+    result = harness(
+        "compare", "--frameworks", "aiohttp", "--profile", "smoke", "--scenario", "ws-idle",
+        "--connections", "2000", "--set", "connection_ramp.start=200",
+        "--set", "connection_ramp.step=200", "--set", "connection_ramp.open_rate_per_s=100",
+        "--set", "connection_ramp.memory_reserve_gib=100000", "--out", str(tmp_path),
+        timeout_s=120,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "ran short of memory" in result.stdout
+    [case] = read_run(next(tmp_path.iterdir())).cases
+    assert case.status == "failed" and "ran short of memory" in case.error
+    breaking = case.summary.breaking_point
+    assert breaking is not None and breaking["limit"] == "memory", case.summary
+    assert breaking["reason"].startswith("memory: ") and "100000.00 GiB" in breaking["reason"]
+    assert breaking["host_available_bytes"] > 0
+    assert breaking["connections"] < 2000
+    assert case.steps == ()
 
 
 def test_websocket_messages_are_reconciled_with_the_file_sink(tmp_path: Path) -> None:
