@@ -9,6 +9,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from harness.outputs.text import MEMORY_HEADERS, memory_rows
 from model.results import FLAG_MEANINGS, Case, Run, has_protocol_axis
 
 # the reconcile fields the report shows (docs/results.md); old runs lack the last two
@@ -494,6 +495,23 @@ def render_html(
                 "95 % interval when both ran rounds (paired round by round).</p>"
             )
             parts.append(_table(list(TLS_HEADERS), tls_rows, numeric={7}))
+        connections = memory_rows(list(run.cases))
+        if connections:
+            parts.append("<h3>Connections</h3>")
+            parts.append(
+                "<p>Each connection ramp's top held step, where it broke (and the limit that "
+                "stopped it), and its memory per connection: the server's cgroup (its RSS "
+                "without one), the agents' RSS, the kernel's slab (both ends of each "
+                "connection on this box) and the whole host's available memory, each the "
+                "slope over the held steps; and what the host had left at the top step.</p>"
+            )
+            parts.append(
+                _table(
+                    list(MEMORY_HEADERS),
+                    [[escape(c) for c in row] for row in connections],
+                    numeric={1, *range(3, len(MEMORY_HEADERS))},
+                )
+            )
         knees = _knee_rows(run)
         if knees and any(case.summary.knee is not None for case in run.cases):
             parts.append("<h3>Knees</h3>")

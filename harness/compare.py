@@ -17,7 +17,7 @@ from drivers import DRIVER_RAMPS, driver_class, driver_classes
 from harness.affinity import parse_cpu_list
 from harness.cgroups.files import parse_size
 from harness.frameworks import register_servers, select_frameworks
-from harness.outputs.text import CLOSING_HEADERS, closing_rows
+from harness.outputs.text import CLOSING_HEADERS, MEMORY_HEADERS, closing_rows, memory_rows
 from harness.profile import load_profile
 from harness.run import Plan, Runner, claim_run_dir, default_cpus
 from harness.run.rounds import has_rounds
@@ -603,6 +603,21 @@ def closing_table(run: Run) -> Table | None:
     table = Table(title="close storm: every connection closed at once at the ramp's end")
     for column in CLOSING_HEADERS:
         table.add_column(column, justify="left" if column in ("server", "close") else "right")
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def memory_table(run: Run) -> Table | None:
+    """The connection table: each connection case's top step, breaking point and memory
+    per connection (server, agents, kernel, the whole host); None when no case has one."""
+    rows = memory_rows(list(run.cases))
+    if not rows:
+        return None
+    table = Table(title="connections: where each server stopped and where its memory went")
+    for column in MEMORY_HEADERS:
+        justify = "left" if column in ("server", "breaking point") else "right"
+        table.add_column(column, justify=justify)
     for row in rows:
         table.add_row(*row)
     return table

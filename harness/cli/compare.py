@@ -119,6 +119,7 @@ def run_comparison(
         build_plan,
         closing_table,
         deviation_lines,
+        memory_table,
         mongo_backend_note,
         precision_line,
         precision_table,
@@ -229,6 +230,9 @@ def run_comparison(
     closings = closing_table(run)
     if closings is not None:
         console.print(closings)
+    memory = memory_table(run)
+    if memory is not None:
+        console.print(memory)
     judged = threshold_table(run)
     if judged is not None:
         console.print(judged)

@@ -19,9 +19,11 @@ from typing import TYPE_CHECKING
 
 from harness.outputs.text import (
     CLOSING_HEADERS,
+    MEMORY_HEADERS,
     closing_rows,
     figure,
     interval,
+    memory_rows,
     peak_text,
     ratio_text,
     with_interval,
@@ -113,6 +115,10 @@ def run_markdown(run: Run, run_dir: Path | None = None, base: Path | None = None
     if closings:
         parts += ["**Close storm** (every connection closed at once at the ramp's end)", ""]
         parts += [table(CLOSING_HEADERS, closings, set(range(2, len(CLOSING_HEADERS)))), ""]
+    memory = memory_rows(list(run.cases))
+    if memory:
+        parts += ["**Connections** (where each server stopped, memory per connection)", ""]
+        parts += [table(MEMORY_HEADERS, memory, {1, *range(3, len(MEMORY_HEADERS))}), ""]
     if run.thresholds:
         failed = [t for t in run.thresholds if not t.held]
         parts.append(

@@ -11,11 +11,12 @@ from pathlib import Path
 import junitparser
 import pytest
 
+from charts.report import render_html
 from harness.diff import diff_runs
 from harness.outputs import write_output
 from harness.outputs.junit import JUnitTest, diff_junit, run_junit, verify_junit
 from harness.outputs.markdown import cell, diff_markdown, run_markdown, table, verify_markdown
-from harness.outputs.text import closing_rows
+from harness.outputs.text import closing_rows, memory_rows
 from harness.verify import Check, Verification
 from model.errors import UserError
 from model.thresholds import judge_thresholds, parse_threshold
@@ -201,3 +202,44 @@ def test_the_close_storm_table_lists_each_case_with_a_closing_step() -> None:
     assert "**Close storm**" in markdown
     assert "| aiohttp | drop | 15,000 | 84.2 | 1.5 | 1.2 | 0 | 12 (3) |" in markdown
     assert "**Close storm**" not in run_markdown(synthetic_run("r", [synthetic_case("a", [])]))
+
+
+def test_the_connection_table_gives_the_top_step_the_break_and_memory_per_connection() -> None:
+    breakdown = {
+        "connections": 1_000_000,
+        "host_available_bytes": 3 * 2**30,
+        "kb_per_connection": {
+            "server_rss": 4.4,
+            "server_cgroup": 7.9,
+            "agents_rss": 2.6,
+            "kernel_slab": 9.3,
+            "host": 16.8,
+        },
+    }
+    held = synthetic_case("node-http", [])
+    held = dataclasses.replace(
+        held, summary=dataclasses.replace(held.summary, memory_breakdown=breakdown)
+    )
+    broke = synthetic_case("gevent", [])
+    broken_at = {"connections": 612_345, "reason": "memory: 1.10 GiB available", "limit": "memory"}
+    broke = dataclasses.replace(
+        broke,
+        summary=dataclasses.replace(
+            broke.summary,
+            memory_breakdown={"connections": 600_000, "kb_per_connection": {"server_rss": 20.0}},
+            breaking_point=broken_at,
+        ),
+    )
+    run = synthetic_run("r", [held, broke, synthetic_case("twisted", [])])
+    assert memory_rows(list(run.cases)) == [
+        ["node-http", "1,000,000", "–", "7.9", "2.6", "9.3", "16.8", "3"],
+        ["gevent", "600,000", "612,345: memory", "20", "–", "–", "–", "–"],
+    ]
+    markdown = run_markdown(run)
+    assert "**Connections**" in markdown
+    assert "| node-http | 1,000,000 | – | 7.9 | 2.6 | 9.3 | 16.8 | 3 |" in markdown
+    assert "**Connections**" not in run_markdown(synthetic_run("r", [synthetic_case("a", [])]))
+    page = render_html([run], {})
+    assert "<h3>Connections</h3>" in page and "612,345: memory" in page
+    plain = synthetic_run("r", [synthetic_case("a", [])])
+    assert "<h3>Connections</h3>" not in render_html([plain], {})
