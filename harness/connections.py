@@ -21,6 +21,7 @@ from __future__ import annotations
 import signal
 import statistics
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -151,7 +152,21 @@ def _delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
 
 
 def find_breaking_point(seconds: list[_Second]) -> dict[str, Any] | None:
-    """The first run of BREAK_SECONDS bad seconds: where and why the server broke.
+    """The first run of BREAK_SECONDS bad seconds: where and why the server broke
+    (BreakWatch over `seconds`, in order)."""
+    watch = BreakWatch()
+    for second in seconds:
+        found = watch.add(second)
+        if found is not None:
+            return found
+    return None
+
+
+class BreakWatch:
+    """The breaking point, judged one second at a time as the ramp reads them: the work
+    per second is bounded by the trailing window, whatever the ramp's length (judging the
+    whole list afresh every poll cost the harness O(seconds²): 2 M steps a poll 25 minutes
+    into a million-connection ramp).
 
     A second is bad when the worst tick exceeded 1 s, when handshakes were outstanding
     and none completed, or when failures (or server drops) over the trailing
@@ -159,37 +174,54 @@ def find_breaking_point(seconds: list[_Second]) -> dict[str, Any] | None:
     least MIN_FAILURES, so one stray failure never breaks a run. Failures come in bursts
     while a step opens; the trailing window keeps a step's hold from hiding them.
     """
-    streak: list[tuple[_Second, str]] = []
-    for index in range(1, len(seconds)):
-        before, now = seconds[index - 1], seconds[index]
-        window = next(s for s in seconds[: index + 1] if s.t >= now.t - BREAK_SECONDS)
-        agents, past = now.agents, window.agents
-        pending = agents["attempts"] - agents["opened"] - _total(agents["failed"])
-        failed = _delta(agents["failed"], past["failed"])
-        dropped = _delta(agents["closed_by_server"], past["closed_by_server"])
-        attempts = agents["attempts"] - past["attempts"]
-        reason = ""
-        if now.tick_max_ms > BREAK_TICK_MS:
-            reason = f"tick max {now.tick_max_ms:.0f} ms > {BREAK_TICK_MS:.0f} ms"
-        elif pending > 0 and agents["opened"] == before.agents["opened"]:
-            # handshakes under way and none completing: the server stopped accepting
-            reason = f"handshakes stalled: {pending} pending, none completed"
-        elif _total(failed) >= max(MIN_FAILURES, FAILURE_SHARE * attempts):
-            reason = "connections failed: " + ", ".join(f"{k} {v}" for k, v in failed.items())
-        elif _total(dropped) >= max(MIN_FAILURES, FAILURE_SHARE * agents["open"]):
-            reason = "server dropped connections: " + ", ".join(
-                f"{k} {v}" for k, v in dropped.items()
-            )
+
+    def __init__(self) -> None:
+        self._recent: deque[_Second] = deque()  # the trailing window, and the second before
+        self._streak: list[tuple[_Second, str]] = []
+        self.found: dict[str, Any] | None = None
+
+    def add(self, now: _Second) -> dict[str, Any] | None:
+        """Judge the next second; the breaking point once found (then always that one)."""
+        if self.found is not None:
+            return self.found
+        before = self._recent[-1] if self._recent else None
+        self._recent.append(now)
+        while len(self._recent) > 1 and self._recent[1].t < now.t - BREAK_SECONDS:
+            self._recent.popleft()  # keep the window's first second at its start
+        if before is None:
+            return None
+        window = next(s for s in self._recent if s.t >= now.t - BREAK_SECONDS)
+        reason = _bad_second_reason(before, now, window)
         if not reason:
-            streak = []
-            continue
-        streak.append((now, reason))
-        if len(streak) >= BREAK_SECONDS:
-            first, first_reason = streak[0]
+            self._streak = []
+            return None
+        self._streak.append((now, reason))
+        if len(self._streak) >= BREAK_SECONDS:
+            first, first_reason = self._streak[0]
             found = {"connections": first.agents["open"], "reason": first_reason, "t": first.t}
             limits = [LIMIT_NAMES[k] for k in LIMIT_REASONS if k in first_reason]
-            return {**found, "limit": limits[0]} if limits else found
-    return None
+            self.found = {**found, "limit": limits[0]} if limits else found
+        return self.found
+
+
+def _bad_second_reason(before: _Second, now: _Second, window: _Second) -> str:
+    """Why the second `now` is bad ("" when it is not); `window`: the trailing window's
+    first second."""
+    agents, past = now.agents, window.agents
+    pending = agents["attempts"] - agents["opened"] - _total(agents["failed"])
+    failed = _delta(agents["failed"], past["failed"])
+    dropped = _delta(agents["closed_by_server"], past["closed_by_server"])
+    attempts = agents["attempts"] - past["attempts"]
+    if now.tick_max_ms > BREAK_TICK_MS:
+        return f"tick max {now.tick_max_ms:.0f} ms > {BREAK_TICK_MS:.0f} ms"
+    if pending > 0 and agents["opened"] == before.agents["opened"]:
+        # handshakes under way and none completing: the server stopped accepting
+        return f"handshakes stalled: {pending} pending, none completed"
+    if _total(failed) >= max(MIN_FAILURES, FAILURE_SHARE * attempts):
+        return "connections failed: " + ", ".join(f"{k} {v}" for k, v in failed.items())
+    if _total(dropped) >= max(MIN_FAILURES, FAILURE_SHARE * agents["open"]):
+        return "server dropped connections: " + ", ".join(f"{k} {v}" for k, v in dropped.items())
+    return ""
 
 
 class AgentGroup(Protocol):
@@ -318,6 +350,7 @@ def run_connection_ramp(
     targets = [int(step.offered) for step in ramp]
     result = ConnectionRampResult(limits=dict(agents.limits))
     seconds: list[_Second] = []
+    watch = BreakWatch()
     current = -1
     window_start: _Second | None = None
     last_hold: _Second | None = None
@@ -375,6 +408,10 @@ def run_connection_ramp(
             )
             if not closing_seen and (not seconds or second.t - seconds[-1].t >= 1.0):
                 seconds.append(second)  # the breaking point is judged second by second
+                if result.breaking_point is None:
+                    result.breaking_point = watch.add(second)
+                    if result.breaking_point and ramp.mode == "stress":
+                        agents.end()  # the ramp ends at the breaking point
             if combined["phase"] == "holding":
                 if window_start is None or combined["step"] != current:
                     if window_start is not None and last_hold is not None:
@@ -386,10 +423,12 @@ def run_connection_ramp(
             elif window_start is not None and last_hold is not None:
                 finish(window_start, last_hold)  # the hold ended: opening the next step
                 window_start = None
-            if result.breaking_point is None and not closing_seen:
-                result.breaking_point = find_breaking_point(seconds)
-                if result.breaking_point and ramp.mode == "stress":
-                    agents.end()  # the ramp ends at the breaking point
+            if not closing_seen and (not seconds or second.t - seconds[-1].t >= 1.0):
+                seconds.append(second)  # the breaking point is judged second by second
+                if result.breaking_point is None:
+                    result.breaking_point = watch.add(second)
+                    if result.breaking_point and ramp.mode == "stress":
+                        agents.end()  # the ramp ends at the breaking point
         if window_start is not None and last_hold is not None and result.lost is None:
             finish(window_start, last_hold)
         # the agents ended and closed their connections (not a dead server, a lost host,
