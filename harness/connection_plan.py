@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from drivers.agent.plan import FD_HEADROOM, SOURCES_PER_PROCESS
+from drivers.agent.plan import FD_HEADROOM, SOURCES_PER_PROCESS, connect_ports
 from model.errors import UserError
 from model.ramps import ConnectionRamp
 
@@ -31,15 +31,17 @@ class ServerMemory:
     """One server's memory under idle WebSocket connections, as measured."""
 
     kb_per_connection: float  # the slope of the server's RSS over the connections held
-    rss_mb_at_measured: float  # the whole server's RSS at 100,000 connections, 8 workers
+    rss_mb_at_measured: float  # the whole server's RSS at the measured point
+    measured_connections: int = MEASURED_CONNECTIONS  # the measured point: connections
+    measured_workers: int = MEASURED_WORKERS  # and server workers
 
     @property
     def idle_process_bytes(self) -> int:
         """What one server process holds besides its connections: the RSS at the measured
         point less the connections' share, per worker."""
         rss_bytes = self.rss_mb_at_measured * 1e6  # the summary's MB are 10^6 bytes
-        connections_bytes = self.kb_per_connection * KIB * MEASURED_CONNECTIONS
-        return max(0, round((rss_bytes - connections_bytes) / MEASURED_WORKERS))
+        connections_bytes = self.kb_per_connection * KIB * self.measured_connections
+        return max(0, round((rss_bytes - connections_bytes) / self.measured_workers))
 
 
 # Measured on this project's 2-core, 23 GB box (README, "Load from many hosts"): runs
@@ -95,8 +97,9 @@ class ConnectionHost:
 
     @property
     def ports_per_address(self) -> int:
-        """Source ports of one address toward one server address:port."""
-        return self.port_range[1] - self.port_range[0] + 1
+        """Source ports connect() hands out readily from one address toward one server
+        address:port: the even half of the range (drivers.agent.plan.connect_ports)."""
+        return connect_ports(*self.port_range)
 
 
 def conntrack_tracked(host: ConnectionHost) -> bool | None:

@@ -65,12 +65,25 @@ def read_port_range() -> tuple[int, int]:
         return 32768, 60999
 
 
+def connect_ports(low: int, high: int) -> int:
+    """The source ports connect() hands out readily from one address toward one server
+    address:port: the even half of the range `low`..`high`.
+
+    Since Linux 4.6 connect() takes even ports and leaves odd ones to bind(); once an
+    address's even ports are taken, every connect walks all of them before it tries an odd
+    one. Measured here: a Node and a Twisted ramp from 36 addresses of 28,232 ports (14,116
+    even) both stalled at ~506,000 connections, the kernel at 80 % system time (in
+    __inet_check_established) and new handshakes timing out.
+    """
+    return (high - low + 1 + (low % 2 == 0)) // 2
+
+
 def per_process_limit(sources_per_process: int = SOURCES_PER_PROCESS) -> int:
-    """Sockets one agent process may hold: the open-file limit (or the ports of its
-    addresses, were they fewer), less headroom."""
+    """Sockets one agent process may hold: the open-file limit (or the ports connect()
+    hands out from its addresses, were they fewer), less headroom."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    low, high = read_port_range()
-    return max(1, min(soft, (high - low + 1) * sources_per_process) - FD_HEADROOM)
+    ports = connect_ports(*read_port_range())
+    return max(1, min(soft, ports * sources_per_process) - FD_HEADROOM)
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ refusal naming the limit when they cannot fit (the arithmetic: harness.connectio
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import TYPE_CHECKING
 
@@ -54,6 +55,7 @@ def plan_connections_command(
     conntrack entries, and the ramp's time. Exit 1 naming the limit a plan does not fit."""
     from harness.connection_plan import plan_connections, plan_frameworks, plan_refusal
     from harness.doctor import connection_host
+    from harness.fleet.local import FLEET_PORT_RANGE
     from harness.profile import load_profile
     from model.ramps import ConnectionRamp
     from servers import FRAMEWORKS
@@ -61,10 +63,12 @@ def plan_connections_command(
     names = plan_frameworks(frameworks, registered=FRAMEWORKS)
     ramp = load_profile(RAMP_PROFILE).ramp
     assert isinstance(ramp, ConnectionRamp), ramp  # ws-ramp is a connection ramp
+    # the connections come from load hosts (harness fleet up), whose port range is the fleet's
+    host = dataclasses.replace(connection_host(), port_range=FLEET_PORT_RANGE)
     plan = plan_connections(
         connections,
         names,
-        connection_host(),
+        host,
         open_rate_per_s=open_rate or ramp.open_rate_per_s,
         ramp_step=step or int(ramp.step),
         ramp_hold_s=ramp.hold_s,
@@ -127,8 +131,9 @@ def _print_plan(plan: ConnectionPlan) -> None:
     low, high = host.port_range
     needs.add_row(
         "source addresses",
-        f"{plan.source_addresses:,}: {host.ports_per_address:,} ports each ({low}-{high}) "
-        "toward one server address:port",
+        f"{plan.source_addresses:,}: {host.ports_per_address:,} ports each toward one server "
+        f"address:port (the even ports of {low}-{high}, the range fleet up sets: connect() "
+        "takes even ports first and slows to a crawl once they are gone)",
     )
     needs.add_row(
         "load hosts",

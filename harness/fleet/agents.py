@@ -2,7 +2,7 @@
 
 Every step's connection target is split over the hosts; each host splits its share over as
 few agent processes as its open-file limit needs, connecting from its own addresses (so
-from its own source ports: ~28,000 per address toward one server port), at its share of
+from its own source ports: 32,256 per address toward one server port), at its share of
 the open rate. All hosts start their agents together behind the barrier, and each host's
 task publishes its agents' newest lines twice a second (a Dask Variable per host); the
 ramp reads them as it reads local agents' files. At each target the agents wait until the
@@ -21,6 +21,7 @@ from drivers.agent.plan import (
     FD_HEADROOM,
     SOURCES_PER_PROCESS,
     agent_command,
+    connect_ports,
     per_process_limit,
     split_schedule,
 )
@@ -39,9 +40,9 @@ if TYPE_CHECKING:
 def host_per_process_limit(facts: dict[str, Any]) -> int:
     """Sockets one agent process may hold on a host, from the facts it reported (as
     `per_process_limit` reckons it on this machine)."""
-    low, high = facts["port_range"]
+    ports = connect_ports(*facts["port_range"])
     sources = min(SOURCES_PER_PROCESS, max(1, len(facts["addresses"])))
-    return max(1, min(int(facts["nofile_soft"]), (high - low + 1) * sources) - FD_HEADROOM)
+    return max(1, min(int(facts["nofile_soft"]), ports * sources) - FD_HEADROOM)
 
 
 class FleetAgents:

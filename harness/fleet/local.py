@@ -3,12 +3,14 @@
 `harness fleet up --hosts N` (root) makes namespaces `harness-fleet-1..N`, each with its own
 veth pair (`hfleet<i>h` on the bridge, `hfleet<i>n` inside) and its own addresses from
 198.51.100.0/24 — TEST-NET-2, a documentation range (RFC 5737) that is never routed and
-is no private network anyone uses. The bridge `hfleet0` holds 198.51.100.1: the scheduler
+is no private network anyone uses. Each namespace's ephemeral port range is
+FLEET_PORT_RANGE (1024–65535), its own to set: nothing else binds there. The bridge `hfleet0` holds 198.51.100.1: the scheduler
 listens there (only there, on a port the kernel picks), and so do the servers the fleet
 loads. One Dask worker runs in each
 namespace (`--resources load=1 --nthreads 1 --no-nanny`: a killed worker stays dead, no
 nanny restarts it under the same name). Each host has its own source addresses, so its own
-~28,000 ports toward one server port.
+ports toward one server port: 32,256 per address that connect() hands out readily (the
+even ones, drivers.agent.plan.connect_ports).
 
 Every member speaks mutual TLS (harness.fleet.security): `fleet up` makes the fleet's
 own CA and a certificate for the scheduler, each worker and the harness in the state
@@ -70,6 +72,10 @@ LINK_PREFIX = "hfleet"
 BRIDGE = "hfleet0"
 NETWORK = ipaddress.ip_network("198.51.100.0/24")  # TEST-NET-2: documentation only
 BRIDGE_ADDRESS = "198.51.100.1"
+# Each load host's ephemeral ports: all but the well-known ones (nothing else binds in our
+# namespaces), so an address gives connect() 32,256 even ports rather than 14,116
+# (drivers.agent.plan.connect_ports)
+FLEET_PORT_RANGE = (1024, 65535)
 FIRST_HOST_ADDRESS = 10  # 198.51.100.10 onwards: the hosts' addresses
 READY_TIMEOUT_S = 90.0
 LOCK_TIMEOUT_S = 10.0
@@ -253,6 +259,9 @@ def _make_network(hosts: int, per_host: int) -> dict[str, list[str]]:
         _ip("link", "set", outside, "master", BRIDGE)
         _ip("link", "set", outside, "up")
         _ip("-n", namespace, "link", "set", "lo", "up")
+        low, high = FLEET_PORT_RANGE
+        _ip("netns", "exec", namespace, "sysctl", "-q", "-w",
+            f"net.ipv4.ip_local_port_range={low} {high}")  # fmt: skip
         for address in addresses[namespace]:
             _ip("-n", namespace, "addr", "add", f"{address}/{NETWORK.prefixlen}", "dev", inside)
         _ip("-n", namespace, "link", "set", inside, "up")

@@ -128,6 +128,7 @@ def two_hosts() -> Iterator[local.LocalFleetState]:
 
 def test_status_lists_each_host_with_its_limits(two_hosts: local.LocalFleetState) -> None:
     from harness.cli.fleet import fleet_status
+    from harness.fleet.local import FLEET_PORT_RANGE
 
     rows, ours = fleet_status(None)
     assert [row["name"] for row in rows] == list(HOSTS)
@@ -135,7 +136,7 @@ def test_status_lists_each_host_with_its_limits(two_hosts: local.LocalFleetState
     for row, address in zip(rows, ("198.51.100.10", "198.51.100.11"), strict=True):
         assert row["addresses"] == [address]
         assert row["cores"] >= 1 and row["nofile_soft"] > 1000
-        assert len(row["port_range"]) == 2  # type: ignore[arg-type]
+        assert tuple(row["port_range"]) == FLEET_PORT_RANGE  # type: ignore[arg-type]
         assert row["tools"]["wrk"] and row["harness"] == ours  # type: ignore[index]
         assert row["refused"] is None
     # the same fleet named by its scheduler, as real machines are, with the harness's

@@ -56,9 +56,11 @@ def test_a_million_needs_what_the_readme_worked_out() -> None:
     assert million.agent_connections_per_process == 19_900
     node = million.frameworks[0]
     assert node.server_processes_min == 51 and node.server_workers == 56  # README: workers:56
-    assert million.source_addresses == 36  # 1,000,000 / 28,232 ports
-    assert million.fleet_hosts == 9  # 9 hosts × 4 addresses
-    assert million.agent_processes == 9 * 6  # 111,112 per host over 19,900 each
+    assert million.source_addresses == 71  # 1,000,000 / 14,116 even ports of 32768-60999
+    assert million.fleet_hosts == 18  # 18 hosts × 4 addresses
+    assert million.agent_processes == 18 * 3  # 55,556 per host over 19,900 each
+    fleet = plan(1_000_000, ["node-http"], dataclasses.replace(THIS_BOX, port_range=(1024, 65535)))
+    assert fleet.source_addresses == 32 and fleet.fleet_hosts == 8  # 32,256 even ports each
     assert million.agent_bytes == round(1_000_000 * 3.7 * KIB)
     assert million.kernel_bytes == round(1_000_000 * 9.3 * KIB)
     assert million.opening_s == 5_000  # 1,000,000 at 200/s
@@ -115,7 +117,7 @@ def test_whether_the_connections_would_be_tracked() -> None:
 def test_a_small_plan_needs_one_process_of_each_and_no_fleet() -> None:
     small = plan(15_000, ["aiohttp"])
     assert small.frameworks[0].server_processes_min == small.frameworks[0].server_workers == 1
-    assert small.agent_processes == 1 and small.source_addresses == 1 and small.fleet_hosts == 1
+    assert small.agent_processes == 1 and small.source_addresses == 2 and small.fleet_hosts == 1
     assert plan_refusal(small) is None
 
 
@@ -131,11 +133,11 @@ def test_the_open_files_limit_and_the_port_range_set_the_counts() -> None:
     counts = plan(10_000, ["node-http"], narrow, addresses_per_host=2)
     assert counts.server_connections_per_process == 1_000
     assert counts.frameworks[0].server_processes_min == 10
-    assert counts.source_addresses == 10 and counts.fleet_hosts == 5
-    # an agent with one address of 1,000 ports holds 900 (as harness.fleet.agents reckons)
+    assert counts.source_addresses == 20 and counts.fleet_hosts == 10  # 500 even ports each
+    # an agent with one address of 500 even ports holds 400 (as harness.fleet.agents reckons)
     lone = plan(10_000, ["node-http"], narrow, addresses_per_host=1)
-    assert lone.agent_connections_per_process == 900 and lone.fleet_hosts == 10
-    assert lone.agent_processes == 10 * 2  # 1,000 per host over 900 each
+    assert lone.agent_connections_per_process == 400 and lone.fleet_hosts == 20
+    assert lone.agent_processes == 20 * 2  # 500 per host over 400 each
     with pytest.raises(UserError, match=r"open files$"):
         plan(10, ["node-http"], dataclasses.replace(THIS_BOX, open_files=100))
 
@@ -162,7 +164,7 @@ def test_unknown_and_unmeasured_frameworks_name_the_valid_ones() -> None:
 def test_the_plan_as_json() -> None:
     record = json.loads(json.dumps(plan(1_000_000, ["node-http"]).record()))
     assert record["host"]["port_range"] == [32768, 60999]
-    assert record["ports_per_address"] == 28_232
+    assert record["ports_per_address"] == 14_116  # the even half of 28,232
     assert record["frameworks"][0]["server_workers"] == 56
     assert record["conntrack_fits"] is True and record["refusal"] is None
 

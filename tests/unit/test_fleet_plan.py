@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from drivers import histograms as hdr
-from drivers.agent.plan import combine_agent_lines, split_schedule
+from drivers.agent.plan import combine_agent_lines, connect_ports, split_schedule
 from drivers.base import DriverResult
 from harness.compare import check_fleet_plan
 from harness.fleet import security
@@ -105,7 +105,9 @@ def test_a_hosts_agents_connect_from_its_own_addresses() -> None:
     facts = {"port_range": [32768, 60999], "addresses": list(pool), "nofile_soft": 20_000}
     assert host_per_process_limit(facts) == 19_900
     facts_few_ports = {**facts, "port_range": [60000, 60999], "addresses": pool[:1]}
-    assert host_per_process_limit(facts_few_ports) == 900
+    assert host_per_process_limit(facts_few_ports) == 400  # its 500 even ports less 100
+    assert connect_ports(32768, 60999) == 14_116 and connect_ports(1024, 65535) == 32_256
+    assert connect_ports(1, 4) == 2 and connect_ports(2, 2) == 1 and connect_ports(3, 3) == 0
 
 
 def result(replies: int, p99: float, maximum: float) -> DriverResult:
