@@ -51,7 +51,14 @@ class ServerMemory:
 SERVER_MEMORY: dict[str, ServerMemory] = {
     "node-http": ServerMemory(kb_per_connection=4.4, rss_mb_at_measured=963),
     "node-express": ServerMemory(kb_per_connection=4.2, rss_mb_at_measured=980),
-    "twisted": ServerMemory(kb_per_connection=9.3, rss_mb_at_measured=1408),
+    # run 20261206-012207.555-ws-ramp: 56 workers held 508,075 (its WebSocket protocol
+    # sheds autobahn's per-connection copies since 2026-12-06; RSS summed over the workers)
+    "twisted": ServerMemory(
+        kb_per_connection=3.6,
+        rss_mb_at_measured=5571,
+        measured_connections=508_075,
+        measured_workers=56,
+    ),
     "aiohttp": ServerMemory(kb_per_connection=14.8, rss_mb_at_measured=1827),
     "tornado": ServerMemory(kb_per_connection=18.2, rss_mb_at_measured=2085),
     "gevent": ServerMemory(kb_per_connection=30.1, rss_mb_at_measured=3352),
