@@ -9,7 +9,8 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from harness.outputs.text import MEMORY_HEADERS, memory_rows
+from charts.tables import MEMORY_HEADERS, memory_rows
+from charts.tables import figure as _figure
 from model.results import FLAG_MEANINGS, Case, Run, has_protocol_axis
 
 # the reconcile fields the report shows (docs/results.md); old runs lack the last two
@@ -174,13 +175,6 @@ def _summary_rows(run: Run) -> list[list[str]]:
             ]
         )
     return rows
-
-
-def _figure(value: float | None) -> str:
-    """A figure of any size: 25,752 (req/s), 3.72 (ms), 0.153 (a ratio)."""
-    if value is None:
-        return "–"
-    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
 
 
 def _verdict(run: Run) -> str:

@@ -13,11 +13,12 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from charts.tables import MEMORY_HEADERS, memory_rows
 from drivers import DRIVER_RAMPS, driver_class, driver_classes
 from harness.affinity import parse_cpu_list
 from harness.cgroups.files import parse_size
 from harness.frameworks import register_servers, select_frameworks
-from harness.outputs.text import CLOSING_HEADERS, MEMORY_HEADERS, closing_rows, memory_rows
+from harness.outputs.text import CLOSING_HEADERS, closing_rows
 from harness.profile import load_profile
 from harness.run import Plan, Runner, claim_run_dir, default_cpus
 from harness.run.rounds import has_rounds

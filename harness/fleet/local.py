@@ -4,9 +4,9 @@
 veth pair (`hfleet<i>h` on the bridge, `hfleet<i>n` inside) and its own addresses from
 198.51.100.0/24 — TEST-NET-2, a documentation range (RFC 5737) that is never routed and
 is no private network anyone uses. Each namespace's ephemeral port range is
-FLEET_PORT_RANGE (1024–65535), its own to set: nothing else binds there. The bridge `hfleet0` holds 198.51.100.1: the scheduler
-listens there (only there, on a port the kernel picks), and so do the servers the fleet
-loads. One Dask worker runs in each
+FLEET_PORT_RANGE (1024–65535), its own to set: nothing else binds there. The bridge
+`hfleet0` holds 198.51.100.1: the scheduler listens there (only there, on a port the
+kernel picks), and so do the servers the fleet loads. One Dask worker runs in each
 namespace (`--resources load=1 --nthreads 1 --no-nanny`: a killed worker stays dead, no
 nanny restarts it under the same name). Each host has its own source addresses, so its own
 ports toward one server port: 32,256 per address that connect() hands out readily (the

@@ -17,13 +17,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from charts.tables import MEMORY_HEADERS, memory_rows
 from harness.outputs.text import (
     CLOSING_HEADERS,
-    MEMORY_HEADERS,
     closing_rows,
     figure,
     interval,
-    memory_rows,
     peak_text,
     ratio_text,
     with_interval,

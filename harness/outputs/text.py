@@ -4,17 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from charts.tables import figure
 from model.results import Case
 
 if TYPE_CHECKING:
     from harness.stats import Interval
-
-
-def figure(value: float | None) -> str:
-    """A figure of any size readably: 25,752 (req/s), 3.72 (ms), 0.153 (a ratio)."""
-    if value is None:
-        return "–"
-    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
 
 
 def interval(pair: tuple[float, float] | None) -> str:
@@ -86,51 +80,6 @@ def closing_rows(cases: list[Case]) -> list[list[str]]:
                 figure(closing.get("close_s")),
                 figure(closing.get("open_after")),
                 f"{figure(closing.get('gc_pause_ms'))} ({closing.get('gc_collections', 0)})",
-            ]
-        )
-    return rows
-
-
-MEMORY_HEADERS = (
-    "server",
-    "held",
-    "breaking point",
-    "server KB/conn",
-    "agents KB/conn",
-    "kernel KB/conn",
-    "host KB/conn",
-    "host GiB left",
-)
-
-
-def memory_rows(cases: list[Case]) -> list[list[str]]:
-    """The connection table's rows (MEMORY_HEADERS): each connection case's connections at
-    its top held step, where it broke (and the limit, when one stopped it), and where the
-    memory went per connection (`summary.memory_breakdown`: the server's cgroup, or its
-    RSS without one; the agents; the kernel's slab, both ends; the whole host) with what
-    the host had left. Empty when no case has a breakdown or a breaking point."""
-    rows = []
-    for case in cases:
-        summary = case.summary
-        breakdown, breaking = summary.memory_breakdown, summary.breaking_point
-        if breakdown is None and breaking is None:
-            continue
-        breakdown = breakdown or {}
-        per = breakdown.get("kb_per_connection") or {}
-        server_kb = per.get("server_cgroup")
-        left = breakdown.get("host_available_bytes")
-        rows.append(
-            [
-                case.framework + (" (baseline)" if summary.role == "baseline" else ""),
-                figure(breakdown.get("connections")),
-                "–"
-                if breaking is None
-                else f"{breaking['connections']:,}: {breaking.get('limit') or breaking['reason']}",
-                figure(server_kb if server_kb is not None else per.get("server_rss")),
-                figure(per.get("agents_rss")),
-                figure(per.get("kernel_slab")),
-                figure(per.get("host")),
-                figure(left / 2**30 if left is not None else None),
             ]
         )
     return rows

@@ -12,11 +12,12 @@ import junitparser
 import pytest
 
 from charts.report import render_html
+from charts.tables import memory_rows
 from harness.diff import diff_runs
 from harness.outputs import write_output
 from harness.outputs.junit import JUnitTest, diff_junit, run_junit, verify_junit
 from harness.outputs.markdown import cell, diff_markdown, run_markdown, table, verify_markdown
-from harness.outputs.text import closing_rows, memory_rows
+from harness.outputs.text import closing_rows
 from harness.verify import Check, Verification
 from model.errors import UserError
 from model.thresholds import judge_thresholds, parse_threshold
