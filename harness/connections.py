@@ -423,12 +423,6 @@ def run_connection_ramp(
             elif window_start is not None and last_hold is not None:
                 finish(window_start, last_hold)  # the hold ended: opening the next step
                 window_start = None
-            if not closing_seen and (not seconds or second.t - seconds[-1].t >= 1.0):
-                seconds.append(second)  # the breaking point is judged second by second
-                if result.breaking_point is None:
-                    result.breaking_point = watch.add(second)
-                    if result.breaking_point and ramp.mode == "stress":
-                        agents.end()  # the ramp ends at the breaking point
         if window_start is not None and last_hold is not None and result.lost is None:
             finish(window_start, last_hold)
         # the agents ended and closed their connections (not a dead server, a lost host,
