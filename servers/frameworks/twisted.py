@@ -593,7 +593,8 @@ class _ReadWhileDraining:
 
 # What an open, idle autobahn connection keeps that it never reads again (tracemalloc, 2,000
 # connections, autobahn 26.11): the handshake's request and response, kept "for the test
-# suite", and an empty send deque of 760 B used only by sync or chopped sends (none here).
+# suite", an empty send deque of 760 B used only by sync or chopped sends (none here), and
+# a TrafficStats nothing here reads (one on the factory's protocol class counts for all).
 _HANDSHAKE_LEFTOVERS = frozenset(
     {
         "http_headers",
