@@ -164,7 +164,7 @@ def _summary_rows(run: Run) -> list[list[str]]:
                     f"{s.tls_tax:.2f}×" if s.tls_tax is not None else "–", s.tls_tax_ci, "{:.2f}"
                 ),
                 _number(s.megabytes_per_s_at_peak, "{:.1f}"),
-                _number(s.peak_offered, "{:g}"),
+                _figure(s.peak_offered),
                 _with_interval(_number(s.p99_at_peak_ms, "{:.2f}"), s.p99_at_peak_ci_ms, "{:.2f}"),
                 _number(s.server_cpu_at_peak_pct),
                 _number(rss / 1e6 if rss else None, "{:.1f}"),
@@ -391,7 +391,7 @@ def _host_rows(case: Case) -> list[list[str]]:
         hosts = step.extra.get("hosts")
         if not hosts:
             continue
-        label = f"{step.offered:g} {step.unit}"
+        label = f"{_figure(step.offered)} {step.unit}"
         if isinstance(hosts, dict):  # a connection ramp's held step
             for name, counts in hosts.items():
                 rows.append([escape(case.framework), label, escape(name), "–",
@@ -417,7 +417,7 @@ def _host_rows(case: Case) -> list[list[str]]:
         p99 = step.latency_ms.get("p99")
         merged_p99 = _number(p99, "{:.2f}") if p99 is not None else "≤ " + _number(bound, "{:.2f}")
         rows.append([
-            escape(case.framework), label, "<b>all hosts</b>", _number(step.offered, "{:g}"),
+            escape(case.framework), label, "<b>all hosts</b>", _figure(step.offered),
             _number(step.replies), _number(step.errors["total"]), _number(step.achieved),
             _number(step.latency_ms.get("p50"), "{:.2f}"), merged_p99,
             _number(step.latency_ms.get("max"), "{:.2f}"),

@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from charts.tables import MEMORY_HEADERS, memory_rows
+from charts.tables import MEMORY_HEADERS, figure, memory_rows
 from drivers import DRIVER_RAMPS, driver_class, driver_classes
 from harness.affinity import parse_cpu_list
 from harness.cgroups.files import parse_size
@@ -69,7 +69,7 @@ class RichReporter:
         self.progress.reset(self.steps_task, total=steps, description=label, live="")
 
     def step_started(self, *, index: int, offered: float, unit: str) -> None:
-        self._offered = f"offered {offered:g} {unit}"
+        self._offered = f"offered {figure(offered)} {unit}"
 
     def sample(self, *, row: dict[str, Any]) -> None:
         # a server without telemetry (one run as a command) has no req/s or tick of its own
@@ -433,7 +433,7 @@ def summary_table(run: Run) -> Table:
                 + _ci(summary.tls_tax_ci, "{:.2f}"),
                 "MB/s": _fmt(summary.megabytes_per_s_at_peak, "{:.1f}"),
                 "resumed /s": _fmt(resumed_at_peak(case)),
-                "at": f"{at:g} {unit}" if at is not None else "–",
+                "at": f"{figure(at)} {unit}" if at is not None else "–",
                 "p99 at peak ms": _fmt(summary.p99_at_peak_ms, "{:.2f}")
                 + _ci(summary.p99_at_peak_ci_ms, "{:.2f}"),
                 "server CPU %": _fmt(summary.server_cpu_at_peak_pct),

@@ -59,10 +59,13 @@ LIMIT_NAMES = {"too_many_open_files": "open files", "no_free_port": "source port
 MEMORY_RESERVE_SHARE = 0.05
 MEMORY_RESERVE_MIN_BYTES = 1 << 30
 # The closing step: the server must have closed every connection within CLOSING_TIMEOUT_S
-# of the agents' closing (else the record says how many it still held), and its telemetry
-# is read CLOSING_SETTLE_S past the last close, since a stall's lag is reported by the
-# first tick after it, which may fall in the next telemetry line.
+# of the agents' closing, or CLOSING_S_PER_CONNECTION each if longer (else the record says
+# how many it still held), and its telemetry is read CLOSING_SETTLE_S past the last close,
+# since a stall's lag is reported by the first tick after it, which may fall in the next
+# telemetry line. Node's 1,000,000 on this 2-core box still held some after 30 s (the 2
+# cores closing both ends of every connection): 100 µs each follows them for 100 s.
 CLOSING_TIMEOUT_S = 30.0
+CLOSING_S_PER_CONNECTION = 100e-6
 CLOSING_SETTLE_S = 1.5
 
 
@@ -471,16 +474,18 @@ def run_connection_ramp(
 
 def follow_closing(ramp: ConnectionRamp, agents: AgentGroup, server: Topology) -> dict[str, Any]:
     """Follow the closing step the agents began: until the server holds no connection
-    (at most CLOSING_TIMEOUT_S) and CLOSING_SETTLE_S more; what it measured
+    (at most closing_timeout_s) and CLOSING_SETTLE_S more; what it measured
     (`closing_record`)."""
     started = time.time()
+    held = sum(int(line["open"]) for line in server.latest_telemetry().values())
+    timeout_s = closing_timeout_s(held)
     lines = agents.latest()
     closing_times = [line["closing_t"] for line in lines.values() if line.get("closing_t")]
     # from the agents' own closing lines; an agent stopped by a signal before it could
     # print one (the watchdog) leaves the time the runner saw it
     closing_t = min(closing_times, default=started)
     closed_t: float | None = None
-    while time.time() < closing_t + CLOSING_TIMEOUT_S:
+    while time.time() < closing_t + timeout_s:
         if server.process.poll() is not None:
             break
         latest = server.latest_telemetry()
@@ -497,6 +502,11 @@ def follow_closing(ramp: ConnectionRamp, agents: AgentGroup, server: Topology) -
     return closing_record(
         server.telemetry_lines(), close=ramp.close, closing_t=closing_t, end_t=time.time()
     )
+
+
+def closing_timeout_s(connections: int) -> float:
+    """How long a closing step of `connections` is followed at most."""
+    return max(CLOSING_TIMEOUT_S, connections * CLOSING_S_PER_CONNECTION)
 
 
 def closing_record(

@@ -59,6 +59,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from charts.tables import figure
 from harness.run.analysis import usable_rounds
 from harness.stats import Interval, bootstrap_ratio_interval, holm_adjusted, welch_log_p
 from model.results import Case, Run
@@ -371,8 +372,8 @@ def diff_case(
         note = "; ".join(filter(None, (note, *imprecise)))
     if old.summary.peak_offered != new.summary.peak_offered:
         moved = (
-            f"measured at different loads (offered {old.summary.peak_offered:g} in "
-            f"A, {new.summary.peak_offered:g} in B): two operating points"
+            f"measured at different loads (offered {figure(old.summary.peak_offered)} in "
+            f"A, {figure(new.summary.peak_offered)} in B): two operating points"
         )
         note = f"{note}; {moved}" if note else moved
     if drift != 1.0:

@@ -93,7 +93,7 @@ def run_markdown(run: Run, run_dir: Path | None = None, base: Path | None = None
                 text += f" [{s.ratio_to_nginx_ci[0]:.2f}, {s.ratio_to_nginx_ci[1]:.2f}]"
             row.append(text)
         row += [
-            f"{s.peak_offered:g} {unit}" if s.peak_offered is not None else "–",
+            f"{figure(s.peak_offered)} {unit}" if s.peak_offered is not None else "–",
             with_interval(s.p99_at_peak_ms, s.p99_at_peak_ci_ms),
             figure(s.server_cpu_at_peak_pct),
             *([with_interval(s.cpu_us_per_req, s.cpu_us_per_req_ci)] if costs else []),

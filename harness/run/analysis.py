@@ -12,6 +12,7 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from charts.tables import figure
 from drivers import histograms as hdr
 from drivers.base import Driver, DriverResult
 from harness.monitor import CpuSnapshot
@@ -261,7 +262,7 @@ def database_bound_note(
     worst = max(bound, key=lambda s: s.extra["db_cpu_pct"])
     return (
         f"the database, not the server, was the bottleneck in {len(bound)} of {len(steps)} "
-        f"steps: at {worst.offered:g} {worst.unit} FerretDB and PostgreSQL used "
+        f"steps: at {figure(worst.offered)} {worst.unit} FerretDB and PostgreSQL used "
         f"{worst.extra['db_cpu_pct']:.0f} % CPU while the server used "
         f"{worst.server_cpu_pct:.0f} % (100 % is one core)"
     )
@@ -479,7 +480,7 @@ def trial_note(steps: Sequence[Step]) -> str | None:
     if not trials:
         return None
     chosen = next(s.offered for s in steps if s.extra.get("trials"))
-    read = ", ".join(f"{achieved:,.0f} req/s at {load:g}" for load, achieved in trials)
+    read = ", ".join(f"{achieved:,.0f} req/s at {figure(load)}" for load, achieved in trials)
     return (
         f"rounds at concurrency {chosen:g}: the ramp's readings tied, the first round read {read}"
     )

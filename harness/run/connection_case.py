@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
+from charts.tables import figure
 from drivers.base import DriverOutputError
 from drivers.processes import how_it_ended
 from harness.connections import (
@@ -141,7 +142,7 @@ def connection_summary(
     skipped = [step.offered for step in ramp if step.offered not in held and step.offered < last]
     if skipped:
         notes.append(
-            f"{', '.join(f'{t:g}' for t in skipped)} conns: never held by every agent at "
+            f"{', '.join(figure(t) for t in skipped)} conns: never held by every agent at "
             f"once (they drifted apart while opening): lengthen ramp.hold_s"
         )
     limit_note = "; ".join(notes) or None

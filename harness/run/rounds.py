@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import TypeVar
 
+from charts.tables import figure
 from harness.profile import Profile
 from harness.run.analysis import rounds_offered, trial_choice, trial_loads, usable_rounds
 from harness.run.case import run_case
@@ -108,7 +109,7 @@ def run_round(
     total = profile.max_rounds if profile.precision_pct else profile.rounds
     label = f"round {index + 1} of {'at most ' if profile.precision_pct else ''}{total}"
     if trial:
-        label += f", trial at {offered:g}"
+        label += f", trial at {figure(offered)}"
     model = parse_process_model(case.process_model)
     measured = run_case(round_run, case.framework, mode, 0, model, label, case.protocol)
     steps = tuple(

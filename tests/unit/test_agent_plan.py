@@ -8,7 +8,7 @@ import json
 from drivers.agent.client import text_frame
 from drivers.agent.payloads import PAYLOADS
 from drivers.agent.plan import combine_agent_lines, split_schedule
-from harness.connections import _Second, closing_record, find_breaking_point
+from harness.connections import _Second, closing_record, closing_timeout_s, find_breaking_point
 
 
 def second(
@@ -153,3 +153,10 @@ def test_a_server_that_never_closed_them_all_says_how_many_it_held() -> None:
     record = closing_record(telemetry, close="orderly", closing_t=100.0, end_t=102.0)
     assert (record["connections"], record["open_after"], record["close_s"]) == (300, 120, None)
     assert record["tick_max_ms"] == 60.0
+
+
+def test_a_large_closing_is_followed_longer_than_a_small_one() -> None:
+    """30 s at least; a million connections (Node's, on this 2-core box, still closing
+    after 30 s) for 100 s."""
+    assert closing_timeout_s(0) == closing_timeout_s(100_000) == 30.0
+    assert closing_timeout_s(1_000_000) == 100.0

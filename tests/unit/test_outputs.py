@@ -244,3 +244,17 @@ def test_the_connection_table_gives_the_top_step_the_break_and_memory_per_connec
     assert "<h3>Connections</h3>" in page and "612,345: memory" in page
     plain = synthetic_run("r", [synthetic_case("a", [])])
     assert "<h3>Connections</h3>" not in render_html([plain], {})
+
+
+def test_a_million_reads_as_one_in_every_table(tmp_path: Path) -> None:
+    """An offered load of 1,000,000 connections is "1,000,000 conns" in the Markdown
+    summary and the report's table, not `:g`'s "1e+06"."""
+    case = synthetic_case("node-http", [])
+    case = dataclasses.replace(
+        case, summary=dataclasses.replace(case.summary, peak_offered=1_000_000)
+    )
+    run = synthetic_run("20261206-034115.200-ws-ramp", [case])
+    text = run_markdown(run, tmp_path, base=tmp_path)
+    assert "1,000,000" in text and "e+06" not in text
+    html = render_html([run], {})
+    assert "1,000,000" in html and "e+06" not in html
