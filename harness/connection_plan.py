@@ -49,14 +49,20 @@ class ServerMemory:
 # on uvloop), `--process-model workers:8 --fleet local:4`, idle connections (ws-idle) to
 # 100,000, quiet machine. A framework not here has no measurement to plan from.
 SERVER_MEMORY: dict[str, ServerMemory] = {
-    "node-http": ServerMemory(kb_per_connection=4.4, rss_mb_at_measured=963),
+    # runs 20261206-034115.200-ws-ramp and 20261206-042558.765-ws-ramp: 56 workers held
+    # 1,000,000 (RSS summed over the workers; Twisted's WebSocket protocol sheds
+    # autobahn's per-connection copies since 2026-12-06)
+    "node-http": ServerMemory(
+        kb_per_connection=4.2,
+        rss_mb_at_measured=7459,
+        measured_connections=1_000_000,
+        measured_workers=56,
+    ),
     "node-express": ServerMemory(kb_per_connection=4.2, rss_mb_at_measured=980),
-    # run 20261206-012207.555-ws-ramp: 56 workers held 508,075 (its WebSocket protocol
-    # sheds autobahn's per-connection copies since 2026-12-06; RSS summed over the workers)
     "twisted": ServerMemory(
-        kb_per_connection=3.6,
-        rss_mb_at_measured=5571,
-        measured_connections=508_075,
+        kb_per_connection=3.0,
+        rss_mb_at_measured=6733,
+        measured_connections=1_000_000,
         measured_workers=56,
     ),
     "aiohttp": ServerMemory(kb_per_connection=14.8, rss_mb_at_measured=1827),
@@ -64,15 +70,16 @@ SERVER_MEMORY: dict[str, ServerMemory] = {
     "gevent": ServerMemory(kb_per_connection=30.1, rss_mb_at_measured=3352),
     "eventlet": ServerMemory(kb_per_connection=42.1, rss_mb_at_measured=4663),
 }
-# The agents, same runs: 370 MB over 8 agent processes at 100,000 connections. Taken per
-# connection whole (the processes' own ~25 MB included), which errs on the safe side as
-# long as a process holds ~19,900 connections, as a plan's do.
-AGENT_KB_PER_CONNECTION = 3.7
-# The kernel's slab grew by ~9.3 KB per connection in run 20261201-114020.828-ws-ramp, both
-# ends (the agent's socket and the server's) on this box: socket, inode, file and epoll
-# objects. /proc/net/sockstat cannot give it: its `mem` counts TCP buffer pages only,
-# about none for an idle connection.
-KERNEL_KB_PER_CONNECTION = 9.3
+# The agents, the two 1,000,000 runs: 3.10 GB over 56 agent processes (17,858 connections
+# each), 3.0 KB per connection taken whole (the processes' own ~25 MB included), which
+# errs on the safe side as long as a process holds ~18,000-19,900 connections, as a
+# plan's do (at 100,000 over 8 processes it was 3.7).
+AGENT_KB_PER_CONNECTION = 3.1
+# The kernel's slab grew by 8.2 KB per connection in both 1,000,000 runs (9.3 at 100,000 in
+# run 20261201-114020.828-ws-ramp), both ends (the agent's socket and the server's) on this
+# box: socket, inode, file and epoll objects. /proc/net/sockstat cannot give it: its `mem`
+# counts TCP buffer pages only, about none for an idle connection.
+KERNEL_KB_PER_CONNECTION = 8.3
 # SO_REUSEPORT spreads connections over the workers unevenly: room for the fullest one
 REUSEPORT_SPREAD = 1.10
 

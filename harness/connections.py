@@ -401,6 +401,12 @@ def run_connection_ramp(
                 released = combined["step"]
                 agents.release(released)  # every agent at the step's target: hold together
             if combined["closing"]:
+                if not closing_seen and window_start is not None and last_hold is not None:
+                    # the hold being read ends where the closing begins: the top step's
+                    # window ended after the closing once, and twisted's 1,000,000 read a
+                    # 10.9 s tick in a hold whose every second had read 2-8 ms
+                    finish(window_start, last_hold)
+                    window_start = None
                 closing_seen = True  # the rest is the closing step's, not the ramp's
             telemetry = server.latest_telemetry()
             second = _Second(

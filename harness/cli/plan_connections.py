@@ -200,7 +200,7 @@ def _print_plan(plan: ConnectionPlan) -> None:
     for framework in plan.frameworks:
         memory.add_row(
             framework.framework,
-            f"{framework.kb_per_connection:g}",
+            f"{framework.kb_per_connection:.1f}",
             str(framework.server_workers),
             gigabytes(framework.server_bytes),
             gigabytes(plan.agent_bytes),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import signal
 import subprocess
@@ -143,6 +144,23 @@ def test_connection_ramp_end_to_end(tmp_path: Path) -> None:
         "server_rss", "server_cgroup", "agents_rss", "kernel_slab", "host",
     }  # fmt: skip
     assert all("host_available_bytes" in s.extra for s in case.steps)
+    # the top step's window ends where the agents began closing, not after the closing
+    # (it once ran to the agents' exit, and read the closing's stall as the hold's tick)
+    case_dir = next(
+        path
+        for path in next(tmp_path.iterdir()).iterdir()
+        if path.is_dir() and path.name.startswith("aiohttp")
+    )
+    lines = [
+        json.loads(line)
+        for raw in (case_dir / "ramp" / "raw").rglob("*.txt")
+        for line in raw.read_text().splitlines()
+        if line.startswith("{")
+    ]
+    closing_t = min(line["closing_t"] for line in lines if line.get("closing_t"))
+    with (case_dir / "ramp" / "monitor.csv").open() as monitor:
+        top_step_t = [float(row["t"]) for row in csv.DictReader(monitor) if row["step"] == "1"]
+    assert top_step_t and max(top_step_t) <= closing_t + 2.0, (max(top_step_t), closing_t)
 
 
 def test_a_ramp_ends_where_the_host_runs_short_of_memory(tmp_path: Path) -> None:
