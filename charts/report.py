@@ -105,7 +105,7 @@ SUMMARY_HEADERS = (
     "process model",
     "protocol",
     "status",
-    "peak req/s",
+    "peak",
     "vs nginx",
     "TLS tax",
     "MB/s at peak",
@@ -117,7 +117,7 @@ SUMMARY_HEADERS = (
     "flags",
     "reason",
 )
-SUMMARY_NUMERIC = ("peak req/s", "vs nginx", "TLS tax", "MB/s at peak", "at", "p99 at peak (ms)",
+SUMMARY_NUMERIC = ("peak", "vs nginx", "TLS tax", "MB/s at peak", "at", "p99 at peak (ms)",
                    "server CPU %", "RSS (MB)", "errors")  # fmt: skip
 
 
@@ -156,7 +156,11 @@ def _summary_rows(run: Run) -> list[list[str]]:
                 escape(case.protocol),
                 f'<span class="{"incomplete" if case.lost_steps else case.status}">'
                 f"{escape(case.status_text)}</span>",
-                _with_interval(_number(s.peak), s.peak_ci, "{:,.0f}"),
+                _with_interval(
+                    _number(s.peak) + (f" {escape(s.peak_unit)}" if s.peak is not None else ""),
+                    s.peak_ci,
+                    "{:,.0f}",
+                ),
                 _with_interval(
                     f"{ratio:.2f}×" if ratio is not None else "–", s.ratio_to_nginx_ci, "{:.2f}"
                 ),
