@@ -11,6 +11,7 @@ from typing import Any
 
 from charts.tables import MEMORY_HEADERS, memory_rows
 from charts.tables import figure as _figure
+from model.ramps import ramp_from_dict, ramps_text
 from model.results import FLAG_MEANINGS, Case, Run, has_protocol_axis
 
 # the reconcile fields the report shows (docs/results.md); old runs lack the last two
@@ -70,6 +71,20 @@ pre { background: #f6f8fa; padding: 1em; overflow-x: auto; }
 .verdict { background: #f6f8fa; border-left: 4px solid #0969da; padding: .6em 1em; }
 .verdict ul { margin: .3em 0; padding-left: 1.2em; } .ratios { color: #555; font-size: .9em; }
 """
+
+
+def _ramp_as_run(profile: dict[str, Any]) -> str:
+    """'ramp as run: …<br>' from a run's profile, or nothing (a file from before the ramp
+    was recorded, or one this version cannot read back)."""
+    try:
+        ramp = ramp_from_dict(profile["ramp"])
+        connection = profile.get("connection_ramp")
+        text = ramps_text(
+            ramp, ramp_from_dict({"kind": "connections", **connection}) if connection else None
+        )
+    except (KeyError, TypeError, ValueError):
+        return ""
+    return f"ramp as run: {escape(text)}<br>"
 
 
 def _number(value: Any, pattern: str = "{:,.0f}") -> str:
@@ -473,7 +488,8 @@ def render_html(
         parts.append(_verdict(run))
         parts.append(
             f"<p>{escape(str(profile.get('name', '')))}: "
-            f"{escape(str(profile.get('description', '')))}<br>started {escape(run.started)}, "
+            f"{escape(str(profile.get('description', '')))}<br>{_ramp_as_run(profile)}"
+            f"started {escape(run.started)}, "
             f"finished {escape(str(run.finished))}; server CPUs "
             f"{escape(str(run.config.get('server_cpus')))}, load CPUs "
             f"{escape(str(run.config.get('agent_cpus')))}<br>{_status(run)}</p>"

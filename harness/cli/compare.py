@@ -56,6 +56,7 @@ from harness.cli.options import (
     console,
 )
 from model.errors import UserError
+from model.ramps import ramps_text
 
 if TYPE_CHECKING:
     from model.results import Run
@@ -190,6 +191,7 @@ def run_comparison(
     )
     console.print(
         f"profile {plan.profile.name}: {plan.profile.description}\n"
+        f"ramp as run: {ramps_text(plan.profile.ramp, plan.profile.connection_ramp)}\n"
         f"frameworks {', '.join(plan.frameworks)}; server CPUs {plan.server_cpus}, "
         f"load CPUs {plan.agent_cpus}; results {plan.out_dir}"
         + (f"\nload from the fleet {plan.fleet}" if plan.fleet else "")

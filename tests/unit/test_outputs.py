@@ -258,3 +258,17 @@ def test_a_million_reads_as_one_in_every_table(tmp_path: Path) -> None:
     assert "1,000,000" in text and "e+06" not in text
     html = render_html([run], {})
     assert "1,000,000" in html and "e+06" not in html
+
+
+def test_the_report_says_the_ramp_as_run() -> None:
+    """The profile's description names its default ramp; the report adds the one the run
+    used (here `--set ramp.*` on ws-ramp), and a file without it reads as before."""
+    ramp = {"kind": "connections", "start": 250000, "target": 1000000, "step": 250000,
+            "hold_s": 60, "open_rate_per_s": 450, "mode": "load", "close": "orderly",
+            "memory_reserve_gib": None}  # fmt: skip
+    run = synthetic_run("20261206-042558.765-ws-ramp", [synthetic_case("twisted", [])])
+    ran = dataclasses.replace(run, config={"profile": {"name": "ws-ramp", "ramp": ramp}})
+    assert "ramp as run: connections 250,000→1,000,000 step 250,000, opened at 450/s" in (
+        render_html([ran], {})
+    )
+    assert "ramp as run" not in render_html([run], {})

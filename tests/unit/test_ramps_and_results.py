@@ -7,7 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from model.ramps import ConcurrencyRamp, ConnectionRamp, RateRamp, ramp_from_dict
+from model.ramps import (
+    ConcurrencyRamp,
+    ConnectionRamp,
+    ConstantRateRamp,
+    RateRamp,
+    ramp_from_dict,
+    ramp_text,
+    ramps_text,
+)
 from model.results import SCHEMA, Case, Run, Step, Summary, read_run, summary_from_dict, write_run
 
 
@@ -140,3 +148,31 @@ def test_a_summary_closing_says_how_they_closed_and_its_tick() -> None:
         Summary(closing={"close": "slammed", "tick_max_ms": 1.0})
     with pytest.raises(ValueError, match="closing needs close"):
         Summary(closing={"close": "drop"})
+
+
+def test_a_ramp_as_run_reads_in_one_line_with_its_figures() -> None:
+    """What `--set ramp.*` made of a profile's ramp: the report and compare's first lines
+    say it (the profile's description names its default ramp only)."""
+    million = ramp_from_dict(
+        {"kind": "connections", "start": 250000, "target": 1000000, "step": 250000,
+         "hold_s": 60, "open_rate_per_s": 450, "mode": "stress"}
+    )  # fmt: skip
+    assert ramp_text(million) == (
+        "connections 250,000→1,000,000 step 250,000, opened at 450/s, each step held 60 s, "
+        "stress mode, orderly close"
+    )
+    assert ramp_text(ConcurrencyRamp(levels=(10, 100, 1000), duration_s=2.5)) == (
+        "concurrency 10, 100, 1,000, 2.5 s a step"
+    )
+    assert ramp_text(ConcurrencyRamp(start=10, stop=200, step=10)).startswith(
+        "concurrency 10→200 step 10, 10 s"
+    )
+    assert "connection rate 10→100/s step 10" in ramp_text(RateRamp(low=10, high=100, step=10))
+    assert ramp_text(ConstantRateRamp(rates=(1000, 2000), duration_s=5)) == (
+        "open-loop rates 1,000, 2,000 req/s, 5 s each"
+    )
+    # a profile whose WebSocket scenarios take a connection ramp of their own (smoke)
+    assert ramps_text(ConcurrencyRamp(levels=(10,)), ConnectionRamp(50, 100, 50)) == (
+        "concurrency 10, 10 s a step; WebSocket scenarios: connections 50→100 step 50, "
+        "opened at 200/s, each step held 15 s, load mode, orderly close"
+    )
