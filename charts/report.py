@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from charts.tables import MEMORY_HEADERS, memory_rows
-from charts.tables import figure as _figure
+from model.figures import figure as _figure
 from model.ramps import ramp_from_dict, ramps_text
 from model.results import FLAG_MEANINGS, Case, Run, has_protocol_axis
 

@@ -4,15 +4,8 @@ model only)."""
 
 from __future__ import annotations
 
+from model.figures import figure
 from model.results import Case
-
-
-def figure(value: float | None) -> str:
-    """A figure of any size readably: 25,752 (req/s), 3.72 (ms), 0.153 (a ratio)."""
-    if value is None:
-        return "–"
-    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
-
 
 MEMORY_HEADERS = (
     "server",

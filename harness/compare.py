@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from charts.tables import MEMORY_HEADERS, figure, memory_rows
+from charts.tables import MEMORY_HEADERS, memory_rows
 from drivers import DRIVER_RAMPS, driver_class, driver_classes
 from harness.affinity import parse_cpu_list
 from harness.cgroups.files import parse_size
@@ -24,6 +24,7 @@ from harness.run import Plan, Runner, claim_run_dir, default_cpus
 from harness.run.rounds import has_rounds
 from harness.services.database import check_backend, default_backend
 from model.errors import UserError
+from model.figures import figure
 from model.results import Case, Run, Step, has_protocol_axis
 from model.scenarios import get_scenario
 from servers.contract import PROTOCOL_H1, SINKS, TLS_PROTOCOLS

@@ -59,9 +59,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from charts.tables import figure
 from harness.run.analysis import usable_rounds
 from harness.stats import Interval, bootstrap_ratio_interval, holm_adjusted, welch_log_p
+from model.figures import figure
 from model.results import Case, Run
 
 ALPHA = 0.05

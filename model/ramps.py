@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, fields
 from typing import Literal
 
+from model.figures import figure
+
 StepUnit = Literal["req/s", "concurrency", "conns"]
 # how a connection ramp's agents close their connections at its end (ConnectionRamp.close)
 CLOSE_MODES = ("orderly", "drop")
@@ -248,35 +250,30 @@ def ramp_from_dict(data: dict[str, object]) -> Ramp:
         raise ValueError(f"{kind} ramp ({', '.join(accepted)}): {error}") from None
 
 
-def _count(value: float) -> str:
-    """A count or a rate readably: 1,000,000, 450, 2.5."""
-    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,g}"
-
-
 def ramp_text(ramp: Ramp) -> str:
     """The ramp as run, in one line: what a profile's description says of its default ramp,
     from the values a run used (`--set ramp.*`, `--connections`, `--mode` included)."""
     if isinstance(ramp, RateRamp):
         return (
-            f"connection rate {_count(ramp.low)}→{_count(ramp.high)}/s step {_count(ramp.step)}, "
-            f"{ramp.calls_per_connection} calls each, {_count(ramp.connections_per_step)} "
+            f"connection rate {figure(ramp.low)}→{figure(ramp.high)}/s step {figure(ramp.step)}, "
+            f"{ramp.calls_per_connection} calls each, {figure(ramp.connections_per_step)} "
             "connections a step"
         )
     if isinstance(ramp, ConcurrencyRamp):
         levels = (
-            ", ".join(_count(level) for level in ramp.levels)
+            ", ".join(figure(level) for level in ramp.levels)
             if ramp.levels
-            else f"{_count(ramp.start)}→{_count(ramp.stop)} step {_count(ramp.step)}"
+            else f"{figure(ramp.start)}→{figure(ramp.stop)} step {figure(ramp.step)}"
         )
-        return f"concurrency {levels}, {_count(ramp.duration_s)} s a step"
+        return f"concurrency {levels}, {figure(ramp.duration_s)} s a step"
     if isinstance(ramp, ConnectionRamp):
         return (
-            f"connections {_count(ramp.start)}→{_count(ramp.target)} step {_count(ramp.step)}, "
-            f"opened at {_count(ramp.open_rate_per_s)}/s, each step held "
-            f"{_count(ramp.hold_s)} s, {ramp.mode} mode, {ramp.close} close"
+            f"connections {figure(ramp.start)}→{figure(ramp.target)} step {figure(ramp.step)}, "
+            f"opened at {figure(ramp.open_rate_per_s)}/s, each step held "
+            f"{figure(ramp.hold_s)} s, {ramp.mode} mode, {ramp.close} close"
         )
-    rates = ", ".join(_count(rate) for rate in ramp.rates)
-    return f"open-loop rates {rates} req/s, {_count(ramp.duration_s)} s each"
+    rates = ", ".join(figure(rate) for rate in ramp.rates)
+    return f"open-loop rates {rates} req/s, {figure(ramp.duration_s)} s each"
 
 
 def ramps_text(ramp: Ramp, connection_ramp: Ramp | None = None) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from charts.tables import figure
+from model.figures import figure
 from model.results import Case
 
 if TYPE_CHECKING:

@@ -12,7 +12,6 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from charts.tables import figure
 from drivers import histograms as hdr
 from drivers.base import Driver, DriverResult
 from harness.monitor import CpuSnapshot
@@ -26,6 +25,7 @@ from harness.run.precision import (
     stall_note,
 )
 from harness.stats import Interval, mean_interval, paired_ratio_interval
+from model.figures import figure
 from model.ramps import RampStep
 from model.results import Case, Step, Summary
 from servers import contract

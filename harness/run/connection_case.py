@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from charts.tables import figure
 from drivers.base import DriverOutputError
 from drivers.processes import how_it_ended
 from harness.connections import (
@@ -27,6 +26,7 @@ from harness.run.analysis import summarize
 from harness.run.context import CaseContext, Measured
 from harness.run.ledger import count_before_load
 from harness.topology import Topology
+from model.figures import figure
 from model.ramps import ConnectionRamp
 from model.results import Summary
 

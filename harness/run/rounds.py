@@ -24,7 +24,6 @@ import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import TypeVar
 
-from charts.tables import figure
 from harness.profile import Profile
 from harness.run.analysis import rounds_offered, trial_choice, trial_loads, usable_rounds
 from harness.run.case import run_case
@@ -40,6 +39,7 @@ from harness.run.precision import (
     still_running,
 )
 from harness.topology import parse_process_model
+from model.figures import figure
 from model.ramps import Ramp
 from model.results import Case, Step
 
