@@ -86,6 +86,7 @@ def test_importing_one_driver_loads_no_other_driver_and_nothing_of_the_harness()
         "drivers.wrk",
         "model",
         "model.errors",
+        "model.figures",  # model.ramps writes a ramp's text with the one number formatter
         "model.files",  # model.results writes atomically through it
         "model.ramps",
         "model.results",  # LATENCY_KEYS: the latency record every driver fills
