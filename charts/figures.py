@@ -60,10 +60,20 @@ def _new(
     axes.grid(True, alpha=0.3, axis="y" if categorical else "both")
     if not categorical:
         axes.xaxis.set_major_locator(MaxNLocator(nbins=12))
+        axes.xaxis.set_major_formatter(LOAD_TICKS)
     return figure, axes
 
 
 THOUSANDS = StrMethodFormatter("{x:,.0f}")
+
+
+def _load_tick(value: float, _position: int) -> str:
+    """An offered load on the x axis with thousands separators (240,000, not 240000), its
+    fraction kept where a tick has one (2.5)."""
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,g}"
+
+
+LOAD_TICKS = FuncFormatter(_load_tick)
 
 
 def _log_minor_label(value: float, _position: int) -> str:
@@ -209,6 +219,7 @@ def errors_figure(series: Sequence[Series], context: str = "") -> Figure:
         axes.set_ylabel(ylabel)
         axes.grid(True, alpha=0.3)
         axes.xaxis.set_major_locator(MaxNLocator(nbins=8))
+        axes.xaxis.set_major_formatter(LOAD_TICKS)
     for one in series:
         flags |= _plot_metric(count_axes, one, lambda s: s.errors["total"])
         _plot_metric(rate_axes, one, lambda s: s.error_rate * 100.0)
@@ -249,6 +260,7 @@ def latency_figure(series: Sequence[Series], context: str = "") -> Figure:
         axes.set_xlabel(UNIT_LABELS[unit])
         axes.grid(True, alpha=0.3)
         axes.xaxis.set_major_locator(MaxNLocator(nbins=6))
+        axes.xaxis.set_major_formatter(LOAD_TICKS)
     avg_axes.set_ylabel("latency (ms)")
     flags: set[str] = set()
     values: list[float] = []

@@ -9,7 +9,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from charts.tables import MEMORY_HEADERS, memory_rows
+from charts.tables import MEMORY_HEADERS, memory_rows, pinning_text
 from model.figures import figure as _figure
 from model.ramps import ramp_from_dict, ramps_text
 from model.results import FLAG_MEANINGS, Case, Run, has_protocol_axis
@@ -490,9 +490,15 @@ def render_html(
             f"<p>{escape(str(profile.get('name', '')))}: "
             f"{escape(str(profile.get('description', '')))}<br>{_ramp_as_run(profile)}"
             f"started {escape(run.started)}, "
-            f"finished {escape(str(run.finished))}; server CPUs "
-            f"{escape(str(run.config.get('server_cpus')))}, load CPUs "
-            f"{escape(str(run.config.get('agent_cpus')))}<br>{_status(run)}</p>"
+            f"finished {escape(str(run.finished))}; "
+            + escape(
+                pinning_text(
+                    str(profile.get("affinity", "both")),
+                    run.config.get("server_cpus"),
+                    run.config.get("agent_cpus"),
+                )
+            )
+            + f"<br>{_status(run)}</p>"
         )
         parts.append("<h3>Summary</h3>")
         parts.append(_summary(run))

@@ -50,3 +50,18 @@ def memory_rows(cases: list[Case]) -> list[list[str]]:
             ]
         )
     return rows
+
+
+def pinning_text(affinity: str, server_cpus: object, load_cpus: object) -> str:
+    """Where a run pinned its server and its load (`--affinity`), in one phrase: "server
+    CPUs 0, load CPUs 1" when both were pinned; "no CPU pinning (affinity none)" rather than
+    CPU lists the run never applied."""
+    if affinity == "none":
+        return "no CPU pinning (affinity none)"
+    if affinity == "server":
+        return f"server CPUs {server_cpus}, load unpinned (affinity server)"
+    if affinity == "agent":
+        return f"server unpinned, load CPUs {load_cpus} (affinity agent)"
+    if affinity == "matrix":
+        return f"affinity matrix: server CPUs {server_cpus}, load CPUs {load_cpus} where pinned"
+    return f"server CPUs {server_cpus}, load CPUs {load_cpus}"

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from charts.tables import pinning_text
 from harness.cli.options import (
     AFFINITY_OPTION,
     AGENT_CPUS_OPTION,
@@ -192,9 +193,9 @@ def run_comparison(
     console.print(
         f"profile {plan.profile.name}: {plan.profile.description}\n"
         f"ramp as run: {ramps_text(plan.profile.ramp, plan.profile.connection_ramp)}\n"
-        f"frameworks {', '.join(plan.frameworks)}; server CPUs {plan.server_cpus}, "
-        f"load CPUs {plan.agent_cpus}; results {plan.out_dir}"
-        + (f"\nload from the fleet {plan.fleet}" if plan.fleet else "")
+        f"frameworks {', '.join(plan.frameworks)}; "
+        f"{pinning_text(plan.profile.affinity, plan.server_cpus, plan.agent_cpus)}; "
+        f"results {plan.out_dir}" + (f"\nload from the fleet {plan.fleet}" if plan.fleet else "")
     )
     for note in plan.notes:
         console.print(f"[yellow]note:[/] {note}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from html import escape
 from pathlib import Path
@@ -14,6 +15,7 @@ from charts.figures import Series, ramp_figures
 from charts.render import build_series, render
 from charts.report import render_html
 from charts.style import colour_for
+from charts.tables import pinning_text
 from drivers import histograms as hdr
 from harness.run.analysis import with_baseline_ratios
 from harness.run.verdict import verdict
@@ -214,6 +216,28 @@ def test_connection_ramp_marks_the_breaking_point() -> None:
     plt.close("all")
 
 
+def _x_labels(figure) -> list[str]:
+    figure.canvas.draw()  # tick labels are written when the figure is drawn
+    return [t.get_text() for a in figure.axes for t in a.get_xticklabels() if t.get_text()]
+
+
+def test_load_axes_read_with_thousands_separators() -> None:
+    connections = tuple(
+        make_step(n, 0, unit="conns", rss=30_000_000 + n * 4_000, extra={"open": n})
+        for n in (250_000, 500_000, 750_000, 1_000_000)
+    )
+    rates = tuple(make_step(r, r, unit="req/s", errors=r // 100) for r in (5_000, 10_000, 20_000))
+    figures = {
+        **ramp_figures(series_of((make_case("node-http", connections),))),
+        **ramp_figures(series_of((make_case("gevent", rates),))),
+    }
+    for name in ("conn_rss", "conn_tick_max", "throughput", "errors", "latency"):
+        labels = _x_labels(figures[name])
+        assert any(label.endswith(",000") for label in labels), (name, labels)
+        assert not any(label.isdigit() and len(label) > 3 for label in labels), (name, labels)
+    plt.close("all")
+
+
 def test_report_is_self_contained_and_says_everything(tmp_path: Path) -> None:
     cases = (
         make_case("aiohttp", (make_step(50, 9000), make_step(100, 9500, flags=("noisy",)))),
@@ -230,6 +254,40 @@ def test_report_is_self_contained_and_says_everything(tmp_path: Path) -> None:
     assert not re.search(r'(src|href)="(https?:)?//', html)  # nothing fetched from a network
     for text in ("Test CPU", "gevent skipped", "driver_bound", "noisy", "Verify", "9,500"):
         assert text in html, text
+
+
+def test_the_report_says_where_the_run_pinned_and_not_cpus_it_never_applied(
+    tmp_path: Path,
+) -> None:
+    texts = {}
+    for affinity in ("both", "none"):
+        run_dir = write(tmp_path, affinity, (make_case("aiohttp", (make_step(50, 9000),)),))
+        run_json = run_dir / "run.json"
+        data = json.loads(run_json.read_text())
+        data["config"] = {
+            "profile": {"name": "quick", "affinity": affinity},
+            "server_cpus": "0",
+            "agent_cpus": "1",
+        }
+        run_json.write_text(json.dumps(data))
+        texts[affinity] = render([run_dir]).read_text()
+    assert "server CPUs 0, load CPUs 1" in texts["both"]
+    assert "no CPU pinning (affinity none)" in texts["none"]
+    assert "server CPUs" not in texts["none"]
+
+
+@pytest.mark.parametrize(
+    ("affinity", "text"),
+    [
+        ("both", "server CPUs 0, load CPUs 1"),
+        ("server", "server CPUs 0, load unpinned (affinity server)"),
+        ("agent", "server unpinned, load CPUs 1 (affinity agent)"),
+        ("none", "no CPU pinning (affinity none)"),
+        ("matrix", "affinity matrix: server CPUs 0, load CPUs 1 where pinned"),
+    ],
+)
+def test_pinning_reads_as_each_affinity_mode_applied_it(affinity: str, text: str) -> None:
+    assert pinning_text(affinity, "0", "1") == text
 
 
 def test_overlay_of_two_runs_labels_each_run(tmp_path: Path) -> None:
