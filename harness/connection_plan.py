@@ -65,10 +65,36 @@ SERVER_MEMORY: dict[str, ServerMemory] = {
         measured_connections=1_000_000,
         measured_workers=56,
     ),
-    "aiohttp": ServerMemory(kb_per_connection=14.8, rss_mb_at_measured=1827),
-    "tornado": ServerMemory(kb_per_connection=18.2, rss_mb_at_measured=2085),
-    "gevent": ServerMemory(kb_per_connection=30.1, rss_mb_at_measured=3352),
-    "eventlet": ServerMemory(kb_per_connection=42.1, rss_mb_at_measured=4663),
+    # the breaking-point runs, 56 workers, each at its top held step (README, "Breaking
+    # points"): eventlet 20261206-051022.268-ws-ramp, gevent 20261206-070318.154-ws-ramp,
+    # aiohttp (asyncio's loop) 20261206-073303.481-ws-ramp, tornado
+    # 20261206-072226.759-ws-ramp. On 8 workers at 100,000 they had read 42.1, 30.1, 14.8
+    # (uvloop) and 18.2 KB: a worker's heap grown past its first connections costs less
+    # for each next one.
+    "aiohttp": ServerMemory(
+        kb_per_connection=14.2,
+        rss_mb_at_measured=6586,
+        measured_connections=300_000,
+        measured_workers=56,
+    ),
+    "tornado": ServerMemory(
+        kb_per_connection=17.6,
+        rss_mb_at_measured=5314,
+        measured_connections=200_000,
+        measured_workers=56,
+    ),
+    "gevent": ServerMemory(
+        kb_per_connection=15.5,
+        rss_mb_at_measured=9298,
+        measured_connections=400_000,
+        measured_workers=56,
+    ),
+    "eventlet": ServerMemory(
+        kb_per_connection=20.6,
+        rss_mb_at_measured=11663,
+        measured_connections=400_000,
+        measured_workers=56,
+    ),
 }
 # The agents, the two 1,000,000 runs: 3.10 GB over 56 agent processes (17,858 connections
 # each), 3.0 KB per connection taken whole (the processes' own ~25 MB included), which
