@@ -359,9 +359,9 @@ def run_connection_ramp(
     last_hold: _Second | None = None
     released = -1  # the last step every agent was told to hold (all were ready at it)
 
-    def finish(start: _Second, end: _Second) -> None:
+    def finish(start: _Second, end: _Second, until: float | None = None) -> None:
         result.steps.append(
-            _finish_step(ramp, current, start, end, monitor, server, baseline_rss_bytes)
+            _finish_step(ramp, current, start, end, monitor, server, baseline_rss_bytes, until)
         )
         on_step_done(result.steps[-1])
 
@@ -404,8 +404,12 @@ def run_connection_ramp(
                 if not closing_seen and window_start is not None and last_hold is not None:
                     # the hold being read ends where the closing begins: the top step's
                     # window ended after the closing once, and twisted's 1,000,000 read a
-                    # 10.9 s tick in a hold whose every second had read 2-8 ms
-                    finish(window_start, last_hold)
+                    # 10.9 s tick in a hold whose every second had read 2-8 ms. Its
+                    # readings end at the first agent's closing_t, not when it was seen:
+                    # the storm stalls the box, this loop too (node-express's 1,000,000
+                    # was seen closing 5 s late, its hold's 2-12 ms ticks read 4,044 ms)
+                    closing_times = [a["closing_t"] for a in latest.values() if a.get("closing_t")]
+                    finish(window_start, last_hold, min(closing_times, default=None))
                     window_start = None
                 closing_seen = True  # the rest is the closing step's, not the ramp's
             telemetry = server.latest_telemetry()
@@ -581,11 +585,13 @@ def _finish_step(
     monitor: Monitor,
     server: Topology,
     baseline_rss_bytes: int | None,
+    until: float | None = None,
 ) -> Step:
-    """A held target as a Step: connections held, failures, messages, memory per connection."""
+    """A held target as a Step: connections held, failures, messages, memory per connection;
+    `until`: when the agents began closing, if they had (monitor.step_stats)."""
     window = monitor.end_step() if monitor.windows and monitor.windows[-1].ended is None else None
     stats = (
-        step_stats(monitor.rows, server.telemetry_lines(), window)
+        step_stats(monitor.rows, server.telemetry_lines(), window, until)
         if window
         else {
             "server_cpu_pct": None,

@@ -513,13 +513,19 @@ def merge_telemetry(latest_by_pid: dict[int, dict[str, Any]]) -> dict[str, Any]:
 
 
 def step_stats(
-    rows: list[dict[str, Any]], telemetry: list[dict[str, Any]], window: StepWindow
+    rows: list[dict[str, Any]],
+    telemetry: list[dict[str, Any]],
+    window: StepWindow,
+    until: float | None = None,
 ) -> dict[str, Any]:
     """Server/agent/database CPU and server/agent CPU wait (mean), RSS (max), tick lag
     (mean of avgs, max of maxima), and the sink's records refused (`sink_errors` gained)
     and waiting (`backlog`, max) in a window; `db_cpu_pct` None when no database was
-    watched."""
+    watched. `until`: the samples and telemetry read end there when the window was closed
+    later than the step really ended (a connection ramp's top step, seen closing late)."""
     end = window.ended or time.time()
+    if until is not None:
+        end = min(end, until)
     inside = [r for r in rows if window.started < r["t"] <= end + 0.5]
     lines = [t for t in telemetry if window.started < t["t"] <= end + 0.5]
     stats: dict[str, Any] = {

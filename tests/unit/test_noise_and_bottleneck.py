@@ -233,3 +233,27 @@ def test_a_steps_load_cpu_is_its_cgroups_time_over_the_window_not_the_samples_me
     assert load_cpu_pct(2.97, window, sampled_pct=73.0) == 99.0
     assert load_cpu_pct(None, window, sampled_pct=73.0) == 73.0  # no reading: the samples
     assert load_cpu_pct(1.0, StepWindow(0, now), sampled_pct=None) is None  # not ended
+
+
+def test_a_step_seen_ending_late_is_read_until_it_really_ended() -> None:
+    """A connection ramp's top step is closed when the runner sees an agent closing; the
+    close storm stalls the box, so that can come seconds late (node-express's 1,000,000:
+    5 s). Read `until` the first agent's closing_t, its hold's 2-12 ms ticks and RSS are
+    the step's, not the storm's 4 s."""
+    now = time.time()
+    rows = [
+        {"t": now + 1, "server_cpu_pct": 30.0, "agent_cpu_pct": 0.0, "server_rss_bytes": 7},
+        {"t": now + 2, "server_cpu_pct": 30.0, "agent_cpu_pct": 0.0, "server_rss_bytes": 8},
+        {"t": now + 9, "server_cpu_pct": 150.0, "agent_cpu_pct": 0.0, "server_rss_bytes": 9},
+    ]
+    telemetry = [
+        {"t": now + 1, "tick_avg_ms": 0.2, "tick_max_ms": 12.0},
+        {"t": now + 2, "tick_avg_ms": 0.2, "tick_max_ms": 6.0},
+        {"t": now + 8, "tick_avg_ms": 900.0, "tick_max_ms": 4044.0},
+    ]
+    window = StepWindow(0, now, now + 9)
+    late = step_stats(rows, telemetry, window)
+    assert late["tick_ms"]["max"] == 4044.0 and late["rss_max_bytes"] == 9
+    read = step_stats(rows, telemetry, window, until=now + 3)
+    assert read["tick_ms"] == {"avg": 0.2, "max": 12.0}
+    assert read["rss_max_bytes"] == 8 and read["server_cpu_pct"] == 30.0
