@@ -147,6 +147,38 @@ def test_status_lists_each_host_with_its_limits(two_hosts: local.LocalFleetState
     assert [row["name"] for row in by_address] == list(HOSTS)
 
 
+def test_the_fleets_dask_samples_nothing_it_does_not_need(
+    two_hosts: local.LocalFleetState,
+) -> None:
+    """The load shares this box's cores with the server measured: Dask's statistical
+    profiler and GIL sampler are off on every worker, its event-loop tick and system monitor
+    slowed (local.QUIET_DASK), as each worker's own config reads them."""
+    from harness.fleet.client import connect
+
+    def sampling() -> tuple[object, ...]:
+        import dask
+
+        return tuple(
+            dask.config.get(key)
+            for key in (
+                "distributed.worker.profile.enabled",
+                "distributed.admin.tick.interval",
+                "distributed.admin.system-monitor.interval",
+                "distributed.admin.system-monitor.gil.enabled",
+            )
+        )
+
+    client = connect(two_hosts.scheduler_address, two_hosts.identity())
+    try:
+        by_worker = client.run(sampling)
+        on_scheduler = client.run_on_scheduler(sampling)
+    finally:
+        client.close()
+    assert len(by_worker) == len(HOSTS)
+    for read in (*by_worker.values(), on_scheduler):
+        assert read == (False, "500ms", "2s", False), read
+
+
 def test_a_smoke_compare_through_the_fleet_sums_the_hosts(
     two_hosts: local.LocalFleetState, tmp_path: Path
 ) -> None:
