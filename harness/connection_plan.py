@@ -58,7 +58,13 @@ SERVER_MEMORY: dict[str, ServerMemory] = {
         measured_connections=1_000_000,
         measured_workers=56,
     ),
-    "node-express": ServerMemory(kb_per_connection=4.2, rss_mb_at_measured=980),
+    # run 20261206-074810.262-ws-ramp: 56 workers held 1,000,000 (its breaking-point run)
+    "node-express": ServerMemory(
+        kb_per_connection=4.0,
+        rss_mb_at_measured=7617,
+        measured_connections=1_000_000,
+        measured_workers=56,
+    ),
     "twisted": ServerMemory(
         kb_per_connection=3.0,
         rss_mb_at_measured=6733,
