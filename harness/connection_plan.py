@@ -21,19 +21,16 @@ from model.ramps import ConnectionRamp
 KIB = 1024  # the harness's KB per connection (cgroup_kb_per_connection) is 1,024 bytes
 GIB = 1024**3  # "GB" as `free -g` and the README's "23 GB box" count it
 
-# The fleet runs' operating point: 8 server workers holding 100,000 idle connections
-MEASURED_CONNECTIONS = 100_000
-MEASURED_WORKERS = 8
-
 
 @dataclass(frozen=True)
 class ServerMemory:
-    """One server's memory under idle WebSocket connections, as measured."""
+    """One server's memory under idle WebSocket connections, as measured: at its top held
+    step of a run on `measured_workers` server workers."""
 
     kb_per_connection: float  # the slope of the server's RSS over the connections held
     rss_mb_at_measured: float  # the whole server's RSS at the measured point
-    measured_connections: int = MEASURED_CONNECTIONS  # the measured point: connections
-    measured_workers: int = MEASURED_WORKERS  # and server workers
+    measured_connections: int  # the measured point: connections
+    measured_workers: int = 56  # and server workers
 
     @property
     def idle_process_bytes(self) -> int:
@@ -44,63 +41,26 @@ class ServerMemory:
         return max(0, round((rss_bytes - connections_bytes) / self.measured_workers))
 
 
-# Measured on this project's 2-core, 23 GB box (README, "Load from many hosts"): runs
-# 20261201-124200.007-ws-ramp (every framework) and 20261201-114020.828-ws-ramp (aiohttp
-# on uvloop), `--process-model workers:8 --fleet local:4`, idle connections (ws-idle) to
-# 100,000, quiet machine. A framework not here has no measurement to plan from.
+# Measured on this project's 2-core, 23 GB box (README, "Load from many hosts"), each
+# server on 56 workers through `--fleet local:8` (8 hosts × 4 addresses), idle connections
+# (ws-idle) opened at 450/s, quiet machine, one run each:
+# - node-http 20261206-034115.200-ws-ramp and twisted 20261206-042558.765-ws-ramp held
+#   1,000,000 (RSS summed over the workers; Twisted's WebSocket protocol sheds autobahn's
+#   per-connection copies since 2026-12-06); node-express 20261206-074810.262-ws-ramp too;
+# - the breaking-point runs, each at its top held step: eventlet
+#   20261206-051022.268-ws-ramp, gevent 20261206-070318.154-ws-ramp, aiohttp (asyncio's
+#   loop) 20261206-073303.481-ws-ramp, tornado 20261206-072226.759-ws-ramp. On 8 workers
+#   at 100,000 they had read 42.1, 30.1, 14.8 (uvloop) and 18.2 KB: a worker's heap grown
+#   past its first connections costs less for each next one.
+# A framework not here has no measurement to plan from.
 SERVER_MEMORY: dict[str, ServerMemory] = {
-    # runs 20261206-034115.200-ws-ramp and 20261206-042558.765-ws-ramp: 56 workers held
-    # 1,000,000 (RSS summed over the workers; Twisted's WebSocket protocol sheds
-    # autobahn's per-connection copies since 2026-12-06)
-    "node-http": ServerMemory(
-        kb_per_connection=4.2,
-        rss_mb_at_measured=7459,
-        measured_connections=1_000_000,
-        measured_workers=56,
-    ),
-    # run 20261206-074810.262-ws-ramp: 56 workers held 1,000,000 (its breaking-point run)
-    "node-express": ServerMemory(
-        kb_per_connection=4.0,
-        rss_mb_at_measured=7617,
-        measured_connections=1_000_000,
-        measured_workers=56,
-    ),
-    "twisted": ServerMemory(
-        kb_per_connection=3.0,
-        rss_mb_at_measured=6733,
-        measured_connections=1_000_000,
-        measured_workers=56,
-    ),
-    # the breaking-point runs, 56 workers, each at its top held step (README, "Breaking
-    # points"): eventlet 20261206-051022.268-ws-ramp, gevent 20261206-070318.154-ws-ramp,
-    # aiohttp (asyncio's loop) 20261206-073303.481-ws-ramp, tornado
-    # 20261206-072226.759-ws-ramp. On 8 workers at 100,000 they had read 42.1, 30.1, 14.8
-    # (uvloop) and 18.2 KB: a worker's heap grown past its first connections costs less
-    # for each next one.
-    "aiohttp": ServerMemory(
-        kb_per_connection=14.2,
-        rss_mb_at_measured=6586,
-        measured_connections=300_000,
-        measured_workers=56,
-    ),
-    "tornado": ServerMemory(
-        kb_per_connection=17.6,
-        rss_mb_at_measured=5314,
-        measured_connections=200_000,
-        measured_workers=56,
-    ),
-    "gevent": ServerMemory(
-        kb_per_connection=15.5,
-        rss_mb_at_measured=9298,
-        measured_connections=400_000,
-        measured_workers=56,
-    ),
-    "eventlet": ServerMemory(
-        kb_per_connection=20.6,
-        rss_mb_at_measured=11663,
-        measured_connections=400_000,
-        measured_workers=56,
-    ),
+    "node-http": ServerMemory(4.2, rss_mb_at_measured=7459, measured_connections=1_000_000),
+    "node-express": ServerMemory(4.0, rss_mb_at_measured=7617, measured_connections=1_000_000),
+    "twisted": ServerMemory(3.0, rss_mb_at_measured=6733, measured_connections=1_000_000),
+    "aiohttp": ServerMemory(14.2, rss_mb_at_measured=6586, measured_connections=300_000),
+    "tornado": ServerMemory(17.6, rss_mb_at_measured=5314, measured_connections=200_000),
+    "gevent": ServerMemory(15.5, rss_mb_at_measured=9298, measured_connections=400_000),
+    "eventlet": ServerMemory(20.6, rss_mb_at_measured=11663, measured_connections=400_000),
 }
 # The agents, the two 1,000,000 runs: 3.10 GB over 56 agent processes (17,858 connections
 # each), 3.0 KB per connection taken whole (the processes' own ~25 MB included), which
