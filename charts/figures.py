@@ -497,7 +497,7 @@ def _label_bars(axes: Axes, bars: Any, tops: Sequence[float], texts: Sequence[st
         )
     if len(texts) > 5:
         axes.tick_params(axis="x", labelrotation=30)
-    axes.set_ylim(0, max(tops, default=1) * 1.18)
+    axes.set_ylim(0, (max(tops, default=0) or 1) * 1.18)  # all peaks 0: still an axis
 
 
 def efficiency_figure(series: Sequence[Series], context: str = "") -> Figure | None:
