@@ -61,8 +61,7 @@ def _new(
     if not categorical:
         # 8, not 12: a load written with its separators ("184,000") is 7-9 characters,
         # and 13 of them ran into each other under a 5.5-inch axis
-        axes.xaxis.set_major_locator(MaxNLocator(nbins=8))
-        axes.xaxis.set_major_formatter(LOAD_TICKS)
+        _load_axis(axes, nbins=8)
     return figure, axes
 
 
@@ -76,6 +75,12 @@ def _load_tick(value: float, _position: int) -> str:
 
 
 LOAD_TICKS = FuncFormatter(_load_tick)
+
+
+def _load_axis(axes: plt.Axes, nbins: int) -> None:
+    """An offered-load x axis: at most `nbins` ticks, each with its separators."""
+    axes.xaxis.set_major_locator(MaxNLocator(nbins=nbins))
+    axes.xaxis.set_major_formatter(LOAD_TICKS)
 
 
 def _log_minor_label(value: float, _position: int) -> str:
@@ -220,8 +225,7 @@ def errors_figure(series: Sequence[Series], context: str = "") -> Figure:
         axes.set_xlabel(UNIT_LABELS[unit])
         axes.set_ylabel(ylabel)
         axes.grid(True, alpha=0.3)
-        axes.xaxis.set_major_locator(MaxNLocator(nbins=8))
-        axes.xaxis.set_major_formatter(LOAD_TICKS)
+        _load_axis(axes, nbins=8)
     for one in series:
         flags |= _plot_metric(count_axes, one, lambda s: s.errors["total"])
         _plot_metric(rate_axes, one, lambda s: s.error_rate * 100.0)
@@ -261,8 +265,7 @@ def latency_figure(series: Sequence[Series], context: str = "") -> Figure:
         axes.set_title(name)
         axes.set_xlabel(UNIT_LABELS[unit])
         axes.grid(True, alpha=0.3)
-        axes.xaxis.set_major_locator(MaxNLocator(nbins=6))
-        axes.xaxis.set_major_formatter(LOAD_TICKS)
+        _load_axis(axes, nbins=6)
     avg_axes.set_ylabel("latency (ms)")
     flags: set[str] = set()
     values: list[float] = []
@@ -319,7 +322,6 @@ def latency_rate_figure(series: Sequence[Series], context: str = "") -> Figure:
             )
     if values and min(values) > 0 and max(values) / min(values) > 10:
         axes.set_yscale("log")
-    axes.xaxis.set_major_formatter(THOUSANDS)
     _legend(axes, flags)
     return figure
 

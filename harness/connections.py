@@ -408,8 +408,7 @@ def run_connection_ramp(
                     # readings end at the first agent's closing_t, not when it was seen:
                     # the storm stalls the box, this loop too (node-express's 1,000,000
                     # was seen closing 5 s late, its hold's 2-12 ms ticks read 4,044 ms)
-                    closing_times = [a["closing_t"] for a in latest.values() if a.get("closing_t")]
-                    finish(window_start, last_hold, min(closing_times, default=None))
+                    finish(window_start, last_hold, first_closing_t(latest))
                     window_start = None
                 closing_seen = True  # the rest is the closing step's, not the ramp's
             telemetry = server.latest_telemetry()
@@ -482,6 +481,13 @@ def run_connection_ramp(
     return result
 
 
+def first_closing_t(lines: dict[Any, dict[str, Any]]) -> float | None:
+    """When the first agent began closing (its own `closing_t`); None before any did."""
+    return min(
+        (line["closing_t"] for line in lines.values() if line.get("closing_t")), default=None
+    )
+
+
 def follow_closing(ramp: ConnectionRamp, agents: AgentGroup, server: Topology) -> dict[str, Any]:
     """Follow the closing step the agents began: until the server holds no connection
     (at most closing_timeout_s) and CLOSING_SETTLE_S more; what it measured
@@ -489,11 +495,11 @@ def follow_closing(ramp: ConnectionRamp, agents: AgentGroup, server: Topology) -
     started = time.time()
     held = sum(int(line["open"]) for line in server.latest_telemetry().values())
     timeout_s = closing_timeout_s(held)
-    lines = agents.latest()
-    closing_times = [line["closing_t"] for line in lines.values() if line.get("closing_t")]
     # from the agents' own closing lines; an agent stopped by a signal before it could
     # print one (the watchdog) leaves the time the runner saw it
-    closing_t = min(closing_times, default=started)
+    closing_t = first_closing_t(agents.latest())
+    if closing_t is None:
+        closing_t = started
     closed_t: float | None = None
     while time.time() < closing_t + timeout_s:
         if server.process.poll() is not None:
