@@ -6,8 +6,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import selectors
 import socket
-from collections.abc import Iterator
+import ssl
+import threading
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
@@ -34,6 +38,66 @@ def ws_url(server: EndpointOrUrl) -> str:
 WS_SOCKET_TIMEOUT_S = 10.0
 
 
+class OneThreadAtATimeTLS:
+    """A TLS socket for websockets' sync client, whose calls into OpenSSL take turns and
+    never hold their turn across a wait on the network.
+
+    That client reads in a thread of its own while the caller's thread writes, and an
+    OpenSSL connection may not be used by two threads at once (CPython 3.11 does not
+    serialise them). Over TLS 1.3 the server's session tickets come after the handshake:
+    when the reader took them while the upgrade request was being written, the reader's
+    `recv` waited inside OpenSSL for application data, and the request never went out
+    (eventlet over h1-tls, `ws-handshake` after `malformed`: about 1 handshake in 600; the
+    client's TCP `bytes_sent` ended with its TLS Finished; seen in CI). Here the socket is
+    non-blocking: each call runs under one lock, and a call OpenSSL cannot finish yet
+    waits for the socket outside the lock, up to the timeout websockets (or ws_connect)
+    set.
+    """
+
+    def __init__(self, sock: ssl.SSLSocket) -> None:
+        self._sock = sock
+        self._timeout_s = sock.gettimeout()
+        self._turn = threading.Lock()
+        sock.setblocking(False)
+
+    def settimeout(self, timeout_s: float | None) -> None:
+        self._timeout_s = timeout_s
+
+    def gettimeout(self) -> float | None:
+        return self._timeout_s
+
+    def recv(self, size: int) -> bytes:
+        return self._in_turn(lambda: self._sock.recv(size))
+
+    def send(self, data: bytes) -> int:
+        return self._in_turn(lambda: self._sock.send(data))
+
+    def sendall(self, data: bytes) -> None:
+        with memoryview(data) as view:
+            sent = 0
+            while sent < len(view):
+                sent += self.send(view[sent:])
+
+    def _in_turn(self, call: Callable[[], Any]) -> Any:
+        deadline = None if self._timeout_s is None else time.monotonic() + self._timeout_s
+        while True:
+            with self._turn:
+                try:
+                    return call()
+                except ssl.SSLWantReadError:
+                    events = selectors.EVENT_READ
+                except ssl.SSLWantWriteError:
+                    events = selectors.EVENT_WRITE
+            remaining_s = None if deadline is None else max(0.0, deadline - time.monotonic())
+            with selectors.DefaultSelector() as selector:
+                selector.register(self._sock, events)
+                if not selector.select(remaining_s):
+                    raise TimeoutError("timed out")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+
 def ws_connect(
     server: EndpointOrUrl,
     origin: str | None = contract.WS_ORIGIN,
@@ -44,6 +108,8 @@ def ws_connect(
     no read of it blocks longer than WS_SOCKET_TIMEOUT_S."""
     endpoint = endpoint_of(server)
     sock = open_connection(endpoint, WS_SOCKET_TIMEOUT_S)
+    if isinstance(sock, ssl.SSLSocket):
+        sock = OneThreadAtATimeTLS(sock)  # type: ignore[assignment]
     try:
         return connect(
             # ws://: the socket given is already TLS where the case is; the library

@@ -397,16 +397,17 @@ def test_node_routes_and_the_file_sink_over_tls(
 
 @pytest.mark.parametrize("framework", ["node-http", "node-express"])
 def test_node_wss_over_h1_tls(framework: str, certificates: Certificates) -> None:
-    """/ws over TLS (wss): the same handshake rules and messages, on the https server."""
+    """/ws over TLS (wss): the same handshake rules and messages, on the https server.
+    verify's client (ws_connect): websockets' own wss socket lets its reader thread and the
+    caller's writes into OpenSSL at once (harness.verify.websocket.OneThreadAtATimeTLS)."""
     from websockets.exceptions import ConnectionClosed, InvalidStatus
-    from websockets.sync.client import connect
+
+    from harness.verify import endpoint_for
+    from harness.verify.websocket import ws_connect
 
     with start(framework, contract.PROTOCOL_H1_TLS, certificates) as server:
-        url = f"wss://localhost:{server.port}{contract.ROUTE_WEBSOCKET}"
-        context = client_context(certificates, None)
-        with connect(
-            url, ssl=context, origin=contract.WS_ORIGIN, subprotocols=[contract.WS_SUBPROTOCOL]
-        ) as ws:  # type: ignore[arg-type]
+        endpoint = endpoint_for(server.url, contract.PROTOCOL_H1_TLS, certificates)
+        with ws_connect(endpoint) as ws:
             assert ws.subprotocol == contract.WS_SUBPROTOCOL
             for i in range(5):
                 ws.send(json.dumps({"i": i}))
@@ -420,7 +421,7 @@ def test_node_wss_over_h1_tls(framework: str, certificates: Certificates) -> Non
             assert closed.value.rcvd is not None
             assert closed.value.rcvd.code == contract.WS_CLOSE_INVALID_PAYLOAD
         with pytest.raises(InvalidStatus) as refused:
-            connect(url, ssl=context, origin="elsewhere", subprotocols=[contract.WS_SUBPROTOCOL])
+            ws_connect(endpoint, origin="elsewhere")
         assert refused.value.response.status_code == contract.WS_BAD_ORIGIN_STATUS
         assert server.stop() == 0, server.stderr_tail()
 
