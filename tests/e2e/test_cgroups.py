@@ -135,16 +135,18 @@ def test_a_cpu_quota_of_half_a_core_halves_a_saturated_servers_peak(
     assert free.summary.peak and half.summary.peak
     ratio = half.summary.peak / free.summary.peak
     # the quota is the kernel's: half a core at most, whatever else runs on CPU 0
-    assert half.summary.server_cpu_at_peak_pct is not None
-    assert half.summary.server_cpu_at_peak_pct <= 55, half.summary
-    # the peak follows the CPU the server got: half of a core where the uncapped run had
-    # the whole core (0.50 on a quiet machine); where another process shared CPU 0 with
-    # the uncapped run, the quota takes less away (a busy CI machine read 0.96 with the
-    # free run's server at about half a core)
+    half_cpu_pct = half.summary.server_cpu_at_peak_pct
     free_cpu_pct = free.summary.server_cpu_at_peak_pct
+    assert half_cpu_pct is not None and half_cpu_pct <= 55, half.summary
     assert free_cpu_pct is not None and free_cpu_pct > 0
-    expected = min(1.0, 50.0 / free_cpu_pct)
-    assert 0.7 * expected <= ratio <= 1.3 * expected, (ratio, free.summary, half.summary)
+    # the peak follows the CPU the server got at each peak: 0.50 on a quiet machine, where
+    # the uncapped server had the whole core and the capped one its whole quota (a busy CI
+    # machine read 0.96 with the free run's server at about half a core). What a request
+    # costs moves between two runs on this shared host: two uncapped runs a minute apart
+    # read 717 and 1,033 µs per request, and a CI run read a ratio of 0.35 against 0.52
+    # from CPU alone. So the bound below is loose; the quota's cap above is the kernel's.
+    expected = half_cpu_pct / free_cpu_pct
+    assert 0.6 * expected <= ratio <= 1.3 * expected, (ratio, free.summary, half.summary)
     assert half.summary.cgroup is not None and half.summary.cgroup["cpu_quota"] == 0.5
     assert half.summary.cgroup["throttled_periods"] > 0
     for step in half.steps:
@@ -155,9 +157,9 @@ def test_a_cpu_quota_of_half_a_core_halves_a_saturated_servers_peak(
         assert step.extra["throttled"]["time_s"] > 0 or "cpu_contended" in step.flags
         assert step.bottleneck == "server"
     assert all("throttled" not in step.flags for step in free.steps)
-    # a request costs what it costs, capped or not
+    # a request costs what it costs, capped or not, within the host's drift above
     assert free.summary.cpu_us_per_req and half.summary.cpu_us_per_req
-    assert 0.7 <= half.summary.cpu_us_per_req / free.summary.cpu_us_per_req <= 1.4
+    assert 0.6 <= half.summary.cpu_us_per_req / free.summary.cpu_us_per_req <= 1.6
 
 
 def test_a_memory_limit_below_the_ramps_need_fails_that_case_only(
