@@ -16,6 +16,7 @@ from harness.services.sink_store import SinkStore
 from servers import FRAMEWORKS, contract
 from tests.helpers import (
     assert_still_serving,
+    one_per_runtime,
     raw_ws_connect,
     require_framework,
     ws_frame,
@@ -29,9 +30,11 @@ TRICKLE_INTERVAL_S = 0.2  # a byte this often: any per-read idle timer would nev
 WATCH_LIMIT_S = CLOSED_BY_S + 3.0  # how long a test waits before calling the server wrong
 
 
-@pytest.fixture(scope="module", params=sorted(FRAMEWORKS))
+@pytest.fixture(scope="module", params=one_per_runtime(sorted(FRAMEWORKS)))
 def server(request: pytest.FixtureRequest) -> Iterator[tuple[ServerProcess, SinkStore | None]]:
-    """Each server with the deadlines at TIMEOUT_S, and a file sink where it serves /log."""
+    """Each server with the deadlines at TIMEOUT_S, and a file sink where it serves /log
+    (eventlet and node-express, whose deadlines are gevent's and node-http's code, in the
+    slow run)."""
     require_framework(request.param)
     timeout_args = ["--client-timeout-s", str(TIMEOUT_S)]
     if not FRAMEWORKS[request.param].serves(contract.ROUTE_LOG):
