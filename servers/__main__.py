@@ -65,6 +65,11 @@ def parse_options(argv: list[str]) -> ServerOptions:
         help="both slow-client deadlines (default: head 10 s, body 30 s; docs/contract.md)",
     )
     parser.add_argument(
+        "--write-timeout-s",
+        type=float,
+        help="the mongo sink's write deadline, in (0, 10] (default: 10 s; docs/contract.md)",
+    )
+    parser.add_argument(
         "--protocol",
         choices=PROTOCOLS,
         default=PROTOCOL_H1,
@@ -101,6 +106,7 @@ def parse_options(argv: list[str]) -> ServerOptions:
             workers=args.workers,
             loop=loop,
             client_timeout_s=args.client_timeout_s,
+            write_timeout_s=args.write_timeout_s,
             protocol=args.protocol,
             tls_cert=args.tls_cert,
             tls_key=args.tls_key,

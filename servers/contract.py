@@ -192,6 +192,9 @@ class ServerOptions:
     # --client-timeout-s: both slow-client deadlines at once (tests, short runs); None:
     # HEAD_TIMEOUT_S and BODY_TIMEOUT_S
     client_timeout_s: float | None = None
+    # --write-timeout-s: the mongo sink's write deadline, shorter (tests); None:
+    # sinks.MONGO_WRITE_TIMEOUT_MS
+    write_timeout_s: float | None = None
     protocol: str = PROTOCOL_H1  # one of PROTOCOLS
     tls_cert: str | None = None  # PEM certificate chain (TLS protocols only)
     tls_key: str | None = None  # PEM private key of that certificate
@@ -229,6 +232,9 @@ class ServerOptions:
             raise ValueError("durable needs an acknowledged write: mongo_w 1, not 0")
         if self.client_timeout_s is not None and not 0 < self.client_timeout_s <= 3600:
             raise ValueError(f"client_timeout_s must be in (0, 3600], not {self.client_timeout_s}")
+        # at most sinks.MONGO_WRITE_TIMEOUT_MS: the option only shortens the contract's deadline
+        if self.write_timeout_s is not None and not 0 < self.write_timeout_s <= 10:
+            raise ValueError(f"write_timeout_s must be in (0, 10], not {self.write_timeout_s}")
         if self.protocol not in PROTOCOLS:
             raise ValueError(f"protocol {self.protocol!r} is not one of {', '.join(PROTOCOLS)}")
         if self.tls and not (self.tls_cert and self.tls_key):

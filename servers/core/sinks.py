@@ -47,7 +47,7 @@ MONGO_SERVER_SELECTION_TIMEOUT_MS = 2000
 # it. pymongo bounds it with `socketTimeoutMS` (a timed-out write is not retried: one
 # deadline per batch), not `timeoutMS`: under that, a write to a database that is down is
 # retried until the whole 10 s run out, where it should fail at server selection (2 s);
-# Node's runtime with a timer of its own.
+# Node's runtime with a timer of its own. `--write-timeout-s` shortens it (tests).
 MONGO_WRITE_TIMEOUT_MS = 10_000
 # Shutdown waits this long for the sink's writes and inserts in flight (the contract's
 # SHUTDOWN_GRACE_S leaves room for it after the connections' grace).
@@ -286,11 +286,20 @@ class FileCommit(_Answers, Generic[WaiterT]):
         self.closed = True
 
 
+def write_timeout_ms(options: ServerOptions) -> float:
+    """Milliseconds the mongo sink waits for a batch's answer: MONGO_WRITE_TIMEOUT_MS,
+    or `--write-timeout-s`."""
+    if options.write_timeout_s is None:
+        return MONGO_WRITE_TIMEOUT_MS
+    return options.write_timeout_s * 1000
+
+
 def records_collection(client_class: Any, options: ServerOptions) -> tuple[Any, Any]:
     """A pymongo client of `client_class` (sync or async) for the mongo sink `options`
     ask for, and its `<--mongo-db>.records` collection with write concern `--mongo-w`
     (journaled with `--durable`): no I/O until the first insert, and no reply awaited past
-    MONGO_WRITE_TIMEOUT_MS (`socketTimeoutMS`: the insert raises, its batch answers 503)."""
+    its write deadline (`socketTimeoutMS`: the insert raises, its batch answers 503):
+    MONGO_WRITE_TIMEOUT_MS, or `--write-timeout-s`."""
     from pymongo.write_concern import WriteConcern
 
     w = options.mongo_w
@@ -298,7 +307,7 @@ def records_collection(client_class: Any, options: ServerOptions) -> tuple[Any, 
     client = client_class(
         mongo_url(options),
         serverSelectionTimeoutMS=MONGO_SERVER_SELECTION_TIMEOUT_MS,
-        socketTimeoutMS=MONGO_WRITE_TIMEOUT_MS,
+        socketTimeoutMS=write_timeout_ms(options),
         w=w,
     )
     collection = client[options.mongo_db].get_collection(MONGO_COLLECTION, write_concern=concern)

@@ -30,11 +30,7 @@ from harness.server_process import start_server
 from harness.services.ferretdb import FerretDB
 from harness.services.sink_store import SinkStore
 from servers import FRAMEWORKS, contract
-from servers.core.sinks import (
-    MONGO_COLLECTION,
-    MONGO_SERVER_SELECTION_TIMEOUT_MS,
-    MONGO_WRITE_TIMEOUT_MS,
-)
+from servers.core.sinks import MONGO_COLLECTION, MONGO_SERVER_SELECTION_TIMEOUT_MS
 from tests.helpers import SHARED_RUNTIME, one_per_runtime, require_ferretdb, require_framework
 
 MONGO_SERVERS = [name for name, f in FRAMEWORKS.items() if "mongo" in f.sinks]
@@ -170,14 +166,19 @@ class RecordingProxy:
 
 @contextlib.contextmanager
 def proxied_sink(
-    ferretdb: FerretDB, framework: str, database: str, **proxy_options: object
+    ferretdb: FerretDB,
+    framework: str,
+    database: str,
+    extra_args: list[str] | None = None,
+    **proxy_options: object,
 ) -> Iterator[tuple[object, SinkStore, RecordingProxy]]:
-    """A server whose mongo sink reaches FerretDB through a RecordingProxy."""
+    """A server whose mongo sink reaches FerretDB through a RecordingProxy; `extra_args`
+    are more of the server's options."""
     require_framework(framework)
     proxy = RecordingProxy(ferretdb.port, **proxy_options)  # type: ignore[arg-type]
     try:
         with SinkStore("mongo", mongo_url=ferretdb.url, mongo_db=database) as store:
-            args = ["--mongo-url", proxy.url, "--mongo-db", database]
+            args = ["--mongo-url", proxy.url, "--mongo-db", database, *(extra_args or [])]
             with start_server(framework, sink="mongo", extra_args=args) as server:
                 yield server, store, proxy
     finally:
@@ -258,7 +259,10 @@ def test_a_failed_batch_answers_503_to_each_of_its_requests(ferretdb, framework:
     assert not {body for body, status in answered.items() if status == 503} & stored
 
 
-# ~21 s each (two 10 s deadlines): the Python runtimes' deadline is one client option
+# the servers' mongo write deadline here (--write-timeout-s), shorter than the contract's
+# sinks.MONGO_WRITE_TIMEOUT_MS (10 s), whose wait made this test ~21 s per server
+WRITE_TIMEOUT_S = 2.0
+# ~5 s each (two deadlines): the Python runtimes' deadline is one client option
 # (sinks.records_collection), so the default run takes one synchronous pymongo (gevent)
 # and one asynchronous (aiohttp) beside Node's timer; the others in the slow run
 DEADLINE_SHARED = {"tornado": "aiohttp", "twisted": "gevent"}
@@ -277,19 +281,20 @@ def test_a_batch_the_database_never_answers_fails_at_the_write_deadline(
     ferretdb, framework: str
 ) -> None:
     """The database stops answering inserts (their connection stays open): each batch sent
-    after that fails MONGO_WRITE_TIMEOUT_MS later, its requests answered 503, instead of
-    holding every later /log for good (Node's driver was seen to leave an insert unsettled:
-    sinks.MONGO_WRITE_TIMEOUT_MS)."""
+    after that fails at the write deadline (--write-timeout-s WRITE_TIMEOUT_S here), its
+    requests answered 503, instead of holding every later /log for good (Node's driver was
+    seen to leave an insert unsettled: sinks.MONGO_WRITE_TIMEOUT_MS)."""
     bodies = [f"stall-{i}" for i in range(41)]
     database = f"stall_{framework}".replace("-", "_")
-    with proxied_sink(ferretdb, framework, database, stall_after=1) as (server, store, proxy):
+    args = ["--write-timeout-s", str(WRITE_TIMEOUT_S)]
+    with proxied_sink(ferretdb, framework, database, args, stall_after=1) as (server, store, proxy):
         assert post_concurrently(server.url, bodies[:1]) == [200]  # the one insert forwarded
         started = time.monotonic()
         statuses = post_concurrently(server.url, bodies[1:])
         elapsed_s = time.monotonic() - started
         assert server.wait_telemetry(lambda t: t["sink_errors"] >= 1 and t["backlog"] == 0)
         stored = set(stored_bodies(store))
-    deadline_s = MONGO_WRITE_TIMEOUT_MS / 1000
+    deadline_s = WRITE_TIMEOUT_S
     assert set(statuses) == {503}, collections.Counter(statuses)
     # one batch in flight at a time, each failing at its deadline, not later
     swallowed = len(proxy.inserts) - 1

@@ -25,13 +25,15 @@ const FLAGS = Object.freeze({
   '--workers': 'workers',
   '--loop': 'loop',
   '--client-timeout-s': 'clientTimeoutS',
+  '--write-timeout-s': 'writeTimeoutS',
   '--protocol': 'protocol',
   '--tls-cert': 'tlsCert',
   '--tls-key': 'tlsKey',
 });
 const INTEGER_OPTIONS = new Set(['port', 'mongoW', 'mongoBatch', 'mcSocketPort', 'workers']);
-const NUMBER_OPTIONS = new Set(['clientTimeoutS']);
+const NUMBER_OPTIONS = new Set(['clientTimeoutS', 'writeTimeoutS']);
 const MAX_CLIENT_TIMEOUT_S = 3600; // contract.ServerOptions' bound
+const MAX_WRITE_TIMEOUT_S = contract.MONGO_WRITE_TIMEOUT_MS / 1000; // it only shortens it
 
 class UsageError extends Error {}
 
@@ -39,12 +41,15 @@ class UsageError extends Error {}
  * The options in `argv` (process.argv without node and the script); `mongoUrl` is
  * `--mongo-url`, else the environment's contract.MONGO_URL_ENV. `headTimeoutMs` and
  * `bodyTimeoutMs` are the slow-client deadlines: both `--client-timeout-s` when it is given,
- * else contract.HEAD_TIMEOUT_MS and contract.BODY_TIMEOUT_MS.
+ * else contract.HEAD_TIMEOUT_MS and contract.BODY_TIMEOUT_MS. `writeTimeoutMs` is the mongo
+ * sink's write deadline: `--write-timeout-s` when it is given, else
+ * contract.MONGO_WRITE_TIMEOUT_MS.
  * @returns {{variant: string, host: string, port: number, sink: string, sinkPath: ?string,
  *   mongoUrl: ?string, mongoW: number, mongoDb: string, mongoBatch: number,
  *   filesDir: ?string, memcached: ?string, mcSocketPort: ?number, workers: number,
  *   loop: string, durable: boolean, clientTimeoutS: ?number, headTimeoutMs: number,
- *   bodyTimeoutMs: number, protocol: string, tlsCert: ?string, tlsKey: ?string}}
+ *   bodyTimeoutMs: number, writeTimeoutS: ?number, writeTimeoutMs: number, protocol: string,
+ *   tlsCert: ?string, tlsKey: ?string}}
  */
 function parseOptions(argv) {
   const [variant, ...rest] = argv;
@@ -70,6 +75,8 @@ function parseOptions(argv) {
     clientTimeoutS: null,
     headTimeoutMs: contract.HEAD_TIMEOUT_MS,
     bodyTimeoutMs: contract.BODY_TIMEOUT_MS,
+    writeTimeoutS: null,
+    writeTimeoutMs: contract.MONGO_WRITE_TIMEOUT_MS,
     protocol: contract.PROTOCOL_H1,
     tlsCert: null, // PEM certificate chain (contract.TLS_PROTOCOLS only)
     tlsKey: null,
@@ -133,6 +140,14 @@ function parseOptions(argv) {
     }
     options.headTimeoutMs = options.clientTimeoutS * 1000;
     options.bodyTimeoutMs = options.clientTimeoutS * 1000;
+  }
+  if (options.writeTimeoutS !== null) {
+    if (!(options.writeTimeoutS > 0 && options.writeTimeoutS <= MAX_WRITE_TIMEOUT_S)) {
+      throw new UsageError(
+        `write-timeout-s must be in (0, ${MAX_WRITE_TIMEOUT_S}], not ${options.writeTimeoutS}`,
+      );
+    }
+    options.writeTimeoutMs = options.writeTimeoutS * 1000;
   }
   if (!contract.PROTOCOLS.includes(options.protocol)) {
     throw new UsageError(`protocol ${options.protocol} is not one of ${contract.PROTOCOLS.join(', ')}`);

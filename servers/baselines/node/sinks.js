@@ -258,11 +258,13 @@ class MongoSink {
    * Group commit through the official driver: one ordered insertMany per batch, a promise
    * per `/log` request settled when its batch was acknowledged (or failed: 503).
    * @param {import('./mongo').LazyMongo} mongo the process's shared client
+   * @param {number} writeTimeoutMs a batch unanswered this long fails (options.js)
    */
-  constructor(state, mongo, w, durable, maxRecords) {
+  constructor(state, mongo, w, durable, maxRecords, writeTimeoutMs) {
     this._mongo = mongo;
     this._w = w;
     this._durable = durable; // journaled inserts (j: true)
+    this._writeTimeoutMs = writeTimeoutMs;
     this._collection = null;
     this._commit = new GroupCommit(state, maxRecords);
     this._flushImmediate = null;
@@ -314,8 +316,8 @@ class MongoSink {
     // the driver can leave an insert unsettled for good (a database killed mid-load): the
     // batch fails at the deadline, and whatever the driver says later is ignored
     const deadline = setTimeout(() => {
-      settled(new Error(`no reply within ${contract.MONGO_WRITE_TIMEOUT_MS} ms`));
-    }, contract.MONGO_WRITE_TIMEOUT_MS).unref();
+      settled(new Error(`no reply within ${this._writeTimeoutMs} ms`));
+    }, this._writeTimeoutMs).unref();
     const settled = (error) => {
       if (done) return;
       done = true;
@@ -360,7 +362,14 @@ class MongoSink {
 function openSink(options, state, mongo) {
   if (options.sink === 'file') return new FileSink(state, options.sinkPath, options.durable);
   if (options.sink === 'mongo') {
-    return new MongoSink(state, mongo, options.mongoW, options.durable, options.mongoBatch);
+    return new MongoSink(
+      state,
+      mongo,
+      options.mongoW,
+      options.durable,
+      options.mongoBatch,
+      options.writeTimeoutMs,
+    );
   }
   return new EmptySink(state);
 }
