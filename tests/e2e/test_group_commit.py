@@ -15,6 +15,8 @@ import os
 import signal
 import socket
 import struct
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -371,3 +373,19 @@ def test_a_database_killed_mid_load_loses_no_acknowledged_record(
         database.stop()
         if restarted is not None:
             restarted.stop()
+
+
+@pytest.mark.parametrize("framework", one_per_runtime(MONGO_SERVERS))
+def test_a_write_timeout_out_of_range_is_one_usage_line(framework: str) -> None:
+    """`--write-timeout-s` only shortens the contract's 10 s: 11 ends each runtime's server
+    with one line naming the option, exit status 2, before it listens."""
+    require_framework(framework)
+    result = subprocess.run(
+        [sys.executable, "-m", "servers", framework, "--sink", "mongo", "--port", "0",
+         "--write-timeout-s", "11"],
+        capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    errors = [line for line in result.stderr.splitlines() if "must be in" in line]
+    assert len(errors) == 1, result.stderr
+    assert "write" in errors[0] and "must be in (0, 10], not 11" in errors[0], errors

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from servers.contract import MONGO_BATCH_MAX_RECORDS, WS_SINK_MAX_PENDING, ServerOptions
-from servers.core.sinks import GroupCommit, SinkUnavailable
+from servers.core.sinks import GroupCommit, SinkUnavailable, write_timeout_ms
 from servers.core.state import ServerState
 
 
@@ -120,3 +120,15 @@ def test_a_closed_commit_refuses_and_counts() -> None:
 def test_server_options_refuse_a_batch_size_out_of_range(batch: int) -> None:
     with pytest.raises(ValueError, match="mongo_batch"):
         ServerOptions(framework="aiohttp", sink="mongo", mongo_batch=batch)
+
+
+@pytest.mark.parametrize("seconds", [0, -1, 10.5, float("nan"), float("inf")])
+def test_server_options_refuse_a_write_timeout_out_of_range(seconds: float) -> None:
+    with pytest.raises(ValueError, match="write_timeout_s"):
+        ServerOptions(framework="aiohttp", sink="mongo", write_timeout_s=seconds)
+
+
+def test_the_write_timeout_shortens_the_contracts_deadline_only_when_given() -> None:
+    assert write_timeout_ms(ServerOptions(framework="aiohttp", sink="mongo")) == 10_000
+    options = ServerOptions(framework="aiohttp", sink="mongo", write_timeout_s=2.5)
+    assert write_timeout_ms(options) == 2_500
