@@ -14,6 +14,17 @@ import json
 
 from servers import contract
 
+# A lingering close. A close that fails the connection (1009, 1002, 1007: the server's parser
+# stops) may come while the client is still sending, an oversized message's payload above
+# all. Closing a socket with unread bytes makes the kernel reset the connection, and the
+# reset can cost the client the close frame: over TLS its send fails first and it records
+# 1006 (verify's ws-1009, h1-tls, 30 checks each: gevent 5, tornado 3, aiohttp 2). So the
+# server half-closes after its close frame (the client reads it, then EOF) and reads and
+# drops what still comes until the client closes, at most WS_LINGER_S and
+# WS_LINGER_MAX_BYTES, and only then closes.
+WS_LINGER_S = 2.0
+WS_LINGER_MAX_BYTES = 16 * contract.WS_MAX_MESSAGE_BYTES
+
 
 def websocket_close_code(message: str | bytes) -> int | None:
     """The close code a WebSocket message earns, or None when it is a valid JSON object.
@@ -92,26 +103,34 @@ def peer_close_code_valid(code: int) -> bool:
 
 class ClientFrameWatch:
     """Walks a client's byte stream frame by frame — headers read, payloads skipped — to
-    find a frame without the mask bit (RFC 6455 §5.1: the server must close with 1002).
+    find a frame without the mask bit (RFC 6455 §5.1: the server must close with 1002), and
+    to tell when a close frame has come whole (`close_came`: the client has the server's
+    close frame then, and a lingering close may end).
 
     For a framework whose own parser accepts unmasked client frames (aiohttp): it sees
-    each chunk before the parser does. Frames may split across chunks anywhere.
+    each chunk before the parser does, and goes on walking what a failed stream drains.
+    Frames may split across chunks anywhere.
     """
 
-    __slots__ = ("_head", "_skip")
+    __slots__ = ("_head", "_in_close", "_skip", "close_came")
 
     def __init__(self) -> None:
         self._head = b""  # the start of a frame header split across chunks
         self._skip = 0  # payload bytes of the current frame still to come
+        self._in_close = False  # the current frame is a close frame
+        self.close_came = False  # a close frame has come whole
 
     def feed(self, data: bytes) -> bool:
-        """False when a frame beginning in `data` is unmasked (the stream is then bad)."""
+        """False when a frame beginning in `data` is unmasked (the stream is then bad, and
+        the walk stops there: its place in the stream is lost)."""
         pos, end = 0, len(data)
         while True:
             if self._skip:
                 step = min(self._skip, end - pos)
                 self._skip -= step
                 pos += step
+            if self._in_close and not self._skip:
+                self._in_close, self.close_came = False, True
             if pos >= end:
                 return True
             kept = len(self._head)
@@ -128,5 +147,6 @@ class ClientFrameWatch:
                 self._head = head
                 return True
             self._skip = int.from_bytes(head[2 : 2 + extended]) if extended else short_length
+            self._in_close = head[0] & 0x0F == 0x8
             pos += header_bytes - kept
             self._head = b""

@@ -25,6 +25,8 @@ from servers.core.sinks import SinkUnavailable
 from servers.core.state import ServerState, TelemetryTimers
 from servers.core.tls import server_context
 from servers.core.websocket import (
+    WS_LINGER_MAX_BYTES,
+    WS_LINGER_S,
     ClientFrameWatch,
     peer_close_code_valid,
     websocket_close_code,
@@ -36,37 +38,111 @@ from servers.runtimes.asyncio.loop import run_on_asyncio, until_stopped
 from servers.runtimes.asyncio.sinks import AsyncSink, open_async_sink
 
 
-class _MaskedFramesOnly:
-    """aiohttp's WebSocket parser takes unmasked client frames; RFC 6455 §5.1 says close
-    with 1002. This stands in front of the parser: it walks the frame headers
-    (`ClientFrameWatch`) and, at an unmasked one, fails the stream the way the parser fails
-    it for its own protocol errors (the handler then sees an ERROR message, aiohttp closes
-    with the error's code). The walk costs a few Python operations per frame."""
+class _ClientStream:
+    """Stands in front of aiohttp's WebSocket parser (the protocol's payload parser).
+
+    Masks: aiohttp's parser takes unmasked client frames; RFC 6455 §5.1 says close with
+    1002. This walks the frame headers (`ClientFrameWatch`) and, at an unmasked one, fails
+    the stream the way the parser fails it for its own errors (the handler then sees an
+    ERROR message, aiohttp writes a close frame with the error's code). The walk costs a
+    few Python operations per frame.
+
+    The lingering close (servers.core.websocket.WS_LINGER_S): once the stream failed (the
+    parser's 1009, 1002, 1007, or an unmasked frame), aiohttp would close the socket right
+    after its close frame, on a client maybe still sending (an oversized message's
+    payload): the reset cost verify's ws-1009 its close frame over TLS (2 in 30 checks).
+    So a failed stream is drained instead: what comes is walked and dropped, never
+    buffered, until the client's close frame has come (it has ours then), or EOF, or
+    WS_LINGER_MAX_BYTES, or `linger`'s WS_LINGER_S.
+    """
 
     def __init__(self, parser: Any, queue: Any) -> None:
         self._parser = parser
         self._queue = queue
         self._watch = ClientFrameWatch()
-        self._failed = False
+        self.failed = False
+        self._walking = True  # False past an unmasked frame: the walk lost its place
+        self._over = False  # the lingering close is over (or cut short)
+        self._drained = 0
+        self._waiter: asyncio.Future[None] | None = None
 
     def feed_data(self, data: bytes) -> tuple[bool, bytes]:
-        if self._failed:
-            return True, b""
+        # Never EOF to aiohttp's protocol: at EOF it would drop what comes, unwalked.
+        if self.failed:
+            if not self._over:
+                self._drain(bytes(data))
+            return False, b""
         if not self._watch.feed(bytes(data)):
-            self._failed = True
+            self.failed, self._walking = True, False
             self._queue.set_exception(
                 WebSocketError(contract.WS_CLOSE_PROTOCOL_ERROR, "unmasked client frame")
             )
-            return True, b""
-        return self._parser.feed_data(data)
+            return False, b""
+        result = self._parser.feed_data(data)
+        if result[0]:  # the parser failed the stream (its error is in the queue)
+            self.failed = True
+            return False, b""
+        return result
 
-    def feed_eof(self) -> None:
+    def _drain(self, data: bytes) -> None:
+        self._drained += len(data)
+        if self._walking:
+            self._walking = self._watch.feed(data)
+        if self._watch.close_came or self._drained >= WS_LINGER_MAX_BYTES:
+            self.end()
+
+    def feed_eof(self) -> None:  # the connection is lost
+        self.end()
         self._parser.feed_eof()
 
+    def end(self) -> None:
+        """End the lingering close, or cut it short before it starts (shutdown)."""
+        self._over = True
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
 
-def _masked_frames_only(request: web.Request, ws: web.WebSocketResponse) -> None:
+    async def linger(self, transport: asyncio.Transport | None) -> None:
+        """After the close frame of a failed stream: half-close where the transport can
+        (cleartext; asyncio's and uvloop's TLS transports cannot), then wait until the
+        drain is over, or WS_LINGER_S. A client still sending then is cut off (abort):
+        uvloop's TLS close would drain it for up to its 30 s shutdown timeout. Otherwise
+        aiohttp closes the transport when the handler returns."""
+        if transport is None or transport.is_closing():
+            return
+        if self._watch.close_came:  # it came with the failing frame: nothing more comes
+            self.end()
+        if not self._over:
+            if transport.can_write_eof():
+                transport.write_eof()
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                async with asyncio.timeout(WS_LINGER_S):
+                    await self._waiter
+            except TimeoutError:
+                pass
+        if not self._watch.close_came and not transport.is_closing():
+            transport.abort()
+
+
+class _WebSocketResponse(web.WebSocketResponse):
+    """aiohttp's WebSocketResponse, but a failed stream's transport is left open for its
+    lingering close (`_ClientStream`): aiohttp's close() closes it at once when its reader
+    holds the parser's error, in `_set_code_close_transport` (private, as in aiohttp
+    3.14.5; an aiohttp without it would close at once again, as before the linger)."""
+
+    stream: _ClientStream | None = None
+
+    def _set_code_close_transport(self, code: Any) -> None:
+        if self.stream is not None and self.stream.failed:
+            return  # the handler lingers, then returns: aiohttp closes the transport then
+        super()._set_code_close_transport(code)
+
+
+def _client_stream(request: web.Request, ws: _WebSocketResponse) -> _ClientStream:
     protocol: Any = request.protocol
-    protocol._payload_parser = _MaskedFramesOnly(protocol._payload_parser, ws._reader)
+    stream = _ClientStream(protocol._payload_parser, ws._reader)
+    protocol._payload_parser = ws.stream = stream
+    return stream
 
 
 def _break_exception_cycle(ws: web.WebSocketResponse) -> None:
@@ -129,7 +205,7 @@ def make_app(
     arrived, unless earlier requests on the connection were still being answered) or
     closes the connection: the contract's body deadline.
     """
-    websockets: weakref.WeakSet[web.WebSocketResponse] = weakref.WeakSet()
+    websockets: weakref.WeakSet[_WebSocketResponse] = weakref.WeakSet()
     memcached = backends.memcached
 
     async def text(request: web.Request) -> web.Response:
@@ -219,14 +295,14 @@ def make_app(
         )
         if refusal is not None:
             return web.Response(status=refusal, text=f"{refusal}")
-        ws = web.WebSocketResponse(
+        ws = _WebSocketResponse(
             protocols=(contract.WS_SUBPROTOCOL,),
             max_msg_size=contract.WS_MAX_MESSAGE_BYTES,
             compress=False,
             autoclose=False,  # the client's close frame is judged below
         )
         await ws.prepare(request)
-        _masked_frames_only(request, ws)
+        stream = _client_stream(request, ws)
         websockets.add(ws)
         while True:
             message = await ws.receive()
@@ -260,16 +336,21 @@ def make_app(
                     break
             elif message.type == WSMsgType.BINARY:
                 close_code = contract.WS_CLOSE_UNSUPPORTED_DATA
-            else:  # ERROR: aiohttp already closed it (1009 for an oversized message)
+            else:  # ERROR: aiohttp already sent its close frame (1009 for an oversized message)
                 state.bad += 1
                 break
             state.bad += 1
             await ws.close(code=close_code)
             break
+        if stream.failed:
+            await stream.linger(request.transport)
         _break_exception_cycle(ws)
         return ws
 
     async def close_websockets(app: web.Application) -> None:
+        for ws in list(websockets):
+            if ws.stream is not None:
+                ws.stream.end()  # no lingering close holds up the shutdown
         for ws in list(websockets):
             await ws.close(code=contract.WS_CLOSE_GOING_AWAY, message=b"server shutdown")
 

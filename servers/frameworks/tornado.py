@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 from typing import Any
 
 import tornado.httpserver
@@ -27,6 +28,8 @@ from servers.core.sinks import SinkUnavailable
 from servers.core.state import ServerState, TelemetryTimers
 from servers.core.tls import server_context
 from servers.core.websocket import (
+    WS_LINGER_MAX_BYTES,
+    WS_LINGER_S,
     frame_header_error,
     peer_close_code_valid,
     websocket_close_code,
@@ -237,14 +240,55 @@ class _CountingProtocol(tornado.websocket.WebSocketProtocol13):
     reason that is not UTF-8 (tornado drops these connections without a close frame), and
     a close frame with an invalid code is answered 1002 (tornado echoes the code, 999
     included). Each counts in `bad`, as on the other servers.
+
+    Such a failing close lingers (servers.core.websocket.WS_LINGER_S): tornado follows its
+    close frame with `_abort`, closing the socket at once on what the client is still
+    sending (an oversized message's payload), and the kernel's reset cost the client the
+    close frame over TLS (verify's ws-1009, h1-tls: 3 in 30 checks recorded 1006). Here
+    that `_abort` is deferred: the frame loop half-closes, drains, and only then aborts,
+    before the handler's on_close, so a shutdown's close(1001) still ends the linger.
     """
 
     _frame_start = False  # the next _read_bytes reads a frame's first two bytes
+    _failing = False  # a failing close frame is written: the next _abort lingers first
+    _linger_pending = False  # that _abort came: _receive_frame lingers, then aborts
 
     def close(self, code: int | None = None, reason: str | None = None) -> None:
         if code == contract.WS_CLOSE_TOO_BIG and not self.server_terminated:
+            # Only tornado's parser closes with 1009 (a frame over the limit), then _aborts.
             self._count_bad()
+            self._failing = True
         super().close(code, reason)
+
+    def _abort(self) -> None:
+        if self._failing and not self.stream.closed():
+            # Stop the frame loop as tornado's _abort does, but leave the stream open.
+            self._failing = False
+            self._linger_pending = True
+            self.client_terminated = self.server_terminated = True
+            return
+        super()._abort()
+
+    async def _linger(self) -> None:
+        """Flush the close frame, half-close, drop what the client still sends until it
+        closes (or WS_LINGER_S, WS_LINGER_MAX_BYTES), then tear down as tornado's _abort."""
+        stream = self.stream
+        # The deadline closes the stream, which fails the pending write or read (tornado's
+        # futures are not cancelled under it).
+        deadline = stream.io_loop.call_later(WS_LINGER_S, stream.close)
+        try:
+            await stream.write(b"")  # resolves once the close frame is in the kernel
+            # The client reads the close frame, then EOF. An SSLSocket drops its TLS state
+            # here (no close_notify): what is read after is raw TLS records, dropped.
+            stream.socket.shutdown(socket.SHUT_WR)
+            drained = 0
+            while drained < WS_LINGER_MAX_BYTES:  # the client's EOF: StreamClosedError
+                drained += len(await stream.read_bytes(64 * 1024, partial=True))
+        except (tornado.iostream.StreamClosedError, OSError):
+            pass
+        finally:
+            stream.io_loop.remove_timeout(deadline)
+            super()._abort()
 
     def _count_bad(self) -> None:
         handler = self.handler
@@ -253,7 +297,12 @@ class _CountingProtocol(tornado.websocket.WebSocketProtocol13):
 
     async def _receive_frame(self) -> None:
         self._frame_start = True
-        await super()._receive_frame()
+        try:
+            await super()._receive_frame()
+        finally:
+            if self._linger_pending:
+                self._linger_pending = False
+                await self._linger()
 
     async def _read_bytes(self, n: int) -> bytes:
         data = await super()._read_bytes(n)
@@ -271,6 +320,7 @@ class _CountingProtocol(tornado.websocket.WebSocketProtocol13):
         self._count_bad()
         if not self.server_terminated:
             super().close(code, reason)
+            self._failing = True
         self._abort()
 
     def _handle_message(self, opcode: int, data: bytes) -> asyncio.Future[None] | None:

@@ -99,17 +99,6 @@ PROTOCOL_MATRIX = [
 # on every protocol.
 KNOWN_PROTOCOL_FAILURES: dict[tuple[str, str, str], tuple[str, bool]] = {
     **{
-        (name, contract.PROTOCOL_H1_TLS, "ws-1009"): (
-            "intermittent: the server closes the connection right after its 1009 while the "
-            "client is still sending the oversized message; over TLS the client's send then "
-            "fails (SSLEOFError) before its reader took the close frame, and it records 1006 "
-            "(30 checks each: gevent 5, tornado 3, aiohttp 2, twisted and node 0; none in "
-            "100 in cleartext). A lingering close on the server would keep the frame",
-            False,
-        )
-        for name in ("gevent", "eventlet", "tornado", "aiohttp")
-    },
-    **{
         (name, contract.PROTOCOL_H1_TLS, "ws-origin"): (
             "intermittent: after ws-long-message over TLS, a refused handshake got no "
             "response within 5 s (seen once each in full matrix runs; not reproduced alone)",

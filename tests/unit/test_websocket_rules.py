@@ -72,6 +72,20 @@ def test_the_watch_finds_an_unmasked_frame_wherever_the_stream_splits() -> None:
         assert results.index(False) == (len(masked) + 1) // chunk_bytes
 
 
+def test_the_watch_tells_when_a_close_frame_has_come_whole() -> None:
+    close = ws_frame(0x8, (1000).to_bytes(2) + b"bye")
+    stream = ws_frame(0x1, b"x" * 300) + close
+    for chunk_bytes in (1, 2, 3, 7, 13, 1000, len(stream)):
+        watch = ClientFrameWatch()
+        starts = range(0, len(stream), chunk_bytes)
+        came = [watch.feed(stream[i : i + chunk_bytes]) and watch.close_came for i in starts]
+        # in the chunk holding the close frame's last byte, not before
+        assert came.index(True) == (len(stream) - 1) // chunk_bytes
+    empty_close, text = ClientFrameWatch(), ClientFrameWatch()
+    assert empty_close.feed(ws_frame(0x8)) and empty_close.close_came  # whole at its header
+    assert text.feed(ws_frame(0x1, b"abc")) and not text.close_came
+
+
 def test_a_header_declaring_more_than_the_limit_closes_1009_before_the_payload() -> None:
     from wsproto.connection import Connection, ConnectionType
     from wsproto.events import CloseConnection

@@ -22,6 +22,7 @@ import base64
 import binascii
 import contextlib
 import hashlib
+import select
 import socket
 import ssl
 import sys
@@ -43,7 +44,12 @@ from servers.core.backends import BackendUnavailable
 from servers.core.framing import framing_error
 from servers.core.sinks import SinkUnavailable
 from servers.core.state import ServerState
-from servers.core.websocket import websocket_close_code, websocket_handshake_status
+from servers.core.websocket import (
+    WS_LINGER_MAX_BYTES,
+    WS_LINGER_S,
+    websocket_close_code,
+    websocket_handshake_status,
+)
 from servers.runtimes.green.backends import GreenBackends, read_file
 from servers.runtimes.green.deadlines import ClientDeadlines, ClientTimeout
 
@@ -654,13 +660,42 @@ class WebSocketSession:
                         # The client closes: answer as aiohttp does (1000), then we are done.
                         self._send(CloseConnection(code=contract.WS_CLOSE_NORMAL))
                     elif ws.state is ConnectionState.OPEN:
-                        # wsproto could not parse the stream (bad UTF-8, bad framing): fail
-                        # the connection with its code; the parser cannot go on.
+                        # wsproto could not parse the stream (bad UTF-8, bad framing, a
+                        # frame over the size limit): fail the connection with its code; the
+                        # parser cannot go on, the client may still be sending.
                         state.bad += 1
                         self._close(event.code, event.reason)
+                        self._linger()
                         return
                     else:
                         return  # our close was answered, or the peer vanished
+
+    def _linger(self) -> None:
+        """After a close that failed the connection: half-close (the client reads the close
+        frame, then EOF), and read and drop what it still sends until it closes, at most
+        WS_LINGER_S and WS_LINGER_MAX_BYTES (servers.core.websocket: closing on unread bytes
+        resets the connection, and over TLS the reset cost clients the 1009)."""
+        self._received = b""
+        # On an SSL socket this drops TLS (no close_notify): what is drained is not read.
+        self._sock.shutdown(socket.SHUT_WR)
+        deadline = time.monotonic() + WS_LINGER_S
+        yield_at = time.monotonic() + _YIELD_EVERY_S
+        drained_bytes = 0
+        while drained_bytes < WS_LINGER_MAX_BYTES:
+            remaining_s = deadline - time.monotonic()
+            if remaining_s <= 0:
+                return
+            self._sock.settimeout(remaining_s)
+            try:
+                data = self._sock.recv(WS_READ_BYTES)
+            except BlockingIOError:  # eventlet's SSL socket, TLS dropped, does not wait
+                select.select([self._sock], [], [], remaining_s)
+                continue
+            if not data:
+                return
+            drained_bytes += len(data)
+            if time.monotonic() >= yield_at:  # a client sending without pause starves none
+                yield_at = _yield_to_the_loop()
 
     def _read(self) -> bytes:
         """The next bytes from the client (b"": EOF), straight from the socket.
