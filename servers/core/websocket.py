@@ -19,9 +19,10 @@ from servers import contract
 # all. Closing a socket with unread bytes makes the kernel reset the connection, and the
 # reset can cost the client the close frame: over TLS its send fails first and it records
 # 1006 (verify's ws-1009, h1-tls, 30 checks each: gevent 5, tornado 3, aiohttp 2). So the
-# server half-closes after its close frame (the client reads it, then EOF) and reads and
-# drops what still comes until the client closes, at most WS_LINGER_S and
-# WS_LINGER_MAX_BYTES, and only then closes.
+# server half-closes after its close frame where it can (the client reads it, then EOF)
+# and reads and drops what still comes until the client closes (aiohttp's TLS transports
+# cannot half-close: until the client's close frame has come, ClientFrameWatch), at most
+# WS_LINGER_S and WS_LINGER_MAX_BYTES, and only then closes.
 WS_LINGER_S = 2.0
 WS_LINGER_MAX_BYTES = 16 * contract.WS_MAX_MESSAGE_BYTES
 
