@@ -64,6 +64,9 @@ MC_VALUE_BYTES = 100  # the memcached-proxy study's value
 MC_MAX_KEY_BYTES = 250  # memcached's own key limit
 MC_CONTENT_TYPE = "application/octet-stream"
 MC_TIMEOUT_S = 2.0  # connecting to memcached, and waiting for one reply: then 503
+# The mongo sink's write deadline (sinks.MONGO_WRITE_TIMEOUT_MS, which says why); the
+# --write-timeout-s option may only shorten it
+MONGO_WRITE_TIMEOUT_S = 10.0
 # The memcached socket service (`--mc-socket-port`, the memcached-proxy study's socket
 # service): each connection's request lines are answered in the order they came, with at
 # most this many gets in flight to memcached at once; later lines wait, unread, in the
@@ -193,7 +196,7 @@ class ServerOptions:
     # HEAD_TIMEOUT_S and BODY_TIMEOUT_S
     client_timeout_s: float | None = None
     # --write-timeout-s: the mongo sink's write deadline, shorter (tests); None:
-    # sinks.MONGO_WRITE_TIMEOUT_MS
+    # MONGO_WRITE_TIMEOUT_S
     write_timeout_s: float | None = None
     protocol: str = PROTOCOL_H1  # one of PROTOCOLS
     tls_cert: str | None = None  # PEM certificate chain (TLS protocols only)
@@ -232,9 +235,11 @@ class ServerOptions:
             raise ValueError("durable needs an acknowledged write: mongo_w 1, not 0")
         if self.client_timeout_s is not None and not 0 < self.client_timeout_s <= 3600:
             raise ValueError(f"client_timeout_s must be in (0, 3600], not {self.client_timeout_s}")
-        # at most sinks.MONGO_WRITE_TIMEOUT_MS: the option only shortens the contract's deadline
-        if self.write_timeout_s is not None and not 0 < self.write_timeout_s <= 10:
-            raise ValueError(f"write_timeout_s must be in (0, 10], not {self.write_timeout_s}")
+        limit_s = MONGO_WRITE_TIMEOUT_S
+        if self.write_timeout_s is not None and not 0 < self.write_timeout_s <= limit_s:
+            raise ValueError(
+                f"write_timeout_s must be in (0, {limit_s:g}], not {self.write_timeout_s}"
+            )
         if self.protocol not in PROTOCOLS:
             raise ValueError(f"protocol {self.protocol!r} is not one of {', '.join(PROTOCOLS)}")
         if self.tls and not (self.tls_cert and self.tls_key):

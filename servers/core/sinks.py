@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
-from servers.contract import WS_SINK_MAX_PENDING, ServerOptions
+from servers.contract import MONGO_WRITE_TIMEOUT_S, WS_SINK_MAX_PENDING, ServerOptions
 from servers.core.state import ServerState
 
 FLUSH_INTERVAL_S = 0.100
@@ -48,7 +48,7 @@ MONGO_SERVER_SELECTION_TIMEOUT_MS = 2000
 # deadline per batch), not `timeoutMS`: under that, a write to a database that is down is
 # retried until the whole 10 s run out, where it should fail at server selection (2 s);
 # Node's runtime with a timer of its own. `--write-timeout-s` shortens it (tests).
-MONGO_WRITE_TIMEOUT_MS = 10_000
+MONGO_WRITE_TIMEOUT_MS = int(MONGO_WRITE_TIMEOUT_S * 1000)
 # Shutdown waits this long for the sink's writes and inserts in flight (the contract's
 # SHUTDOWN_GRACE_S leaves room for it after the connections' grace).
 CLOSE_TIMEOUT_S = 2.0

@@ -109,9 +109,8 @@ class _ClientStream:
         aiohttp closes the transport when the handler returns."""
         if transport is None or transport.is_closing():
             return
-        if self._watch.close_came:  # it came with the failing frame: nothing more comes
-            self.end()
-        if not self._over:
+        # the close frame may have come with the failing frame: nothing more comes then
+        if not (self._over or self._watch.close_came):
             if transport.can_write_eof():
                 transport.write_eof()
             self._waiter = asyncio.get_running_loop().create_future()

@@ -675,7 +675,6 @@ class WebSocketSession:
         frame, then EOF), and read and drop what it still sends until it closes, at most
         WS_LINGER_S and WS_LINGER_MAX_BYTES (servers.core.websocket: closing on unread bytes
         resets the connection, and over TLS the reset cost clients the 1009)."""
-        self._received = b""
         # On an SSL socket this drops TLS (no close_notify): what is drained is not read.
         self._sock.shutdown(socket.SHUT_WR)
         deadline = time.monotonic() + WS_LINGER_S
