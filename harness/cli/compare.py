@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from charts.tables import pinning_text
+from harness.cli.live_options import LIVE_OPTION, PROMETHEUS_OPTION
 from harness.cli.options import (
     AFFINITY_OPTION,
     AGENT_CPUS_OPTION,
@@ -109,9 +110,12 @@ def run_comparison(
     strict_verify: bool = False,
     cpu_quota: float | None = None,
     memory_max: str | None = None,
+    live: str | None = None,
+    prometheus: str | None = None,
 ) -> None:
     """Plan (every choice checked up front), run, print the tables, draw the report;
-    with `junit` / `markdown`, write those too (harness.outputs).
+    with `junit` / `markdown`, write those too (harness.outputs); with `live` /
+    `prometheus`, serve the live page / the metrics while it runs (harness.live).
 
     Exit status 1 when no case ran, else 3 when a threshold failed (after everything is
     written and drawn), else 0."""
@@ -132,6 +136,7 @@ def run_comparison(
     )
     from harness.fleet.client import FleetAccess
     from harness.lifecycle import interrupt_exit_status, interrupt_reason
+    from harness.live.session import start_live
     from harness.profile import parse_settings
     from model.results import read_run
     from model.thresholds import parse_threshold, unmatched
@@ -142,6 +147,7 @@ def run_comparison(
             parse_threshold(rule, FRAMEWORKS)
         except ValueError as error:
             raise UserError(f"--threshold: {error}") from None
+    live_session = start_live(live, prometheus, console.print)  # its URLs printed first
 
     overrides = {
         **parse_settings(settings),
@@ -203,7 +209,7 @@ def run_comparison(
     if backend_note is not None:
         console.print(f"[yellow]note:[/] {backend_note}")
     try:
-        run, wall_s = run_plan(plan, console)
+        run, wall_s = run_plan(plan, console, live_session)
     except KeyboardInterrupt as error:  # Ctrl-C, SIGTERM or SIGHUP: everything is stopped
         with contextlib.suppress(Exception):  # after a hang-up there may be no terminal
             console.print(summary_table(read_run(plan.out_dir)))
@@ -249,7 +255,11 @@ def run_comparison(
         report_path = render([plan.out_dir])
     console.print(f"wall time {wall_s:.0f} s; results: {plan.out_dir / 'run.json'}")
     console.print(f"report: {report_path}")
+    if live_session is not None:
+        live_session.finished(run.status, report_path)
     write_ci_outputs(run, plan.out_dir, junit=junit, markdown=markdown, command=command)
+    if live_session is not None:
+        live_session.linger(console.print)
     if not any(case.status == "ok" for case in run.cases):
         raise typer.Exit(1)
     failed = [t for t in run.thresholds if not t.held]
@@ -319,6 +329,8 @@ def compare_command(
     markdown: Path = MARKDOWN_OPTION,
     cpu_quota: float = CPU_QUOTA_OPTION,
     memory_max: str = MEMORY_MAX_OPTION,
+    live: str = LIVE_OPTION,
+    prometheus: str = PROMETHEUS_OPTION,
 ) -> None:
     """Identical load ramps against every framework; run.json, steps.csv, charts, report."""
     run_comparison(**locals())

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from harness.cli.compare import run_comparison
+from harness.cli.live_options import LIVE_OPTION, PROMETHEUS_OPTION
 from harness.cli.options import (
     AFFINITY_OPTION,
     AGENT_CPUS_OPTION,
@@ -98,6 +99,8 @@ def run_command(
     markdown: Path = MARKDOWN_OPTION,
     cpu_quota: float = CPU_QUOTA_OPTION,
     memory_max: str = MEMORY_MAX_OPTION,
+    live: str = LIVE_OPTION,
+    prometheus: str = PROMETHEUS_OPTION,
 ) -> None:
     """One framework through a profile (the same as compare --frameworks NAME)."""
     if "," in framework or framework == "all":

@@ -1,0 +1,225 @@
+"""`--live` and `--prometheus` for a run: the addresses checked, the servers started, and
+the reporter that feeds them beside the console's.
+
+Both listen on 127.0.0.1 unless the option names another host (`--live 0.0.0.0:8089`),
+which is printed as a warning: the page and the metrics name the servers, the CPUs and
+the run's directory, and serve the report's files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.live.server import Hub, LiveServer, start_broadcaster
+from harness.live.state import LiveState, settled_cases
+from model.errors import UserError
+from model.results import READ_ERRORS, Case, Step, read_run
+
+if TYPE_CHECKING:
+    from harness.run.plan import Plan, Reporter
+
+LOOPBACK = "127.0.0.1"
+DEFAULT_LIVE_PORT = 8089  # `--live` alone; Locust's web UI has the same habit
+DEFAULT_PROMETHEUS_PORT = 9464  # `--prometheus` alone; the OpenTelemetry exporter's port
+
+
+@dataclass(frozen=True)
+class ListenAddress:
+    """Where a live server listens; `public` when the user chose a host off loopback."""
+
+    host: str
+    port: int
+
+    @property
+    def public(self) -> bool:
+        return not ipaddress.ip_address(self.host).is_loopback
+
+
+def parse_listen(spec: str, option: str) -> ListenAddress:
+    """`PORT` (on 127.0.0.1) or `HOST:PORT` / `[V6]:PORT` (an IP address); port 0: one
+    the OS picks. UserError naming `option` otherwise."""
+    text = spec.strip()
+    host, port_text = LOOPBACK, text
+    if text.startswith("["):
+        inside, _, rest = text[1:].partition("]")
+        host, port_text = inside, rest.removeprefix(":")
+    elif text.count(":") == 1:
+        host, port_text = text.split(":")
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        raise UserError(
+            f"{option} {spec}: {host!r} is not an IP address (give PORT, or HOST:PORT)"
+        ) from None
+    if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+        raise UserError(f"{option} {spec}: the port must be a number in 0..65535")
+    return ListenAddress(host, int(port_text))
+
+
+class Reporters:
+    """Several reporters as one: each event goes to each, in order (the console first)."""
+
+    def __init__(self, *reporters: Reporter) -> None:
+        self.reporters = reporters
+
+    def preparing(self, *, what: str, done: int, total: int) -> None:
+        for reporter in self.reporters:
+            reporter.preparing(what=what, done=done, total=total)
+
+    def case_started(self, *, label: str, steps: int) -> None:
+        for reporter in self.reporters:
+            reporter.case_started(label=label, steps=steps)
+
+    def step_started(self, *, index: int, offered: float, unit: str) -> None:
+        for reporter in self.reporters:
+            reporter.step_started(index=index, offered=offered, unit=unit)
+
+    def sample(self, *, row: dict[str, Any]) -> None:
+        for reporter in self.reporters:
+            reporter.sample(row=row)
+
+    def step_finished(self, *, step: Step) -> None:
+        for reporter in self.reporters:
+            reporter.step_finished(step=step)
+
+    def case_finished(self, *, case: Case) -> None:
+        for reporter in self.reporters:
+            reporter.case_finished(case=case)
+
+
+class LiveReporter:
+    """The reporter that feeds the live state; after each case, the run's cases as
+    run.json now combines them (peaks with their intervals as rounds come in)."""
+
+    def __init__(self, state: LiveState, run_dir: Path) -> None:
+        self.state = state
+        self.run_dir = run_dir
+
+    def preparing(self, *, what: str, done: int, total: int) -> None:
+        self.state.preparing(what=what, done=done, total=total)
+
+    def case_started(self, *, label: str, steps: int) -> None:
+        self.state.case_started(label=label, steps=steps)
+
+    def step_started(self, *, index: int, offered: float, unit: str) -> None:
+        self.state.step_started(index=index, offered=offered, unit=unit)
+
+    def sample(self, *, row: dict[str, Any]) -> None:
+        self.state.sample(row=row)
+
+    def step_finished(self, *, step: Step) -> None:
+        self.state.step_finished(step=step)
+
+    def case_finished(self, *, case: Case) -> None:
+        self.state.case_finished(case=case)
+        # the runner wrote run.json just before; a torn or missing file shows nothing new
+        with contextlib.suppress(*READ_ERRORS, OSError):
+            self.state.settle(settled_cases(read_run(self.run_dir).cases))
+
+
+def _step_seconds(plan: Plan) -> float | None:
+    profile = plan.profile
+    ramp = profile.connection_ramp if profile.ramp.kind == "connections" else profile.ramp
+    return getattr(ramp, "duration_s", None) or getattr(ramp, "hold_s", None)
+
+
+@dataclass
+class LiveSession:
+    """The servers of `--live` and `--prometheus` for one run."""
+
+    servers: dict[str, LiveServer]
+    hub: Hub = field(default_factory=Hub)
+    state: LiveState | None = None
+
+    def reporters(self, plan: Plan, cases_total: int) -> list[Reporter]:
+        """The live state made for `plan`, and its reporter (to fan out beside the
+        console's)."""
+        self.state = LiveState(
+            run_id=plan.run_id,
+            profile=plan.profile.name,
+            frameworks=plan.frameworks,
+            cases_total=cases_total,
+            step_s=_step_seconds(plan),
+        )
+        self.hub.attach(self.state)
+        return [LiveReporter(self.state, plan.out_dir)]
+
+    def finished(self, status: str, report: Path | None) -> str | None:
+        """The run ended: the page links its report, served from the run's directory (the
+        report's URL; None without a page or a report)."""
+        url = None
+        if report is not None and "page" in self.servers:
+            self.hub.report_dir = report.parent
+            url = f"{self.servers['page'].url}report/{report.name}"
+        if self.state is not None:
+            self.state.finished(status, url)
+        return url
+
+    def linger(self, say: Callable[[str], None]) -> None:
+        """At a terminal, keep the page (and its report) up until Enter or Ctrl-C; in a
+        script, nothing to wait for."""
+        if "page" not in self.servers or not sys.stdin.isatty():
+            return
+        say("live page: still serving the report; Enter or Ctrl-C stops it")
+        with contextlib.suppress(EOFError, KeyboardInterrupt):
+            input()
+
+    def close(self) -> None:
+        self.hub.stopping.set()
+        if self.state is not None:
+            self.state.wake()
+        for server in self.servers.values():
+            server.close()
+
+
+def start_live(
+    live: str | None, prometheus: str | None, say: Callable[[str], None]
+) -> LiveSession | None:
+    """The servers asked for, listening; their URLs (and any public address's warning)
+    said through `say` first. None when neither was asked for."""
+    wanted = {
+        name: parse_listen(spec, option)
+        for name, spec, option in (
+            ("page", live, "--live"),
+            ("metrics", prometheus, "--prometheus"),
+        )
+        if spec is not None
+    }
+    if not wanted:
+        return None
+    hub = Hub()
+    servers: dict[str, LiveServer] = {}
+    try:
+        for name, address in wanted.items():
+            try:
+                servers[name] = LiveServer(address.host, address.port, hub, name)
+            except OSError as error:
+                option = "--live" if name == "page" else "--prometheus"
+                raise UserError(
+                    f"{option}: cannot listen on {address.host}:{address.port} "
+                    f"({error.strerror}): choose another port, or 0 for one the OS picks"
+                ) from None
+    except BaseException:
+        for server in servers.values():
+            server.close()
+        raise
+    for name, address in wanted.items():
+        server = servers[name]
+        if name == "page":
+            say(f"live page: {server.url}")
+        else:
+            say(f"prometheus metrics: {server.url}metrics")
+        if address.public:
+            say(
+                f"warning: {server.url} listens beyond this machine ({address.host}): anyone "
+                "who reaches it sees the run, its servers and its report"
+            )
+    session = LiveSession(servers, hub)
+    start_broadcaster(hub)
+    return session
