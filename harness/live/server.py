@@ -123,6 +123,17 @@ class Hub:
         with self.clients_lock:
             self.clients.discard(client)
 
+    def drain(self, timeout_s: float) -> None:
+        """The newest state offered to every page, then a wait (at most `timeout_s`) for
+        their queues to empty: the run's end reaches the pages before the process goes."""
+        self.offer(self.event())
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self.clients_lock:
+                if all(client.empty() for client in self.clients):
+                    return
+            time.sleep(0.05)
+
     def report_file(self, relative: str) -> Path | None:
         """A file of the run's directory once the report is drawn (None: not there, or
         outside it)."""
@@ -249,15 +260,3 @@ def start_broadcaster(hub: Hub) -> threading.Thread:
     thread = threading.Thread(target=hub.broadcast, name="live-events", daemon=True)
     thread.start()
     return thread
-
-
-def wait_for_clients(hub: Hub, timeout_s: float) -> int:
-    """How many pages listen, once at least one does or `timeout_s` passed."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        with hub.clients_lock:
-            if hub.clients:
-                return len(hub.clients)
-        time.sleep(0.05)
-    with hub.clients_lock:
-        return len(hub.clients)

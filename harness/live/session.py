@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 LOOPBACK = "127.0.0.1"
 DEFAULT_LIVE_PORT = 8089  # `--live` alone; Locust's web UI has the same habit
 DEFAULT_PROMETHEUS_PORT = 9464  # `--prometheus` alone; the OpenTelemetry exporter's port
+DRAIN_S = 1.0  # at the end, how long the pages' queues may take to empty
 
 
 @dataclass(frozen=True)
@@ -163,8 +164,11 @@ class LiveSession:
 
     def linger(self, say: Callable[[str], None]) -> None:
         """At a terminal, keep the page (and its report) up until Enter or Ctrl-C; in a
-        script, nothing to wait for."""
-        if "page" not in self.servers or not sys.stdin.isatty():
+        script, only until the pages were sent the run's end (a second at most)."""
+        if "page" not in self.servers:
+            return
+        self.hub.drain(DRAIN_S)
+        if not sys.stdin.isatty():
             return
         say("live page: still serving the report; Enter or Ctrl-C stops it")
         with contextlib.suppress(EOFError, KeyboardInterrupt):

@@ -55,7 +55,7 @@ function niceStep(span, ticks) {
   return (fraction <= 1 ? 1 : fraction <= 2 ? 2 : fraction <= 5 ? 5 : 10) * power;
 }
 
-function drawChart(canvas, lines, xLabel) {
+function drawChart(canvas, lines) {
   const ratio = window.devicePixelRatio || 1;
   const width = canvas.clientWidth, height = canvas.clientHeight;
   if (!width || !height) return;
@@ -97,8 +97,6 @@ function drawChart(canvas, lines, xLabel) {
   for (let v = Math.ceil(xMin / xStep) * xStep; v <= xMax; v += xStep) {
     g.fillText(number(v, xStep < 1 ? 1 : 0), x(v), bottom + 4);
   }
-  g.textAlign = "right";
-  g.fillText(xLabel, right, bottom + 4 - 12 > top ? bottom - 14 : bottom + 4);
   for (const line of lines) {
     if (!line.points.length) continue;
     g.strokeStyle = line.colour;
@@ -134,14 +132,14 @@ function stepLines(state, pick) {
 function drawCharts(state) {
   const connections = state.series.some((s) => s.steps.some((st) => st.unit === "conns")) ||
     (state.current && state.current.step && state.current.step.unit === "conns");
-  set("rate-title", connections ? "open connections over each case (the server's count)"
-                                : "req/s over each case (the server's count)");
-  drawChart($("chart-rate"), seriesLines(state, connections ? 2 : 1, 1), "s into the case");
-  drawChart($("chart-cpu"), seriesLines(state, 3, 1), "s into the case");
-  drawChart($("chart-rss"), seriesLines(state, 4, 1e-6), "s into the case");
-  drawChart($("chart-tick"), seriesLines(state, 5, 1), "s into the case");
-  drawChart($("chart-steps"), stepLines(state, (st) => st.achieved), "offered");
-  drawChart($("chart-p99"), stepLines(state, (st) => st.p99_ms), "offered");
+  set("rate-title", connections ? "open connections over each case (the server's count; x: s into the case)"
+                                : "req/s over each case (the server's count; x: s into the case)");
+  drawChart($("chart-rate"), seriesLines(state, connections ? 2 : 1, 1));
+  drawChart($("chart-cpu"), seriesLines(state, 3, 1));
+  drawChart($("chart-rss"), seriesLines(state, 4, 1e-6));
+  drawChart($("chart-tick"), seriesLines(state, 5, 1));
+  drawChart($("chart-steps"), stepLines(state, (st) => st.achieved));
+  drawChart($("chart-p99"), stepLines(state, (st) => st.p99_ms));
   const legend = $("legend");
   const shown = [...new Set(state.series.map((s) => s.framework))];
   if (legend.dataset.shown !== shown.join(",")) {
@@ -214,6 +212,7 @@ function drawSettled(state) {
   if (!rows.length) {
     const row = document.createElement("tr");
     cell(row, "none finished yet", "text");
+    row.firstChild.colSpan = 8;
     rows.push(row);
   }
   body.replaceChildren(...rows);
@@ -229,7 +228,7 @@ function drawSteps(state) {
     cell(row, number(st.achieved));
     cell(row, number(st.p50_ms, 2));
     cell(row, number(st.p99_ms, 2));
-    cell(row, errorsText(st.errors), "text");
+    cell(row, errorsText(st.errors));
     cell(row, st.flags.join(" "), "text");
     return row;
   });
@@ -238,22 +237,35 @@ function drawSteps(state) {
 }
 
 function drawFlags(state) {
-  const list = $("flags");
   const flags = state.flags || [];
   if (!flags.length) return;
-  list.replaceChildren(...flags.slice().reverse().map((f) => {
+  // each flag's meaning once, then every raising of it, newest first
+  const meanings = new Map();
+  for (const f of flags) if (f.meaning && !meanings.has(f.flag)) meanings.set(f.flag, f.meaning);
+  const counts = state.flag_counts || {};
+  $("flag-meanings").replaceChildren(...[...meanings].map(([flag, meaning]) => {
+    const item = document.createElement("li");
+    const name = document.createElement("b");
+    name.textContent = flag;
+    const times = counts[flag] ? ` (${counts[flag]}×)` : "";
+    item.append(name, `${times}: ${meaning}`);
+    return item;
+  }));
+  $("flags").replaceChildren(...flags.slice().reverse().map((f) => {
     const item = document.createElement("li");
     const name = document.createElement("b");
     name.textContent = f.flag;
     const where = f.step === null ? "" : ` step ${f.step + 1}`;
-    item.append(name, ` ${f.case}${where} at ${duration(f.t)}` + (f.meaning ? `: ${f.meaning}` : ""));
+    item.append(name, ` ${f.case}${where} at ${duration(f.t)}`);
     return item;
   }));
 }
 
 let latest = null;
+let receivedAt = 0;
 function draw(state) {
   latest = state;
+  receivedAt = Date.now();
   drawNow(state);
   drawCharts(state);
   drawSettled(state);
@@ -274,5 +286,16 @@ function connect() {
   };
 }
 
+// between events (nothing changed in the run), the clocks still move
+function tick() {
+  if (!latest || latest.status !== "running") return;
+  const since = (Date.now() - receivedAt) / 1000;
+  set("elapsed", duration(latest.elapsed_s + since));
+  const left = latest.time_left || {};
+  if (left.step_s !== null && left.step_s !== undefined) set("step-left", duration(Math.max(0, left.step_s - since)));
+  if (left.run_s !== null && left.run_s !== undefined) set("run-left", duration(Math.max(0, left.run_s - since)));
+}
+
 window.addEventListener("resize", () => { if (latest) drawCharts(latest); });
+setInterval(tick, 1000);
 connect();
