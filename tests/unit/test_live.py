@@ -4,7 +4,10 @@ and parsed back as a Prometheus server would, the listen addresses checked."""
 
 from __future__ import annotations
 
+import json
 import queue
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -265,7 +268,7 @@ class Recording:
         self.said.append(f"{self.name} case done")
 
 
-def test_reporters_fan_each_event_out_in_order(tmp_path: Any) -> None:
+def test_reporters_fan_each_event_out_in_order(tmp_path: Path) -> None:
     said: list[str] = []
     clock = Clock()
     state = running_state(clock)
@@ -294,3 +297,31 @@ def test_the_page_escapes_what_it_is_given() -> None:
     page = page_html("<script>alert(1)</script>").decode()
     assert "<script>alert(1)</script>" not in page
     assert "&lt;script&gt;" in page
+
+
+def test_the_docs_and_the_dashboard_name_the_metrics_published() -> None:
+    """docs/live.md lists every metric; the Grafana dashboard asks for none but those."""
+    root = Path(__file__).resolve().parents[2]
+    docs = (root / "docs" / "live.md").read_text()
+    for name in METRICS:
+        assert re.search(rf"`{name}(_total|_info)?`", docs), name
+    dashboard = json.loads((root / "docs" / "grafana" / "harness.json").read_text())
+    asked = {
+        re.sub(r"_(total|info)$", "", name)
+        for panel in dashboard["panels"]
+        for target in panel["targets"]
+        for name in re.findall(r"harness_\w+", target["expr"])
+    }
+    assert asked and asked <= set(METRICS), asked - set(METRICS)
+
+
+def test_the_report_is_served_from_the_run_directory_only(tmp_path: Path) -> None:
+    hub = Hub()
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "report.html").write_text("report")
+    (tmp_path / "secret.txt").write_text("not the run's")
+    assert hub.report_file("report.html") is None  # nothing before the report is drawn
+    hub.report_dir = tmp_path / "run"
+    assert hub.report_file("report.html") == (tmp_path / "run" / "report.html").resolve()
+    assert hub.report_file("../secret.txt") is None
+    assert hub.report_file("/etc/passwd") is None
