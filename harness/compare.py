@@ -18,7 +18,7 @@ from drivers import DRIVER_RAMPS, driver_class, driver_classes
 from harness.affinity import parse_cpu_list
 from harness.cgroups.files import parse_size
 from harness.frameworks import register_servers, select_frameworks
-from harness.live.session import Reporters
+from harness.live.reporters import Reporters
 from harness.outputs.text import CLOSING_HEADERS, closing_rows
 from harness.profile import load_profile
 from harness.run import Plan, Runner, claim_run_dir, default_cpus

@@ -259,7 +259,7 @@ def run_comparison(
         live_session.finished(run.status, report_path)
     write_ci_outputs(run, plan.out_dir, junit=junit, markdown=markdown, command=command)
     if live_session is not None:
-        live_session.linger(console.print)
+        live_session.end(console.print)
     if not any(case.status == "ok" for case in run.cases):
         raise typer.Exit(1)
     failed = [t for t in run.thresholds if not t.held]

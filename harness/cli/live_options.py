@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import typer
 
-from harness.live.session import DEFAULT_LIVE_PORT, DEFAULT_PROMETHEUS_PORT
+from harness.live import DEFAULT_LIVE_PORT, DEFAULT_PROMETHEUS_PORT
 
 LIVE_OPTION = typer.Option(
     None,

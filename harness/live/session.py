@@ -14,19 +14,17 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from harness.live.reporters import LiveReporter
 from harness.live.server import Hub, LiveServer, start_broadcaster
-from harness.live.state import LiveState, settled_cases
+from harness.live.state import LiveState
 from model.errors import UserError
-from model.results import READ_ERRORS, Case, Step, read_run
 
 if TYPE_CHECKING:
     from harness.run.plan import Plan, Reporter
 
 LOOPBACK = "127.0.0.1"
-DEFAULT_LIVE_PORT = 8089  # `--live` alone; Locust's web UI has the same habit
-DEFAULT_PROMETHEUS_PORT = 9464  # `--prometheus` alone; the OpenTelemetry exporter's port
 DRAIN_S = 1.0  # at the end, how long the pages' queues may take to empty
 
 
@@ -61,67 +59,6 @@ def parse_listen(spec: str, option: str) -> ListenAddress:
     if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
         raise UserError(f"{option} {spec}: the port must be a number in 0..65535")
     return ListenAddress(host, int(port_text))
-
-
-class Reporters:
-    """Several reporters as one: each event goes to each, in order (the console first)."""
-
-    def __init__(self, *reporters: Reporter) -> None:
-        self.reporters = reporters
-
-    def preparing(self, *, what: str, done: int, total: int) -> None:
-        for reporter in self.reporters:
-            reporter.preparing(what=what, done=done, total=total)
-
-    def case_started(self, *, label: str, steps: int) -> None:
-        for reporter in self.reporters:
-            reporter.case_started(label=label, steps=steps)
-
-    def step_started(self, *, index: int, offered: float, unit: str) -> None:
-        for reporter in self.reporters:
-            reporter.step_started(index=index, offered=offered, unit=unit)
-
-    def sample(self, *, row: dict[str, Any]) -> None:
-        for reporter in self.reporters:
-            reporter.sample(row=row)
-
-    def step_finished(self, *, step: Step) -> None:
-        for reporter in self.reporters:
-            reporter.step_finished(step=step)
-
-    def case_finished(self, *, case: Case) -> None:
-        for reporter in self.reporters:
-            reporter.case_finished(case=case)
-
-
-class LiveReporter:
-    """The reporter that feeds the live state; after each case, the run's cases as
-    run.json now combines them (peaks with their intervals as rounds come in)."""
-
-    def __init__(self, state: LiveState, run_dir: Path) -> None:
-        self.state = state
-        self.run_dir = run_dir
-
-    def preparing(self, *, what: str, done: int, total: int) -> None:
-        self.state.preparing(what=what, done=done, total=total)
-
-    def case_started(self, *, label: str, steps: int) -> None:
-        self.state.case_started(label=label, steps=steps)
-
-    def step_started(self, *, index: int, offered: float, unit: str) -> None:
-        self.state.step_started(index=index, offered=offered, unit=unit)
-
-    def sample(self, *, row: dict[str, Any]) -> None:
-        self.state.sample(row=row)
-
-    def step_finished(self, *, step: Step) -> None:
-        self.state.step_finished(step=step)
-
-    def case_finished(self, *, case: Case) -> None:
-        self.state.case_finished(case=case)
-        # the runner wrote run.json just before; a torn or missing file shows nothing new
-        with contextlib.suppress(*READ_ERRORS, OSError):
-            self.state.settle(settled_cases(read_run(self.run_dir).cases))
 
 
 def _step_seconds(plan: Plan) -> float | None:
@@ -162,17 +99,16 @@ class LiveSession:
             self.state.finished(status, url)
         return url
 
-    def linger(self, say: Callable[[str], None]) -> None:
-        """At a terminal, keep the page (and its report) up until Enter or Ctrl-C; in a
-        script, only until the pages were sent the run's end (a second at most)."""
-        if "page" not in self.servers:
-            return
-        self.hub.drain(DRAIN_S)
-        if not sys.stdin.isatty():
-            return
-        say("live page: still serving the report; Enter or Ctrl-C stops it")
-        with contextlib.suppress(EOFError, KeyboardInterrupt):
-            input()
+    def end(self, say: Callable[[str], None]) -> None:
+        """The pages sent the run's end (a second at most); at a terminal, the page and its
+        report kept up until Enter or Ctrl-C; then the servers stopped."""
+        if "page" in self.servers:
+            self.hub.drain(DRAIN_S)
+            if sys.stdin.isatty():
+                say("live page: still serving the report; Enter or Ctrl-C stops it")
+                with contextlib.suppress(EOFError, KeyboardInterrupt):
+                    input()
+        self.close()
 
     def close(self) -> None:
         self.hub.stopping.set()

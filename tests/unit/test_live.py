@@ -15,8 +15,9 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness.live.metrics import METRICS, run_registry
+from harness.live.reporters import LiveReporter, Reporters
 from harness.live.server import CLIENT_QUEUE, Hub, page_html
-from harness.live.session import LiveReporter, Reporters, parse_listen
+from harness.live.session import parse_listen
 from harness.live.state import MAX_POINTS_PER_CASE, LiveState, parse_case_label
 from model.errors import UserError
 from model.results import Case, Step
