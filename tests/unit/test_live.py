@@ -88,7 +88,7 @@ def running_state(clock: Clock) -> LiveState:
         ("aiohttp [both]", "aiohttp", "h1", None),
         ("nginx [server] #2 workers:2 h1-tls", "nginx", "h1-tls", None),
         ("tornado [both] h2c round 3 of 5", "tornado", "h2c", 3),
-        ("granian [none] round 7", "granian", "h1", 7),
+        ("granian [none] round 7 of at most 12", "granian", "h1", 7),
     ],
 )
 def test_a_case_label_names_its_framework_protocol_and_round(
