@@ -17,14 +17,18 @@ import socket
 import subprocess
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from harness.live.session import start_live
+from model.errors import UserError
 from model.results import read_run
 from tests.browser import Browser, chromium
 from tests.helpers import harness, require_framework, require_tool, require_tools
@@ -358,3 +362,49 @@ def test_state_json_is_the_events_state(tmp_path: Path) -> None:
         assert run.wait() == 0, run.text()
     data = next(line for line in lines if line.startswith(b"data: "))
     assert json.loads(data[6:])["run_id"] == state["run_id"] == only_run(run.out_dir).run_id
+
+
+# -- the servers themselves, in this process --------------------------------------------
+
+
+def test_the_page_serves_the_report_once_the_run_ended(tmp_path: Path) -> None:
+    """Before the end the report is not there; after it, /report/ serves the run's
+    directory and the state links it; the metrics' server serves only /metrics."""
+    said: list[str] = []
+    session = start_live("0", "127.0.0.1:0", said.append)
+    assert session is not None
+    try:
+        page, metrics = session.servers["page"].url, session.servers["metrics"].url
+        assert said == [f"live page: {page}", f"prometheus metrics: {metrics}metrics"]
+        run_dir = tmp_path / "run"
+        run_dir.mkdir()
+        (run_dir / "report.html").write_text("<p>the report</p>")
+        with (
+            contextlib.suppress(urllib.error.HTTPError),
+            urllib.request.urlopen(page + "report/report.html", timeout=5),
+        ):
+            raise AssertionError("the report was served before the run ended")
+        url = session.finished("complete", run_dir / "report.html")
+        assert url == page + "report/report.html"
+        with urllib.request.urlopen(url, timeout=5) as reply:
+            assert reply.read() == b"<p>the report</p>"
+        with urllib.request.urlopen(page, timeout=5) as reply:
+            assert b'<script src="/static/live.js">' in reply.read()
+        with urllib.request.urlopen(page + "static/live.js", timeout=5) as reply:
+            assert b"EventSource" in reply.read()
+        with (
+            contextlib.suppress(urllib.error.HTTPError),
+            urllib.request.urlopen(metrics, timeout=5),
+        ):
+            raise AssertionError("the metrics' server served the page")
+    finally:
+        session.close()
+
+
+def test_a_port_in_use_is_one_line_naming_the_option() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(UserError, match=f"--prometheus: cannot listen on 127.0.0.1:{port}"):
+            start_live(None, str(port), print)
