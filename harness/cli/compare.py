@@ -147,7 +147,7 @@ def run_comparison(
             parse_threshold(rule, FRAMEWORKS)
         except ValueError as error:
             raise UserError(f"--threshold: {error}") from None
-    live_session = start_live(live, prometheus, console.print)  # its URLs printed first
+    live_session = start_live(live, prometheus)  # the ports taken before anything starts
 
     overrides = {
         **parse_settings(settings),
@@ -196,6 +196,8 @@ def run_comparison(
             insecure_fleet,
         ),
     )
+    if live_session is not None:
+        live_session.announce(console.print)  # the URLs first
     console.print(
         f"profile {plan.profile.name}: {plan.profile.description}\n"
         f"ramp as run: {ramps_text(plan.profile.ramp, plan.profile.connection_ramp)}\n"

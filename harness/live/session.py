@@ -74,6 +74,22 @@ class LiveSession:
     servers: dict[str, LiveServer]
     hub: Hub = field(default_factory=Hub)
     state: LiveState | None = None
+    public: dict[str, bool] = field(default_factory=dict)  # a server's host off loopback
+
+    def announce(self, say: Callable[[str], None]) -> None:
+        """Where the page and the metrics are, each on a line of its own (and a warning
+        for an address beyond this machine)."""
+        for name, server in self.servers.items():
+            say(
+                f"live page: {server.url}"
+                if name == "page"
+                else f"prometheus metrics: {server.url}metrics"
+            )
+            if self.public.get(name):
+                say(
+                    f"warning: {server.url} listens beyond this machine ({server.host}): "
+                    "anyone who reaches it sees the run, its servers and its report"
+                )
 
     def reporters(self, plan: Plan, cases_total: int) -> list[Reporter]:
         """The live state made for `plan`, and its reporter (to fan out beside the
@@ -118,11 +134,9 @@ class LiveSession:
             server.close()
 
 
-def start_live(
-    live: str | None, prometheus: str | None, say: Callable[[str], None]
-) -> LiveSession | None:
-    """The servers asked for, listening; their URLs (and any public address's warning)
-    said through `say` first. None when neither was asked for."""
+def start_live(live: str | None, prometheus: str | None) -> LiveSession | None:
+    """The servers asked for, listening (None when neither was asked for); a port that
+    cannot be had is a UserError naming the option. `LiveSession.announce` says where."""
     wanted = {
         name: parse_listen(spec, option)
         for name, spec, option in (
@@ -149,17 +163,6 @@ def start_live(
         for server in servers.values():
             server.close()
         raise
-    for name, address in wanted.items():
-        server = servers[name]
-        if name == "page":
-            say(f"live page: {server.url}")
-        else:
-            say(f"prometheus metrics: {server.url}metrics")
-        if address.public:
-            say(
-                f"warning: {server.url} listens beyond this machine ({address.host}): anyone "
-                "who reaches it sees the run, its servers and its report"
-            )
-    session = LiveSession(servers, hub)
+    session = LiveSession(servers, hub, public={n: a.public for n, a in wanted.items()})
     start_broadcaster(hub)
     return session

@@ -371,8 +371,9 @@ def test_the_page_serves_the_report_once_the_run_ended(tmp_path: Path) -> None:
     """Before the end the report is not there; after it, /report/ serves the run's
     directory and the state links it; the metrics' server serves only /metrics."""
     said: list[str] = []
-    session = start_live("0", "127.0.0.1:0", said.append)
+    session = start_live("0", "127.0.0.1:0")
     assert session is not None
+    session.announce(said.append)
     try:
         page, metrics = session.servers["page"].url, session.servers["metrics"].url
         assert said == [f"live page: {page}", f"prometheus metrics: {metrics}metrics"]
@@ -401,4 +402,4 @@ def test_a_port_in_use_is_one_line_naming_the_option() -> None:
         taken.listen()
         port = taken.getsockname()[1]
         with pytest.raises(UserError, match=f"--prometheus: cannot listen on 127.0.0.1:{port}"):
-            start_live(None, str(port), print)
+            start_live(None, str(port))

@@ -14,6 +14,7 @@ import pytest
 from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from harness.cli.live_options import with_default_ports
 from harness.live.metrics import METRICS, run_registry
 from harness.live.reporters import LiveReporter, Reporters
 from harness.live.server import CLIENT_QUEUE, Hub, page_html
@@ -326,3 +327,23 @@ def test_the_report_is_served_from_the_run_directory_only(tmp_path: Path) -> Non
     assert hub.report_file("report.html") == (tmp_path / "run" / "report.html").resolve()
     assert hub.report_file("../secret.txt") is None
     assert hub.report_file("/etc/passwd") is None
+
+
+@pytest.mark.parametrize(
+    ("argv", "completed"),
+    [
+        (["compare", "--live"], ["compare", "--live", "8089"]),
+        (
+            ["compare", "--live", "--profile", "smoke"],
+            ["compare", "--live", "8089", "--profile", "smoke"],
+        ),
+        (
+            ["compare", "--live", "0", "--prometheus"],
+            ["compare", "--live", "0", "--prometheus", "9464"],
+        ),
+        (["compare", "--live=0"], ["compare", "--live=0"]),
+        (["compare", "--", "--live"], ["compare", "--", "--live"]),
+    ],
+)
+def test_a_bare_option_takes_its_default_port(argv: list[str], completed: list[str]) -> None:
+    assert with_default_ports(argv) == completed
