@@ -177,6 +177,7 @@ function drawNow(state) {
   set("round", current.round ? `(confirmation round ${current.round})` : "");
   const step = current.step;
   set("step", step ? `${step.index + 1} of ${current.steps}` : `${current.steps_done} of ${current.steps} done`);
+  $("step-detail").hidden = !step;  // between steps: only how many are done
   set("offered", step ? `${number(step.offered)} ${step.unit}` : "–");
   const left = state.time_left ? state.time_left.step_s : null;
   set("step-left", duration(left));
