@@ -234,17 +234,27 @@ def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     }
 
 
+def threads_cpus(pid: int) -> list[set[int]]:
+    """The CPUs each thread of process `pid` may run on."""
+    placed = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):  # a thread that ended meanwhile
+            placed.append(os.sched_getaffinity(int(task.name)))
+    return placed
+
+
 def counted(samples: dict[Any, float], name: str) -> dict[Any, float]:
     return {key: value for key, value in samples.items() if key[0] == name}
 
 
 def test_prometheus_scrapes_grow_and_name_the_case(tmp_path: Path) -> None:
     """Two scrapes during a smoke run: the server's request counter grew between them,
-    its labels name the case, and the gauges of the case running are there."""
+    its labels name the case, and the gauges of the case running are there; the live
+    servers' threads run where the rest of the harness does."""
     require_tools("wrk")
     require_framework("aiohttp")
     with live_compare(
-        tmp_path, "--frameworks", "aiohttp", "--prometheus", "0", *LONGER_STEPS
+        tmp_path, "--frameworks", "aiohttp", "--live", "0", "--prometheus", "0", *LONGER_STEPS
     ) as run:
         url = run.url("prometheus metrics:")
         assert url.startswith("http://127.0.0.1:") and url.endswith("/metrics")
@@ -255,9 +265,15 @@ def test_prometheus_scrapes_grow_and_name_the_case(tmp_path: Path) -> None:
                 break
             assert time.monotonic() < deadline and run.process.poll() is None, run.text()
             time.sleep(0.3)
+        # meanwhile every thread of the harness, the servers' among them, is on the load's
+        # CPUs (the smoke profile's: all but the first), off the server's
+        placed = threads_cpus(run.process.pid)
         time.sleep(2.5)
         second = scrape(url)
         assert run.wait() == 0, run.text()
+    if len(os.sched_getaffinity(0)) > 1:
+        first_cpu = min(os.sched_getaffinity(0))
+        assert len(placed) >= 4 and all(first_cpu not in cpus for cpus in placed), placed
     before = counted(first, "harness_server_requests_total")
     after = counted(second, "harness_server_requests_total")
     ((key, value),) = before.items()
