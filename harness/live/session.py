@@ -62,8 +62,8 @@ def parse_listen(spec: str, option: str) -> ListenAddress:
 
 
 def _step_seconds(plan: Plan) -> float | None:
-    profile = plan.profile
-    ramp = profile.connection_ramp if profile.ramp.kind == "connections" else profile.ramp
+    """A ramp step's planned length: its duration, or a connection ramp's hold."""
+    ramp = plan.profile.ramp
     return getattr(ramp, "duration_s", None) or getattr(ramp, "hold_s", None)
 
 
@@ -100,6 +100,7 @@ class LiveSession:
             frameworks=plan.frameworks,
             cases_total=cases_total,
             step_s=_step_seconds(plan),
+            round_s=plan.profile.round_duration_s,
         )
         self.hub.attach(self.state)
         return [LiveReporter(self.state, plan.out_dir)]

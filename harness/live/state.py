@@ -92,6 +92,7 @@ class LiveState:
         frameworks: tuple[str, ...],
         cases_total: int,
         step_s: float | None,
+        round_s: float | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._lock = threading.Lock()
@@ -102,7 +103,8 @@ class LiveState:
         self.profile = profile
         self.frameworks = frameworks
         self.cases_total = cases_total
-        self.step_s = step_s  # a step's planned length (None: not known ahead)
+        self.step_s = step_s  # a ramp step's planned length (None: not known ahead)
+        self.round_s = round_s  # a confirmation round's (a precision may lengthen it)
         self.started_s = clock()
         self.status = "starting"  # preparing, running, then the run's own status
         self.preparing_text = ""
@@ -250,8 +252,10 @@ class LiveState:
     def _time_left(self) -> dict[str, float | None]:
         now = self._clock()
         step_left = None
-        if self.step_s is not None and self.step_started_s is not None:
-            step_left = max(0.0, self.step_s - (now - self.step_started_s))
+        in_round = bool(self.cases) and self.cases[-1].label.round is not None
+        planned_s = self.round_s if in_round else self.step_s
+        if planned_s is not None and self.step_started_s is not None:
+            step_left = max(0.0, planned_s - (now - self.step_started_s))
         run_left = None
         if self.case_seconds and self.status == "running":
             mean_s = sum(self.case_seconds) / len(self.case_seconds)

@@ -153,6 +153,18 @@ def test_time_left_in_the_step_and_the_run() -> None:
     assert state.time_left()["run_s"] == 0.0
 
 
+def test_a_rounds_step_left_is_from_the_rounds_length() -> None:
+    clock = Clock()
+    state = LiveState(
+        run_id="r", profile="quick", frameworks=("aiohttp",), cases_total=3,
+        step_s=10.0, round_s=3.0, clock=clock,
+    )  # fmt: skip
+    state.case_started(label="aiohttp [both] round 1 of 2", steps=1)
+    state.step_started(index=0, offered=64, unit="concurrency")
+    clock.now_s += 1
+    assert state.time_left()["step_s"] == 2.0
+
+
 def test_a_failed_case_is_a_flag_and_leaves_the_current_slot() -> None:
     clock = Clock()
     state = running_state(clock)
