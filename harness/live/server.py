@@ -202,6 +202,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Connection", "close")
         self.end_headers()
         self.close_connection = True
+        if self.command == "HEAD":
+            return
         client = hub.subscribe()
         try:
             self.wfile.write(f"retry: {RETRY_MS}\n\n".encode())
