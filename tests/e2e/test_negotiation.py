@@ -8,6 +8,7 @@ Each server is a one-file ASGI app on stock hypercorn or uvicorn, as a user runs
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -88,6 +89,14 @@ def test_a_command_is_measured_over_h2_when_alpn_chooses_it_and_skipped_when_not
     assert all(step.errors["total"] == 0 for step in mine.steps)
     assert (h1.framework, h1.status, h1.steps) == ("h1only", "skipped", ())
     assert h1.error == "not supported: h1only: ALPN chose http/1.1, not h2"
+    # verify probes it too before its checks: skipped with the same finding
+    verified = harness(
+        "verify", "--frameworks", "h1only", "--protocol", "h2", "--no-backends", "--json",
+        "--servers", str(servers),
+    )  # fmt: skip
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    [result] = json.loads(verified.stdout)
+    assert result["skipped"] == "h1only: ALPN chose http/1.1, not h2"
 
 
 @pytest.mark.timeout(COMPARE_TIMEOUT_S + 60)
