@@ -4,6 +4,9 @@ cargo's progress summarised."""
 
 from __future__ import annotations
 
+import sys
+
+from harness.doctor import _run_with_progress
 from harness.install_plan import CargoProgress, install_plan, plan_lines, step_done
 from harness.tools import TOOLS, ToolStatus
 
@@ -57,3 +60,16 @@ def test_cargo_progress_is_a_line_every_few_seconds_not_one_per_crate() -> None:
         None,
         "  cargo: 4 crates compiled, 32 s (latest oha v1.16.0)",
     ]
+
+
+def test_a_builds_output_is_read_as_it_comes_and_its_tail_kept() -> None:
+    """A real process standing in for cargo: its lines reach the progress, its exit
+    status and last lines come back for the error a failed build quotes."""
+    script = "print('   Compiling a v1'); print('   Compiling b v2'); print('error: nope'); exit(3)"
+    said: list[str] = []
+    returncode, tail = _run_with_progress(
+        [sys.executable, "-c", script], CargoProgress(0.0, every_s=0.0), said.append
+    )
+    assert returncode == 3
+    assert tail[-1] == "error: nope\n"
+    assert said[-1].startswith("  cargo: 2 crates compiled") and "(latest b v2)" in said[-1]
