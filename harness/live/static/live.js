@@ -140,6 +140,7 @@ function drawCharts(state) {
   drawChart($("chart-tick"), seriesLines(state, 5, 1));
   drawChart($("chart-steps"), stepLines(state, (st) => st.achieved));
   drawChart($("chart-p99"), stepLines(state, (st) => st.p99_ms));
+  drawChart($("chart-errors"), stepLines(state, (st) => (st.errors || {}).total));
   const legend = $("legend");
   const shown = [...new Set(state.series.map((s) => s.framework))];
   if (legend.dataset.shown !== shown.join(",")) {
