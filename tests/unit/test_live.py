@@ -15,7 +15,7 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness.cli.live_options import with_default_ports
-from harness.live.metrics import METRICS, run_registry
+from harness.live.metrics import METRICS, exposition, run_registry
 from harness.live.reporters import LiveReporter, Reporters
 from harness.live.server import CLIENT_QUEUE, Hub, page_html
 from harness.live.session import parse_listen
@@ -359,3 +359,19 @@ def test_the_report_is_served_from_the_run_directory_only(tmp_path: Path) -> Non
 )
 def test_a_bare_option_takes_its_default_port(argv: list[str], completed: list[str]) -> None:
     assert with_default_ports(argv) == completed
+
+
+def test_a_scraper_asking_for_openmetrics_gets_it() -> None:
+    """Prometheus asks for OpenMetrics; anything else gets the text format."""
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_om
+
+    state = running_state(Clock())
+    state.sample(row=a_row(requests=100))
+    registry = run_registry(state)
+    body, content_type = exposition(registry, "application/openmetrics-text; version=1.0.0")
+    assert content_type.startswith("application/openmetrics-text")
+    names = {family.name for family in parse_om(body.decode())}
+    assert {"harness_server_requests", "harness_server_cpu_ratio", "harness_run"} <= names
+    body, content_type = exposition(registry, None)
+    assert content_type.startswith("text/plain")
+    assert not body.decode().rstrip().endswith("# EOF")
