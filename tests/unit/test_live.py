@@ -375,3 +375,26 @@ def test_a_scraper_asking_for_openmetrics_gets_it() -> None:
     body, content_type = exposition(registry, None)
     assert content_type.startswith("text/plain")
     assert not body.decode().rstrip().endswith("# EOF")
+
+
+class FailingState(LiveState):
+    """A state whose samples fail, as a bug in the live view would."""
+
+    def sample(self, *, row: dict[str, Any]) -> None:
+        raise KeyError("requests_per_s")
+
+
+def test_a_failing_live_view_stops_itself_not_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state = FailingState(
+        run_id="r", profile="smoke", frameworks=("aiohttp",), cases_total=1, step_s=2.0
+    )
+    reporter = LiveReporter(state, tmp_path)
+    reporter.case_started(label="aiohttp [both]", steps=2)
+    reporter.sample(row=a_row(requests=1))  # raises inside: said, not raised
+    reporter.sample(row=a_row(requests=2))
+    reporter.step_finished(step=make_step())  # no longer fed
+    assert reporter.broken == "KeyError: 'requests_per_s'"
+    assert capsys.readouterr().err.count("the live view stopped") == 1
+    assert state.snapshot()["series"][0]["steps"] == []
