@@ -76,7 +76,9 @@ function drawChart(canvas, lines) {
   let yMax = Math.max(...points.map((p) => p[1]));
   if (xMax <= xMin) xMax = xMin + 1;
   if (yMax <= 0) yMax = 1;
-  const yStep = niceStep(yMax, 4);
+  // counts (errors, connections) get whole-number ticks
+  const integers = points.every((p) => Number.isInteger(p[1]));
+  const yStep = integers ? Math.max(1, niceStep(yMax, 4)) : niceStep(yMax, 4);
   yMax = Math.ceil(yMax / yStep) * yStep;
   const yDigits = yStep < 1 ? 2 : 0;
   const left = 8 + g.measureText(number(yMax, yDigits)).width, right = width - 10;
@@ -161,6 +163,10 @@ function drawNow(state) {
   set("status", state.status === "preparing" ? `preparing ${state.preparing}` : state.status);
   $("status").className = `badge ${state.status}`;
   set("profile", state.profile ? `profile ${state.profile}` : "");
+  if (state.run_id) {  // a page opened before the plan was made learns the run here
+    set("title", `serverbench live: ${state.run_id}`);
+    if (document.title !== $("title").textContent) document.title = $("title").textContent;
+  }
   set("elapsed", duration(state.elapsed_s));
   set("cases", state.cases_total ? `${state.cases_done} of ${state.cases_total}` : "–");
   set("run-left", duration(state.time_left ? state.time_left.run_s : null));
