@@ -98,6 +98,7 @@ def only_run(out_dir: Path) -> Any:
 # what the page shows: its figures' text and its charts' pixels
 READ_PAGE = """
 (() => ({
+  title: document.getElementById('title').textContent,
   stream: document.getElementById('stream').textContent,
   status: document.getElementById('status').textContent,
   elapsed: document.getElementById('elapsed').textContent,
@@ -214,6 +215,7 @@ def test_the_live_page_changes_as_the_run_goes(tmp_path: Path) -> None:
         assert run.wait() == 0, run.text()
         done = wide.read_when(lambda page: page["report"] is not None, 10)
         assert done["status"] == "complete"
+        assert done["title"] == f"serverbench live: {only_run(run.out_dir).run_id}"
         assert done["settled"] == 2
         assert done["report"].endswith("/report/report.html")
     for width in (1280, 390):
