@@ -213,6 +213,8 @@ def run_comparison(
     try:
         run, wall_s = run_plan(plan, console, live_session)
     except KeyboardInterrupt as error:  # Ctrl-C, SIGTERM or SIGHUP: everything is stopped
+        if live_session is not None:  # the pages say so, then the servers stop
+            live_session.interrupted()
         with contextlib.suppress(Exception):  # after a hang-up there may be no terminal
             console.print(summary_table(read_run(plan.out_dir)))
         with contextlib.suppress(OSError):

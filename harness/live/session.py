@@ -127,6 +127,12 @@ class LiveSession:
                     input()
         self.close()
 
+    def interrupted(self) -> None:
+        """The run was stopped (Ctrl-C, a signal): the pages told, then the servers stopped."""
+        self.finished("interrupted", None)
+        self.hub.drain(DRAIN_S)
+        self.close()
+
     def close(self) -> None:
         self.hub.stopping.set()
         if self.state is not None:
