@@ -65,11 +65,14 @@ def merge_overrides(settings: Mapping[str, Any], options: Mapping[str, Any]) -> 
     profile's); `thresholds` (rules) are added to a `--set thresholds=` rule."""
     merged = dict(settings)
     for key, value in options.items():
-        if key == "thresholds":
-            if value:
-                merged[key] = [*_rules(settings.get(key)), *value]
-        elif value is not None:
-            merged[key] = value
+        if key == "thresholds" and value:
+            value = [*_rules(merged.pop(key, None)), *value]
+        elif key == "thresholds" or value is None:
+            continue
+        # moved to the end: load_profile applies keys in order, and `--duration` must
+        # come after a `--set ramp.duration_s` it overrides, as after `--set duration_s`
+        merged.pop(key, None)
+        merged[key] = value
     return merged
 
 
