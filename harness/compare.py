@@ -115,36 +115,12 @@ def build_plan(options: RunOptions) -> Plan:
         options.servers, options.servers_file, profile.servers, f"profile {profile.name}"
     )
     names = select_frameworks(options.frameworks)
-    scenario = get_scenario(profile.scenario)
-    check_driver(profile, scenario.check_body)
-    notes: list[str] = []
+    needs_bodies = get_scenario(profile.scenario).check_body
+    check_driver(profile, needs_bodies)
+    notes: tuple[str, ...] = ()
     if overrides.get("driver") is None:  # the profile's choice, not the user's: adapt it
-        driver = protocol_driver(
-            profile.protocols, profile.driver, profile.ramp.kind, scenario.check_body
-        )
-        if driver != profile.driver:
-            unspoken = [
-                p for p in profile.protocols if p not in driver_class(profile.driver).protocols
-            ]
-            notes.append(
-                f"driver {driver}: the profile's {profile.driver} does not speak "
-                f"{', '.join(unspoken)} (--driver chooses another)"
-            )
-            profile = dataclasses.replace(profile, driver=driver)
-    check_protocols(
-        profile.protocols,
-        profile.driver,
-        options.fleet,
-        options.tls_cert,
-        options.tls_key,
-        profile.ramp.kind,
-    )
-    if options.fleet is not None:
-        check_fleet_plan(
-            options.fleet, profile.driver, options.server_address, options.fleet_access
-        )
-    elif options.server_address is not None:
-        raise UserError("--server-address is for --fleet runs (servers stay on loopback)")
+        profile, notes = speaking_driver(profile, needs_bodies)
+    check_load(profile, options)
     server_cpus, load_cpus = placed_cpus(options)
     backend = check_backend(options.mongo_backend) if options.mongo_backend else None
     memory_max_bytes = check_limits(options.cpu_quota, options.memory_max)
@@ -168,7 +144,7 @@ def build_plan(options: RunOptions) -> Plan:
         tls_key=options.tls_key,
         cpu_quota=options.cpu_quota,
         memory_max_bytes=memory_max_bytes,
-        notes=tuple(notes),
+        notes=notes,
     )
 
 
@@ -190,6 +166,39 @@ def check_driver(profile: Profile, needs_bodies: bool) -> None:
             f"driver {profile.driver} does not check reply bodies, which the "
             f"{profile.scenario} scenario needs: use --driver wrk"
         )
+
+
+def speaking_driver(profile: Profile, needs_bodies: bool) -> tuple[Profile, tuple[str, ...]]:
+    """The profile with a driver that speaks its protocols (protocol_driver), and the
+    note that says so when that is not the profile's own."""
+    driver = protocol_driver(profile.protocols, profile.driver, profile.ramp.kind, needs_bodies)
+    if driver == profile.driver:
+        return profile, ()
+    unspoken = [p for p in profile.protocols if p not in driver_class(profile.driver).protocols]
+    note = (
+        f"driver {driver}: the profile's {profile.driver} does not speak "
+        f"{', '.join(unspoken)} (--driver chooses another)"
+    )
+    return dataclasses.replace(profile, driver=driver), (note,)
+
+
+def check_load(profile: Profile, options: RunOptions) -> None:
+    """The run's protocols against its driver, the fleet and a user's certificate
+    (check_protocols); a fleet's own choices (check_fleet_plan)."""
+    check_protocols(
+        profile.protocols,
+        profile.driver,
+        options.fleet,
+        options.tls_cert,
+        options.tls_key,
+        profile.ramp.kind,
+    )
+    if options.fleet is not None:
+        check_fleet_plan(
+            options.fleet, profile.driver, options.server_address, options.fleet_access
+        )
+    elif options.server_address is not None:
+        raise UserError("--server-address is for --fleet runs (servers stay on loopback)")
 
 
 def placed_cpus(options: RunOptions) -> tuple[str, str]:

@@ -62,10 +62,10 @@ from harness.cli.options import (
     TLS_KEY_OPTION,
     console,
 )
-from harness.run_options import DEFAULT_RESULTS_DIR, RunOptions
 from model.ramps import ramps_text
 
 if TYPE_CHECKING:
+    from harness.run_options import RunOptions
     from model.results import Run
 
 
@@ -241,6 +241,7 @@ def run_options(params: dict[str, Any]) -> RunOptions:
     holds)."""
     from harness.fleet.client import FleetAccess
     from harness.profile import parse_settings
+    from harness.run_options import DEFAULT_RESULTS_DIR, RunOptions
 
     given = dict(params)
     framework, out, agent_cpus = (given.pop(name) for name in ("framework", "out", "agent_cpus"))
