@@ -1,21 +1,21 @@
-"""`--live` and `--prometheus` for a run: the addresses checked, the servers started, and
-the reporter that feeds them beside the console's.
+"""`--live` and `--prometheus` for a run: the servers started, the reporter that feeds them
+beside the console's, the run's end.
 
-Both listen on 127.0.0.1 unless the option names another host (`--live 0.0.0.0:8089`),
-which is printed as a warning: the page and the metrics name the servers, the CPUs and
-the run's directory, and serve the report's files.
+Both listen on 127.0.0.1 unless the option names another host (`--live 0.0.0.0:8089`,
+harness.live.address), which is printed as a warning: the page and the metrics name the
+servers, the CPUs and the run's directory, and serve the report's files.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from harness.live.address import parse_listen
 from harness.live.reporters import LiveReporter
 from harness.live.server import Hub, LiveServer, start_broadcaster
 from harness.live.state import LiveState
@@ -24,41 +24,7 @@ from model.errors import UserError
 if TYPE_CHECKING:
     from harness.run.plan import Plan, Reporter
 
-LOOPBACK = "127.0.0.1"
 DRAIN_S = 1.0  # at the end, how long the pages' queues may take to empty
-
-
-@dataclass(frozen=True)
-class ListenAddress:
-    """Where a live server listens; `public` when the user chose a host off loopback."""
-
-    host: str
-    port: int
-
-    @property
-    def public(self) -> bool:
-        return not ipaddress.ip_address(self.host).is_loopback
-
-
-def parse_listen(spec: str, option: str) -> ListenAddress:
-    """`PORT` (on 127.0.0.1) or `HOST:PORT` / `[V6]:PORT` (an IP address); port 0: one
-    the OS picks. UserError naming `option` otherwise."""
-    text = spec.strip()
-    host, port_text = LOOPBACK, text
-    if text.startswith("["):
-        inside, _, rest = text[1:].partition("]")
-        host, port_text = inside, rest.removeprefix(":")
-    elif text.count(":") == 1:
-        host, port_text = text.split(":")
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        raise UserError(
-            f"{option} {spec}: {host!r} is not an IP address (give PORT, or HOST:PORT)"
-        ) from None
-    if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
-        raise UserError(f"{option} {spec}: the port must be a number in 0..65535")
-    return ListenAddress(host, int(port_text))
 
 
 def _step_seconds(plan: Plan) -> float | None:

@@ -15,10 +15,10 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness.cli.live_options import with_default_ports
+from harness.live.address import parse_listen
 from harness.live.metrics import METRICS, exposition, run_registry
 from harness.live.reporters import LiveReporter, Reporters
 from harness.live.server import CLIENT_QUEUE, Hub, page_html
-from harness.live.session import parse_listen
 from harness.live.state import MAX_POINTS_PER_CASE, LiveState, parse_case_label
 from model.errors import UserError
 from model.results import Case, Step
@@ -398,3 +398,11 @@ def test_a_failing_live_view_stops_itself_not_the_run(
     assert reporter.broken == "KeyError: 'requests_per_s'"
     assert capsys.readouterr().err.count("the live view stopped") == 1
     assert state.snapshot()["series"][0]["steps"] == []
+
+
+def test_run_options_refuse_a_bad_address_before_anything_starts() -> None:
+    from harness.run_options import RunOptions
+
+    assert RunOptions(live_address="0", prometheus_address="127.0.0.1:9464").live_address == "0"
+    with pytest.raises(UserError, match="--live localhost:80: 'localhost' is not an IP"):
+        RunOptions(live_address="localhost:80")
