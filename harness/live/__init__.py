@@ -4,7 +4,8 @@
 - metrics.py: that state as Prometheus metric families, read at each scrape
 - server.py: the HTTP servers (the page, its event stream, /metrics) on threads of their own
 - reporters.py: several reporters as one, and the one that feeds the state
-- session.py: the options' addresses, the servers started, the run's end
+- address.py: where they listen (127.0.0.1 unless the user names a host)
+- session.py: the servers started, their URLs said, the run's end
 - templates/live.html, static/: the page and its script (canvas charts, no library)
 
 They run in the harness's own process (pinned with it to the load's CPUs while the run
