@@ -19,6 +19,7 @@ import contextlib
 import json
 import mimetypes
 import queue
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -229,6 +230,8 @@ class _Server(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], hub: Hub, routes: str) -> None:
         self.hub = hub
         self.routes = routes  # "page" or "metrics"
+        if ":" in address[0]:  # an IPv6 address ([::1]:8089)
+            self.address_family = socket.AF_INET6
         super().__init__(address, _Handler)
 
 

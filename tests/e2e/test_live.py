@@ -421,3 +421,20 @@ def test_a_port_in_use_is_one_line_naming_the_option() -> None:
         port = taken.getsockname()[1]
         with pytest.raises(UserError, match=f"--prometheus: cannot listen on 127.0.0.1:{port}"):
             start_live(None, str(port))
+
+
+def test_an_ipv6_loopback_address_is_served() -> None:
+    if not socket.has_ipv6:
+        pytest.skip("no IPv6 here")
+    try:
+        session = start_live("[::1]:0", None)
+    except UserError as error:
+        pytest.skip(f"no IPv6 loopback here: {error}")
+    assert session is not None
+    try:
+        url = session.servers["page"].url
+        assert url.startswith("http://[::1]:")
+        with urllib.request.urlopen(url + "state.json", timeout=5) as reply:
+            assert json.load(reply) == {"status": "starting"}
+    finally:
+        session.close()
