@@ -218,6 +218,7 @@ def test_the_live_page_changes_as_the_run_goes(tmp_path: Path) -> None:
         assert done["title"] == f"serverbench live: {only_run(run.out_dir).run_id}"
         assert done["settled"] == 2
         assert done["report"].endswith("/report/report.html")
+        assert browser.console_errors() == []  # the script threw nothing
     for width in (1280, 390):
         assert (screens / f"live-{width}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
