@@ -247,6 +247,16 @@ def bench_trend_series(runs: Sequence[BenchRun]) -> dict[str, list[TrendPoint]]:
     return series
 
 
+def bench_limits(runs: Sequence[BenchRun]) -> dict[str, float]:
+    """Each bench series' limit (the label as `bench_trend_series` gives it)."""
+    return {
+        f"{case.label} {figure.name}": figure.limit
+        for run in runs
+        for case in run.cases
+        for figure in case.figures
+    }
+
+
 def steps_beyond_noise(points: Sequence[TrendPoint]) -> list[int]:
     """The indices i where points[i - 1] → points[i] is a step: both have intervals and
     the intervals do not overlap."""

@@ -12,7 +12,10 @@ host, no server needed):
   (the `harness trend` chart and a table), steps larger than noise marked as `harness
   trend` marks them (harness.history.steps_beyond_noise);
 - `diffs/<run-a>__<run-b>.html`: `harness diff` between consecutive runs of a profile on
-  one host (harness.diff.diff_runs).
+  one host (harness.diff.diff_runs);
+- `bench.html`: the bench runs (`harness bench http`, `bench ws`) by kind and host, each
+  ratio ours / minimal with its interval and its change from the run before, and the
+  ratio's trend (harness.publish_bench).
 
 asv's `publish` is the model: the site is rebuilt from the results alone, and a run's
 report already drawn (newer than its run.json) is kept rather than drawn again.
@@ -43,6 +46,7 @@ from harness.history import (
     trend_series,
 )
 from harness.outputs.text import figure, ratio_text
+from harness.publish_bench import BENCH_PAGE, BenchSeries, bench_intro, bench_rows, bench_series
 from model.errors import UserError
 from model.results import READ_ERRORS, Run
 
@@ -213,7 +217,14 @@ def index_html(
                 set(),
             )
         )
-    unreadable = [e for e in entries if e.run is None]
+    benches = [e for e in entries if e.bench is not None]
+    if benches:
+        parts.append("<h2>Benches</h2>")
+        parts.append(
+            f"<p>{len(benches)} bench run{'' if len(benches) == 1 else 's'} (ours against "
+            f"the framework's minimal app): {_link(BENCH_PAGE, 'the bench page')}</p>"
+        )
+    unreadable = [e for e in entries if e.problem is not None]
     if unreadable:
         parts.append("<h2>Unreadable</h2>")
         parts.append(
@@ -356,6 +367,7 @@ class Site:
     diffs: int
     unreadable: int
     problems: dict[str, str]  # run id → why its report could not be drawn
+    benches: int = 0  # bench runs on the bench page
 
 
 def _draw_report(run_dir: Path, out_dir: Path) -> tuple[bool, str | None]:
@@ -427,6 +439,9 @@ def publish(results_dir: Path, out_dir: Path, now: datetime | None = None) -> Si
         for diff in group.diffs:
             (out_dir / diff_page(diff)).write_text(diff_html(diff, group.profile))
             diffs += 1
+    benches = bench_series(entries, host_label)
+    if benches:
+        write_bench_page(out_dir, benches)
     generated = (now or datetime.now(UTC)).strftime("%Y-%m-%d %H:%M UTC")
     index = out_dir / "index.html"
     index.write_text(index_html(entries, series, reports, generated))
@@ -436,6 +451,34 @@ def publish(results_dir: Path, out_dir: Path, now: datetime | None = None) -> Si
         drawn,
         len(by_profile),
         diffs,
-        sum(e.run is None for e in entries),
+        sum(e.problem is not None for e in entries),
         problems,
+        sum(len(group.runs) for group in benches),
     )
+
+
+def write_bench_page(out_dir: Path, groups: Sequence[BenchSeries]) -> Path:
+    """`bench.html` and its trend charts (`bench-<kind>-<host>.png`) in `out_dir`."""
+    from charts.trend import write_trend
+    from harness.history import bench_limits, bench_trend_series
+
+    parts = [bench_intro()]
+    for group in groups:
+        image = f"{group.anchor}.png"
+        series = bench_trend_series(group.runs)
+        title = f"bench {group.kind} on {group.host}: {len(group.runs)} runs"
+        write_trend(out_dir / image, [run.run_id for run in group.runs], series,
+                    {label: steps_beyond_noise(p) for label, p in series.items()}, title,
+                    "ours / minimal", what="ratio", value_format="{x:.2f}×",
+                    limits=bench_limits(group.runs))  # fmt: skip
+        parts.append(f'<h2 id="{escape(group.anchor)}">{escape(group.title)}</h2>')
+        parts.append(f"<p>{escape(group.measures)}</p>")
+        parts.append(
+            f'<figure><img alt="{escape(title)}" src="{escape(image)}"><figcaption>'
+            "bars: 95 % interval of the ratio; dashed: the bench's limit</figcaption></figure>"
+        )
+        headers, rows = bench_rows(group)
+        parts.append(_table(headers, rows, set()))
+    path = out_dir / BENCH_PAGE
+    path.write_text(_page("serverbench benches", "".join(parts), [("all runs", "index.html")]))
+    return path

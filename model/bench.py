@@ -172,7 +172,7 @@ class BenchRun:
         if self.status not in BENCH_STATUSES:
             raise ValueError(f"status {self.status!r} is not one of {', '.join(BENCH_STATUSES)}")
         if self.status in ("interrupted", "failed") and not self.status_reason:
-            raise ValueError(f"an {self.status} bench needs a status_reason saying why")
+            raise ValueError(f"status {self.status} needs a status_reason saying why")
         keys = [c.key for c in self.cases]
         if len(keys) != len(set(keys)):
             raise ValueError(f"bench {self.run_id}: a framework and protocol twice")
