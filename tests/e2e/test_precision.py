@@ -146,7 +146,7 @@ def test_bench_gives_the_paired_ratio_with_its_interval(tmp_path: Path) -> None:
     require_tools("wrk")
     result = harness(
         "bench", "--frameworks", "aiohttp", "--rounds", "3", "--duration", "1",
-        "--precision", "0", "--json", timeout_s=120,
+        "--precision", "0", "--json", "--results", str(tmp_path), timeout_s=120,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     (row,) = json.loads(result.stdout)

@@ -30,7 +30,7 @@ from model.bench import (
     write_bench_run,
 )
 from model.results import Run, read_run, write_run
-from tests.helpers import SYNTHETIC_HOST, synthetic_case, synthetic_run
+from tests.helpers import DATA_DIR, SYNTHETIC_HOST, synthetic_case, synthetic_run
 
 MINIMAL = [10000.0, 10200.0, 9900.0, 10100.0, 9950.0]
 
@@ -82,6 +82,17 @@ def test_a_bench_run_round_trips_through_its_file(tmp_path: Path) -> None:
     (figure,) = run.cases[0].figures
     assert len(figure.ours) == len(figure.minimal) == 5
     assert figure.round_ratios == pytest.approx([0.96, 0.97, 0.95, 0.98, 0.96])
+
+
+def test_a_captured_bench_v1_file_still_reads() -> None:
+    """tests/data/bench_v1: a real `harness bench --frameworks gevent` run as /1 wrote it;
+    a later schema must keep reading it (or upgrade it, as model.results does its own)."""
+    run = read_bench_run(DATA_DIR / "bench_v1")
+    assert (run.schema, run.kind, run.status) == (BENCH_SCHEMA, "http", "complete")
+    (case,) = run.cases
+    (figure,) = case.figures
+    assert figure.name == "req/s" and len(figure.ours) == case.rounds == 3
+    assert figure.ratio_ci is not None and figure.ratio_ci[0] <= figure.ratio <= figure.ratio_ci[1]
 
 
 @pytest.mark.parametrize(
