@@ -12,7 +12,7 @@ import dataclasses
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 import typer
@@ -41,8 +41,15 @@ from servers import FRAMEWORKS
 if TYPE_CHECKING:
     from harness.bench import BenchResult
     from harness.bench_record import BenchRecorder
-    from harness.bench_runs import BenchOptions, HttpBenchOptions, WsBenchOptions
+    from harness.bench_runs import (
+        BenchOptions,
+        HttpBenchOptions,
+        HttpBenchPlan,
+        WsBenchOptions,
+        WsBenchPlan,
+    )
     from harness.bench_ws import WsBenchResult
+    from harness.fleet.client import FleetAccess
 
 
 class BenchGroup(TyperGroup):
@@ -160,7 +167,7 @@ def bench_http(options: HttpBenchOptions, *, as_json: bool) -> Path:
     return recorder.directory
 
 
-def _measure_http(plan: Any) -> tuple[BenchRecorder, list[BenchResult]]:
+def _measure_http(plan: HttpBenchPlan) -> tuple[BenchRecorder, list[BenchResult]]:
     from harness.bench import bench_framework
     from harness.bench_record import http_case, recording
     from harness.tls import run_certificates
@@ -302,7 +309,7 @@ def ws_command(
     bench_ws(options, access, as_json=as_json)
 
 
-def bench_ws(options: WsBenchOptions, access: Any, *, as_json: bool) -> Path:
+def bench_ws(options: WsBenchOptions, access: FleetAccess, *, as_json: bool) -> Path:
     """`harness bench ws`: every chosen framework with a minimal WebSocket server, kept
     as a run; returns its directory."""
     from harness.bench_runs import plan_ws_bench
@@ -320,7 +327,9 @@ def bench_ws(options: WsBenchOptions, access: Any, *, as_json: bool) -> Path:
     return recorder.directory
 
 
-def _measure_ws(plan: Any, access: Any) -> tuple[BenchRecorder, list[WsBenchResult]]:
+def _measure_ws(
+    plan: WsBenchPlan, access: FleetAccess
+) -> tuple[BenchRecorder, list[WsBenchResult]]:
     import contextlib
 
     from harness.bench_record import recording, ws_case
