@@ -159,7 +159,10 @@ def bench_http(options: HttpBenchOptions, *, as_json: bool) -> Path:
         raise UserError(f"nothing to bench on {', '.join(plan.protocols)}: see the reasons above")
     recorder, results = _measure_http(plan)
     if as_json:
-        rows = [{**r.__dict__, "half_width_pct": r.half_width_pct} for r in results]
+        rows = [
+            {**r.__dict__, "half_width_pct": r.half_width_pct, "verdict": verdict}
+            for r, verdict in zip(results, _http_verdicts(results), strict=True)
+        ]
         print(json.dumps(rows, indent=2))
     else:
         console.print(_http_table(results))
@@ -202,13 +205,20 @@ def _measure_http(plan: HttpBenchPlan) -> tuple[BenchRecorder, list[BenchResult]
     return recorder, results
 
 
+def _http_verdicts(results: list[BenchResult]) -> list[str]:
+    """Each result's verdict against ≥ 0.95× (within, outside, undecided), as kept."""
+    from harness.bench_record import http_case
+
+    return [http_case(r).figures[0].verdict for r in results]
+
+
 def _http_table(results: list[BenchResult]) -> Table:
-    from harness.bench_record import HTTP_RATIO_LIMIT, http_case
+    from harness.bench_record import HTTP_RATIO_LIMIT
 
     columns = ("framework", "loop", "protocol", "ours req/s", "minimal req/s",
                "ours / minimal [95 % CI]", "verdict", "rounds", "±", "precision")  # fmt: skip
     table = Table(*columns)
-    for r in results:
+    for r, verdict in zip(results, _http_verdicts(results), strict=True):
         ci = f" [{r.ratio_ci[0]:.1%}, {r.ratio_ci[1]:.1%}]" if r.ratio_ci else ""
         width = r.half_width_pct
         if r.precision_pct is None:
@@ -217,7 +227,6 @@ def _http_table(results: list[BenchResult]) -> Table:
             state = f"[yellow]imprecise[/]: {r.imprecise_reason}"
         else:
             state = f"[green]within ±{r.precision_pct:g} %[/]"
-        verdict = http_case(r).figures[0].verdict
         table.add_row(
             r.framework,
             r.loop or FRAMEWORKS[r.framework].loops[0],

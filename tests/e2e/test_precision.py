@@ -154,3 +154,4 @@ def test_bench_gives_the_paired_ratio_with_its_interval(tmp_path: Path) -> None:
     low, high = row["ratio_ci"]
     assert low <= row["ratio"] <= high and row["imprecise_reason"] is None
     assert row["half_width_pct"] == pytest.approx(100 * (high - low) / 2 / row["ratio"])
+    assert row["verdict"] in ("within", "outside", "undecided")  # against ≥ 0.95×

@@ -115,7 +115,7 @@ def test_a_bench_file_of_an_unknown_version_or_kind_is_refused_by_name(
 
 def test_a_compare_reader_refuses_a_bench_by_its_schema(tmp_path: Path) -> None:
     path = write_bench_run(bench_run("20261207-020000.000-bench", [0.96, 0.97]), tmp_path)
-    with pytest.raises(ValueError, match=f"result schema '{BENCH_SCHEMA}' is not readable"):
+    with pytest.raises(ValueError, match=f"schema '{BENCH_SCHEMA}' is a bench's"):
         read_run(path)
     # and read_result still reads a compare run as one
     write_run(
