@@ -4,15 +4,16 @@ What it holds (every link relative, so it opens from a file:// path and from any
 host, no server needed):
 
 - `index.html`: the runs grouped by profile and host, newest first — status, frameworks,
-  each peak with its 95 % interval, the diff with the run before; unreadable directories
-  listed with the reason;
+  each peak with its 95 % interval, the diff with the latest earlier run that shares a
+  case with it (`previous_sharing`; none when no earlier run does: two runs of other
+  frameworks have nothing to diff); unreadable directories listed with the reason;
 - `runs/<run-id>/report.html`: each run's report (charts/report.py, with its charts
   beside it), a link back to the index above its title;
 - `profiles/<profile>.html`: per host, each framework's peak across the profile's runs
   (the `harness trend` chart and a table), steps larger than noise marked as `harness
   trend` marks them (harness.history.steps_beyond_noise);
-- `diffs/<run-a>__<run-b>.html`: `harness diff` between consecutive runs of a profile on
-  one host (harness.diff.diff_runs);
+- `diffs/<run-a>__<run-b>.html`: `harness diff` between a run and the latest earlier run
+  of its profile on its host that shares a case with it (harness.diff.diff_runs);
 - `bench.html`: the bench runs (`harness bench http`, `bench ws`) by kind and host, each
   ratio ours / minimal with its interval and its change from the run before, and the
   ratio's trend (harness.publish_bench).
@@ -26,7 +27,6 @@ I/O — reading runs, drawing, writing — is in `publish`.
 
 from __future__ import annotations
 
-import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -46,7 +46,13 @@ from harness.history import (
     trend_series,
 )
 from harness.outputs.text import figure, ratio_text
-from harness.publish_bench import BENCH_PAGE, BenchSeries, bench_intro, bench_rows, bench_series
+from harness.publish_bench import (
+    BENCH_PAGE,
+    bench_index_section,
+    bench_page_body,
+    bench_series,
+    draw_bench_trends,
+)
 from model.errors import UserError
 from model.results import READ_ERRORS, Run
 
@@ -67,7 +73,8 @@ def slug(text: str) -> str:
 
 @dataclass(frozen=True)
 class Series:
-    """The runs of one profile on one host, oldest first, and the diffs between neighbours."""
+    """The runs of one profile on one host, oldest first, and each run's diff with the
+    latest earlier one that shares a case with it (`previous_sharing`)."""
 
     profile: str
     host: str
@@ -101,11 +108,45 @@ def group_series(entries: Sequence[HistoryEntry]) -> list[Series]:
     series = []
     for (profile, _), members in groups.items():
         runs = tuple(sorted((e.run for e in members if e.run), key=lambda r: r.run_id))
-        diffs = tuple(diff_runs(a, b) for a, b in itertools.pairwise(runs))
+        diffs = tuple(diff_runs(a, b) for a, b in previous_sharing(runs))
         series.append(Series(profile, host_label(runs[-1]), runs, diffs))
     series.sort(key=lambda s: s.runs[-1].run_id, reverse=True)
     series.sort(key=lambda s: s.profile)
     return series
+
+
+def previous_sharing(runs: Sequence[Run]) -> list[tuple[Run, Run]]:
+    """Each run (oldest first) paired with the latest run before it that shares a case
+    with it (the same Case.identity: framework, scenario, sink, driver, process model,
+    affinity mode, protocol), as (earlier, later); a run that no earlier run shares a case
+    with is in no pair, since a diff of two runs without a case in common says nothing."""
+    pairs = []
+    identities = [{case.identity for case in run.cases} for run in runs]
+    for index, run in enumerate(runs):
+        earlier = (j for j in reversed(range(index)) if identities[j] & identities[index])
+        found = next(earlier, None)
+        if found is not None:
+            pairs.append((runs[found], run))
+    return pairs
+
+
+def previous_ids(runs: Sequence[Run]) -> dict[str, str | None]:
+    """Each run's id → the id of the run just before it (None for the first)."""
+    ids = [run.run_id for run in runs]
+    return dict(zip(ids, [None, *ids[:-1]], strict=True))
+
+
+def diff_cell(diff: RunDiff | None, previous_id: str | None, href: str, short: bool = False) -> str:
+    """A run's diff link (`href`: its page): with the run just before (`previous_id`), or
+    with an older one that shares cases, named; a muted note when runs came before but
+    none shares a case. `short`: "diff" for the run just before (a table's narrow column)."""
+    if previous_id is None:
+        return ""
+    if diff is None:
+        return "<span class='muted'>no earlier run shares a case</span>"
+    if diff.old_id != previous_id:
+        return _link(href, f"diff with {diff.old_id}")
+    return _link(href, "diff" if short else "diff with the run before")
 
 
 # -- where each page lies, from the site's root ----------------------------------------------
@@ -190,6 +231,7 @@ def index_html(
         by_id = {e.run.run_id: e for e in readable if e.run is not None}
         before = {d.new_id: d for d in group.diffs}
         rows = []
+        previous = previous_ids(group.runs)
         for run in reversed(group.runs):
             entry = by_id[run.run_id]
             problem = reports.get(run.run_id)
@@ -207,7 +249,7 @@ def index_html(
                     _status_cell(entry.status),
                     escape(", ".join(entry.frameworks)),
                     _peaks_cell(entry) or "–",
-                    _link(diff_page(diff), "diff with the run before") if diff else "",
+                    diff_cell(diff, previous[run.run_id], diff_page(diff) if diff else ""),
                 ]
             )
         parts.append(
@@ -217,13 +259,7 @@ def index_html(
                 set(),
             )
         )
-    benches = [e for e in entries if e.bench is not None]
-    if benches:
-        parts.append("<h2>Benches</h2>")
-        parts.append(
-            f"<p>{len(benches)} bench run{'' if len(benches) == 1 else 's'} (ours against "
-            f"the framework's minimal app): {_link(BENCH_PAGE, 'the bench page')}</p>"
-        )
+    parts.append(bench_index_section(sum(e.bench is not None for e in entries)))
     unreadable = [e for e in entries if e.problem is not None]
     if unreadable:
         parts.append("<h2>Unreadable</h2>")
@@ -263,18 +299,20 @@ def trend_rows(group: Series) -> tuple[list[str], list[list[str]]]:
                 )
             cells[point.run_id][label] = text
     before = {d.new_id: d for d in group.diffs}
+    previous = previous_ids(group.runs)
     rows = []
     for run in reversed(group.runs):
         diff = before.get(run.run_id)
+        href = f"../{diff_page(diff)}" if diff else ""
         rows.append(
             [
                 _link(f"../{run_page(run.run_id)}", run.run_id),
                 _status_cell(run.status),
                 *(cells[run.run_id].get(label, "–") for label in labels),
-                _link(f"../{diff_page(diff)}", "diff") if diff else "",
+                diff_cell(diff, previous[run.run_id], href, short=True),
             ]
         )
-    return ["run", "status", *labels, "diff with the run before"], rows
+    return ["run", "status", *labels, "diff"], rows
 
 
 def _trend_cell(point: TrendPoint) -> str:
@@ -310,7 +348,7 @@ def profile_html(profile: str, groups: Sequence[Series], images: dict[str, str])
 
 
 def diff_html(diff: RunDiff, profile: str) -> str:
-    """`harness diff` of two consecutive runs as a page."""
+    """`harness diff` of a run and the earlier run it shares cases with, as a page."""
     rows = []
     for case in diff.cases:
         verdict = case.verdict + (f", beyond {diff.factor:g}×" if case.beyond_factor else "")
@@ -441,7 +479,10 @@ def publish(results_dir: Path, out_dir: Path, now: datetime | None = None) -> Si
             diffs += 1
     benches = bench_series(entries, host_label)
     if benches:
-        write_bench_page(out_dir, benches)
+        draw_bench_trends(out_dir, benches)
+        body = bench_page_body(benches, lambda headers, rows: _table(headers, rows, set()))
+        links = [("all runs", "index.html")]
+        (out_dir / BENCH_PAGE).write_text(_page("serverbench benches", body, links))
     generated = (now or datetime.now(UTC)).strftime("%Y-%m-%d %H:%M UTC")
     index = out_dir / "index.html"
     index.write_text(index_html(entries, series, reports, generated))
@@ -455,30 +496,3 @@ def publish(results_dir: Path, out_dir: Path, now: datetime | None = None) -> Si
         problems,
         sum(len(group.runs) for group in benches),
     )
-
-
-def write_bench_page(out_dir: Path, groups: Sequence[BenchSeries]) -> Path:
-    """`bench.html` and its trend charts (`bench-<kind>-<host>.png`) in `out_dir`."""
-    from charts.trend import write_trend
-    from harness.history import bench_limits, bench_trend_series
-
-    parts = [bench_intro()]
-    for group in groups:
-        image = f"{group.anchor}.png"
-        series = bench_trend_series(group.runs)
-        title = f"bench {group.kind} on {group.host}: {len(group.runs)} runs"
-        write_trend(out_dir / image, [run.run_id for run in group.runs], series,
-                    {label: steps_beyond_noise(p) for label, p in series.items()}, title,
-                    "ours / minimal", what="ratio", value_format="{x:.2f}×",
-                    limits=bench_limits(group.runs))  # fmt: skip
-        parts.append(f'<h2 id="{escape(group.anchor)}">{escape(group.title)}</h2>')
-        parts.append(f"<p>{escape(group.measures)}</p>")
-        parts.append(
-            f'<figure><img alt="{escape(title)}" src="{escape(image)}"><figcaption>'
-            "bars: 95 % interval of the ratio; dashed: the bench's limit</figcaption></figure>"
-        )
-        headers, rows = bench_rows(group)
-        parts.append(_table(headers, rows, set()))
-    path = out_dir / BENCH_PAGE
-    path.write_text(_page("serverbench benches", "".join(parts), [("all runs", "index.html")]))
-    return path

@@ -3,21 +3,30 @@ runs grouped by kind (http, ws) and host, newest first, each framework's ratio o
 minimal with its 95 % interval and verdict, and its change from the run before with that
 change's interval (harness.bench_diff), as `harness diff` of the two prints it.
 
-Pure: the groups and the tables' cells (HTML, escaped here) from HistoryEntry; the page
-and its charts are drawn by harness.publish.
+The groups, the tables' cells and the page's body (HTML, escaped here) are pure
+functions of HistoryEntry; `draw_bench_trends` draws the charts; harness.publish wraps
+the body in the site's page and table.
 """
 
 from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from html import escape
+from pathlib import Path
 from typing import Any
 
 from harness.bench_diff import BENCH_RULE, BenchChange, BenchDiff, diff_benches
-from harness.history import HistoryEntry, bench_trend_series, host_key, ratio_text
+from harness.history import (
+    HistoryEntry,
+    bench_limits,
+    bench_trend_series,
+    host_key,
+    ratio_text,
+    steps_beyond_noise,
+)
 from model.bench import BenchFigure, BenchRun
 
 BENCH_PAGE = "bench.html"
@@ -127,3 +136,48 @@ def bench_intro() -> str:
         f"of the two ratios with its 95 % interval; better or worse needs {escape(BENCH_RULE)} "
         "(<code>harness diff</code> of the two runs).</p>"
     )
+
+
+def bench_index_section(count: int) -> str:
+    """The index's pointer to the bench page ("" without bench runs)."""
+    if not count:
+        return ""
+    return (
+        f"<h2>Benches</h2><p>{count} bench run{'' if count == 1 else 's'} (ours against the "
+        f'framework\'s minimal app): <a href="{BENCH_PAGE}">the bench page</a></p>'
+    )
+
+
+def trend_title(group: BenchSeries) -> str:
+    return f"bench {group.kind} on {group.host}: {len(group.runs)} runs"
+
+
+def bench_page_body(
+    groups: Sequence[BenchSeries], table: Callable[[list[str], list[list[str]]], str]
+) -> str:
+    """The bench page's body: per group its title, what it measures, its trend chart
+    (`<anchor>.png`, beside the page) and its table, rendered by `table`."""
+    parts = [bench_intro()]
+    for group in groups:
+        parts.append(f'<h2 id="{escape(group.anchor)}">{escape(group.title)}</h2>')
+        parts.append(f"<p>{escape(group.measures)}</p>")
+        parts.append(
+            f'<figure><img alt="{escape(trend_title(group))}" src="{escape(group.anchor)}.png">'
+            "<figcaption>bars: 95 % interval of the ratio; dashed: the bench's limit"
+            "</figcaption></figure>"
+        )
+        parts.append(table(*bench_rows(group)))
+    return "".join(parts)
+
+
+def draw_bench_trends(out_dir: Path, groups: Sequence[BenchSeries]) -> None:
+    """Each group's trend chart, `<anchor>.png` in `out_dir`: each figure's ratio across
+    the group's runs, the bench's limit dashed."""
+    from charts.trend import write_trend
+
+    for group in groups:
+        series = bench_trend_series(group.runs)
+        write_trend(out_dir / f"{group.anchor}.png", [run.run_id for run in group.runs], series,
+                    {label: steps_beyond_noise(p) for label, p in series.items()},
+                    trend_title(group), "ours / minimal", what="ratio", value_format="{x:.2f}×",
+                    limits=bench_limits(group.runs))  # fmt: skip
