@@ -533,7 +533,7 @@ def test_the_report_says_each_cases_precision_and_why_one_stopped_short() -> Non
          make_case("nginx", (make_step(50, 9000),), summary=precise)),
     )  # fmt: skip
     html = _precision(run)
-    assert "±7.2" in html and "imprecise</span>: ±7.2 % after 9 rounds, asked ±5 %" in html
+    assert '<span class="failed">imprecise: ±7.2 % after 9 rounds, asked ±5 %</span>' in html
     assert "wander ±9.0 %" in html and "round 4: contended" in html
     assert "within ±5 %" in html and "±2.1" in html
     assert _precision(dataclasses.replace(run, cases=())) == ""
