@@ -121,37 +121,49 @@ class Column(Generic[Row]):
     shown: Callable[[Sequence[Row]], bool] = _always
     numeric: bool = False
     wraps: bool = False
+    # the unit of a row's figure (None: the row has none): said once in the header when
+    # every row's is the same (`peak req/s`), else after each figure (`12,304 req/s`)
+    unit: Callable[[Row], str | None] | None = None
 
-    def cell(self, row: Row, style: Style) -> Cell:
-        """This column's cell for `row`."""
+    def cell(self, row: Row, style: Style, unit: str | None = None) -> Cell:
+        """This column's cell for `row`, `unit` after its figure."""
         made = self.format(self.value(row), style)
-        return made if isinstance(made, Cell) else Cell(made)
+        cell = made if isinstance(made, Cell) else Cell(made)
+        if unit and cell.text != "–":
+            return Cell(f"{cell.text} {unit}", cell.interval, cell.tone)
+        return cell
 
 
 @dataclass(frozen=True)
 class TableSpec(Generic[Row]):
     """A table: a title and its columns over rows of one kind. `rows` (optional) picks
-    and orders the rows the table has out of the ones given (a run's measured cases);
-    `header` may name the columns by the rows (`peak req/s` when every case peaks in
-    req/s)."""
+    and orders the rows the table has out of the ones given (a run's measured cases)."""
 
     title: str
     columns: tuple[Column[Row], ...]
     rows: Callable[[Sequence[Row]], Sequence[Row]] = field(default=lambda rows: rows)
-    header: Callable[[Column[Row], Sequence[Row]], str] = field(
-        default=lambda column, rows: column.header
-    )
 
     def render(self, rows: Sequence[Row], style: Style) -> RenderedTable:
         """The shown columns' headers and each row's cells; a table with no rows has none."""
         chosen = list(self.rows(rows))
         shown = [c for c in self.columns if chosen and c.shown(chosen)]
+        headers, cells = [], []
+        for column in shown:
+            units = {column.unit(row) for row in chosen} - {None} if column.unit else set()
+            shared = units.pop() if len(units) == 1 else None
+            headers.append(f"{column.header} {shared}" if shared else column.header)
+            cells.append(
+                [
+                    column.cell(row, style, None if shared or not column.unit else column.unit(row))
+                    for row in chosen
+                ]
+            )
         return RenderedTable(
             title=self.title,
-            headers=tuple(self.header(c, chosen) for c in shown),
+            headers=tuple(headers),
             numeric=tuple(c.numeric for c in shown),
             wraps=tuple(c.wraps for c in shown),
-            cells=tuple(tuple(c.cell(row, style) for c in shown) for row in chosen),
+            cells=tuple(zip(*cells, strict=True)) if cells else (),
         )
 
 

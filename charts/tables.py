@@ -63,7 +63,9 @@ def _flags(case: Case) -> str:
     return " ".join([*case.summary.flags, *said])
 
 
-def _column(header: str, cell: Any, *, shown: Any = None, numeric: bool = True) -> Column[Case]:
+def _column(
+    header: str, cell: Any, *, shown: Any = None, numeric: bool = True, unit: Any = None
+) -> Column[Case]:
     """A column whose cell is computed from the whole case (value: the case itself)."""
     return Column(
         header,
@@ -71,6 +73,7 @@ def _column(header: str, cell: Any, *, shown: Any = None, numeric: bool = True) 
         format=lambda case, style: cell(case, style),
         shown=shown or (lambda cases: True),
         numeric=numeric,
+        unit=unit,
     )
 
 
@@ -103,9 +106,8 @@ SUMMARY = TableSpec[Case](
         ),
         _column(
             "peak",
-            lambda c, style: figure_cell(
-                c.summary.peak, c.summary.peak_ci, style, suffix=f" {c.summary.peak_unit}"
-            ),
+            lambda c, style: figure_cell(c.summary.peak, c.summary.peak_ci, style),
+            unit=lambda c: c.summary.peak_unit if c.summary.peak is not None else None,
         ),
         _column(
             "vs nginx",
@@ -129,11 +131,8 @@ SUMMARY = TableSpec[Case](
         ),
         _column(
             "at",
-            lambda c, _: (
-                f"{figure(c.summary.peak_offered)} {c.steps[0].unit if c.steps else ''}".strip()
-                if c.summary.peak_offered is not None
-                else "–"
-            ),
+            lambda c, _: figure(c.summary.peak_offered),
+            unit=lambda c: c.steps[0].unit if c.steps and c.summary.peak_offered else None,
         ),
         _column(
             "p99 ms",
@@ -156,6 +155,8 @@ SUMMARY = TableSpec[Case](
         Column(
             "reason",
             value=lambda c: c.error or "",
+            # the terminal prints each failure whole beneath its table
+            format=lambda error, style: "(below)" if error and style == "compact" else error,
             shown=lambda cases: any(c.error for c in cases),
             wraps=True,
         ),

@@ -28,7 +28,7 @@ from charts.tables import (
     run_status_line,
     verdict_lines,
 )
-from model.results import Run
+from model.results import FLAG_MEANINGS, Run
 
 TONE_STYLES = {"ok": "green", "warn": "yellow", "failed": "red"}
 
@@ -56,7 +56,7 @@ def rich_table(rendered: RenderedTable, title: str | None = None, caption: str =
         box=box.SIMPLE_HEAD,
         show_edge=False,
         pad_edge=False,
-        collapse_padding=True,
+        padding=(0, 0),  # the box divides the columns: one space, a log line kept short
         title_justify="left",
         caption_justify="left",
     )
@@ -68,6 +68,7 @@ def rich_table(rendered: RenderedTable, title: str | None = None, caption: str =
             # free text gives way when the row is too wide: the column narrows (rich
             # collapses only wrapping columns) and its cells, which never wrap, are cut
             no_wrap=not rendered.wraps[index],
+            min_width=len(header) if rendered.wraps[index] else None,
         )
     for row in rendered.cells:
         table.add_row(
@@ -213,9 +214,25 @@ def deviation_lines(run: Run) -> list[str]:
     return list(dict.fromkeys(lines))
 
 
+def flag_lines(run: Run) -> list[str]:
+    """Each flag the run's cases raised, once: the cases that raised it and what it means
+    (the table may cut a long list of flags to keep a row on one line)."""
+    raised: dict[str, list[str]] = {}
+    for case in run.cases:
+        for flag in case.summary.flags:
+            raised.setdefault(flag, []).append(case.framework)
+    return [
+        f"{flag} ({', '.join(dict.fromkeys(names))}): {FLAG_MEANINGS.get(flag, '')}".rstrip(": ")
+        for flag, names in raised.items()
+    ]
+
+
 def print_summary(console: Console, run: Run) -> None:
-    """The summary table, then what its cells cut: each deviation and failure whole."""
+    """The summary table, then what its cells cut: the flags with their meaning, each
+    deviation and each failure whole."""
     console.print(summary_table(run))
+    for line in flag_lines(run):
+        console.print(f"[dim]flag[/] {escape(line)}", soft_wrap=True)
     for line in deviation_lines(run):
         console.print(f"[yellow]warning:[/] {escape(line)}", soft_wrap=True)
     for line in failure_lines(run):
