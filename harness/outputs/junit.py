@@ -106,7 +106,11 @@ def run_tests(run: Run) -> tuple[list[JUnitTest], list[JUnitTest]]:
         columns = tuple(
             (header, cell.joined) for header, cell in zip(summary.headers, row, strict=True)
         )
-        props = (("key", case.key), ("status", case.status_text), *columns)
+        props = (
+            ("key", case.key),
+            ("status", case.status_text),
+            *((header, text) for header, text in columns if header != "status"),
+        )
         if case.status == "failed":
             cases.append(
                 JUnitTest(
