@@ -75,7 +75,7 @@ def diff(
     if result.other_limits:
         title += f"\n[yellow]DIFFERENT LIMITS[/]: {'; '.join(result.other_limits)}"
     rendered = diff_table(result).render(result.cases, "compact")
-    table = rich_table(rendered, title=title)
+    table = rich_table(rendered, title=title, width=console.width)
     table.caption = f"verdict: {RULE}; p99 (lower is better) for information"
     console.print(table)
     if result.drift is not None:

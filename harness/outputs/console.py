@@ -48,8 +48,21 @@ def _header(header: str, cells: list[Cell]) -> Text:
     return Text("\n".join(lines))
 
 
-def rich_table(rendered: RenderedTable, title: str | None = None, caption: str = "") -> Table:
-    """A rendered table (charts.columns) as a rich Table, each row one line."""
+def _natural_width(rendered: RenderedTable) -> int:
+    """The table's width with every header on one line (one space between columns)."""
+    widths = [
+        max([len(header), *(len(row[index].joined) for row in rendered.cells)])
+        for index, header in enumerate(rendered.headers)
+    ]
+    return sum(widths) + len(widths) - 1
+
+
+def rich_table(
+    rendered: RenderedTable, title: str | None = None, caption: str = "", width: int = 120
+) -> Table:
+    """A rendered table (charts.columns) as a rich Table, each row one line; headers wider
+    than their cells wrap at their spaces when the table would not fit `width`."""
+    wrap_headers = _natural_width(rendered) > width
     table = Table(
         title=title if title is not None else rendered.title,
         caption=caption or None,
@@ -63,7 +76,7 @@ def rich_table(rendered: RenderedTable, title: str | None = None, caption: str =
     for index, header in enumerate(rendered.headers):
         cells = [row[index] for row in rendered.cells]
         table.add_column(
-            _header(header, cells),
+            _header(header, cells) if wrap_headers else Text(header),
             justify="right" if rendered.numeric[index] else "left",
             # free text gives way when the row is too wide: the column narrows (rich
             # collapses only wrapping columns) and its cells, which never wrap, are cut
@@ -85,18 +98,20 @@ def rich_table(rendered: RenderedTable, title: str | None = None, caption: str =
     return table
 
 
-def summary_table(run: Run) -> Table:
-    """The run's summary (charts.tables.SUMMARY), titled with its id and status."""
+def summary_table(run: Run, width: int = 120) -> Table:
+    """The run's summary (charts.tables.SUMMARY), titled with its id and status, to fit
+    `width` columns."""
     rendered = SUMMARY.render(run.cases, "compact")
     baseline = any(c.summary.role == "baseline" for c in run.cases)
     return rich_table(
         rendered,
         title=f"run {run.run_id}: {run_status_line(run)}",
         caption="* baseline" if baseline else "",
+        width=width,
     )
 
 
-def precision_table(run: Run) -> Table | None:
+def precision_table(run: Run, width: int = 120) -> Table | None:
     """Each case measured in rounds (charts.tables.PRECISION), the rounds kept out and
     why as its caption; None when no case ran rounds."""
     rendered = PRECISION.render(run.cases, "compact")
@@ -112,16 +127,15 @@ def precision_table(run: Run) -> Table | None:
         for case in measured
         for e in case.summary.rounds_excluded
     ]
-    return rich_table(
-        rendered, title=title, caption="kept out — " + "; ".join(excluded) if excluded else ""
-    )
+    caption = "kept out — " + "; ".join(excluded) if excluded else ""
+    return rich_table(rendered, title=title, caption=caption, width=width)
 
 
-def case_table(spec: Any, run: Run) -> Table | None:
+def case_table(spec: Any, run: Run, width: int = 120) -> Table | None:
     """One of the run's other tables (charts.tables: TLS, MEMORY, CLOSING); None when it
     has no rows."""
     rendered = spec.render(run.cases, "compact")
-    return rich_table(rendered) if rendered else None
+    return rich_table(rendered, width=width) if rendered else None
 
 
 def precision_line(run: Run) -> str | None:
@@ -230,7 +244,7 @@ def flag_lines(run: Run) -> list[str]:
 def print_summary(console: Console, run: Run) -> None:
     """The summary table, then what its cells cut: the flags with their meaning, each
     deviation and each failure whole."""
-    console.print(summary_table(run))
+    console.print(summary_table(run, console.width))
     for line in flag_lines(run):
         console.print(f"[dim]flag[/] {escape(line)}", soft_wrap=True)
     for line in deviation_lines(run):
@@ -244,7 +258,7 @@ def print_run_tables(console: Console, run: Run) -> None:
     precision, the process models, the protocols, the close storm, the connections and
     the thresholds (each when the run has it)."""
     print_summary(console, run)
-    precision = precision_table(run)
+    precision = precision_table(run, console.width)
     if precision is not None:
         console.print(precision)
         line = precision_line(run)
@@ -254,9 +268,9 @@ def print_run_tables(console: Console, run: Run) -> None:
         console.print(f"[yellow]note:[/] {escape(note)}")
     for table in (
         topology_table(run),
-        case_table(TLS, run),
-        case_table(CLOSING, run),
-        case_table(MEMORY, run),
+        case_table(TLS, run, console.width),
+        case_table(CLOSING, run, console.width),
+        case_table(MEMORY, run, console.width),
         threshold_table(run),
     ):
         if table is not None:

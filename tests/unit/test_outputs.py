@@ -58,7 +58,7 @@ def test_a_runs_junit_counts_cases_and_thresholds(tmp_path: Path) -> None:
     gevent_case = next(c for c in suites["cases"] if c.name.startswith("gevent"))
     assert "would not start" in gevent_case.result[0].message
     aiohttp_case = next(c for c in suites["cases"] if c.name.startswith("aiohttp"))
-    assert aiohttp_case.is_passed and "peak 10,010 req/s [" in aiohttp_case.system_out
+    assert aiohttp_case.is_passed and "peak req/s 10,010 [" in aiohttp_case.system_out
 
 
 def test_a_diffs_junit_fails_only_what_got_slower(tmp_path: Path) -> None:
@@ -132,9 +132,9 @@ def test_a_runs_markdown_is_a_table_with_intervals_verdict_and_links(tmp_path: P
     summary, _precision, thresholds = markdown_tables(text)
     header, rule, *rows = summary
     assert len({len(row) for row in summary}) == 1  # every row as wide as the header
-    assert header[:3] == ["framework", "status", "peak"]
+    assert header[:3] == ["framework", "status", "peak req/s"]
     assert set(rule[2]) == {"-", ":"}  # figures aligned right
-    assert rows[0][2].startswith("10,010 req/s [") and rows[1][1] == "**failed**"
+    assert rows[0][2].startswith("10,010 [") and rows[1][1] == "**failed**"
     assert rows[1][-1] == "gevent would not start"
     assert "**Verdict (95 % intervals)**\n\n- aiohttp alone\n" in text
     assert "**Thresholds**: 2 of 3 failed" in text and len(thresholds) == 2 + 3
