@@ -12,7 +12,7 @@ from rich.markup import escape
 
 from harness.cli.options import JUNIT_OPTION, MARKDOWN_OPTION, console, read_run_arg
 from harness.outputs.console import rich_table
-from harness.outputs.text import diff_table
+from harness.outputs.text import diff_table, note_lines
 from model.errors import UserError
 
 
@@ -78,6 +78,8 @@ def diff(
     table = rich_table(rendered, title=title, width=console.width)
     table.caption = f"verdict: {RULE}; p99 (lower is better) for information"
     console.print(table)
+    for line in note_lines(result):
+        console.print(f"note: {escape(line)}", soft_wrap=True)
     if result.drift is not None:
         console.print(escape(result.drift.text()))
     else:

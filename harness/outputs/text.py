@@ -80,6 +80,17 @@ def diff_table(result: RunDiff) -> TableSpec[CaseDiff]:
                     c.cpu_us_per_req is not None and c.cpu_us_per_req.ratio for c in cases
                 ),
             ),
-            Column("note", value=lambda c: c.note or "", wraps=True),
+            Column(
+                "note",
+                value=lambda c: c.note or "",
+                # the terminal prints each note whole beneath the table (note_lines)
+                format=lambda note, style: "(below)" if note and style == "compact" else note,
+                wraps=True,
+            ),
         ),
     )
+
+
+def note_lines(result: RunDiff) -> list[str]:
+    """Each case's note as a whole line, `label: note` (the terminal's table says `(below)`)."""
+    return [f"{case.label}: {case.note}" for case in result.cases if case.note]
