@@ -32,6 +32,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from charts.columns import interval_text
 from charts.report import STYLE, html_table, nav_html
 from harness.diff import RULE, RunDiff, diff_runs
 from harness.history import (
@@ -270,9 +271,7 @@ def trend_rows(group: Series) -> tuple[list[str], list[list[str]]]:
 def _trend_cell(point: TrendPoint) -> str:
     text = figure(point.value)
     if point.interval is not None:
-        text += (
-            f' <span class="ci">[{figure(point.interval[0])}, {figure(point.interval[1])}]</span>'
-        )
+        text += f' <span class="ci">{interval_text(point.interval)}</span>'
     return text
 
 
