@@ -80,9 +80,11 @@ pre { background: #f6f8fa; padding: 1em; overflow-x: auto; }
 .ci { color: #555; font-size: .85em; white-space: nowrap; }
 .verdict { background: #f6f8fa; border-left: 4px solid #0969da; padding: .6em 1em; }
 .verdict ul { margin: .3em 0; padding-left: 1.2em; } .ratios { color: #555; font-size: .9em; }
-/* a phone: tables smaller and tighter, so more of a row shows before it scrolls */
+/* a phone: tables smaller and tighter; a wide one keeps its columns readable (text wraps
+   at 16em, not at the screen's width) and scrolls in its box */
 @media (max-width: 600px) {
   body { margin: 1em auto; } table { font-size: .8em; } th, td { padding: .25em .35em; }
+  .wide table { width: max-content; } td { max-width: 16em; }
 }
 """
 

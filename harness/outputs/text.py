@@ -37,7 +37,8 @@ def _lower_is_better(change: Change | None, style: Style) -> Cell:
     if change is None or change.ratio is None:
         return cell
     said = lower_or_higher(change)
-    return cell if said == "no rounds" else Cell(cell.text, f"{cell.interval} {said}".strip())
+    # the words with the figure, so the report sets the interval alone beneath them
+    return cell if said == "no rounds" else Cell(f"{cell.text} {said}", cell.interval)
 
 
 VERDICT_TONES = {"faster": "ok", "slower": "failed", "not comparable": "warn"}
