@@ -195,7 +195,7 @@ def run_comparison(
         run, wall_s = run_plan(plan, console)
     except KeyboardInterrupt as error:  # Ctrl-C, SIGTERM or SIGHUP: everything is stopped
         with contextlib.suppress(Exception):  # after a hang-up there may be no terminal
-            console.print(summary_table(read_run(plan.out_dir)))
+            console.print(summary_table(read_run(plan.out_dir), console.width))
         with contextlib.suppress(OSError):
             print(
                 f"harness: interrupted ({interrupt_reason(error)}); finished cases kept in "
