@@ -7,7 +7,25 @@ JUnit outputs (harness.outputs) render the same columns, so their tables cannot 
 Each renders the cells in one of two styles: `compact` for the terminal (an interval as
 `12,304 ±3 %`, a row on one line) and `bracketed` for files (`12,304 [11,912, 12,695]`).
 
-No harness here (charts draw the model only): anything with rows can have a table.
+No harness here (charts draw the model only): anything with rows can have a table —
+
+    ROUNDS = TableSpec[BenchRound](
+        title="bench",
+        columns=(
+            Column("app", value=lambda r: r.app),
+            Column(
+                "peak",
+                value=lambda r: (r.peak, r.peak_ci),
+                format=lambda v, style: figure_cell(v[0], v[1], style),
+                unit=lambda r: "req/s",
+                numeric=True,
+            ),
+        ),
+    )
+
+and `ROUNDS.render(rounds, "compact")` drawn by harness.outputs.console.rich_table,
+`ROUNDS.render(rounds, "bracketed")` by charts.report.html_table or
+harness.outputs.markdown.rendered_table.
 """
 
 from __future__ import annotations

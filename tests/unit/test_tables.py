@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from charts.columns import figure_text, half_width_text
+from charts.columns import Column, TableSpec, figure_text, half_width_text
 from charts.report import render_html
 from charts.tables import SUMMARY, SUMMARY_ALWAYS, VerdictLine, summary_headers, verdict_lines
 from harness.outputs.console import print_summary, print_verdict, summary_table
@@ -193,3 +193,23 @@ def test_a_thirteen_server_summary_is_one_line_per_case_at_120_columns() -> None
     assert " ".join(f"mine: {error}".split()) in " ".join(beneath.split())
     # the flags the table cut, whole beneath it, each once with its cases
     assert "flag driver_bound (tornado, twisted, node-http, " in beneath
+
+
+def test_a_unit_every_row_shares_is_said_once_in_the_header() -> None:
+    """Rows of any kind: a shared unit goes to the header, mixed units stay in the
+    cells; a column is shown only when its rule says so; no rows, no table."""
+    spec = TableSpec[tuple[str, float, str]](
+        title="t",
+        columns=(
+            Column("name", value=lambda r: r[0]),
+            Column("peak", value=lambda r: r[1], format=lambda v, s: figure_text(v),
+                   unit=lambda r: r[2], numeric=True),
+            Column("never", value=lambda r: r[0], shown=lambda rows: False),
+        ),
+    )  # fmt: skip
+    same = spec.render([("a", 12304.0, "req/s"), ("b", 3.5, "req/s")], "compact")
+    assert same.headers == ("name", "peak req/s") and same.text_rows()[0] == ["a", "12,304"]
+    assert same.numeric_indexes() == {1}
+    mixed = spec.render([("a", 12304.0, "req/s"), ("b", 100.0, "conns")], "bracketed")
+    assert mixed.headers == ("name", "peak") and mixed.text_rows()[1] == ["b", "100 conns"]
+    assert not spec.render([], "compact")
