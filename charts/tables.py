@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from charts.columns import Cell, Column, Style, TableSpec, figure_cell, figure_text
+from charts.columns import Cell, Column, Style, TableSpec, Tone, figure_cell, figure_text
 from model.figures import figure
 from model.results import Case, Run, has_protocol_axis
 
@@ -38,10 +38,13 @@ def resumed_at_peak(case: Case) -> float | None:
 
 
 def _status(case: Case, style: Style) -> Cell:
-    tone = "failed" if case.status == "failed" else "ok"
-    if case.status == "skipped" or case.lost_steps:
+    """The status, toned: failed red, skipped or a step lost yellow, ok green."""
+    tone: Tone = "ok"
+    if case.status == "failed":
+        tone = "failed"
+    elif case.status == "skipped" or case.lost_steps:
         tone = "warn"
-    return Cell(case.status_text, tone=tone)  # type: ignore[arg-type]
+    return Cell(case.status_text, tone=tone)
 
 
 def _ratio(value: float | None, pair: Any, style: Style) -> Cell:
@@ -321,10 +324,14 @@ class VerdictLine:
     sentence: str
     ratios: tuple[str, ...]
 
+    @property
+    def head(self) -> str:
+        """Where (when said) and the sentence: `text, wrk: nginx > aiohttp (…)`."""
+        return f"{self.where}: {self.sentence}" if self.where else self.sentence
+
     def text(self) -> str:
-        """The line as plain text: where, the sentence, then the ratios after `: `."""
-        head = f"{self.where}: {self.sentence}" if self.where else self.sentence
-        return head + (f"; {'; '.join(self.ratios)}" if self.ratios else "")
+        """The line as plain text: the head, then each ratio, `; ` between."""
+        return "; ".join([self.head, *self.ratios])
 
 
 VERDICT_TITLE = "Verdict (95 % intervals)"
@@ -349,11 +356,6 @@ def verdict_lines(verdict: dict[str, Any] | None) -> list[VerdictLine]:
         )
         lines.append(VerdictLine(where, str(part["text"]), ratios))
     return lines
-
-
-def run_verdict_lines(run: Run) -> list[VerdictLine]:
-    """verdict_lines of a run."""
-    return verdict_lines(run.verdict)
 
 
 def pinning_text(affinity: str, server_cpus: object, load_cpus: object) -> str:

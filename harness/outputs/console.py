@@ -285,7 +285,6 @@ def print_verdict(console: Console, run: Run) -> None:
         return
     console.print(f"[bold]{VERDICT_TITLE}:[/]")
     for line in lines:
-        head = f"{line.where}: {line.sentence}" if line.where else line.sentence
-        console.print(f"  {escape(head)}", soft_wrap=True)
+        console.print(f"  {escape(line.head)}", soft_wrap=True)
         if line.ratios:
             console.print(f"    {escape('; '.join(line.ratios))}", soft_wrap=True, style="dim")

@@ -77,8 +77,8 @@ def run_markdown(run: Run, run_dir: Path | None = None, base: Path | None = None
     if verdict:
         parts += [f"**{VERDICT_TITLE}**", ""]
         for line in verdict:
-            head = f"{line.where}: {line.sentence}" if line.where else line.sentence
-            parts.append(f"- {head}" + (f"  \n  {'; '.join(line.ratios)}" if line.ratios else ""))
+            ratios = f"  \n  {'; '.join(line.ratios)}" if line.ratios else ""
+            parts.append(f"- {line.head}{ratios}")
         parts.append("")
     for spec, heading in RUN_TABLES:
         rendered = spec.render(run.cases, "bracketed")

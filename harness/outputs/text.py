@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from charts.columns import Cell, Column, Style, TableSpec, figure_cell, figure_text
+from charts.columns import Cell, Column, Style, TableSpec, Tone, figure_cell, figure_text
 from model.results import Case
 
 if TYPE_CHECKING:  # harness.diff imports scipy: loaded only when a diff is asked for
@@ -41,7 +41,7 @@ def _lower_is_better(change: Change | None, style: Style) -> Cell:
     return cell if said == "no rounds" else Cell(f"{cell.text} {said}", cell.interval)
 
 
-VERDICT_TONES = {"faster": "ok", "slower": "failed", "not comparable": "warn"}
+VERDICT_TONES: dict[str, Tone] = {"faster": "ok", "slower": "failed", "not comparable": "warn"}
 
 
 def diff_table(result: RunDiff) -> TableSpec[CaseDiff]:
@@ -51,7 +51,7 @@ def diff_table(result: RunDiff) -> TableSpec[CaseDiff]:
 
     def verdict(case: CaseDiff, style: Style) -> Cell:
         words = case.verdict + (f", beyond {result.factor:g}×" if case.beyond_factor else "")
-        return Cell(words, tone=VERDICT_TONES.get(case.verdict))  # type: ignore[arg-type]
+        return Cell(words, tone=VERDICT_TONES.get(case.verdict))
 
     def column(header: str, cell: Any, numeric: bool = True, shown: Any = None) -> Column:
         return Column(
