@@ -77,6 +77,8 @@ figure img { max-width: 100%; height: auto; border: 1px solid #eee; box-sizing: 
 figcaption { color: #555; font-size: .9em; }
 pre { background: #f6f8fa; padding: 1em; overflow-x: auto; }
 .wide { max-width: 100%; overflow-x: auto; } td { overflow-wrap: break-word; }
+/* a row's name whole: `uvicorn-starlette`, not `uvicorn-` over `starlette` */
+td:first-child { white-space: nowrap; }
 .ci { color: #555; font-size: .85em; white-space: nowrap; }
 .verdict { background: #f6f8fa; border-left: 4px solid #0969da; padding: .6em 1em; }
 .verdict ul { margin: .3em 0; padding-left: 1.2em; } .ratios { color: #555; font-size: .9em; }
