@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from charts.columns import Cell, Column, Style, TableSpec, Tone, figure_cell, figure_text
 from harness.stats import Interval, holm_adjusted, log_ratio_change_interval, welch_log_p
 from model.bench import BenchFigure, BenchRun
 
@@ -134,4 +135,40 @@ def diff_benches(old: BenchRun, new: BenchRun) -> BenchDiff:
         tuple(_judged(c, p) for c, p in zip(changes, adjusted, strict=True)),
         tuple(c.label for k, c in old_cases.items() if k not in new_cases),
         tuple(c.label for k, c in new_cases.items() if k not in old_cases),
+    )
+
+
+CHANGE_TONES: dict[str, Tone] = {"better": "ok", "worse": "failed"}
+
+
+def _ratio_cell(value: float | None, pair: Any, style: Style) -> Cell:
+    return figure_cell(value, pair, style, spec="{:.2f}", suffix="×")
+
+
+def _change_cell(change: BenchChange, style: Style) -> Cell:
+    interval = change.change.as_pair() if change.change is not None else None
+    return _ratio_cell(change.ratio_change, interval, style)
+
+
+def _column(header: str, cell: Any, numeric: bool = True) -> Column[BenchChange]:
+    return Column(header, value=lambda change: change, format=cell, numeric=numeric)
+
+
+def bench_diff_table(result: BenchDiff) -> TableSpec[BenchChange]:
+    """The bench diff's table over its figures (charts.columns): each ratio ours / minimal
+    in A and in B, the change B/A with its interval, the adjusted p and the verdict."""
+    return TableSpec(
+        title=f"bench {result.kind} diff: A {result.old_id} → B {result.new_id}",
+        columns=(
+            _column("case", lambda c, _: c.label, numeric=False),
+            _column("A ours / minimal", lambda c, style: _ratio_cell(c.old, c.old_ci, style)),
+            _column("B ours / minimal", lambda c, style: _ratio_cell(c.new, c.new_ci, style)),
+            _column("change B/A [95 %]", _change_cell),
+            _column("p (Holm)", lambda c, _: figure_text(c.p_adjusted, spec="{:.3f}")),
+            _column(
+                "verdict",
+                lambda c, _: Cell(c.verdict, tone=CHANGE_TONES.get(c.verdict)),
+                numeric=False,
+            ),
+        ),
     )

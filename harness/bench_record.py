@@ -42,6 +42,12 @@ HTTP_FIGURE = "req/s"
 WS_FIGURES = ("KB/conn", "RSS KB/conn", "CPU µs/conn")
 
 
+def _loop(result: BenchResult | WsBenchResult) -> str | None:
+    """The loop that ran: the one asked for, else the framework's first (its default)."""
+    loops = FRAMEWORKS[result.framework].loops
+    return result.loop or (loops[0] if loops else None)
+
+
 def http_case(result: BenchResult) -> BenchCase:
     """A `harness bench http` result as a bench case: one figure, req/s, judged ≥ 0.95×."""
     verdict, reason = judge(result.ratio_ci, HTTP_RATIO_LIMIT, "higher")
@@ -106,7 +112,7 @@ def ws_case(result: WsBenchResult) -> BenchCase:
         "load": result.load,
         "note": result.note,
     }
-    return BenchCase(result.framework, result.loop, PROTOCOL_H1, result.rounds, figures, details)
+    return BenchCase(result.framework, _loop(result), PROTOCOL_H1, result.rounds, figures, details)
 
 
 def bench_versions(frameworks: list[str], tools: tuple[str, ...]) -> dict[str, Any]:

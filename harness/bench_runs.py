@@ -11,10 +11,10 @@ from __future__ import annotations
 import dataclasses
 import resource
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from harness.affinity import parse_cpu_list
+from harness.run_options import RunOptions
 from model.errors import UserError
 from servers import FRAMEWORKS
 
@@ -23,57 +23,53 @@ def _check_cpus(spec: str) -> None:
     parse_cpu_list(spec)  # UserError naming what is wrong
 
 
-@dataclass(frozen=True)
-class BenchOptions:
-    """What both benches take."""
+def shared_config(run: RunOptions) -> dict[str, Any]:
+    """What run.json's `config` records of the options a bench shares with compare."""
+    return {
+        "frameworks": run.frameworks, "loop": run.loop, "server_cpus": run.server_cpus,
+        "load_cpus": run.load_cpus, "servers": list(run.servers),
+        "servers_file": str(run.servers_file) if run.servers_file else None,
+    }  # fmt: skip
 
-    frameworks: str = "all"
-    loop: str | None = None
-    server_cpus: str = "0"
-    load_cpus: str = "1"
-    connections: int | None = None  # None: each bench's default
-    rounds: int | None = None
-    results_dir: Path = Path("results")
-    servers: tuple[str, ...] = ()
-    servers_file: Path | None = None
 
-    def config(self) -> dict[str, Any]:
-        """The options as run.json's `config` records them."""
-        return {
-            key: str(value) if isinstance(value, Path) else value
-            for key, value in dataclasses.asdict(self).items()
-            if key != "results_dir"
-        } | {"servers": list(self.servers)}
+def _with_cpus(run: RunOptions) -> RunOptions:
+    """`run` with its CPUs chosen as compare chooses them where not given
+    (harness.run.default_cpus: the server on the first, the load on the rest)."""
+    if run.server_cpus is not None and run.load_cpus is not None:
+        return run
+    from harness.run import default_cpus
+
+    server, load = default_cpus()
+    return dataclasses.replace(
+        run, server_cpus=run.server_cpus or server, load_cpus=run.load_cpus or load
+    )
 
 
 @dataclass(frozen=True)
 class HttpBenchOptions:
-    """`harness bench http`: wrk against ours and the minimal app, to a precision."""
+    """`harness bench http`: wrk against ours and the minimal app, to a precision. The
+    options it shares with compare (frameworks, loop, CPUs, results root, servers,
+    protocol, TLS certificate) are `common`'s (harness.run_options.RunOptions)."""
 
-    common: BenchOptions
+    common: RunOptions
+    connections: int = 100
+    rounds: int = 10
     duration_s: float = 3.0
     precision_pct: float = 3.0
     max_time_s: float = 240.0
     max_rounds: int = 60
-    protocol: str | None = None
-    tls_cert: Path | None = None
-    tls_key: Path | None = None
 
-    @property
-    def connections(self) -> int:
-        return self.common.connections if self.common.connections is not None else 100
-
-    @property
-    def rounds(self) -> int:
-        return self.common.rounds if self.common.rounds is not None else 10
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "common", _with_cpus(self.common))
 
     def config(self) -> dict[str, Any]:
         own = {
+            "connections": self.connections, "rounds": self.rounds,
             "duration_s": self.duration_s, "precision_pct": self.precision_pct,
             "max_time_s": self.max_time_s, "max_rounds": self.max_rounds,
-            "protocol": self.protocol or "h1", "tls_cert": bool(self.tls_cert),
+            "protocol": self.common.protocol or "h1", "tls_cert": bool(self.common.tls_cert),
         }  # fmt: skip
-        return self.common.config() | own | {"connections": self.connections, "rounds": self.rounds}
+        return shared_config(self.common) | own
 
 
 @dataclass(frozen=True)
@@ -95,7 +91,7 @@ def plan_http_bench(options: HttpBenchOptions) -> HttpBenchPlan:
     from harness.tools import tool_path
 
     try:
-        protocols = parse_protocols(options.protocol or "h1")
+        protocols = parse_protocols(options.common.protocol or "h1")
     except ValueError as error:
         raise UserError(f"--protocol: {error}") from None
     unspoken = [p for p in protocols if p not in WrkDriver.protocols]
@@ -104,7 +100,7 @@ def plan_http_bench(options: HttpBenchOptions) -> HttpBenchPlan:
             f"bench runs wrk, which does not speak {', '.join(unspoken)} "
             f"(it speaks {', '.join(WrkDriver.protocols)})"
         )
-    if (options.tls_cert is None) != (options.tls_key is None):
+    if (options.common.tls_cert is None) != (options.common.tls_key is None):
         raise UserError("--tls-cert and --tls-key go together (a certificate and its key)")
     common = options.common
     register_servers(list(common.servers), common.servers_file)
@@ -127,8 +123,8 @@ def plan_http_bench(options: HttpBenchOptions) -> HttpBenchPlan:
 
 
 def _check_http_numbers(options: HttpBenchOptions) -> None:
-    _check_cpus(options.common.server_cpus)
-    _check_cpus(options.common.load_cpus)
+    _check_cpus(options.common.server_cpus or "")
+    _check_cpus(options.common.load_cpus or "")
     if options.rounds < 2 or options.max_rounds < options.rounds:
         raise UserError(
             f"--rounds must be at least 2 and --max-rounds at least it ({options.rounds})"
@@ -139,35 +135,39 @@ def _check_http_numbers(options: HttpBenchOptions) -> None:
 
 @dataclass(frozen=True)
 class WsBenchOptions:
-    """`harness bench ws`: idle WebSocket connections on ours and the minimal server."""
+    """`harness bench ws`: idle WebSocket connections on ours and the minimal server. The
+    options it shares with compare (frameworks, loop, CPUs, results root, servers, the
+    fleet and its access) are `common`'s (harness.run_options.RunOptions)."""
 
-    common: BenchOptions
+    common: RunOptions
+    connections_asked: int | None = None  # None: WS_BENCH_CONNECTIONS
+    rounds_asked: int | None = None  # None: WS_BENCH_ROUNDS
     hold_s: float = 3.0
     open_rate: float | None = None
     workers: int | None = None
-    fleet: str | None = None
-    server_address: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "common", _with_cpus(self.common))
 
     @property
     def connections(self) -> int:
         from harness.bench_ws import WS_BENCH_CONNECTIONS
 
-        return (
-            self.common.connections if self.common.connections is not None else WS_BENCH_CONNECTIONS
-        )
+        asked = self.connections_asked
+        return asked if asked is not None else WS_BENCH_CONNECTIONS
 
     @property
     def rounds(self) -> int:
         from harness.bench_ws import WS_BENCH_ROUNDS
 
-        return self.common.rounds if self.common.rounds is not None else WS_BENCH_ROUNDS
+        return self.rounds_asked if self.rounds_asked is not None else WS_BENCH_ROUNDS
 
     def config(self, processes: int) -> dict[str, Any]:
         own = {
-            "hold_s": self.hold_s, "open_rate": self.open_rate, "workers": processes,
-            "fleet": self.fleet,
+            "connections": self.connections, "rounds": self.rounds, "hold_s": self.hold_s,
+            "open_rate": self.open_rate, "workers": processes, "fleet": self.common.fleet,
         }  # fmt: skip
-        return self.common.config() | own | {"connections": self.connections, "rounds": self.rounds}
+        return shared_config(self.common) | own
 
 
 @dataclass(frozen=True)
@@ -209,8 +209,8 @@ def _check_ws_numbers(options: WsBenchOptions, names: list[str]) -> int:
     from drivers.agent.plan import FD_HEADROOM
     from harness.bench_ws import WS_BENCH_STEPS, ws_workers
 
-    _check_cpus(options.common.server_cpus)
-    _check_cpus(options.common.load_cpus)
+    _check_cpus(options.common.server_cpus or "")
+    _check_cpus(options.common.load_cpus or "")
     connections, workers = options.connections, options.workers
     open_files = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     if workers is not None and workers < 1:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from charts.columns import figure_text
 from harness.diff import SAME_HOST_FACTS, CaseIdentity, case_labels
 from model.bench import BenchRun, read_result
 from model.results import READ_ERRORS, Run
@@ -44,8 +45,8 @@ def ratio_text(value: float | None, interval: tuple[float, float] | None) -> str
 
 
 def _peak_text(value: float, interval: tuple[float, float] | None, unit: str) -> str:
-    text = f"{value:,.0f}" + ("" if unit == "req/s" else f" {unit}")
-    return text + (f" [{interval[0]:,.0f}, {interval[1]:,.0f}]" if interval else "")
+    suffix = "" if unit == "req/s" else f" {unit}"
+    return figure_text(value, interval, spec="{:,.0f}", suffix=suffix)
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,11 @@ def _check_interval(name: str, interval: tuple[float, float] | None) -> None:
         raise ValueError(f"{name} {interval!r}: low above high")
 
 
+def _mean(values: tuple[float | None, ...]) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) / len(known) if known else None
+
+
 @dataclass(frozen=True)
 class BenchFigure:
     """One quantity of one bench case: each round's value of ours and of the minimal app
@@ -93,6 +98,16 @@ class BenchFigure:
             for a, b in zip(self.ours, self.minimal, strict=True)
             if a is not None and b is not None and a > 0 and b > 0
         ]
+
+    @property
+    def ours_mean(self) -> float | None:
+        """The mean of ours over the rounds that gave a value."""
+        return _mean(self.ours)
+
+    @property
+    def minimal_mean(self) -> float | None:
+        """The mean of the minimal app over the rounds that gave a value."""
+        return _mean(self.minimal)
 
     @property
     def limit_text(self) -> str:

@@ -12,13 +12,13 @@ import dataclasses
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 import typer
-from rich.table import Table
 from typer.core import TyperGroup
 
+from charts.bench_tables import BENCH_HTTP, BENCH_WS
 from harness.cli.options import (
     AGENT_CPUS_OPTION,
     FLEET_CA_OPTION,
@@ -35,6 +35,7 @@ from harness.cli.options import (
     TLS_KEY_OPTION,
     console,
 )
+from harness.outputs.console import rich_table
 from model.errors import UserError
 from servers import FRAMEWORKS
 
@@ -42,14 +43,14 @@ if TYPE_CHECKING:
     from harness.bench import BenchResult
     from harness.bench_record import BenchRecorder
     from harness.bench_runs import (
-        BenchOptions,
         HttpBenchOptions,
         HttpBenchPlan,
         WsBenchOptions,
         WsBenchPlan,
     )
     from harness.bench_ws import WsBenchResult
-    from harness.fleet.client import FleetAccess
+    from harness.run_options import RunOptions
+    from model.bench import BenchCase
 
 
 class BenchGroup(TyperGroup):
@@ -77,23 +78,12 @@ SERVER_CPUS_OPTION = typer.Option("0", help="CPUs for the servers.")
 JSON_OPTION = typer.Option(False, "--json", help="Print JSON instead of a table.")
 
 
-def _common(
-    frameworks: str,
-    loop: str | None,
-    server_cpus: str,
-    load_cpus: str,
-    connections: int | None,
-    rounds: int | None,
-    results: Path,
-    servers: list[str],
-    servers_file: Path | None,
-) -> BenchOptions:
-    from harness.bench_runs import BenchOptions
+def _common(**shared: Any) -> RunOptions:
+    """The options a bench shares with compare, as compare's RunOptions."""
+    from harness.run_options import RunOptions
 
-    return BenchOptions(
-        frameworks, loop, server_cpus, load_cpus, connections, rounds, results,
-        tuple(servers or ()), servers_file,
-    )  # fmt: skip
+    servers = tuple(shared.pop("servers") or ())
+    return RunOptions(**shared, servers=servers)
 
 
 @bench_app.command("http")
@@ -140,10 +130,13 @@ def http_command(
 
     if workers is not None or fleet is not None:
         raise UserError("--workers and --fleet go with --ws (GET / runs one process, wrk here)")
-    common = _common(frameworks, loop, server_cpus, agent_cpus or load_cpus, connections,
-                     rounds, results, servers, servers_file)  # fmt: skip
+    common = _common(
+        frameworks=frameworks, loop=loop, server_cpus=server_cpus,
+        load_cpus=agent_cpus or load_cpus, results_dir=results, servers=servers,
+        servers_file=servers_file, protocol=protocol, tls_cert=tls_cert, tls_key=tls_key,
+    )  # fmt: skip
     options = HttpBenchOptions(
-        common, duration_s, precision_pct, max_time_s, max_rounds, protocol, tls_cert, tls_key
+        common, connections, rounds, duration_s, precision_pct, max_time_s, max_rounds
     )
     bench_http(options, as_json=as_json)
 
@@ -160,12 +153,12 @@ def bench_http(options: HttpBenchOptions, *, as_json: bool) -> Path:
     recorder, results = _measure_http(plan)
     if as_json:
         rows = [
-            {**r.__dict__, "half_width_pct": r.half_width_pct, "verdict": verdict}
-            for r, verdict in zip(results, _http_verdicts(results), strict=True)
+            {**r.__dict__, "half_width_pct": r.half_width_pct, "verdict": case.figures[0].verdict}
+            for r, case in zip(results, recorder.run.cases, strict=True)
         ]
         print(json.dumps(rows, indent=2))
     else:
-        console.print(_http_table(results))
+        console.print(rich_table(BENCH_HTTP.render(recorder.run.cases, "compact")))
     _say_kept(recorder, as_json)
     return recorder.directory
 
@@ -185,7 +178,7 @@ def _measure_http(plan: HttpBenchPlan) -> tuple[BenchRecorder, list[BenchResult]
     results = []
     with (
         recording(common.results_dir, "http", options.config(), names) as recorder,
-        run_certificates(plan.protocols, options.tls_cert, options.tls_key) as certificates,
+        run_certificates(plan.protocols, common.tls_cert, common.tls_key) as certificates,
     ):
         for name, protocol in plan.pairs:
             with console.status(
@@ -203,43 +196,6 @@ def _measure_http(plan: HttpBenchPlan) -> tuple[BenchRecorder, list[BenchResult]
             results.append(result)
             recorder.add(http_case(result))
     return recorder, results
-
-
-def _http_verdicts(results: list[BenchResult]) -> list[str]:
-    """Each result's verdict against ≥ 0.95× (within, outside, undecided), as kept."""
-    from harness.bench_record import http_case
-
-    return [http_case(r).figures[0].verdict for r in results]
-
-
-def _http_table(results: list[BenchResult]) -> Table:
-    from harness.bench_record import HTTP_RATIO_LIMIT
-
-    columns = ("framework", "loop", "protocol", "ours req/s", "minimal req/s",
-               "ours / minimal [95 % CI]", "verdict", "rounds", "±", "precision")  # fmt: skip
-    table = Table(*columns)
-    for r, verdict in zip(results, _http_verdicts(results), strict=True):
-        ci = f" [{r.ratio_ci[0]:.1%}, {r.ratio_ci[1]:.1%}]" if r.ratio_ci else ""
-        width = r.half_width_pct
-        if r.precision_pct is None:
-            state = "–"
-        elif r.imprecise_reason:
-            state = f"[yellow]imprecise[/]: {r.imprecise_reason}"
-        else:
-            state = f"[green]within ±{r.precision_pct:g} %[/]"
-        table.add_row(
-            r.framework,
-            r.loop or FRAMEWORKS[r.framework].loops[0],
-            r.protocol,
-            f"{r.ours_requests_per_s:,.0f}",
-            f"{r.minimal_requests_per_s:,.0f}",
-            f"{r.ratio:.1%}{ci}",
-            _verdict(verdict, f"≥ {HTTP_RATIO_LIMIT:g}×"),
-            str(r.rounds),
-            f"±{width:.1f} %" if width is not None else "–",
-            state,
-        )
-    return table
 
 
 def _say_kept(recorder: BenchRecorder, as_json: bool) -> None:
@@ -306,19 +262,24 @@ def ws_command(
 
     if protocol and protocol != "h1":
         raise UserError("bench --ws measures WebSockets over cleartext HTTP/1.1 (h1) only")
-    common = _common(frameworks, loop, server_cpus, agent_cpus or load_cpus, connections,
-                     rounds, results, servers, servers_file)  # fmt: skip
-    options = WsBenchOptions(common, hold_s, open_rate, workers, fleet, server_address)
     access = FleetAccess(
         str(fleet_ca) if fleet_ca else None,
         str(fleet_cert) if fleet_cert else None,
         str(fleet_key) if fleet_key else None,
         insecure_fleet,
     )
-    bench_ws(options, access, as_json=as_json)
+    common = _common(
+        frameworks=frameworks, loop=loop, server_cpus=server_cpus,
+        load_cpus=agent_cpus or load_cpus, results_dir=results, servers=servers,
+        servers_file=servers_file, fleet=fleet, server_address=server_address,
+        fleet_access=access,
+    )  # fmt: skip
+    bench_ws(
+        WsBenchOptions(common, connections, rounds, hold_s, open_rate, workers), as_json=as_json
+    )
 
 
-def bench_ws(options: WsBenchOptions, access: FleetAccess, *, as_json: bool) -> Path:
+def bench_ws(options: WsBenchOptions, *, as_json: bool) -> Path:
     """`harness bench ws`: every chosen framework with a minimal WebSocket server, kept
     as a run; returns its directory."""
     from harness.bench_runs import plan_ws_bench
@@ -326,19 +287,17 @@ def bench_ws(options: WsBenchOptions, access: FleetAccess, *, as_json: bool) -> 
     plan = plan_ws_bench(options)
     for line in plan.skipped:
         console.print(f"[yellow]skipped:[/] {line}")
-    recorder, results = _measure_ws(plan, access)
+    recorder, results = _measure_ws(plan)
     if as_json:
         rows = [{**dataclasses.asdict(r), "note": r.note} for r in results]
         print(json.dumps(rows, indent=2))
     else:
-        _print_ws(results)
+        _print_ws(results, recorder.run.cases)
     _say_kept(recorder, as_json)
     return recorder.directory
 
 
-def _measure_ws(
-    plan: WsBenchPlan, access: FleetAccess
-) -> tuple[BenchRecorder, list[WsBenchResult]]:
+def _measure_ws(plan: WsBenchPlan) -> tuple[BenchRecorder, list[WsBenchResult]]:
     import contextlib
 
     from harness.bench_record import recording, ws_case
@@ -351,12 +310,12 @@ def _measure_ws(
         contextlib.ExitStack() as stack,
     ):
         opened = None
-        if options.fleet is not None:  # Dask's client only when asked for
+        if common.fleet is not None:  # Dask's client only when asked for
             from harness.fleet.client import open_fleet
 
-            with console.status(f"bench --ws: connecting to the fleet {options.fleet}…"):
+            with console.status(f"bench --ws: connecting to the fleet {common.fleet}…"):
                 opened = stack.enter_context(
-                    open_fleet(options.fleet, options.server_address, access)
+                    open_fleet(common.fleet, common.server_address, common.fleet_access)
                 )
         for name in plan.names:
             status = (
@@ -379,33 +338,15 @@ def _measure_ws(
     return recorder, results
 
 
-def _print_ws(results: list[WsBenchResult]) -> None:
-    """The WebSocket bench's table and what its figures mean."""
-    table = Table(
-        "framework", "loop", "conns", "workers", "KB/conn ours · minimal",
-        "ours / minimal [95 % CI]", "memory", "RSS KB/conn ours · minimal",
-        "CPU µs/conn ours · minimal", "ours / minimal [95 % CI]", "CPU", "rounds",
-    )  # fmt: skip
-    reasons = []
-    for r in results:
-        table.add_row(
-            r.framework,
-            r.loop or FRAMEWORKS[r.framework].loops[0],
-            f"{r.connections:,}",
-            str(r.server_processes),
-            f"{_figure(r.memory.ours, '.1f')} · {_figure(r.memory.minimal, '.1f')}",
-            _ratio(r.memory.ratio, r.memory.ci),
-            _verdict(r.memory.verdict, "≤ 1.25×"),
-            f"{_figure(r.rss.ours, '.1f')} · {_figure(r.rss.minimal, '.1f')}",
-            f"{_figure(r.cpu.ours, ',.0f')} · {_figure(r.cpu.minimal, ',.0f')}",
-            _ratio(r.cpu.ratio, r.cpu.ci),
-            _verdict(r.cpu.verdict, "≤ 1.25×"),
-            str(r.rounds),
-        )
-        for what, figure in (("memory", r.memory), ("CPU", r.cpu)):
-            if figure.reason:
-                reasons.append(f"{r.framework} {what} undecided: {figure.reason}")
-    console.print(table)
+def _print_ws(results: list[WsBenchResult], cases: tuple[BenchCase, ...]) -> None:
+    """The WebSocket bench's table (charts.bench_tables) and what its figures mean."""
+    console.print(rich_table(BENCH_WS.render(cases, "compact")))
+    reasons = [
+        f"{r.framework} {what} undecided: {figure.reason}"
+        for r in results
+        for what, figure in (("memory", r.memory), ("CPU", r.cpu))
+        if figure.reason
+    ]
     for memory_source, cpu_source in sorted({(r.memory_source, r.cpu_source) for r in results}):
         console.print(
             f"KB/conn: the {'cgroup memory' if memory_source == 'cgroup' else 'RSS'} slope over "
@@ -441,12 +382,3 @@ def _ratio(ratio: float | None, ci: tuple[float, float] | None) -> str:
         return "–"
     interval = f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
     return f"{ratio:.2f}×{interval}"
-
-
-def _verdict(word: str, limit: str) -> str:
-    """within / outside (above) / undecided against `limit`, coloured."""
-    if word == "within":
-        return f"[green]{limit}[/]"
-    if word in ("outside", "above"):
-        return f"[red]not {limit}[/]"
-    return "[yellow]undecided[/]"

@@ -10,41 +10,15 @@ from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from harness.cli.options import JUNIT_OPTION, MARKDOWN_OPTION, console, read_run_arg
+from harness.outputs.console import rich_table
+from harness.outputs.text import diff_table, note_lines
 from model.errors import UserError
 
-if TYPE_CHECKING:  # harness.diff imports scipy: loaded only when a diff is asked for
+if TYPE_CHECKING:  # harness.bench_diff imports scipy: loaded only when a diff is asked for
     from harness.bench_diff import BenchDiff
-    from harness.diff import Change
     from model.bench import BenchRun
-
-
-def _ratio(change: Change) -> str:
-    if change.ratio is None:
-        return "–"
-    text = f"{change.ratio:.3f}×"
-    if change.interval is not None:
-        text += f" [{change.interval.low:.3f}, {change.interval.high:.3f}]"
-    return text
-
-
-def _cpu_cell(change: Change | None) -> str:
-    """The server's CPU per reply, B over A, with `lower`/`higher` when significant."""
-    from harness.diff import lower_or_higher
-
-    if change is None or change.ratio is None:
-        return "–"
-    said = lower_or_higher(change)
-    return _ratio(change) + ("" if said == "no rounds" else f" {said}")
-
-
-def _figure(value: float | None, spec: str = "{:,.0f}") -> str:
-    return "–" if value is None else spec.format(value)
-
-
-VERDICT_STYLES = {"faster": "green", "slower": "red", "not comparable": "yellow"}
 
 
 def diff(
@@ -111,33 +85,12 @@ def diff(
         title += f"\n[yellow]DIFFERENT HOSTS[/]: {'; '.join(differences)}"
     if result.other_limits:
         title += f"\n[yellow]DIFFERENT LIMITS[/]: {'; '.join(result.other_limits)}"
-    table = Table(title=title)
-    # the server's CPU per reply (cgroups), when either run measured it
-    with_cpu = any(c.cpu_us_per_req is not None and c.cpu_us_per_req.ratio for c in result.cases)
-    columns = ("case", "A peak", "B peak", "B/A [95 % CI]", "p (Holm)", "verdict",
-               "A p99 ms", "B p99 ms", "p99 B/A [95 % CI]",
-               *(("CPU µs/req B/A",) if with_cpu else ()), "note")  # fmt: skip
-    for column in columns:
-        words = column in ("case", "verdict", "note")
-        table.add_column(column, justify="left" if words else "right")
-    for case in result.cases:
-        style = VERDICT_STYLES.get(case.verdict)
-        verdict = case.verdict + (f", beyond {factor:g}×" if case.beyond_factor else "")
-        table.add_row(
-            escape(case.label),  # `aiohttp [h1-tls]` is a label, not rich markup
-            _figure(case.peak.old),
-            _figure(case.peak.new),
-            _ratio(case.peak),
-            _figure(case.peak.p_verdict, "{:.3f}"),
-            f"[{style}]{verdict}[/]" if style else verdict,
-            _figure(case.p99.old, "{:.2f}"),
-            _figure(case.p99.new, "{:.2f}"),
-            _ratio(case.p99) + ("" if case.p99_change == "no rounds" else f" {case.p99_change}"),
-            *((_cpu_cell(case.cpu_us_per_req),) if with_cpu else ()),
-            case.note or "",
-        )
+    rendered = diff_table(result).render(result.cases, "compact")
+    table = rich_table(rendered, title=title, width=console.width)
     table.caption = f"verdict: {RULE}; p99 (lower is better) for information"
     console.print(table)
+    for line in note_lines(result):
+        console.print(f"note: {escape(line)}", soft_wrap=True)
     if result.drift is not None:
         console.print(escape(result.drift.text()))
     else:
@@ -209,30 +162,15 @@ def diff_benches(
 
 
 def _print_bench_diff(result: BenchDiff, differences: list[str]) -> None:
-    from harness.bench_diff import BENCH_RULE
-    from harness.history import ratio_text
+    """The bench diff's table (harness.bench_diff.bench_diff_table) in the terminal."""
+    from harness.bench_diff import BENCH_RULE, bench_diff_table
 
-    title = f"bench {result.kind} diff: A {result.old_id} → B {result.new_id}"
+    title = bench_diff_table(result).title
     if differences:
         title += f"\n[yellow]DIFFERENT HOSTS[/]: {'; '.join(differences)}"
-    table = Table(title=title)
-    for column in ("case", "A ours / minimal [95 % CI]", "B ours / minimal [95 % CI]",
-                   "change B/A [95 % CI]", "p (Holm)", "verdict"):  # fmt: skip
-        table.add_column(column, justify="left" if column in ("case", "verdict") else "right")
-    styles = {"better": "green", "worse": "red"}
-    for change in result.changes:
-        interval = change.change
-        style = styles.get(change.verdict)
-        table.add_row(
-            escape(change.label),
-            ratio_text(change.old, change.old_ci),
-            ratio_text(change.new, change.new_ci),
-            ratio_text(change.ratio_change, interval.as_pair() if interval else None),
-            _figure(change.p_adjusted, "{:.3f}"),
-            f"[{style}]{change.verdict}[/]" if style else change.verdict,
-        )
-    table.caption = f"ours / minimal: higher is better for req/s, lower for KB and µs; {BENCH_RULE}"
-    console.print(table)
+    caption = f"ours / minimal: higher is better for req/s, lower for KB and µs; {BENCH_RULE}"
+    rendered = bench_diff_table(result).render(result.changes, "bracketed")
+    console.print(rich_table(rendered, title=title, caption=caption))
     for side, names in (("A", result.only_in_old), ("B", result.only_in_new)):
         if names:
             console.print(f"only in {side}: {escape(', '.join(names))}")

@@ -73,7 +73,7 @@ def test_diff_of_two_benches_prints_the_ratios_change_with_its_interval(results:
     # sets the exit status, whatever two rounds a side find
     shown = harness("diff", str(a), str(b), "--factor", "100")
     assert shown.returncode == 0, shown.stdout + shown.stderr
-    assert "change B/A [95 % CI]" in shown.stdout and "gevent req/s" in shown.stdout
+    assert "change B/A [95 %]" in shown.stdout and "gevent req/s" in shown.stdout
     done = harness("diff", str(a), str(b), "--factor", "100", "--json")
     (change,) = json.loads(done.stdout)["changes"]
     low, high = change["change_ci"]
