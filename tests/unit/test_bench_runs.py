@@ -264,3 +264,35 @@ def test_publish_puts_the_benches_on_a_page_of_their_own(tmp_path: Path) -> None
         assert run_id in page
     assert "gevent req/s" in page and "vs the run before: 1.10× [" in page
     assert (tmp_path / "site" / "bench-http-vm-Test-CPU-2-cores.png").is_file()
+
+
+# -- the tables (charts.bench_tables, harness.bench_diff): one column list, every style -----
+def test_the_bench_tables_render_the_kept_cases_in_both_styles() -> None:
+    from charts.bench_tables import BENCH_HTTP, BENCH_WS
+    from harness.bench_diff import bench_diff_table
+
+    run = bench_run("20261207-020000.000-bench", [0.97, 0.975, 0.965, 0.97, 0.972])
+    (figure,) = run.cases[0].figures
+    for style, ratio in (("compact", f"{figure.ratio:.2f}× ±"), ("bracketed", "× [0.")):
+        table = BENCH_HTTP.render(run.cases, style)  # type: ignore[arg-type]
+        assert "protocol" not in table.headers  # h1 only: said nowhere
+        (row,) = table.text_rows()
+        cells = dict(zip(table.headers, row, strict=True))
+        assert cells["framework"] == "gevent" and cells["rounds"] == "5"
+        assert ratio in cells["ours / minimal"] and cells["verdict"] == "≥ 0.95×"
+    ws = BenchCase(
+        "aiohttp", "asyncio", "h1", 2,
+        (ws_figure("KB/conn", [10.0, 11.0], [9.0, 9.5]),
+         ws_figure("RSS KB/conn", [8.0, 8.5], [7.0, 7.5]),
+         ws_figure("CPU µs/conn", [300.0, 310.0], [250.0, 260.0])),
+        {"connections": 600, "server_processes": 1},
+    )  # fmt: skip
+    (row,) = BENCH_WS.render([ws], "bracketed").text_rows()
+    assert row[:5] == ["aiohttp", "asyncio", "600", "1", "10.5 · 9.2"]
+    assert "1.10× [1.00, 1.20]" in row and "≤ 1.25×" in row
+    later = bench_run("20261207-030000.000-bench", [0.99, 1.0, 0.98, 0.995, 0.99])
+    result = diff_benches(run, later)
+    rendered = bench_diff_table(result).render(result.changes, "bracketed")
+    (row,) = rendered.text_rows()
+    assert rendered.headers[3] == "change B/A [95 %]" and row[-1] == "better"
+    assert row[3].startswith(f"{result.changes[0].ratio_change:.2f}× [")
