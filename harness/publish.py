@@ -13,7 +13,10 @@ host, no server needed):
   (the `harness trend` chart and a table), steps larger than noise marked as `harness
   trend` marks them (harness.history.steps_beyond_noise);
 - `diffs/<run-a>__<run-b>.html`: `harness diff` between a run and the latest earlier run
-  of its profile on its host that shares a case with it (harness.diff.diff_runs).
+  of its profile on its host that shares a case with it (harness.diff.diff_runs);
+- `bench.html`: the bench runs (`harness bench http`, `bench ws`) by kind and host, each
+  ratio ours / minimal with its interval and its change from the run before, and the
+  ratio's trend (harness.publish_bench).
 
 asv's `publish` is the model: the site is rebuilt from the results alone, and a run's
 report already drawn (newer than its run.json) is kept rather than drawn again.
@@ -32,7 +35,8 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from charts.report import STYLE, nav_html
+from charts.columns import interval_text
+from charts.report import STYLE, html_table, nav_html
 from harness.diff import RULE, RunDiff, diff_runs
 from harness.history import (
     HistoryEntry,
@@ -42,8 +46,16 @@ from harness.history import (
     steps_beyond_noise,
     trend_series,
 )
-from harness.outputs.text import figure, ratio_text
+from harness.outputs.text import diff_table
+from harness.publish_bench import (
+    BENCH_PAGE,
+    bench_index_section,
+    bench_page_body,
+    bench_series,
+    draw_bench_trends,
+)
 from model.errors import UserError
+from model.figures import figure
 from model.results import READ_ERRORS, Run
 
 SITE_STYLE = (
@@ -249,7 +261,8 @@ def index_html(
                 set(),
             )
         )
-    unreadable = [e for e in entries if e.run is None]
+    parts.append(bench_index_section(sum(e.bench is not None for e in entries)))
+    unreadable = [e for e in entries if e.problem is not None]
     if unreadable:
         parts.append("<h2>Unreadable</h2>")
         parts.append(
@@ -307,9 +320,7 @@ def trend_rows(group: Series) -> tuple[list[str], list[list[str]]]:
 def _trend_cell(point: TrendPoint) -> str:
     text = figure(point.value)
     if point.interval is not None:
-        text += (
-            f' <span class="ci">[{figure(point.interval[0])}, {figure(point.interval[1])}]</span>'
-        )
+        text += f' <span class="ci">{interval_text(point.interval)}</span>'
     return text
 
 
@@ -338,39 +349,11 @@ def profile_html(profile: str, groups: Sequence[Series], images: dict[str, str])
 
 def diff_html(diff: RunDiff, profile: str) -> str:
     """`harness diff` of a run and the earlier run it shares cases with, as a page."""
-    rows = []
-    for case in diff.cases:
-        verdict = case.verdict + (f", beyond {diff.factor:g}×" if case.beyond_factor else "")
-        css = {"faster": "ok", "slower": "failed"}.get(case.verdict, "")
-        rows.append(
-            [
-                escape(case.label),
-                figure(case.peak.old),
-                figure(case.peak.new),
-                escape(ratio_text(case.peak.ratio, case.peak.interval)),
-                figure(case.peak.p_verdict),
-                f'<span class="{css}">{escape(verdict)}</span>',
-                figure(case.p99.old),
-                figure(case.p99.new),
-                escape(case.note or ""),
-            ]
-        )
-    headers = [
-        "case",
-        "A peak",
-        "B peak",
-        "B/A [95 %]",
-        "p (Holm)",
-        "verdict",
-        "A p99 ms",
-        "B p99 ms",
-        "note",
-    ]
     parts = [
         f"<p>A: {_link(f'../{run_page(diff.old_id)}', diff.old_id)} → B: "
         f"{_link(f'../{run_page(diff.new_id)}', diff.new_id)}; factor {diff.factor:g}. "
         f"A verdict needs {escape(RULE)} (<code>harness diff</code>).</p>",
-        _table(headers, rows, {1, 2, 3, 4, 6, 7}),
+        html_table(diff_table(diff).render(diff.cases, "bracketed")),
     ]
     for side, names in (("A", diff.only_in_old), ("B", diff.only_in_new)):
         if names:
@@ -394,6 +377,7 @@ class Site:
     diffs: int
     unreadable: int
     problems: dict[str, str]  # run id → why its report could not be drawn
+    benches: int = 0  # bench runs on the bench page
 
 
 def _draw_report(run_dir: Path, out_dir: Path) -> tuple[bool, str | None]:
@@ -465,6 +449,12 @@ def publish(results_dir: Path, out_dir: Path, now: datetime | None = None) -> Si
         for diff in group.diffs:
             (out_dir / diff_page(diff)).write_text(diff_html(diff, group.profile))
             diffs += 1
+    benches = bench_series(entries, host_label)
+    if benches:
+        draw_bench_trends(out_dir, benches)
+        body = bench_page_body(benches, lambda headers, rows: _table(headers, rows, set()))
+        links = [("all runs", "index.html")]
+        (out_dir / BENCH_PAGE).write_text(_page("serverbench benches", body, links))
     generated = (now or datetime.now(UTC)).strftime("%Y-%m-%d %H:%M UTC")
     index = out_dir / "index.html"
     index.write_text(index_html(entries, series, reports, generated))
@@ -474,6 +464,7 @@ def publish(results_dir: Path, out_dir: Path, now: datetime | None = None) -> Si
         drawn,
         len(by_profile),
         diffs,
-        sum(e.run is None for e in entries),
+        sum(e.problem is not None for e in entries),
         problems,
+        sum(len(group.runs) for group in benches),
     )

@@ -10,39 +10,15 @@ from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from harness.cli.options import JUNIT_OPTION, MARKDOWN_OPTION, console, read_run_arg
+from harness.outputs.console import rich_table
+from harness.outputs.text import diff_table, note_lines
 from model.errors import UserError
 
-if TYPE_CHECKING:  # harness.diff imports scipy: loaded only when a diff is asked for
-    from harness.diff import Change
-
-
-def _ratio(change: Change) -> str:
-    if change.ratio is None:
-        return "–"
-    text = f"{change.ratio:.3f}×"
-    if change.interval is not None:
-        text += f" [{change.interval.low:.3f}, {change.interval.high:.3f}]"
-    return text
-
-
-def _cpu_cell(change: Change | None) -> str:
-    """The server's CPU per reply, B over A, with `lower`/`higher` when significant."""
-    from harness.diff import lower_or_higher
-
-    if change is None or change.ratio is None:
-        return "–"
-    said = lower_or_higher(change)
-    return _ratio(change) + ("" if said == "no rounds" else f" {said}")
-
-
-def _figure(value: float | None, spec: str = "{:,.0f}") -> str:
-    return "–" if value is None else spec.format(value)
-
-
-VERDICT_STYLES = {"faster": "green", "slower": "red", "not comparable": "yellow"}
+if TYPE_CHECKING:  # harness.bench_diff imports scipy: loaded only when a diff is asked for
+    from harness.bench_diff import BenchDiff
+    from model.bench import BenchRun
 
 
 def diff(
@@ -66,6 +42,12 @@ def diff(
 
     if not factor >= 1.0:
         raise UserError(f"--factor must be at least 1.0 (a change of 10 % is 1.10), not {factor}")
+    benches = [_read_bench(path) for path in (run_a, run_b) if path is not None]
+    if any(benches):
+        if pairs or junit or markdown:
+            raise UserError("--pair, --junit and --markdown diff compare runs, not benches")
+        return diff_benches(run_a, run_b, factor=factor, allow_other_host=allow_other_host,
+                            as_json=as_json)  # fmt: skip
     try:
         named = [parse_pair(text) for text in pairs or ()]
     except ValueError as error:
@@ -103,33 +85,12 @@ def diff(
         title += f"\n[yellow]DIFFERENT HOSTS[/]: {'; '.join(differences)}"
     if result.other_limits:
         title += f"\n[yellow]DIFFERENT LIMITS[/]: {'; '.join(result.other_limits)}"
-    table = Table(title=title)
-    # the server's CPU per reply (cgroups), when either run measured it
-    with_cpu = any(c.cpu_us_per_req is not None and c.cpu_us_per_req.ratio for c in result.cases)
-    columns = ("case", "A peak", "B peak", "B/A [95 % CI]", "p (Holm)", "verdict",
-               "A p99 ms", "B p99 ms", "p99 B/A [95 % CI]",
-               *(("CPU µs/req B/A",) if with_cpu else ()), "note")  # fmt: skip
-    for column in columns:
-        words = column in ("case", "verdict", "note")
-        table.add_column(column, justify="left" if words else "right")
-    for case in result.cases:
-        style = VERDICT_STYLES.get(case.verdict)
-        verdict = case.verdict + (f", beyond {factor:g}×" if case.beyond_factor else "")
-        table.add_row(
-            escape(case.label),  # `aiohttp [h1-tls]` is a label, not rich markup
-            _figure(case.peak.old),
-            _figure(case.peak.new),
-            _ratio(case.peak),
-            _figure(case.peak.p_verdict, "{:.3f}"),
-            f"[{style}]{verdict}[/]" if style else verdict,
-            _figure(case.p99.old, "{:.2f}"),
-            _figure(case.p99.new, "{:.2f}"),
-            _ratio(case.p99) + ("" if case.p99_change == "no rounds" else f" {case.p99_change}"),
-            *((_cpu_cell(case.cpu_us_per_req),) if with_cpu else ()),
-            case.note or "",
-        )
+    rendered = diff_table(result).render(result.cases, "compact")
+    table = rich_table(rendered, title=title, width=console.width)
     table.caption = f"verdict: {RULE}; p99 (lower is better) for information"
     console.print(table)
+    for line in note_lines(result):
+        console.print(f"note: {escape(line)}", soft_wrap=True)
     if result.drift is not None:
         console.print(escape(result.drift.text()))
     else:
@@ -143,6 +104,76 @@ def diff(
         names = escape(", ".join(c.label for c in result.worse))
         console.print(f"[red]slower beyond {factor:g}×: {names}[/]")
     return result.exit_status
+
+
+def _read_bench(path: Path) -> BenchRun | None:
+    """The bench in `path` (its directory or its run.json), or None when it holds another
+    kind of run (or none: read_run_arg says so)."""
+    from model.bench import bench_run_from_dict, is_bench_schema
+    from model.results import READ_ERRORS
+
+    file = path / "run.json" if path.is_dir() else path
+    try:
+        data = json.loads(file.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not is_bench_schema(data.get("schema")):
+        return None
+    try:
+        return bench_run_from_dict(data)
+    except READ_ERRORS as error:
+        raise UserError(f"{file}: {error}") from None
+
+
+def diff_benches(
+    run_a: Path, run_b: Path | None, *, factor: float, allow_other_host: bool, as_json: bool
+) -> int:
+    """Print the diff of two bench runs: each figure's ratio ours / minimal in A and B and
+    the change with its 95 % interval; returns 1 when a figure got significantly worse by
+    more than `factor`, else 0."""
+    from harness.bench_diff import diff_benches as diff_bench_runs
+    from harness.diff import host_differences
+
+    old, new = _read_bench(run_a), _read_bench(run_b) if run_b is not None else None
+    if old is None or new is None:
+        raise UserError("diff a bench with another bench (harness history says each run's kind)")
+    differences = host_differences(old, new)  # type: ignore[arg-type]
+    if differences and not allow_other_host:
+        raise UserError(
+            f"benches {old.run_id} and {new.run_id} were measured on different hosts "
+            f"({'; '.join(differences)}): use --allow-other-host to diff them anyway"
+        )
+    try:
+        result = diff_bench_runs(old, new)
+    except ValueError as error:
+        raise UserError(str(error)) from None
+    worse = [
+        c.label
+        for c in result.changes
+        if c.verdict == "worse" and c.ratio_change and not 1 / factor <= c.ratio_change <= factor
+    ]
+    if as_json:
+        print(json.dumps(result.to_dict(), indent=2))
+    else:
+        _print_bench_diff(result, differences)
+        if worse:
+            console.print(f"[red]worse beyond {factor:g}×: {escape(', '.join(worse))}[/]")
+    return 1 if worse else 0
+
+
+def _print_bench_diff(result: BenchDiff, differences: list[str]) -> None:
+    """The bench diff's table (harness.bench_diff.bench_diff_table) in the terminal."""
+    from harness.bench_diff import BENCH_RULE, bench_diff_table
+
+    title = bench_diff_table(result).title
+    if differences:
+        title += f"\n[yellow]DIFFERENT HOSTS[/]: {'; '.join(differences)}"
+    caption = f"ours / minimal: higher is better for req/s, lower for KB and µs; {BENCH_RULE}"
+    rendered = bench_diff_table(result).render(result.changes, "bracketed")
+    console.print(rich_table(rendered, title=title, caption=caption))
+    for side, names in (("A", result.only_in_old), ("B", result.only_in_new)):
+        if names:
+            console.print(f"only in {side}: {escape(', '.join(names))}")
 
 
 def diff_command(
@@ -174,7 +205,8 @@ def diff_command(
 ) -> None:
     """Each case's peak in run B against run A: the ratio with its 95 % interval and a
     verdict (faster, slower, no significant change); exit 1 when a case is significantly
-    slower by more than --factor."""
+    slower by more than --factor. Two bench runs: each framework's ratio ours / minimal in
+    A and in B, and its change B/A with its 95 % interval."""
     raise typer.Exit(
         diff(
             run_a,
