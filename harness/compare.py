@@ -151,6 +151,12 @@ def build_plan(
             f"driver {profile.driver} does not check reply bodies, which the {scenario.name} "
             "scenario needs: use --driver wrk"
         )
+    cannot = scenario.needs - getattr(driver_class(profile.driver), "features", frozenset())
+    if cannot:
+        raise UserError(
+            f"driver {profile.driver} cannot send what the {scenario.name} scenario needs "
+            f"({', '.join(sorted(cannot))}): use --driver wrk"
+        )
     notes: list[str] = []
     if overrides.get("driver") is None:  # the profile's choice, not the user's: adapt it
         driver = protocol_driver(
