@@ -18,7 +18,7 @@ from drivers import DRIVER_RAMPS, driver_class, driver_classes
 from harness.affinity import parse_cpu_list
 from harness.cgroups.files import parse_size
 from harness.frameworks import register_servers, select_frameworks
-from harness.outputs.text import CLOSING_HEADERS, closing_rows
+from harness.outputs.text import CLOSING_HEADERS, HELD_HEADERS, closing_rows, held_rows
 from harness.profile import load_profile
 from harness.run import Plan, Runner, claim_run_dir, default_cpus
 from harness.run.rounds import has_rounds
@@ -611,6 +611,20 @@ def closing_table(run: Run) -> Table | None:
     table = Table(title="close storm: every connection closed at once at the ramp's end")
     for column in CLOSING_HEADERS:
         table.add_column(column, justify="left" if column in ("server", "close") else "right")
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def held_table(run: Run) -> Table | None:
+    """The delay table: each delay case's requests held in flight at p99 ≤ 2 × the delay
+    (harness.run.delay); None when no case ran the delay scenario."""
+    rows = held_rows(list(run.cases))
+    if not rows:
+        return None
+    table = Table(title="delay: requests held in flight at p99 ≤ 2 × the delay")
+    for column in HELD_HEADERS:
+        table.add_column(column, justify="left" if column == "server" else "right")
     for row in rows:
         table.add_row(*row)
     return table

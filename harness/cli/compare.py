@@ -121,6 +121,7 @@ def run_comparison(
         build_plan,
         closing_table,
         deviation_lines,
+        held_table,
         memory_table,
         mongo_backend_note,
         precision_line,
@@ -233,6 +234,9 @@ def run_comparison(
     closings = closing_table(run)
     if closings is not None:
         console.print(closings)
+    held = held_table(run)
+    if held is not None:
+        console.print(held)
     memory = memory_table(run)
     if memory is not None:
         console.print(memory)

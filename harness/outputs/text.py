@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING
 
 from model.figures import figure
 from model.results import Case
+from model.scenarios import SCENARIOS
+from servers import contract
 
 if TYPE_CHECKING:
     from harness.stats import Interval
@@ -80,6 +82,32 @@ def closing_rows(cases: list[Case]) -> list[list[str]]:
                 figure(closing.get("close_s")),
                 figure(closing.get("open_after")),
                 f"{figure(closing.get('gc_pause_ms'))} ({closing.get('gc_collections', 0)})",
+            ]
+        )
+    return rows
+
+
+HELD_HEADERS = ("server", "held in flight", "p99 ms", "p99 limit ms", "req/s there")
+
+
+def held_rows(cases: list[Case]) -> list[list[str]]:
+    """The delay table's rows (HELD_HEADERS): each delay case's requests held in flight at
+    p99 ≤ 2 × the delay (`summary.held_in_flight`; `none held` when no step did). Empty
+    when no case ran the delay scenario."""
+    rows = []
+    for case in cases:
+        scenario = SCENARIOS.get(case.scenario)
+        if scenario is None or scenario.route != contract.ROUTE_DELAY_PREFIX:
+            continue
+        held = case.summary.held_in_flight or {}
+        name = case.framework + (" (baseline)" if case.summary.role == "baseline" else "")
+        rows.append(
+            [
+                name,
+                figure(held.get("concurrency")) if held else "none held",
+                figure(held.get("p99_ms")),
+                figure(held.get("limit_ms")),
+                figure(held.get("req_s")),
             ]
         )
     return rows

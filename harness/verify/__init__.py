@@ -174,6 +174,7 @@ __all__ = [
     "SMUGGLED",
     "VERIFY_FILE_COUNT",
     "WEBSOCKET_CHECKS",
+    "WORKLOAD_CHECKS",
     "WRONG_METHODS",
     "Check",
     "CheckFailed",
