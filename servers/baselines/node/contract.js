@@ -21,6 +21,9 @@ module.exports = Object.freeze({
   ROUTE_UPLOAD: '/upload',
   ROUTE_JSON_COMP: '/json-comp',
   ROUTE_BODY_10K: '/body/10k',
+  WORKLOAD_ROUTES: Object.freeze(['/json', '/plaintext', '/delay/', '/upload', '/json-comp', '/body/10k']),
+  // the workloads' payloads come in this environment variable (contract.workload_values)
+  WORKLOADS_ENV: 'SERVERBENCH_WORKLOADS',
 
   // -- payloads -------------------------------------------------------------------------
   TEXT_BODY: Buffer.from('I am a stupid HTTP server!'),

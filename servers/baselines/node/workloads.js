@@ -11,12 +11,10 @@ const zlib = require('node:zlib');
 
 const contract = require('./contract');
 
-const WORKLOADS_ENV = 'SERVERBENCH_WORKLOADS';
-
 /** The workloads' values (contract.workload_values), or an Error naming what is missing. */
 function workloadValues() {
-  const raw = process.env[WORKLOADS_ENV];
-  if (!raw) throw new Error(`${WORKLOADS_ENV} is not set: start this server with python -m servers`);
+  const raw = process.env[contract.WORKLOADS_ENV];
+  if (!raw) throw new Error(`${contract.WORKLOADS_ENV} is not set: start this server with python -m servers`);
   return JSON.parse(raw);
 }
 
