@@ -13,9 +13,9 @@ import pytest
 
 from drivers.base import Target
 from drivers.wrk import lua_script
-from harness.run.delay import delay_ms_of
+from harness.run.delay import delay_ms_of, held_in_flight
 from model.results import Step
-from model.scenarios import DELAY_MS, HEADERS, PIPELINING, SCENARIOS, Scenario
+from model.scenarios import DELAY_MS, HEADERS, LONG_DELAY_MS, PIPELINING, SCENARIOS, Scenario
 from servers import contract
 from servers.baselines.nginx.workloads import workload_locations, write_workload_files
 from servers.core import workloads
@@ -71,6 +71,7 @@ def test_the_workload_scenarios_ask_for_what_their_boards_do() -> None:
     assert SCENARIOS["json"].needs == frozenset()
     assert SCENARIOS["delay"].route == contract.ROUTE_DELAY_PREFIX
     assert delay_ms_of(SCENARIOS["delay"].path) == DELAY_MS
+    assert delay_ms_of(SCENARIOS["delay-100"].path) == LONG_DELAY_MS
     assert delay_ms_of(contract.ROUTE_JSON) is None
     sizes = [len(SCENARIOS[name].body or b"") for name in ("upload", "upload-1m")]
     assert tuple(sizes) == contract.UPLOAD_SIZES_BYTES
@@ -113,7 +114,41 @@ def _captured_steps(path: Path, framework: str) -> list[Step]:
                     replies=int(row["replies"]),
                     errors={"total": int(row["errors_total"])},
                     error_rate=float(row["error_rate"]),
-                    latency_ms={"p99": float(row["latency_p99_ms"])},
+                    latency_ms={
+                        key: float(row[f"latency_{key}_ms"]) if row[f"latency_{key}_ms"] else None
+                        for key in ("avg", "p50", "p90", "p99", "p99.9", "p99.99", "max")
+                    },
                 )
             )
     return steps
+
+
+def test_held_in_flight_is_the_highest_step_within_twice_the_delay() -> None:
+    """A captured delay run (aiohttp and twisted, /delay/10, concurrency 4 to 1,024 on a
+    busy 2-core host): p99 never within 20 ms there, so none held; read against a 30 ms
+    delay (60 ms), each held 16 (aiohttp's 64 read 60.5 ms, twisted's 143 ms)."""
+    path = DATA / "delay_steps.csv"
+    for framework in ("aiohttp", "twisted"):
+        steps = _captured_steps(path, framework)
+        assert [s.offered for s in steps] == [4, 16, 64, 256, 1024]
+        assert held_in_flight(steps, 10) is None
+        held = held_in_flight(steps, 30)
+        assert held is not None and held["concurrency"] == 16 and held["limit_ms"] == 60
+        assert held["p99_ms"] <= 60 and held["req_s"] == steps[1].achieved
+
+
+def test_a_step_with_errors_holds_nothing() -> None:
+    steps = _captured_steps(DATA / "delay_steps.csv", "twisted")
+    failed = [
+        Step(
+            offered=s.offered,
+            unit=s.unit,
+            achieved=s.achieved,
+            replies=s.replies,
+            errors={"total": 1},
+            error_rate=0.01,
+            latency_ms=s.latency_ms,
+        )
+        for s in steps
+    ]
+    assert held_in_flight(failed, 30) is None
