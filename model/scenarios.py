@@ -27,6 +27,13 @@ PIPELINING = "pipelining"
 HEADERS = "headers"
 
 
+def _size_text(size_bytes: int) -> str:
+    """64 KiB, 1 MiB: a body size as its scenario's description says it."""
+    if size_bytes >= 1 << 20:
+        return f"{size_bytes / (1 << 20):g} MiB"
+    return f"{size_bytes / 1024:g} KiB"
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
@@ -204,7 +211,7 @@ SCENARIOS: dict[str, Scenario] = {
             *(
                 Scenario(
                     name,
-                    f"POST /upload — a {size // 1024} KiB body, answered with its byte count "
+                    f"POST /upload — a {_size_text(size)} body, answered with its byte count "
                     "(HttpArena's upload)",
                     "POST",
                     contract.ROUTE_UPLOAD,
