@@ -93,11 +93,13 @@ HELD_HEADERS = ("server", "held in flight", "p99 ms", "p99 limit ms", "req/s the
 def held_rows(cases: list[Case]) -> list[list[str]]:
     """The delay table's rows (HELD_HEADERS): each delay case's requests held in flight at
     p99 ≤ 2 × the delay (`summary.held_in_flight`; `none held` when no step did). Empty
-    when no case ran the delay scenario."""
+    when no case measured the delay scenario."""
     rows = []
     for case in cases:
         scenario = SCENARIOS.get(case.scenario)
         if scenario is None or scenario.route != contract.ROUTE_DELAY_PREFIX:
+            continue
+        if case.status != "ok":  # skipped or failed: the summary table says why
             continue
         held = case.summary.held_in_flight or {}
         name = case.framework + (" (baseline)" if case.summary.role == "baseline" else "")

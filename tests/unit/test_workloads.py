@@ -5,6 +5,7 @@ reading (harness/run/delay.py) on a captured run's steps."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import gzip
 import json
 from pathlib import Path
@@ -13,8 +14,9 @@ import pytest
 
 from drivers.base import Target
 from drivers.wrk import lua_script
+from harness.outputs.text import held_rows
 from harness.run.delay import delay_ms_of, held_in_flight
-from model.results import Step
+from model.results import Case, Step
 from model.scenarios import DELAY_MS, HEADERS, LONG_DELAY_MS, PIPELINING, SCENARIOS, Scenario
 from servers import contract
 from servers.baselines.nginx.workloads import workload_locations, write_workload_files
@@ -152,3 +154,18 @@ def test_a_step_with_errors_holds_nothing() -> None:
         for s in steps
     ]
     assert held_in_flight(failed, 30) is None
+
+
+def test_the_delay_table_lists_the_measured_cases_only() -> None:
+    steps = tuple(_captured_steps(DATA / "delay_steps.csv", "twisted"))
+    held = held_in_flight(steps, 30)
+    pinned = {"server": "0", "agent": "1"}
+    measured = Case("twisted", "delay-100", "empty", "wrk", "single", pinned, "ok", steps=steps)
+    measured = dataclasses.replace(
+        measured, summary=dataclasses.replace(measured.summary, held_in_flight=held)
+    )
+    skipped = Case(
+        "nginx", "delay-100", "empty", "wrk", "single", pinned, "skipped", error="not supported"
+    )
+    other = Case("aiohttp", "json", "empty", "wrk", "single", pinned, "ok", steps=steps)
+    assert held_rows([measured, skipped, other]) == [["twisted", "16", "27.7", "60", "926"]]
