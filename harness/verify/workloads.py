@@ -31,7 +31,7 @@ UPLOAD_CHUNK_BYTES = 10_000  # the chunked upload's chunk size (the last one sho
 SHORT_BODY_WAIT_S = 5.0
 
 
-def _expect_headers(response, sent: str, content_type: str) -> None:
+def _expect_headers(response: httpx.Response, sent: str, content_type: str) -> None:
     """Content-Type, and TechEmpower's Server and Date headers."""
     got = response.headers.get("content-type", "")
     expect(
