@@ -27,6 +27,7 @@ from model.scenarios import SCENARIOS
 PUBLISHED_PATH = Path(__file__).resolve().parent / "published.toml"
 PUBLISHED_VERSION = 1  # published.toml's `version`: a file of another is refused by name
 AGREES, DISAGREES, NOT_MEASURED = "agrees", "disagrees", "not measured"
+INCONCLUSIVE = "inconclusive"
 HEADERS = ("pair", "board", "test", "ours [95 % CI]", "published", "verdict", "source")
 
 
@@ -113,10 +114,19 @@ class Crosscheck:
 
 def judge(pair: PublishedPair, ours: Interval | None, band: float, missing: str = "") -> Crosscheck:
     """The verdict: agrees when the published ratio lies in our interval widened by `band`
-    (low / (1 + band), high × (1 + band)); else disagrees, saying what differs."""
+    (low / (1 + band), high × (1 + band)); else disagrees, saying what differs. An interval
+    wider than the band's own span ((1 + band)², high / low) can agree with almost any
+    figure: inconclusive, whatever the published figure is."""
     if ours is None:
         return Crosscheck(pair, None, NOT_MEASURED, missing or "no ratio: fewer than two rounds")
     low, high = ours.low / (1 + band), ours.high * (1 + band)
+    if ours.low <= 0 or ours.high / ours.low > (1 + band) ** 2:
+        why = (
+            f"our interval [{ours.low:.2f}, {ours.high:.2f}] is wider than the band "
+            f"({(1 + band) ** 2:.2f}×): more or longer rounds (--rounds, --round-duration), "
+            "a quieter host"
+        )
+        return Crosscheck(pair, ours, INCONCLUSIVE, why)
     if low <= pair.published <= high:
         why = f"{pair.published:g} within [{low:.2f}, {high:.2f}] (ours ± the band {band:.0%})"
         return Crosscheck(pair, ours, AGREES, why)

@@ -9,6 +9,7 @@ import pytest
 from harness.crosscheck import (
     AGREES,
     DISAGREES,
+    INCONCLUSIVE,
     NOT_MEASURED,
     Published,
     crosscheck,
@@ -71,6 +72,9 @@ def test_the_verdict_widens_our_interval_by_the_band() -> None:
     below = judge(pair, Interval(0.8, 0.75, 0.85), 0.35)
     assert below.verdict == DISAGREES and "above" in below.why and pair.differs in below.why
     assert judge(pair, None, 0.35, "granian: not installed here").verdict == NOT_MEASURED
+    # as wide as this host's busy 3 rounds of 3 s gave (granian / uvicorn, plaintext)
+    wide = judge(pair, Interval(1.70, 1.22, 2.38), 0.35)
+    assert wide.verdict == INCONCLUSIVE and "wider than the band" in wide.why
 
 
 def test_a_comparison_that_could_not_run_marks_its_pairs_not_measured() -> None:
