@@ -84,9 +84,9 @@ def workload_routes(
         refusal = workloads.upload_refusal(length)
         if refusal is not None:
             return refuse(environ, start_response, refusal)  # at once, nothing read
-        body_bytes = _read_counted(environ, deadlines(environ))
-        if isinstance(body_bytes, str):  # refused: the status, as text
-            return refuse(environ, start_response, int(body_bytes))
+        body_bytes, refusal = _read_counted(environ, deadlines(environ))
+        if refusal is not None:
+            return refuse(environ, start_response, refusal)
         if length is not None and body_bytes < length:  # eventlet: what came before EOF
             return refuse(environ, start_response, 400)
         reply = workloads.upload_reply(body_bytes)
@@ -102,9 +102,9 @@ def workload_routes(
     return exact, {contract.ROUTE_DELAY_PREFIX: {"GET": delay}}
 
 
-def _read_counted(environ: Environ, deadlines: BodyDeadlines) -> int | str:
-    """The body's byte count, read in pieces and dropped within the body deadline; or the
-    status refusing it ("413" over the limit, "408" late, "400" cut short or ill-framed)."""
+def _read_counted(environ: Environ, deadlines: BodyDeadlines) -> tuple[int, int | None]:
+    """The body's byte count, read in pieces and dropped within the body deadline, and the
+    status refusing it (413 over the limit, 408 late, 400 cut short or ill-framed) or None."""
     request_body = environ["wsgi.input"]
     body_bytes = 0
     deadlines.await_body()
@@ -112,11 +112,11 @@ def _read_counted(environ: Environ, deadlines: BodyDeadlines) -> int | str:
         while chunk := request_body.read(UPLOAD_READ_BYTES):
             body_bytes += len(chunk)
             if body_bytes > contract.UPLOAD_MAX_BODY_BYTES:  # a chunked body
-                return "413"
+                return body_bytes, 413
     except ClientTimeout:  # before OSError: it is one
-        return "408"
+        return body_bytes, 408
     except (OSError, ValueError):  # the body ended early, or bad chunked framing
-        return "400"
+        return body_bytes, 400
     finally:
         deadlines.server_busy()
-    return body_bytes
+    return body_bytes, None
