@@ -241,6 +241,12 @@ SCENARIOS: dict[str, Scenario] = {
 }
 
 
+def is_delay(name: str) -> bool:
+    """Whether the scenario called `name` waits on `/delay/{ms}` (an unknown name: no)."""
+    scenario = SCENARIOS.get(name)
+    return scenario is not None and scenario.route == contract.ROUTE_DELAY_PREFIX
+
+
 def get_scenario(name: str) -> Scenario:
     """The scenario called `name`; an unknown name lists the valid ones."""
     try:

@@ -11,6 +11,7 @@ from pathlib import Path
 from rich.console import Console
 
 from harness.compare import build_plan, run_plan
+from harness.run_options import DEFAULT_RESULTS_DIR, RunOptions
 from model.results import Run
 from servers import FRAMEWORKS
 from servers.plugins import load_plugins
@@ -40,7 +41,7 @@ def boards_measure(
         missing = [s for s in servers if s not in FRAMEWORKS or not FRAMEWORKS[s].available()]
         if missing:
             return f"not installed here: {', '.join(missing)}"
-        overrides = {
+        settings = {
             "scenario": scenario,
             "ramp.levels": str(concurrency),
             "duration_s": timing.step_duration_s,
@@ -50,14 +51,13 @@ def boards_measure(
             "precision_pct": 0.0,  # a fixed number of rounds: the run's time is known
             "max_time_s": 0.0,
         }
-        plan = build_plan(
+        options = RunOptions(
             frameworks=",".join(servers),
-            profile_name=PROFILE,
-            overrides=overrides,
-            server_cpus=None,
-            agent_cpus=None,
-            out=out,
+            profile=PROFILE,
+            settings=settings,
+            results_dir=out or DEFAULT_RESULTS_DIR,
         )
+        plan = build_plan(options)
         console.print(
             f"crosscheck: {scenario} at {concurrency} connections, {', '.join(servers)}: "
             f"{plan.out_dir}"

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from charts.tables import HELD
 from drivers.base import Target
 from drivers.wrk import lua_script
-from harness.outputs.text import held_rows
 from harness.run.delay import delay_ms_of, held_in_flight
 from model.results import Case, Step
 from model.scenarios import DELAY_MS, HEADERS, LONG_DELAY_MS, PIPELINING, SCENARIOS, Scenario
@@ -168,4 +168,7 @@ def test_the_delay_table_lists_the_measured_cases_only() -> None:
         "nginx", "delay-100", "empty", "wrk", "single", pinned, "skipped", error="not supported"
     )
     other = Case("aiohttp", "json", "empty", "wrk", "single", pinned, "ok", steps=steps)
-    assert held_rows([measured, skipped, other]) == [["twisted", "16", "27.7", "60", "926"]]
+    table = HELD.render([measured, skipped, other], "compact")
+    assert [[cell.text for cell in row] for row in table.cells] == [
+        ["twisted", "16", "27.7", "60", "926"]
+    ]
