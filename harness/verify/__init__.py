@@ -544,8 +544,8 @@ def run_checks(server: EndpointOrUrl, checks: dict[str, CheckFunction]) -> tuple
         try:
             said = check(server)
             if isinstance(said, Outcome):
-                figures = dict(said.figures)
-                results.append(Check(name, True, said.detail, said.deviations, figures))
+                check = Check(name, True, said.detail, deviations=said.deviations)
+                results.append(dataclasses.replace(check, figures=dict(said.figures)))
             else:
                 results.append(Check(name, True, said))
         except CheckFailed as failure:

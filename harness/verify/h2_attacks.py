@@ -170,6 +170,7 @@ class SecondClient:
     def __init__(self, endpoint: Endpoint) -> None:
         self.endpoint = endpoint
         self.served: bool | None = None  # None: not asked yet
+        self.asked_at_s: float | None = None  # seconds into the attack it was asked
         self.latency_ms: float | None = None
         self.came = ""
         self.thread: threading.Thread | None = None
@@ -188,9 +189,10 @@ class SecondClient:
         self.served = response.status == 200 and response.body == contract.TEXT_BODY
         self.came = f"status {response.status}"
 
-    def start(self) -> None:
-        """Ask in a thread (once)."""
+    def start(self, elapsed_s: float | None = None) -> None:
+        """Ask in a thread (once); `elapsed_s`: how far into the attack (None: after it)."""
         if self.thread is None:
+            self.asked_at_s = elapsed_s
             self.thread = threading.Thread(target=self.ask, daemon=True)
             self.thread.start()
 
@@ -209,6 +211,7 @@ class AttackReport:
     rss_growth_bytes: int | None
     served_during: bool
     during_ms: float | None
+    asked_during: bool  # the second client came while the attack ran (else right after)
     served_after: bool
     after_came: str
 
@@ -239,20 +242,20 @@ class AttackReport:
             "rss_growth_bytes": self.rss_growth_bytes,
             "served_during": self.served_during,
             "during_ms": None if self.during_ms is None else round(self.during_ms, 1),
+            "asked_during": self.asked_during,
             "served_after": self.served_after,
         }
 
 
 def ending_text(result: FloodResult, units: str) -> str:
-    """`GOAWAY ENHANCE_YOUR_CALM after 13,400 streams reset (0.8 s)`."""
-    after = f"after {result.units_sent:,} {units} ({result.duration_s:.1f} s)"
+    """`GOAWAY ENHANCE_YOUR_CALM, seen after writing 13,400 streams reset (0.8 s)`: what
+    the server did, and how much the client had written by the time it saw it (a flood
+    never read writes on into the buffers after the server's GOAWAY)."""
+    seen = f"seen after writing {result.units_sent:,} {units} ({result.duration_s:.1f} s)"
     if result.goaway_code is not None:
-        return f"GOAWAY {error_name(result.goaway_code)} {after}"
-    return {
-        "closed": f"closed {after}",
-        "reset": f"reset {after}",
-        "stopped-reading": f"stopped reading {after}",
-    }.get(result.ending, f"kept open {after}")
+        return f"GOAWAY {error_name(result.goaway_code)}, {seen}"
+    what = {"closed": "closed", "reset": "reset", "stopped-reading": "stopped reading"}
+    return f"{what.get(result.ending, 'kept open')}, {seen}"
 
 
 def report_text(report: AttackReport, units: str) -> str:
@@ -263,13 +266,14 @@ def report_text(report: AttackReport, units: str) -> str:
         else f"server {report.cpu_s:.2f} s CPU in {report.window_s:.1f} s, "
         f"RSS +{report.rss_growth_bytes / 2**20:.1f} MiB"
     )
+    when = "during" if report.asked_during else "right after the end"
     during = (
-        f"a second client served during ({report.during_ms:.0f} ms)"
+        f"a second client served {when} ({report.during_ms:.0f} ms)"
         if report.served_during and report.during_ms is not None
-        else "a second client not served during"
+        else f"a second client not served {when}"
     )
-    after = "and after" if report.served_after else "not after"
-    return f"{ending_text(report.result, units)}; {cost}; {during} {after}"
+    after = "served after" if report.served_after else "not served after"
+    return f"{ending_text(report.result, units)}; {cost}; {during}; {after}"
 
 
 def run_attack(endpoint: Endpoint, attack: Attack, duration_s: float) -> AttackReport:
@@ -280,7 +284,7 @@ def run_attack(endpoint: Endpoint, attack: Attack, duration_s: float) -> AttackR
     def on_tick(elapsed_s: float) -> None:
         watch.sample()
         if elapsed_s >= duration_s / 2:
-            during.start()
+            during.start(elapsed_s)
 
     start = time.monotonic()
     with open_h2_socket(endpoint) as sock:
@@ -298,6 +302,7 @@ def run_attack(endpoint: Endpoint, attack: Attack, duration_s: float) -> AttackR
         rss_growth_bytes=watch.rss_growth_bytes() if measured else None,
         served_during=bool(during.served),
         during_ms=during.latency_ms,
+        asked_during=during.asked_at_s is not None,
         served_after=bool(after.served),
         after_came=after.came,
     )
@@ -306,14 +311,19 @@ def run_attack(endpoint: Endpoint, attack: Attack, duration_s: float) -> AttackR
 def check_h2_attack(
     server: EndpointOrUrl, key: str, framework: str = "", duration_s: float = ATTACK_S
 ) -> str | Outcome:
-    """Attack `key` on one connection: the server bounded (see the module's docstring) and
-    serving a new connection after. Unbounded is a failure for a server of ours or a
-    baseline, a deviation for a server given as a command (or an unnamed one)."""
+    """Attack `key` on one connection for `duration_s` at most: the server bounded (see
+    the module's docstring) and serving a new connection after (`judge_attack`)."""
     endpoint = endpoint_of(server)
+    return judge_attack(key, run_attack(endpoint, ATTACKS[key], duration_s), framework)
+
+
+def judge_attack(key: str, report: AttackReport, framework: str = "") -> Outcome:
+    """What `report` of attack `key` weighs: a server that stopped serving fails; one
+    not bounded fails if it is ours or a baseline, and is a deviation (a warning unless
+    declared) for a server given as a command or unnamed. The figures go with it."""
     attack = ATTACKS[key]
-    report = run_attack(endpoint, attack, duration_s)
     detail = report_text(report, attack.units)
-    sent = f"one connection: {attack.sent}, for {duration_s:g} s at most"
+    sent = f"one connection: {attack.sent}, for {report.result.duration_s:.1f} s"
     expected = (
         f"the connection ended, or under {ATTACK_CPU_SHARE:.0%} of the time in CPU and "
         f"{ATTACK_RSS_LIMIT_BYTES // 2**20} MiB RSS growth; a second client served during"

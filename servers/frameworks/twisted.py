@@ -186,6 +186,17 @@ class ContractChannel(HTTPChannel):
         self.site.state.connection_closed()
         self.site.channels.discard(self)
 
+    def requestDone(self, request: Request) -> None:
+        super().requestDone(request)  # answers the pipelined requests already read, too
+        # HTTPChannel stops reading when the transport's buffer fills (pauseProducing)
+        # only if no request is being handled at that moment; with pipelined requests one
+        # always is, so a client that pipelines and never reads the answers was read on
+        # and answered into memory without end. Stop reading once those are answered:
+        # resumeProducing reads again when the buffer drains, and the head deadline
+        # closes a connection whose client never reads.
+        if self._waitingForTransport and not self._handlingRequest and self.transport:
+            self._networkProducer.pauseProducing()
+
     def handed_over(self) -> None:
         """The WebSocket protocol took the transport: it counts the close from now on."""
         self.site.channels.discard(self)
