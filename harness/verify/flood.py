@@ -42,14 +42,18 @@ class ServerWatch:
 
     def __init__(self, port: int) -> None:
         pids: set[int] = set()
-        for connection in psutil.net_connections(kind="tcp"):
-            if (
-                connection.status == psutil.CONN_LISTEN
-                and connection.laddr.port == port
-                and connection.pid is not None
-            ):
-                pids.update(listeners.tree_pids(connection.pid))
-        self.processes = [psutil.Process(pid) for pid in sorted(pids)]
+        with contextlib.suppress(psutil.Error):  # not ours to see (another user's): no figures
+            for connection in psutil.net_connections(kind="tcp"):
+                if (
+                    connection.status == psutil.CONN_LISTEN
+                    and connection.laddr.port == port
+                    and connection.pid is not None
+                ):
+                    pids.update(listeners.tree_pids(connection.pid))
+        self.processes = []
+        for pid in sorted(pids):
+            with contextlib.suppress(psutil.Error):
+                self.processes.append(psutil.Process(pid))
         self.cpu_start_s = self.cpu_s()
         self.rss_start_bytes = self.rss_bytes()
         self.rss_peak_bytes = self.rss_start_bytes
