@@ -2,13 +2,12 @@
 Twisted server ends every attack's connection with GOAWAY ENHANCE_YOUR_CALM (its frame
 budget, servers/core/h2_budget.py) and serves a fresh client after; `harness verify`
 reports every attack, with its figures, for nginx over h2. And the same question over
-HTTP/1.1: requests pipelined on one connection whose answers are never read."""
+HTTP/1.1 on every server: requests pipelined on one connection, the answers never read."""
 
 from __future__ import annotations
 
 import json
 import socket
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -18,14 +17,13 @@ from harness.tls import make_certificates
 from harness.verify import endpoint_for, run_checks
 from harness.verify.flood import Flood, ServerWatch, flood
 from harness.verify.h2_attacks import (
-    ATTACK_CPU_SHARE,
     ATTACK_MAX_BYTES,
     ATTACK_RSS_LIMIT_BYTES,
     ATTACKS,
     attack_checks,
 )
 from harness.verify.wire import expect_still_serving
-from servers import contract
+from servers import FRAMEWORKS, contract
 from tests.helpers import harness, require_framework
 
 ATTACK_TEST_S = 2.0  # each attack's time at most (verify's own is ATTACK_S)
@@ -84,22 +82,38 @@ def test_harness_verify_reports_every_attack_for_nginx_over_h2(
         assert figures["cpu_s"] is not None and figures["rss_growth_bytes"] is not None
 
 
-def test_twisted_h1_pipelining_unread_is_bounded() -> None:
+# Every server serving HTTP/1.1 but EventMachine's baseline stops reading a connection
+# whose answers are not read; EventMachine reads on and buffers its answers without end.
+PIPELINE_SERVERS = [
+    *(name for name, info in FRAMEWORKS.items() if info.kind == "python"),
+    "nginx",
+    "node-http",
+    pytest.param(
+        "eventmachine",
+        marks=pytest.mark.xfail(
+            reason="EventMachine's baseline reads on and buffers its answers without end "
+            "(+90 MiB in 7 s): its send_data queues them without a limit",
+            strict=True,
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize("name", PIPELINE_SERVERS)
+def test_h1_pipelining_unread_is_bounded(name: str) -> None:
     """`GET /` pipelined on one connection, no answer read: once its answers fill the
-    connection's buffers the server stops reading it (twisted.web alone read on, its
-    answers piling up in memory), so its CPU and RSS stay bounded, and a second client
-    is served after."""
-    require_framework("twisted")
+    connection's buffers the server stops reading it (or closes it), so its memory stays
+    bounded, and a second client is served after. (Its CPU is the requests the buffers
+    held, answered: work a client reading them would get too.)"""
+    require_framework(name)
     request = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"
-    with start_server("twisted") as server:
+    with start_server(name) as server:
         watch = ServerWatch(server.port)
-        start = time.monotonic()
         with socket.create_connection(("127.0.0.1", server.port)) as sock:
             pipelined = Flood(b"", lambda i: request, reads=False)
             result = flood(sock, pipelined, PIPELINE_S, ATTACK_MAX_BYTES, lambda _: watch.sample())
         expect_still_serving(server.url, "requests pipelined and never read")
-        window_s = time.monotonic() - start
         cpu_s, growth_bytes = watch.cpu_used_s(), watch.rss_growth_bytes()
-    said = f"{result}: {cpu_s:.2f} s CPU in {window_s:.1f} s, RSS +{growth_bytes} bytes"
-    assert result.ending == "stopped-reading" and watch.found, said
-    assert cpu_s < ATTACK_CPU_SHARE * window_s and growth_bytes < ATTACK_RSS_LIMIT_BYTES, said
+    said = f"{result}: {cpu_s:.2f} s CPU, RSS +{growth_bytes / 2**20:.1f} MiB"
+    assert watch.found and result.ending != "kept-open", said
+    assert growth_bytes < ATTACK_RSS_LIMIT_BYTES, said
