@@ -19,9 +19,10 @@ from harness.affinity import parse_cpu_list
 from harness.cgroups.files import parse_size
 from harness.frameworks import register_servers, select_frameworks
 from harness.outputs.text import CLOSING_HEADERS, closing_rows
-from harness.profile import load_profile
+from harness.profile import Profile, load_profile
 from harness.run import Plan, Runner, claim_run_dir, default_cpus
 from harness.run.rounds import has_rounds
+from harness.run_options import RunOptions
 from harness.services.database import check_backend, default_backend
 from model.errors import UserError
 from model.figures import figure
@@ -31,8 +32,6 @@ from servers.contract import PROTOCOL_H1, SINKS, TLS_PROTOCOLS
 
 if TYPE_CHECKING:
     from harness.fleet.client import FleetAccess
-
-DEFAULT_RESULTS_DIR = Path("results")
 
 
 class RichReporter:
@@ -102,40 +101,56 @@ class RichReporter:
         self.progress.advance(self.cases_task)
 
 
-def build_plan(
-    *,
-    frameworks: str,
-    profile_name: str,
-    overrides: dict[str, Any],
-    server_cpus: str | None,
-    agent_cpus: str | None,
-    out: Path | None,
-    verify: bool = True,
-    strict_verify: bool = False,
-    mongo_url: str | None = None,
-    mongo_backend: str | None = None,
-    db_cpus: str | None = None,
-    servers: list[str] | None = None,
-    servers_file: Path | None = None,
-    fleet: str | None = None,
-    server_address: str | None = None,
-    tls_cert: Path | None = None,
-    tls_key: Path | None = None,
-    fleet_access: FleetAccess | None = None,
-    cpu_quota: float | None = None,
-    memory_max: str | None = None,
-) -> Plan:
+def build_plan(options: RunOptions) -> Plan:
     """Check every user choice up front (one-line errors), then fix the plan. Servers given
-    as commands (`servers`: NAME=COMMAND, a servers file, the profile's [servers] table)
-    are registered first, so that `frameworks` may name them.
+    as commands (`--server`, a servers file, the profile's [servers] table) are registered
+    first, so that `options.frameworks` may name them.
 
-    `mongo_backend` None: PostgreSQL when it is installed, else SQLite
+    `options.mongo_backend` None: PostgreSQL when it is installed, else SQLite
     (harness.services.database.default_backend; `mongo_backend_note` says which and why).
     """
-    profile = load_profile(profile_name, overrides)
-    register_servers(servers or (), servers_file, profile.servers, f"profile {profile.name}")
-    names = select_frameworks(frameworks)
-    scenario = get_scenario(profile.scenario)
+    overrides = options.profile_overrides()
+    profile = load_profile(options.profile, overrides)
+    register_servers(
+        options.servers, options.servers_file, profile.servers, f"profile {profile.name}"
+    )
+    names = select_frameworks(options.frameworks)
+    needs_bodies = get_scenario(profile.scenario).check_body
+    check_driver(profile, needs_bodies)
+    notes: tuple[str, ...] = ()
+    if overrides.get("driver") is None:  # the profile's choice, not the user's: adapt it
+        profile, notes = speaking_driver(profile, needs_bodies)
+    check_load(profile, options)
+    server_cpus, load_cpus = placed_cpus(options)
+    backend = check_backend(options.mongo_backend) if options.mongo_backend else None
+    memory_max_bytes = check_limits(options.cpu_quota, options.memory_max)
+    run_id, run_dir = claim_run_dir(options.results_dir, profile.name)
+    return Plan(
+        profile,
+        tuple(names),
+        server_cpus,
+        load_cpus,
+        run_dir,
+        run_id,
+        options.verify,
+        options.mongo_url,
+        strict_verify=options.strict_verify,
+        mongo_backend=backend or default_backend()[0],
+        db_cpus=options.db_cpus,
+        fleet=options.fleet,
+        fleet_access=options.fleet_access,
+        server_address=options.server_address,
+        tls_cert=options.tls_cert,
+        tls_key=options.tls_key,
+        cpu_quota=options.cpu_quota,
+        memory_max_bytes=memory_max_bytes,
+        notes=notes,
+    )
+
+
+def check_driver(profile: Profile, needs_bodies: bool) -> None:
+    """The profile's sink and driver exist, the driver runs its ramp (and checks reply
+    bodies where the scenario needs it); one line naming the fix otherwise."""
     if profile.sink not in SINKS:
         raise UserError(f"unknown sink {profile.sink}: choose from {', '.join(SINKS)}")
     if profile.driver not in DRIVER_RAMPS:
@@ -146,66 +161,64 @@ def build_plan(
             f"driver {profile.driver} does not run {profile.ramp.kind} ramps "
             f"(profile {profile.name}): use --driver {' or '.join(fits)}"
         )
-    if scenario.check_body and not driver_class(profile.driver).checks_bodies:
+    if needs_bodies and not driver_class(profile.driver).checks_bodies:
         raise UserError(
-            f"driver {profile.driver} does not check reply bodies, which the {scenario.name} "
-            "scenario needs: use --driver wrk"
+            f"driver {profile.driver} does not check reply bodies, which the "
+            f"{profile.scenario} scenario needs: use --driver wrk"
         )
-    notes: list[str] = []
-    if overrides.get("driver") is None:  # the profile's choice, not the user's: adapt it
-        driver = protocol_driver(
-            profile.protocols, profile.driver, profile.ramp.kind, scenario.check_body
+
+
+def speaking_driver(profile: Profile, needs_bodies: bool) -> tuple[Profile, tuple[str, ...]]:
+    """The profile with a driver that speaks its protocols (protocol_driver), and the
+    note that says so when that is not the profile's own."""
+    driver = protocol_driver(profile.protocols, profile.driver, profile.ramp.kind, needs_bodies)
+    if driver == profile.driver:
+        return profile, ()
+    unspoken = [p for p in profile.protocols if p not in driver_class(profile.driver).protocols]
+    note = (
+        f"driver {driver}: the profile's {profile.driver} does not speak "
+        f"{', '.join(unspoken)} (--driver chooses another)"
+    )
+    return dataclasses.replace(profile, driver=driver), (note,)
+
+
+def check_load(profile: Profile, options: RunOptions) -> None:
+    """The run's protocols against its driver, the fleet and a user's certificate
+    (check_protocols); a fleet's own choices (check_fleet_plan)."""
+    check_protocols(
+        profile.protocols,
+        profile.driver,
+        options.fleet,
+        options.tls_cert,
+        options.tls_key,
+        profile.ramp.kind,
+    )
+    if options.fleet is not None:
+        check_fleet_plan(
+            options.fleet, profile.driver, options.server_address, options.fleet_access
         )
-        if driver != profile.driver:
-            unspoken = [
-                p for p in profile.protocols if p not in driver_class(profile.driver).protocols
-            ]
-            notes.append(
-                f"driver {driver}: the profile's {profile.driver} does not speak "
-                f"{', '.join(unspoken)} (--driver chooses another)"
-            )
-            profile = dataclasses.replace(profile, driver=driver)
-    check_protocols(profile.protocols, profile.driver, fleet, tls_cert, tls_key, profile.ramp.kind)
-    if fleet is not None:
-        check_fleet_plan(fleet, profile.driver, server_address, fleet_access)
-    elif server_address is not None:
+    elif options.server_address is not None:
         raise UserError("--server-address is for --fleet runs (servers stay on loopback)")
-    default_server, default_agent = default_cpus()
-    server_cpus = server_cpus or default_server
-    agent_cpus = agent_cpus or default_agent
-    parse_cpu_list(server_cpus)
-    parse_cpu_list(agent_cpus)
-    if db_cpus is not None:
-        parse_cpu_list(db_cpus)
-    if mongo_url is not None and (mongo_backend is not None or db_cpus is not None):
+
+
+def placed_cpus(options: RunOptions) -> tuple[str, str]:
+    """The server's and the load's CPUs (the defaults where not given), each checked, and
+    the database's: a database of the user's own (--mongo-url) is not the harness's to
+    place."""
+    default_server, default_load = default_cpus()
+    server_cpus = options.server_cpus or default_server
+    load_cpus = options.load_cpus or default_load
+    for cpus in (server_cpus, load_cpus, options.db_cpus):
+        if cpus is not None:
+            parse_cpu_list(cpus)
+    if options.mongo_url is not None and (
+        options.mongo_backend is not None or options.db_cpus is not None
+    ):
         raise UserError(
             "--mongo-backend and --db-cpus choose the database the harness starts; "
             "--mongo-url names your own"
         )
-    backend = check_backend(mongo_backend) if mongo_backend else default_backend()[0]
-    memory_max_bytes = check_limits(cpu_quota, memory_max)
-    run_id, run_dir = claim_run_dir(out or DEFAULT_RESULTS_DIR, profile.name)
-    return Plan(
-        profile,
-        tuple(names),
-        server_cpus,
-        agent_cpus,
-        run_dir,
-        run_id,
-        verify,
-        mongo_url,
-        strict_verify=strict_verify,
-        mongo_backend=backend,
-        db_cpus=db_cpus,
-        fleet=fleet,
-        fleet_access=fleet_access,
-        server_address=server_address,
-        tls_cert=tls_cert,
-        tls_key=tls_key,
-        cpu_quota=cpu_quota,
-        memory_max_bytes=memory_max_bytes,
-        notes=tuple(notes),
-    )
+    return server_cpus, load_cpus
 
 
 def check_limits(cpu_quota: float | None, memory_max: str | None) -> int | None:

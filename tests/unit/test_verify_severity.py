@@ -100,5 +100,7 @@ def test_a_profile_may_ask_for_strict_verify() -> None:
 
     assert not load_profile("smoke").strict_verify
     assert load_profile("smoke", parse_settings(["strict_verify=true"])).strict_verify
-    with pytest.raises(UserError, match="strict_verify must be true or false, not 'yes'"):
+    with pytest.raises(
+        UserError, match="--set strict_verify=yes: strict_verify takes true or false"
+    ):
         load_profile("smoke", parse_settings(["strict_verify=yes"]))
