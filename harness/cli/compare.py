@@ -77,20 +77,9 @@ def run_comparison(options: RunOptions, *, command: str = "compare") -> None:
     written and drawn), else 0."""
     from rich.markup import escape
 
-    from harness.compare import (
-        build_plan,
-        closing_table,
-        deviation_lines,
-        memory_table,
-        mongo_backend_note,
-        precision_line,
-        precision_table,
-        run_plan,
-        summary_table,
-        threshold_table,
-        topology_table,
-    )
+    from harness.compare import build_plan, mongo_backend_note, run_plan
     from harness.lifecycle import interrupt_exit_status, interrupt_reason
+    from harness.outputs.console import print_run_tables, print_verdict, summary_table
     from model.results import read_run
     from model.thresholds import parse_threshold, unmatched
 
@@ -111,7 +100,7 @@ def run_comparison(options: RunOptions, *, command: str = "compare") -> None:
         run, wall_s = run_plan(plan, console)
     except KeyboardInterrupt as error:  # Ctrl-C, SIGTERM or SIGHUP: everything is stopped
         with contextlib.suppress(Exception):  # after a hang-up there may be no terminal
-            console.print(summary_table(read_run(plan.out_dir)))
+            console.print(summary_table(read_run(plan.out_dir), console.width))
         with contextlib.suppress(OSError):
             print(
                 f"harness: interrupted ({interrupt_reason(error)}); finished cases kept in "
@@ -119,31 +108,7 @@ def run_comparison(options: RunOptions, *, command: str = "compare") -> None:
                 file=sys.stderr,
             )
         raise SystemExit(interrupt_exit_status(error)) from None
-    console.print(summary_table(run))
-    for line in deviation_lines(run):
-        console.print(f"[yellow]warning:[/] {escape(line)}", soft_wrap=True)
-    for case in run.cases:  # the table wraps a failure; here it is one whole line
-        if case.status == "failed":
-            failure = escape(f"{case.framework}: {case.error}")
-            console.print(f"[red]failed:[/] {failure}", soft_wrap=True)
-    precision = precision_table(run)
-    if precision is not None:
-        console.print(precision)
-        console.print(precision_line(run))
-    for note in dict.fromkeys(c.summary.limit_note for c in run.cases if c.summary.limit_note):
-        console.print(f"[yellow]note:[/] {note}")
-    topologies = topology_table(run)
-    if topologies is not None:
-        console.print(topologies)
-    closings = closing_table(run)
-    if closings is not None:
-        console.print(closings)
-    memory = memory_table(run)
-    if memory is not None:
-        console.print(memory)
-    judged = threshold_table(run)
-    if judged is not None:
-        console.print(judged)
+    print_run_tables(console, run)
     rules = [parse_threshold(rule) for rule in plan.profile.thresholds]
     for rule in unmatched(rules, run.cases):  # a framework not in this run: nothing to judge
         text = escape(rule.text)  # `aiohttp[h1-tls]: …` is a rule, not rich markup
@@ -157,6 +122,7 @@ def run_comparison(options: RunOptions, *, command: str = "compare") -> None:
     write_ci_outputs(
         run, plan.out_dir, junit=options.junit, markdown=options.markdown, command=command
     )
+    print_verdict(console, run)  # last: the line a reader of the log looks for
     if not any(case.status == "ok" for case in run.cases):
         raise typer.Exit(1)
     failed = [t for t in run.thresholds if not t.held]

@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 
+from charts.tables import run_status_line
 from harness import lifecycle
-from harness.compare import build_plan, run_status_line
+from harness.compare import build_plan
 from harness.lifecycle import Interrupted, signals_as_interrupts
 from harness.monitor import Monitor
 from harness.profile import load_profile

@@ -9,7 +9,7 @@ import dataclasses
 
 import pytest
 
-from harness.compare import deviation_lines
+from harness.outputs.console import deviation_lines
 from harness.verify import Check, Deviation, Verification, strictly
 from harness.verify.malformed import MALFORMED_REQUESTS, MALFORMED_SENT
 from harness.verify.wire import reply_text
