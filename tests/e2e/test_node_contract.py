@@ -13,8 +13,9 @@ import pytest
 from servers import NODE_DIR, contract
 from servers.core import memcache, sinks
 
-# The boards' workloads' payloads and bounds: not copied, Node reads them from
-# contract.WORKLOADS_ENV (contract.workload_values), or does not use them (the harness's)
+# Not copied: the boards' workloads' payloads and bounds (Node reads them from
+# contract.WORKLOADS_ENV, contract.workload_values, or does not use them: the harness's),
+# and what only one other server implements
 NOT_COPIED = (
     "ALL_ROUTES",
     "RECORD_FIELDS",
@@ -32,6 +33,12 @@ NOT_COPIED = (
     "JSON_COMP_ITEMS",
     "JSON_COMP_DOCUMENT",
     "GZIP_LEVEL",
+    # Twisted's HTTP/2 bounds (servers/frameworks/twisted.py): Node's http2 keeps its own
+    "H2_LIMITS",
+    "H2_SMALL_DATA_BYTES",
+    "H2_MAX_HEADER_BLOCK_BYTES",
+    "H2_MAX_CONTINUATION_FRAMES",
+    "H2_ENHANCE_YOUR_CALM",
 )
 # contract.js name -> the Python value it copies
 COPIED: dict[str, Any] = {
