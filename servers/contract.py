@@ -17,6 +17,23 @@ ROUTE_FILES_PREFIX = "/files/"
 ROUTE_GRIDFS_PREFIX = "/gridfs/"
 ROUTE_MEMCACHED_PREFIX = "/mc/"
 ROUTE_WEBSOCKET = "/ws"
+# The public boards' workloads (docs/contract.md, "The boards' workloads"): TechEmpower's
+# JSON and plaintext test types, HttpArena's delay (its `async` profile), upload and
+# json-comp, and Granian's 10 KB body.
+ROUTE_JSON = "/json"
+ROUTE_PLAINTEXT = "/plaintext"
+ROUTE_DELAY_PREFIX = "/delay/"
+ROUTE_UPLOAD = "/upload"
+ROUTE_JSON_COMP = "/json-comp"
+ROUTE_BODY_10K = "/body/10k"
+WORKLOAD_ROUTES = (
+    ROUTE_JSON,
+    ROUTE_PLAINTEXT,
+    ROUTE_DELAY_PREFIX,
+    ROUTE_UPLOAD,
+    ROUTE_JSON_COMP,
+    ROUTE_BODY_10K,
+)
 ALL_ROUTES = (
     ROUTE_TEXT,
     ROUTE_COUNTER,
@@ -25,6 +42,7 @@ ALL_ROUTES = (
     ROUTE_GRIDFS_PREFIX,
     ROUTE_MEMCACHED_PREFIX,
     ROUTE_WEBSOCKET,
+    *WORKLOAD_ROUTES,
 )
 
 # -- payloads ---------------------------------------------------------------------------
@@ -42,6 +60,56 @@ COUNTER_FIELDS = ("open", "max_open", "requests")
 RECORD_FIELDS = ("id", "seq", "time", "method", "path", "headers", "body")
 # /ws messages are stored with the same record shape as /log requests.
 WEBSOCKET_RECORD_METHOD = "WS"
+
+# -- the boards' workloads (docs/contract.md, "The boards' workloads") -------------------
+# TechEmpower's JSON test type: this object, serialized anew for every request.
+JSON_MESSAGE = {"message": "Hello, World!"}
+PLAINTEXT_BODY = b"Hello, World!"  # TechEmpower's plaintext test type
+PIPELINE_DEPTH = 16  # requests per write on /plaintext (TechEmpower's pipeline.lua)
+BODY_10K_BYTES = 10 * 1024  # Granian's "get 10KB" table
+BODY_10K = (b"0123456789abcdef" * (BODY_10K_BYTES // 16 + 1))[:BODY_10K_BYTES]
+# `/delay/{ms}`: whole milliseconds, at most this many; anything else is answered 400.
+DELAY_MAX_MS = 10_000
+BAD_REQUEST_STATUS = 400
+# `/upload`: the body's byte count is the reply (decimal, text/plain); a body over this
+# is refused 413 (a declared length before any is read), one shorter than its declared
+# Content-Length is no upload (the connection closes, nothing counted answered 200).
+UPLOAD_MAX_BODY_BYTES = LOG_MAX_BODY_BYTES
+UPLOAD_SIZES_BYTES = (64 * 1024, 1024 * 1024)  # HttpArena's upload, scaled: the profile's
+# `/json-comp`: HttpArena's json-comp, a ~10 KB JSON document, gzip-encoded when the
+# request's Accept-Encoding names gzip, identity otherwise (Vary: Accept-Encoding).
+JSON_COMP_ITEMS = 88  # 10.2 KB serialized compactly
+JSON_COMP_DOCUMENT = {
+    "items": [
+        {
+            "id": i,
+            "name": f"item-{i:03d}",
+            "category": ("tools", "books", "music", "garden")[i % 4],
+            "price_cents": 100 + 37 * i,
+            "tags": ["boards", "workload", f"t{i % 7}"],
+            "in_stock": i % 3 != 0,
+        }
+        for i in range(JSON_COMP_ITEMS)
+    ]
+}
+GZIP_LEVEL = 1  # per request, the fastest: the workload measures the server, not zlib's best
+# The non-Python servers (Node, Ruby) get the values above in this environment variable,
+# JSON (`workload_values`), set by `python -m servers` when it execs them.
+WORKLOADS_ENV = "SERVERBENCH_WORKLOADS"
+
+
+def workload_values() -> dict[str, object]:
+    """The workloads' values as the non-Python servers read them (WORKLOADS_ENV)."""
+    return {
+        "json_message": JSON_MESSAGE,
+        "plaintext_body": PLAINTEXT_BODY.decode(),
+        "body_10k": BODY_10K.decode(),
+        "delay_max_ms": DELAY_MAX_MS,
+        "upload_max_body_bytes": UPLOAD_MAX_BODY_BYTES,
+        "json_comp_document": JSON_COMP_DOCUMENT,
+        "gzip_level": GZIP_LEVEL,
+    }
+
 
 # -- static files, GridFS and memcached (the autobench and memcached-proxy studies) ------
 # A file name is one path segment of these characters, not starting with a dot; anything
@@ -140,6 +208,51 @@ ALPN_FOR_PROTOCOL = {PROTOCOL_H1_TLS: "http/1.1", PROTOCOL_H2: "h2"}
 TLS_MINIMUM_VERSION = "TLSv1.3"  # every TLS case: what production terminates today
 # The TLS connection's names a server certificate must cover (docs/contract.md).
 TLS_SERVER_NAMES = ("localhost", "127.0.0.1", "::1")
+
+
+# -- HTTP/2 limits (docs/contract.md, "HTTP/2 limits") ------------------------------------
+# What one HTTP/2 connection may send that costs the server work without progress: of each
+# kind, at most `base + per_progress × progress` frames over the connection's life, where
+# progress is its completed responses plus every 16 KiB of body received or sent
+# (servers/core/h2_budget.py counts). Past one the server sends GOAWAY ENHANCE_YOUR_CALM
+# and closes. Relative to progress, so that no well-behaved client ever meets them (an
+# h2load run's thousands of requests per connection, a browser's cancelled streams, its
+# keep-alive PINGs), while a flood of frames that serve nobody is cut within a few
+# thousand frames.
+@dataclass(frozen=True)
+class H2Limit:
+    """An allowance of one kind of frame: `base`, and `per_progress` more per unit of
+    progress (a completed response, 16 KiB of body)."""
+
+    base: int
+    per_progress: float
+
+    def __post_init__(self) -> None:
+        if self.base < 0 or self.per_progress < 0:
+            raise ValueError(f"an H2Limit is never negative: {self}")
+
+
+H2_LIMITS: dict[str, H2Limit] = {
+    # RST_STREAM from the client (rapid reset: HEADERS then RST_STREAM, over and over)
+    "reset": H2Limit(base=100, per_progress=1.0),
+    # PING (not ACK): keep-alive pings are one every few seconds at most
+    "ping": H2Limit(base=1000, per_progress=1.0),
+    # SETTINGS (not ACK): a client sends one, and a few more at most
+    "settings": H2Limit(base=100, per_progress=1.0),
+    # DATA frames without END_STREAM and under H2_SMALL_DATA_BYTES (empty ones above all)
+    "small-data": H2Limit(base=1000, per_progress=1.0),
+    # WINDOW_UPDATE: a client reading a response sends one per stream and one for the
+    # connection per DATA frame at most (16 KiB each: one unit of progress)
+    "window-update": H2Limit(base=1000, per_progress=4.0),
+    # PRIORITY: a browser sends a few per stream (deprecated by RFC 9113, still sent)
+    "priority": H2Limit(base=1000, per_progress=2.0),
+}
+H2_SMALL_DATA_BYTES = 16  # a DATA frame shorter than this, not ending its stream, is small
+# One header block (HEADERS and its CONTINUATION frames): at most this many bytes and this
+# many CONTINUATION frames (the h2 library's own CONTINUATION backlog is 64)
+H2_MAX_HEADER_BLOCK_BYTES = 64 * 1024
+H2_MAX_CONTINUATION_FRAMES = 64
+H2_ENHANCE_YOUR_CALM = 0xB  # the GOAWAY error code a connection past a limit gets
 
 # -- telemetry line ---------------------------------------------------------------------
 # docs/contract.md fixes the first fourteen; the rest say which process and loop produced

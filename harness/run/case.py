@@ -61,6 +61,7 @@ from harness.verify import (
     served_routes,
     strictly,
 )
+from harness.verify.h2_attacks import ATTACKS
 from model.errors import UserError
 from model.results import Case, CaseStatus, Negotiated
 from model.scenarios import Scenario
@@ -75,8 +76,9 @@ CASE_KINDS: dict[str, CaseKind] = {
 }
 INTERRUPTED_STOP_S = 2.0
 # what a run's verify leaves to `harness verify --protocol`: it waits out the server's head
-# deadline (10 s) for a half-sent ClientHello, a slow-client property, not an answer's
-RUN_VERIFY_LEFT_OUT = ("tls-half-handshake",)
+# deadline (10 s) for a half-sent ClientHello, a slow-client property, not an answer's; the
+# HTTP/2 attacks take seconds each and load the server's CPU just before it is measured
+RUN_VERIFY_LEFT_OUT = ("tls-half-handshake", *ATTACKS)
 NO_TELEMETRY_NOTE = (
     "no telemetry line (a server run as a command): tick lag and the server's own "
     "counters are not measured; RSS is its process tree's, CPU its cgroup's (without one, "
@@ -220,6 +222,8 @@ def run_case(
         return new_case(run, framework, model, protocol, "skipped", unpinned, error=error)
     if not info.serves(run.scenario.route):
         error = f"not supported: {framework} does not serve {run.scenario.route}"
+        if run.scenario.route in info.route_notes:  # why, when the registry says
+            error += f" ({info.route_notes[run.scenario.route]})"
         return new_case(run, framework, model, protocol, "skipped", unpinned, error=error)
     if profile.sink not in info.sinks:
         error = f"not supported: {framework} has no {profile.sink} sink"

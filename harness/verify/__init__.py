@@ -27,6 +27,7 @@ checks live by concern beside it:
 - endpoint.py: how a check reaches a server (protocol, CA): the one connection factory
 - tls.py: the TLS checks of h1-tls and h2 (handshake, ALPN, TLS hostile input)
 - h2wire.py, h2.py: HTTP/2 over a socket (the h2 library), and the h2 and h2c checks
+- flood.py, h2_attacks.py: one hostile HTTP/2 connection and what it costs the server
 
 Every check takes the server as an `Endpoint` (or a plain URL: cleartext HTTP/1.1). Over
 h1-tls every HTTP/1.1 check runs over TLS; over h2 and h2c the route checks speak HTTP/2
@@ -84,6 +85,7 @@ from harness.verify.files import (
     plant_escape_bait,
 )
 from harness.verify.h2 import H2_CHECKS, MALFORMED_FRAMES, check_h2_malformed_frames
+from harness.verify.h2_attacks import ATTACKS, attack_checks
 from harness.verify.h2wire import H2Session, h2_exchange, h2_frame
 from harness.verify.http import (
     LOG_METHODS,
@@ -139,6 +141,8 @@ from harness.verify.wire import (
     responses,
     status_of,
 )
+from harness.verify.workloads import NOT_OVER_H2 as WORKLOADS_NOT_OVER_H2
+from harness.verify.workloads import WORKLOAD_CHECK_ROUTES, WORKLOAD_CHECKS
 from model.errors import UserError
 from servers import FRAMEWORKS, contract
 
@@ -173,6 +177,7 @@ __all__ = [
     "SMUGGLED",
     "VERIFY_FILE_COUNT",
     "WEBSOCKET_CHECKS",
+    "WORKLOAD_CHECKS",
     "WRONG_METHODS",
     "Check",
     "CheckFailed",
@@ -256,6 +261,7 @@ class Check:
     detail: str = ""
     supported: bool = True  # False: the server does not serve this route (not a failure)
     deviations: tuple[Deviation, ...] = ()
+    figures: dict[str, object] = field(default_factory=dict, hash=False)  # what it measured
 
     @property
     def warnings(self) -> tuple[Deviation, ...]:
@@ -268,6 +274,8 @@ class Check:
         entry: dict[str, object] = {"ok": self.ok, "detail": self.detail}
         if self.deviations:
             entry["deviations"] = [d.to_dict() for d in self.deviations]
+        if self.figures:
+            entry["figures"] = self.figures
         return entry
 
 
@@ -327,6 +335,7 @@ HTTP_CHECKS: dict[str, CheckFunction] = {
     "wrong-method": check_wrong_method,
     "malformed": check_malformed_requests,
     "sequential-latency": check_sequential_latency,
+    **WORKLOAD_CHECKS,  # the boards' workloads (workloads.py)
 }
 WEBSOCKET_CHECKS: dict[str, CheckFunction] = {
     "ws-handshake": check_websocket_handshake,
@@ -350,11 +359,13 @@ CHECK_ROUTES: dict[str, str] = {
     "malformed": contract.ROUTE_TEXT,
     "sequential-latency": contract.ROUTE_TEXT,
     **dict.fromkeys(WEBSOCKET_CHECKS, contract.ROUTE_WEBSOCKET),
+    **WORKLOAD_CHECK_ROUTES,
 }
 # The checks HTTP/2 has no room for, and why: they are `not supported` over h2 and h2c.
 NOT_OVER_H2: dict[str, str] = {
     "malformed": "HTTP/1.1 framing; HTTP/2's malformed input is h2-malformed-frames",
     **dict.fromkeys(WEBSOCKET_CHECKS, "WebSocket over HTTP/2 (RFC 8441) is not in the contract"),
+    **WORKLOADS_NOT_OVER_H2,
 }
 
 
@@ -393,6 +404,7 @@ def checks_for(
         unserved = tuple(unserved_targets(framework, routes))
         checks["not-found"] = lambda server: check_not_found(server, unserved)
     checks |= protocol_checks(protocol, head_timeout_s)
+    checks |= attack_checks(framework) if protocol in H2_PROTOCOLS else {}
     if "h2-malformed-frames" in checks:
         checks["h2-malformed-frames"] = lambda server: check_h2_malformed_frames(server, framework)
     for name, reason in FRAMEWORKS[framework].deviations.items():
@@ -409,6 +421,7 @@ ROBUSTNESS_CHECKS = frozenset(
         "malformed",
         "ws-raw-frames",
         "h2-malformed-frames",
+        *ATTACKS,
         "tls-1.2-refused",
         "tls-not-a-hello",
         "tls-half-handshake",
@@ -428,6 +441,7 @@ ANSWER_CHECK_ROUTES: dict[str, str | None] = {
     "log": contract.ROUTE_LOG,
     "not-found": None,
     "wrong-method": None,
+    **WORKLOAD_CHECK_ROUTES,
     **{
         name: contract.ROUTE_WEBSOCKET for name in WEBSOCKET_CHECKS if name not in ROBUSTNESS_CHECKS
     },
@@ -505,7 +519,8 @@ def not_supported(
 
     def why(route: str) -> str:
         if routes is None:
-            return route
+            note = FRAMEWORKS[framework].route_notes.get(route)
+            return f"{route}: {note}" if note else route
         return f"{route}: {'handshake refused' if route == contract.ROUTE_WEBSOCKET else '404'}"
 
     checks = CHECK_ROUTES | (BACKEND_CHECK_ROUTES if backends else {})
@@ -538,11 +553,12 @@ def run_checks(server: EndpointOrUrl, checks: dict[str, CheckFunction]) -> tuple
         try:
             said = check(server)
             if isinstance(said, Outcome):
-                results.append(Check(name, True, said.detail, deviations=said.deviations))
+                check = Check(name, True, said.detail, deviations=said.deviations)
+                results.append(dataclasses.replace(check, figures=dict(said.figures)))
             else:
                 results.append(Check(name, True, said))
         except CheckFailed as failure:
-            results.append(Check(name, False, str(failure)))
+            results.append(Check(name, False, str(failure), figures=failure.figures))
         except (
             httpx.HTTPError,
             WebSocketException,
