@@ -135,17 +135,18 @@ class Tab:
         )
         browser.send("Page.navigate", {"url": url}, session=self.session)
 
-    def read(self) -> dict[str, Any]:
+    def read(self) -> dict[str, Any] | None:
+        """What the page shows (None while it is still loading: its elements not there)."""
         return self.browser.send(
             "Runtime.evaluate", {"expression": READ_PAGE, "returnByValue": True}, self.session
-        )["result"]["value"]
+        )["result"].get("value")
 
     def read_when(self, ready: Any, timeout_s: float = 60.0) -> dict[str, Any]:
         """The page once `ready(page)` holds."""
         deadline = time.monotonic() + timeout_s
         while True:
             page = self.read()
-            if ready(page):
+            if page is not None and ready(page):
                 return page
             assert time.monotonic() < deadline, page
             time.sleep(0.3)
