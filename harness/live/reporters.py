@@ -57,7 +57,7 @@ class LiveReporter:
     A watcher never ends a run: should feeding the state fail, that is said once on
     stderr and the live view stops where it was, while the run goes on."""
 
-    def __init__(self, state: LiveState, run_dir: Path) -> None:
+    def __init__(self, state: LiveState, run_dir: Path | None) -> None:
         self.state = state
         self.run_dir = run_dir
         self.broken: str | None = None  # why the live view stopped (None: it did not)
@@ -89,10 +89,17 @@ class LiveReporter:
 
     def case_finished(self, *, case: Case) -> None:
         self._feed(lambda: self.state.case_finished(case=case))
-        self._feed(self._settle)
+        if self.run_dir is not None:  # a bench's run.json has no cases of a run to settle
+            self._feed(self._settle)
+
+    def bench_round(self, *, row: dict[str, Any]) -> None:
+        """A bench's round ended: ours / minimal so far (harness.bench_live.round_row)."""
+        self._feed(lambda: self.state.bench_round(row=row))
 
     def _settle(self) -> None:
         """The run's cases from run.json, which the runner wrote just before (a torn or
         missing file: nothing new)."""
+        if self.run_dir is None:
+            return
         with contextlib.suppress(*READ_ERRORS, OSError):
             self.state.settle(settled_cases(read_run(self.run_dir).cases))
