@@ -46,7 +46,8 @@ def _is_group(command: Any) -> bool:
 
 def _help_text(command: Any) -> str:
     """The command's help as `--help` prints it: its docstring up to a form feed."""
-    return inspect.cleandoc(command.help or "").split("\f")[0].strip()
+    text = inspect.cleandoc(command.help or "").split("\f")[0]
+    return text.replace("\b\n", "").strip()  # click's no-rewrap marker: not printed
 
 
 def _section(command: Any, ctx: Any, depth: int) -> list[str]:
@@ -96,10 +97,10 @@ def render(app: typer.Typer) -> str:
     lines = [
         "# Command reference",
         "",
-        f"Generated from the command line itself (`{REGENERATE}`): each command's",
-        "`--help`, unwrapped. `tests/unit/test_docs.py` fails when this file and the CLI",
-        "differ. What the commands do in detail, with examples: [running.md](running.md);",
-        "[the index of the documentation](index.md).",
+        f"Generated from the command line itself: `{REGENERATE}`.",
+        "Each command's `--help`, unwrapped; `tests/unit/test_docs.py` fails when this file",
+        "and the CLI differ. What the commands do and why: [running.md](running.md); the map",
+        "of the documentation: [index.md](index.md).",
         "",
         *_index(group, ctx),
         "",
