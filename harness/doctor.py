@@ -9,7 +9,9 @@ import resource
 import shutil
 import socket
 import subprocess
-from collections.abc import Iterator
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from pathlib import Path
 
@@ -18,6 +20,15 @@ import psutil
 from drivers.agent.plan import read_port_range
 from drivers.base import cargo_root
 from harness.connection_plan import ConnectionHost
+from harness.install_plan import (
+    NODE_MODULES,
+    CargoProgress,
+    InstallStep,
+    install_plan,
+    plan_lines,
+    step_done,
+    step_started,
+)
 from harness.services.ferretdb import (
     FERRETDB_VERSION,
     build_ferretdb,
@@ -30,6 +41,12 @@ from harness.tools import TOOLS, Tool, tool_path, tool_status
 from model.errors import UserError
 from servers import scratch
 from servers.plugins import PLUGIN_PROBLEMS
+
+Say = Callable[[str], None]  # told each line of the install's plan and progress
+
+
+def _quiet(_line: str) -> None:
+    """A `say` that prints nothing (callers that want no progress)."""
 
 
 def _read(path: str) -> str | None:
@@ -133,23 +150,50 @@ def doctor_report() -> dict[str, object]:
     }
 
 
-def install_missing(names: list[str] | None = None) -> list[str]:
+def install_missing(names: list[str] | None = None, say: Say = _quiet) -> list[str]:
     """Install what is missing: Debian packages of the tools (their services neither started
-    nor enabled), the tools built with cargo (oha), then FerretDB (built from the Go module
-    proxy) with its w: 0 probe; returns what was installed."""
-    installed = _install_packages(names)
-    for tool in _wanted(names):
-        if tool.crate is not None and tool_path(tool.name) is None:
-            install_crate(tool)
-            installed.append(tool.package)
-    if install_node_modules():
-        installed.append("servers/baselines/node/node_modules")
-    if not ferretdb_binary().is_file():
-        build_ferretdb()
-        installed.append("ferretdb")
-    if known_w0_probe() is None:
-        probe_unacknowledged_writes()
+    nor enabled), the tools built with cargo (oha), the Node baselines' packages, then
+    FerretDB (built from the Go module proxy) with its w: 0 probe; returns what was
+    installed. `say` is told the plan first (harness.install_plan), then each step as it
+    starts and ends, with cargo's progress in between."""
+    steps = missing_steps(names, say)
+    installed: list[str] = []
+    for index, step in enumerate(steps, 1):
+        say(step_started(index, len(steps), step))
+        started_s = time.monotonic()
+        if step.kind == "apt":
+            installed += _install_packages(names)
+        elif step.kind == "cargo":
+            install_crate(TOOLS[step.tool], say)
+            installed.append(TOOLS[step.tool].package)
+        elif step.kind == "npm" and install_node_modules():
+            installed.append(NODE_MODULES)
+        elif step.kind == "go":
+            build_ferretdb()
+            installed.append("ferretdb")
+        elif step.kind == "probe":
+            probe_unacknowledged_writes()
+        say(step_done(index, len(steps), step, time.monotonic() - started_s))
     return installed
+
+
+def missing_steps(names: list[str] | None = None, say: Say = _quiet) -> list[InstallStep]:
+    """The install's steps for what is missing here; `say` is told the plan (each tool
+    already here, then each step with why and how long)."""
+    from servers import NODE_DIR
+
+    wanted = _wanted(names)
+    missing = [tool for tool in wanted if tool_path(tool.name) is None]
+    steps = install_plan(
+        missing,
+        node_modules_missing=not (NODE_DIR / "node_modules").is_dir(),
+        ferretdb_missing=not ferretdb_binary().is_file(),
+        w0_probe_missing=known_w0_probe() is None,
+    )
+    present = [tool_status(tool) for tool in wanted if tool not in missing]
+    for line in plan_lines(steps, present):
+        say(line)
+    return steps
 
 
 def install_node_modules() -> bool:
@@ -182,14 +226,17 @@ def _wanted(names: list[str] | None) -> list[Tool]:
 
 # rustc versions move on; a crate's newest dependencies may ask for a newer one than the
 # host has (oha 1.16's do, against rustc 1.95): --locked builds the crate's own lock file.
-CARGO_INSTALL_FLAGS = ("--locked", "--quiet")
+# Not --quiet: its `Compiling …` lines are the build's progress (harness.install_plan).
+CARGO_INSTALL_FLAGS = ("--locked",)
+CARGO_TAIL_LINES = 20  # what a failed build's error quotes of cargo's output
 
 
-def install_crate(tool: Tool) -> Path:
+def install_crate(tool: Tool, say: Say = _quiet) -> Path:
     """`cargo install <crate> --version V --locked` into the harness's cache (several
     minutes for oha on two cores); returns the binary. Built into a partial directory and
     renamed, so an interrupted build leaves nothing that looks installed, and the build's
-    own files go to a temporary target directory, removed after."""
+    own files go to a temporary target directory, removed after. `say` is told cargo's
+    progress, a line every few seconds (harness.install_plan.CargoProgress)."""
     assert tool.crate is not None
     crate, version = tool.crate
     cargo = shutil.which("cargo") or _home_cargo()
@@ -201,32 +248,41 @@ def install_crate(tool: Tool) -> Path:
     partial = root.with_name(root.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     root.parent.mkdir(parents=True, exist_ok=True)
+    command = [cargo, "install", crate, "--version", version, *CARGO_INSTALL_FLAGS]
     with scratch.temporary_directory("cargo-build") as target:
-        result = subprocess.run(
-            [
-                cargo,
-                "install",
-                crate,
-                "--version",
-                version,
-                *CARGO_INSTALL_FLAGS,
-                "--root",
-                str(partial),
-                "--target-dir",
-                target,
-            ],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-        )
-    if result.returncode != 0:
+        command += ["--root", str(partial), "--target-dir", target]
+        returncode, tail = _run_with_progress(command, CargoProgress(time.monotonic()), say)
+    if returncode != 0:
         shutil.rmtree(partial, ignore_errors=True)
         raise UserError(
-            f"cargo install {crate} --version {version} failed: {result.stderr.strip()[-300:]}"
+            f"cargo install {crate} --version {version} failed: {''.join(tail).strip()[-300:]}"
         )
     shutil.rmtree(root, ignore_errors=True)
     partial.replace(root)
     return root / "bin" / tool.name
+
+
+def _run_with_progress(
+    command: list[str], progress: CargoProgress, say: Say
+) -> tuple[int, list[str]]:
+    """Run `command`, its output (stdout and stderr) read line by line into `progress`;
+    its exit status and its last lines."""
+    tail: deque[str] = deque(maxlen=CARGO_TAIL_LINES)
+    with subprocess.Popen(
+        command,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    ) as process:
+        assert process.stdout is not None
+        for line in process.stdout:
+            tail.append(line)
+            said = progress.feed(line, time.monotonic())
+            if said is not None:
+                say(said)
+        returncode = process.wait()
+    return returncode, list(tail)
 
 
 def _home_cargo() -> str | None:

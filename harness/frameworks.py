@@ -15,14 +15,20 @@ table, all in one shape:
     routes = ["/", "/log"]  # optional: else probed (a route answered 404 is not served)
     sinks = ["empty", "file"]  # optional: else read from the placeholders
     deviations = { oversized-headers = "why it answers otherwise" }
-    protocols = ["h1", "h1-tls", "h2"]  # optional: else read from the placeholders
+    protocols = ["h1", "h1-tls", "h2"]  # optional: else h1 and the rest probed (see below)
 
 The protocols a command speaks (servers.contract.PROTOCOLS; `command_protocols`): h1
 always; h1-tls too when its command has {tls_cert} and {tls_key} (filled with "" on a
 cleartext case, so the command must serve h1 when they are empty, as uvicorn's
-`--ssl-certfile {tls_cert} --ssl-keyfile {tls_key}` does). A `protocols` key may declare
-more: h2 needs {tls_cert}, {tls_key} and {protocol}; h2c needs {protocol} (the command
-must know which one to speak). `--server NAME=COMMAND` reads them from the placeholders.
+`--ssl-certfile {tls_cert} --ssl-keyfile {tls_key}` does). HTTP/2 is what a server
+negotiates, so a command that does not declare its protocols is taken on trial for it
+(`Framework.probed_protocols`, harness.negotiation): h2 when it has {tls_cert} and
+{tls_key}, h2c always; asked for one, it is started and probed (ALPN h2 offered; the h2
+preface in the clear) and measured only when it answers so, else skipped with what the
+probe found. A `protocols` key declares exactly what it speaks (h1 always): h1-tls and h2
+need {tls_cert} and {tls_key}; a declared protocol the server then does not speak fails
+its case. {protocol} is offered (h1, h1-tls, h2 or h2c) for a command that must be told
+which one to speak, never required.
 """
 
 from __future__ import annotations
@@ -59,23 +65,28 @@ COMMAND_LOOPS = ("unknown",)  # a command's event loop is its own business
 PROTOCOL_PLACEHOLDERS = {
     PROTOCOL_H1: (),
     PROTOCOL_H1_TLS: ("tls_cert", "tls_key"),
-    PROTOCOL_H2: ("tls_cert", "tls_key", "protocol"),
-    PROTOCOL_H2C: ("protocol",),
+    PROTOCOL_H2: ("tls_cert", "tls_key"),
+    PROTOCOL_H2C: (),
 }
+# what a command that does not declare its protocols is taken on trial for: a probe of
+# the started server says whether it speaks them (harness.negotiation)
+NEGOTIATED_PROTOCOLS = (PROTOCOL_H2, PROTOCOL_H2C)
 
 
 def command_protocols(
     name: str, command: str, declared: Iterable[str] | None = None
 ) -> tuple[tuple[str, ...], dict[str, str]]:
-    """The protocols a command speaks and, for each other one, why not (`harness list`).
+    """The protocols a command is started on and, for each other one, why not (`harness
+    list`).
 
-    Without `declared`: h1, and h1-tls when the command has {tls_cert} and {tls_key}.
-    With it: those declared (h1 always), each checked to have its placeholders
-    (PROTOCOL_PLACEHOLDERS); ValueError names what is missing or unknown.
+    Without `declared`: h1, and h1-tls and h2 when the command has {tls_cert} and
+    {tls_key}, and h2c (h2 and h2c on trial: `probed_protocols`). With it: those declared
+    (h1 always), each checked to have its placeholders (PROTOCOL_PLACEHOLDERS);
+    ValueError names what is missing or unknown.
     """
     names = command_placeholders(command)
     if declared is None:
-        wanted = [PROTOCOL_H1_TLS] if {"tls_cert", "tls_key"} <= names else []
+        wanted = [p for p in PROTOCOLS if set(PROTOCOL_PLACEHOLDERS[p]) <= names]
     else:
         wanted = list(declared)
         unknown = sorted(set(wanted) - set(PROTOCOLS))
@@ -91,15 +102,22 @@ def command_protocols(
     for protocol in PROTOCOLS:
         if protocol in protocols:
             continue
-        needed = ", ".join("{" + p + "}" for p in PROTOCOL_PLACEHOLDERS[protocol])
-        if protocol == PROTOCOL_H1_TLS or declared is not None:
-            notes[protocol] = f"{name}'s command does not declare {protocol} (it needs {needed})"
+        if declared is not None:
+            notes[protocol] = f"{name}'s `protocols` does not list {protocol}"
         else:
-            notes[protocol] = (
-                f"{name} does not declare {protocol} (a servers file's `protocols`, "
-                f"with {needed} in its command)"
-            )
+            needed = ", ".join("{" + p + "}" for p in PROTOCOL_PLACEHOLDERS[protocol])
+            notes[protocol] = f"{name}'s command does not declare {protocol} (it needs {needed})"
     return protocols, notes
+
+
+def probed_protocols(
+    protocols: Iterable[str], declared: Iterable[str] | None = None
+) -> tuple[str, ...]:
+    """Of a command's `protocols`, those it is taken on trial for: NEGOTIATED_PROTOCOLS
+    when it did not declare any, none when it did."""
+    if declared is not None:
+        return ()
+    return tuple(p for p in protocols if p in NEGOTIATED_PROTOCOLS)
 
 
 def load_registry() -> None:
@@ -147,6 +165,7 @@ def command_framework(name: str, spec: str | Mapping[str, Any], origin: str) -> 
             deviations=dict(table.get("deviations", {})),
             protocols=protocols,
             protocol_notes=notes,
+            probed_protocols=probed_protocols(protocols, declared),
         )
     except (ValueError, TypeError) as error:
         raise UserError(f"server {name} ({origin}): {error}") from None

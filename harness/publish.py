@@ -4,15 +4,16 @@ What it holds (every link relative, so it opens from a file:// path and from any
 host, no server needed):
 
 - `index.html`: the runs grouped by profile and host, newest first — status, frameworks,
-  each peak with its 95 % interval, the diff with the run before; unreadable directories
-  listed with the reason;
+  each peak with its 95 % interval, the diff with the latest earlier run that shares a
+  case with it (`previous_sharing`; none when no earlier run does: two runs of other
+  frameworks have nothing to diff); unreadable directories listed with the reason;
 - `runs/<run-id>/report.html`: each run's report (charts/report.py, with its charts
   beside it), a link back to the index above its title;
 - `profiles/<profile>.html`: per host, each framework's peak across the profile's runs
   (the `harness trend` chart and a table), steps larger than noise marked as `harness
   trend` marks them (harness.history.steps_beyond_noise);
-- `diffs/<run-a>__<run-b>.html`: `harness diff` between consecutive runs of a profile on
-  one host (harness.diff.diff_runs).
+- `diffs/<run-a>__<run-b>.html`: `harness diff` between a run and the latest earlier run
+  of its profile on its host that shares a case with it (harness.diff.diff_runs).
 
 asv's `publish` is the model: the site is rebuilt from the results alone, and a run's
 report already drawn (newer than its run.json) is kept rather than drawn again.
@@ -23,7 +24,6 @@ I/O — reading runs, drawing, writing — is in `publish`.
 
 from __future__ import annotations
 
-import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -63,7 +63,8 @@ def slug(text: str) -> str:
 
 @dataclass(frozen=True)
 class Series:
-    """The runs of one profile on one host, oldest first, and the diffs between neighbours."""
+    """The runs of one profile on one host, oldest first, and each run's diff with the
+    latest earlier one that shares a case with it (`previous_sharing`)."""
 
     profile: str
     host: str
@@ -97,11 +98,45 @@ def group_series(entries: Sequence[HistoryEntry]) -> list[Series]:
     series = []
     for (profile, _), members in groups.items():
         runs = tuple(sorted((e.run for e in members if e.run), key=lambda r: r.run_id))
-        diffs = tuple(diff_runs(a, b) for a, b in itertools.pairwise(runs))
+        diffs = tuple(diff_runs(a, b) for a, b in previous_sharing(runs))
         series.append(Series(profile, host_label(runs[-1]), runs, diffs))
     series.sort(key=lambda s: s.runs[-1].run_id, reverse=True)
     series.sort(key=lambda s: s.profile)
     return series
+
+
+def previous_sharing(runs: Sequence[Run]) -> list[tuple[Run, Run]]:
+    """Each run (oldest first) paired with the latest run before it that shares a case
+    with it (the same Case.identity: framework, scenario, sink, driver, process model,
+    affinity mode, protocol), as (earlier, later); a run that no earlier run shares a case
+    with is in no pair, since a diff of two runs without a case in common says nothing."""
+    pairs = []
+    identities = [{case.identity for case in run.cases} for run in runs]
+    for index, run in enumerate(runs):
+        earlier = (j for j in reversed(range(index)) if identities[j] & identities[index])
+        found = next(earlier, None)
+        if found is not None:
+            pairs.append((runs[found], run))
+    return pairs
+
+
+def previous_ids(runs: Sequence[Run]) -> dict[str, str | None]:
+    """Each run's id → the id of the run just before it (None for the first)."""
+    ids = [run.run_id for run in runs]
+    return dict(zip(ids, [None, *ids[:-1]], strict=True))
+
+
+def diff_cell(diff: RunDiff | None, previous_id: str | None, href: str, short: bool = False) -> str:
+    """A run's diff link (`href`: its page): with the run just before (`previous_id`), or
+    with an older one that shares cases, named; a muted note when runs came before but
+    none shares a case. `short`: "diff" for the run just before (a table's narrow column)."""
+    if previous_id is None:
+        return ""
+    if diff is None:
+        return "<span class='muted'>no earlier run shares a case</span>"
+    if diff.old_id != previous_id:
+        return _link(href, f"diff with {diff.old_id}")
+    return _link(href, "diff" if short else "diff with the run before")
 
 
 # -- where each page lies, from the site's root ----------------------------------------------
@@ -186,6 +221,7 @@ def index_html(
         by_id = {e.run.run_id: e for e in readable if e.run is not None}
         before = {d.new_id: d for d in group.diffs}
         rows = []
+        previous = previous_ids(group.runs)
         for run in reversed(group.runs):
             entry = by_id[run.run_id]
             problem = reports.get(run.run_id)
@@ -203,7 +239,7 @@ def index_html(
                     _status_cell(entry.status),
                     escape(", ".join(entry.frameworks)),
                     _peaks_cell(entry) or "–",
-                    _link(diff_page(diff), "diff with the run before") if diff else "",
+                    diff_cell(diff, previous[run.run_id], diff_page(diff) if diff else ""),
                 ]
             )
         parts.append(
@@ -252,18 +288,20 @@ def trend_rows(group: Series) -> tuple[list[str], list[list[str]]]:
                 )
             cells[point.run_id][label] = text
     before = {d.new_id: d for d in group.diffs}
+    previous = previous_ids(group.runs)
     rows = []
     for run in reversed(group.runs):
         diff = before.get(run.run_id)
+        href = f"../{diff_page(diff)}" if diff else ""
         rows.append(
             [
                 _link(f"../{run_page(run.run_id)}", run.run_id),
                 _status_cell(run.status),
                 *(cells[run.run_id].get(label, "–") for label in labels),
-                _link(f"../{diff_page(diff)}", "diff") if diff else "",
+                diff_cell(diff, previous[run.run_id], href, short=True),
             ]
         )
-    return ["run", "status", *labels, "diff with the run before"], rows
+    return ["run", "status", *labels, "diff"], rows
 
 
 def _trend_cell(point: TrendPoint) -> str:
@@ -299,7 +337,7 @@ def profile_html(profile: str, groups: Sequence[Series], images: dict[str, str])
 
 
 def diff_html(diff: RunDiff, profile: str) -> str:
-    """`harness diff` of two consecutive runs as a page."""
+    """`harness diff` of a run and the earlier run it shares cases with, as a page."""
     rows = []
     for case in diff.cases:
         verdict = case.verdict + (f", beyond {diff.factor:g}×" if case.beyond_factor else "")

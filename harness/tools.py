@@ -28,6 +28,7 @@ class Tool:
     name: str
     package: str
     version_args: tuple[str, ...]
+    purpose: str = ""  # what the harness runs it for (`harness doctor --install` says why)
 
     @property
     def crate(self) -> tuple[str, str] | None:
@@ -45,21 +46,21 @@ class ToolStatus:
 
 # Programs the harness needs beside the drivers' tools.
 SERVICE_TOOLS = (
-    Tool("nginx", "nginx", ("-v",)),  # the nginx baseline and the lb: process models
-    Tool("memcached", "memcached", ("-V",)),  # the /mc routes' backend
-    Tool("taskset", "util-linux", ("--version",)),  # every server and driver is pinned
-    Tool("node", "nodejs", ("--version",)),  # the Node http and Express baselines
-    Tool("ruby", "ruby-eventmachine", ("-v",)),  # the EventMachine baseline
-    Tool("postgres", "postgresql", ("--version",)),  # FerretDB's backend (services/postgres)
-    Tool("chromium", "chromium", ("--version",)),  # report.html checked headless (tests/e2e)
+    Tool("nginx", "nginx", ("-v",), "the nginx baseline and the lb: process models"),
+    Tool("memcached", "memcached", ("-V",), "the /mc routes' backend"),
+    Tool("taskset", "util-linux", ("--version",), "every server and driver is pinned"),
+    Tool("node", "nodejs", ("--version",), "the Node http and Express baselines"),
+    Tool("ruby", "ruby-eventmachine", ("-v",), "the EventMachine baseline"),
+    Tool("postgres", "postgresql", ("--version",), "FerretDB's backend (the mongo sink)"),
+    Tool("chromium", "chromium", ("--version",), "report.html checked headless (tests)"),
 )
 
 
 def driver_tools() -> list[Tool]:
     """The tools of the registered drivers that come from a package (not ours)."""
     return [
-        Tool(cls.tool, cls.package, cls.tool_version_args)
-        for cls in driver_classes().values()
+        Tool(cls.tool, cls.package, cls.tool_version_args, f"the {name} driver")
+        for name, cls in driver_classes().items()
         if cls.package is not None
     ]
 

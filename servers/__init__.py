@@ -148,6 +148,10 @@ class Framework:
     protocols: tuple[str, ...] = (contract.PROTOCOL_H1,)
     # protocol -> why it does not speak it (`harness list`: "skipped: not supported: …")
     protocol_notes: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    # of `protocols`, those taken on trial: a command that did not declare its protocols
+    # is started on them and measured only when a probe finds it speaks them
+    # (harness.negotiation); the rest it promised, and a probe that fails fails its case
+    probed_protocols: tuple[str, ...] = ()
 
     def why_not(self, protocol: str) -> str:
         """Why this server does not speak `protocol` (one line for `harness list`)."""
@@ -179,6 +183,11 @@ class Framework:
             raise ValueError(
                 f"{self.name}: protocols {self.protocols!r} must include h1, "
                 f"of {contract.PROTOCOLS}"
+            )
+        if not set(self.probed_protocols) <= set(self.protocols) - {contract.PROTOCOL_H1}:
+            raise ValueError(
+                f"{self.name}: probed protocols {self.probed_protocols!r} must be of its "
+                f"protocols but h1 {self.protocols!r}"
             )
         for template in (self.command, self.minimal_command):
             if template:

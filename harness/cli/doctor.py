@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import typer
 from rich.table import Table
@@ -16,18 +17,27 @@ def doctor_command(
         "--install",
         help="Install what is missing: apt-get packages, oha (cargo, minutes), FerretDB (go).",
     ),
+    dry_run: bool = typer.Option(
+        False,
+        "--dry-run",
+        help="With --install: print what it would install, why and how long, install nothing.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
     """Load tools found (with versions) and the limits that bound a run on this machine."""
     from harness.cli.clean import leftovers_table
-    from harness.doctor import doctor_report, install_missing
+    from harness.doctor import doctor_report, install_missing, missing_steps
 
+    def say(line: str) -> None:  # the plan and the progress, as they come; stderr under --json
+        print(line, file=sys.stderr if as_json else sys.stdout, flush=True)
+
+    if install and dry_run:
+        missing_steps(say=say)
+        return
     if install:
-        installed = install_missing()
-        if not as_json:
-            console.print(
-                f"installed: {', '.join(installed)}" if installed else "nothing to install"
-            )
+        installed = install_missing(say=say)
+        if installed:
+            say(f"installed: {', '.join(installed)}")
     report = doctor_report()
     if as_json:
         print(json.dumps(report, indent=2))

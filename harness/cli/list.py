@@ -60,6 +60,8 @@ def list_command(
             "routes": list(framework.routes) if framework.routes is not None else PROBED,
             "sinks": list(framework.sinks),
             "protocols": list(framework.protocols),
+            # of those, the ones it is started on and probed for (harness.negotiation)
+            "probed_protocols": list(framework.probed_protocols),
             # every other protocol, as a run records its case
             "not_supported": {
                 p: f"skipped: not supported: {framework.why_not(p)}"
@@ -92,7 +94,7 @@ def list_command(
             versions,
             ", ".join(row["loops"]),
             routes,
-            ", ".join(row["protocols"]),
+            ", ".join(p + " (probed)" * (p in row["probed_protocols"]) for p in row["protocols"]),
             *(row["not_supported"].get(name, "yes") for name in asked),
         )
     console.print(table)

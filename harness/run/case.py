@@ -10,9 +10,11 @@ supported: <why>`, never run on another protocol. Right after the server starts,
 probe connection of the harness reads what it negotiated (harness.tls.probe_tls: TLS
 version, cipher, key type, ALPN; h2c: the preface answered), recorded as the case's
 `negotiated` and checked as its `protocol` verify entry: a TLS handshake that fails, or
-an h2 server that does not select ALPN h2, fails the case. Verify then speaks the case's
-protocol (harness.verify's Endpoint): the route checks, and the protocol's own (TLS,
-HTTP/2) but the ones `harness verify --protocol` keeps to itself (`case_checks`).
+an h2 server that does not select ALPN h2, fails the case, but for a command on trial for
+h2 or h2c (it did not declare its protocols: harness.negotiation), which is skipped with
+what the probe found. Verify then speaks the case's protocol (harness.verify's Endpoint):
+the route checks, and the protocol's own (TLS, HTTP/2) but the ones `harness verify
+--protocol` keeps to itself (`case_checks`).
 
 A server given as a command is probed for the routes it serves once it runs
 (harness.verify.served_routes): a scenario on a route it answers 404 is `skipped: not
@@ -34,6 +36,7 @@ from harness import affinity as cpu_affinity
 from harness.cgroups.files import CgroupReading
 from harness.cgroups.groups import Cgroup
 from harness.monitor import Monitor
+from harness.negotiation import not_negotiated, on_trial
 from harness.run.analysis import oom_reason
 from harness.run.connection_case import run_connection_case
 from harness.run.context import CaseContext, CaseKind, Measured, RunContext
@@ -328,10 +331,14 @@ def _run_in_cgroup(
         if protocol_check is not None:  # what the probe found, checked whether or not verify
             verify["protocol"] = protocol_check
             if not protocol_check["ok"]:
-                model = ctx.process_model
+                model, status = ctx.process_model, "failed"
                 error = f"verify failed: protocol: {protocol_check['detail']}"
+                if on_trial(FRAMEWORKS[framework], ctx.protocol):  # not declared: not spoken
+                    host, port, certificates = server.host, server.port, run.certificates
+                    finding = not_negotiated(framework, ctx.protocol, host, port, certificates)
+                    status, error = "skipped", f"not supported: {finding}"
                 return new_case(
-                    run, framework, model, ctx.protocol, "failed", affinity, error=error,
+                    run, framework, model, ctx.protocol, status, affinity, error=error,
                     verify=verify, negotiated=negotiated,
                 )  # fmt: skip
         # the (first) instance itself, reached over the case's protocol

@@ -44,6 +44,7 @@ import httpx
 from h2.exceptions import H2Error
 from websockets.exceptions import WebSocketException
 
+from harness.negotiation import on_trial, trial_finding
 from harness.server_process import start_server
 from harness.services.backends import Backends
 from harness.services.fileset import FileSet
@@ -660,6 +661,10 @@ def verify_framework(
         except Exception as error:  # a server that cannot start is a failed verification
             return Verification(framework, sink, error=str(error), protocol=protocol)
         try:
+            if on_trial(info, protocol):  # a command that did not declare it: probed first
+                why_not = trial_finding(framework, protocol, server.host, server.port, certificates)
+                if why_not is not None:
+                    return Verification(framework, sink, skipped=why_not, protocol=protocol)
             endpoint = endpoint_for(server.url, protocol, certificates)
             routes = None if info.routes is not None else served_routes(endpoint, backends)
             checks = run_checks(endpoint, checks_for(framework, routes, protocol, head_timeout_s))

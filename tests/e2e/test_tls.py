@@ -224,7 +224,7 @@ def test_the_runner_skips_h2_on_a_server_without_it_and_never_starts_it(tmp_path
         run = Runner(dataclasses.replace(plan, profile=profile)).run()
     [case] = run.cases
     assert (case.protocol, case.status, case.verify) == ("h2", "skipped", {})
-    assert case.error is not None and case.error.startswith("not supported: plainapp ")
+    assert case.error is not None and case.error.startswith("not supported: plainapp's command ")
     assert "h2" in case.error
 
 
@@ -271,15 +271,16 @@ def test_harness_list_names_each_servers_protocols_and_why_not_the_others(tmp_pa
     listed = harness("list", "--json", "--server", server)
     assert listed.returncode == 0, listed.stderr
     rows = {row["framework"]: row for row in json.loads(listed.stdout)}
-    assert rows["tlsapp"]["protocols"] == ["h1", "h1-tls"]
-    assert set(rows["tlsapp"]["not_supported"]) == {"h2", "h2c"}
-    assert rows["tlsapp"]["not_supported"]["h2"].startswith("skipped: not supported: tlsapp ")
+    # h2 and h2c on trial: started and probed when a run asks for them (harness.negotiation)
+    assert rows["tlsapp"]["protocols"] == ["h1", "h1-tls", "h2", "h2c"]
+    assert rows["tlsapp"]["probed_protocols"] == ["h2", "h2c"]
+    assert rows["tlsapp"]["not_supported"] == {}
     for row in rows.values():
         assert "h1" in row["protocols"]
         assert set(row["protocols"]) | set(row["not_supported"]) == set(contract.PROTOCOLS)
     table = harness("list", "--server", server, "--protocol", "h2c")
     assert table.returncode == 0, table.stderr
-    assert "skipped: not" in table.stdout and "h1, h1-tls" in table.stdout
+    assert "skipped: not" in table.stdout and "(probed)" in table.stdout
     wrong = harness("list", "--protocol", "h3")
     assert wrong.returncode == 1 and "--protocol: protocol h3 is not one of" in wrong.stderr
 

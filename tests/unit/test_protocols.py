@@ -17,7 +17,8 @@ from charts.report import render_html
 from harness.cli.diff import diff
 from harness.compare import protocol_driver, summary_table, threshold_table
 from harness.diff import case_labels, diff_runs
-from harness.frameworks import command_framework, command_protocols
+from harness.frameworks import command_framework, command_protocols, probed_protocols
+from harness.negotiation import on_trial
 from harness.profile import load_profile, parse_protocols
 from harness.run.analysis import with_baseline_ratios, with_tls_tax
 from harness.server_process import placeholder_values, protocol_args, protocol_unsupported
@@ -35,22 +36,39 @@ ANY = TLS + " --speak {protocol}"
 CERTS = Certificates(Path("/c/server.pem"), Path("/c/server.key"), Path("/c/ca.pem"), "ECDSA P-256")
 
 
-def test_a_command_speaks_h1_and_h1_tls_by_its_placeholders() -> None:
-    assert command_protocols("app", PLAIN)[0] == ("h1",)
-    protocols, notes = command_protocols("app", TLS)
-    assert protocols == ("h1", "h1-tls")
-    assert set(notes) == {"h2", "h2c"}
-    assert "protocols" in notes["h2"] and "{protocol}" in notes["h2"]
+def test_a_command_speaks_h1_and_h1_tls_by_its_placeholders_and_is_probed_for_h2() -> None:
+    assert command_protocols("app", PLAIN) == (
+        ("h1", "h2c"),
+        {
+            "h1-tls": "app's command does not declare h1-tls (it needs {tls_cert}, {tls_key})",
+            "h2": "app's command does not declare h2 (it needs {tls_cert}, {tls_key})",
+        },
+    )
+    assert command_protocols("app", TLS) == (("h1", "h1-tls", "h2", "h2c"), {})
+    assert probed_protocols(("h1", "h1-tls", "h2", "h2c")) == ("h2", "h2c")
+    framework = command_framework("app", TLS, "--server")
+    assert framework.probed_protocols == ("h2", "h2c")
+    assert protocol_unsupported(framework, "h2") is None
+    assert on_trial(framework, "h2") and not on_trial(framework, "h1-tls")
 
 
-def test_a_servers_file_may_declare_more_protocols_with_their_placeholders() -> None:
-    assert command_protocols("app", ANY, ["h2", "h2c"])[0] == ("h1", "h2", "h2c")
-    with pytest.raises(ValueError, match=r"h2 needs \{protocol\}"):
-        command_protocols("app", TLS, ["h2"])
+def test_a_servers_file_declares_exactly_its_protocols_and_protocol_is_never_required() -> None:
+    assert command_protocols("app", TLS, ["h2", "h2c"])[0] == ("h1", "h2", "h2c")
+    assert command_protocols("app", ANY, ["h2"])[0] == ("h1", "h2")
+    framework = command_framework("app", {"command": TLS, "protocols": ["h1-tls", "h2"]}, "f")
+    assert (framework.protocols, framework.probed_protocols) == (("h1", "h1-tls", "h2"), ())
+    assert not on_trial(framework, "h2")  # declared: a probe that fails fails the case
+    assert framework.why_not("h2c") == "app's `protocols` does not list h2c"
+    with pytest.raises(ValueError, match=r"h2 needs \{tls_cert\}, \{tls_key\}"):
+        command_protocols("app", PLAIN, ["h2"])
     with pytest.raises(ValueError, match=r"h1-tls needs \{tls_cert\}, \{tls_key\}"):
         command_protocols("app", PLAIN, ["h1-tls"])
     with pytest.raises(ValueError, match="h3"):
         command_protocols("app", ANY, ["h3"])
+    with pytest.raises(ValueError, match="probed protocols"):
+        Framework(
+            "x", "", (), ("unknown",), kind="command", command=PLAIN, probed_protocols=("h2",)
+        )
 
 
 def test_a_server_table_protocols_key_reaches_the_framework() -> None:
