@@ -36,6 +36,6 @@ def publish_command(
     results: Path = RESULTS_OPTION,
 ) -> None:
     """A static site of every run under results/: an index by profile and host, each run's
-    report, each profile's trend, and the diffs between consecutive runs; relative links
+    report, each profile's trend, and the diffs between runs that share cases; relative links
     only (opens from a file:// path or any static host)."""
     publish_site(out_dir, results)
