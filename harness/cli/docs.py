@@ -20,7 +20,7 @@ REGENERATE = "python -m harness.cli.docs > docs/cli.md"
 _MARKDOWN_SPECIALS = re.compile(r"([\\*_<>\[\]|])")
 
 
-def _escape(text: str) -> str:
+def escape_cell(text: str) -> str:
     """`text` safe in a Markdown table cell: its `code spans` kept, other specials escaped."""
     text = text.replace("\n", " ")
     if text.count("`") % 2:  # an unpaired backtick opens no span
@@ -34,7 +34,7 @@ def _escape(text: str) -> str:
     return "`".join(parts)
 
 
-def _escape_code(text: str) -> str:
+def escape_code(text: str) -> str:
     """`text` safe inside a code span of a table cell."""
     return text.replace("|", "\\|")
 
@@ -53,7 +53,7 @@ def _help_text(command: Any) -> str:
 def _section(command: Any, ctx: Any, depth: int) -> list[str]:
     """One command's heading, usage, help and parameter table; a group's subcommands after."""
     lines = [f"{'#' * depth} {ctx.command_path}", "", "```", command.get_usage(ctx), "```", ""]
-    lines += [_escape(paragraph) for paragraph in _help_text(command).split("\n\n")]
+    lines += [escape_cell(paragraph) for paragraph in _help_text(command).split("\n\n")]
     lines.append("")
     records = [
         record
@@ -62,7 +62,7 @@ def _section(command: Any, ctx: Any, depth: int) -> list[str]:
     ]
     if records:
         lines += ["| argument or option | what it does |", "|---|---|"]
-        lines += [f"| `{_escape_code(names)}` | {_escape(what)} |" for names, what in records]
+        lines += [f"| `{escape_code(names)}` | {escape_cell(what)} |" for names, what in records]
         lines.append("")
     if _is_group(command):
         for name in command.list_commands(ctx):
@@ -83,7 +83,7 @@ def _index(group: Any, ctx: Any) -> list[str]:
             continue
         sub = command.context_class(command, info_name=name, parent=ctx)
         anchor = sub.command_path.replace(" ", "-").lower()
-        summary = _escape(_help_text(command).split("\n\n")[0])
+        summary = escape_cell(_help_text(command).split("\n\n")[0])
         rows.append(f"| [{sub.command_path}](#{anchor}) | {summary} |")
         if _is_group(command):
             rows += _index(command, sub)[2:]

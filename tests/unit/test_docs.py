@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
-from harness.cli.docs import REGENERATE, render
+from harness.cli.docs import REGENERATE, escape_cell, render
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI_MD = ROOT / "docs" / "cli.md"
@@ -27,6 +27,15 @@ def test_cli_md_is_what_the_cli_generates() -> None:
     assert CLI_MD.read_text(encoding="utf-8") == render(app), (
         f"docs/cli.md differs from the command line: regenerate it with `{REGENERATE}`"
     )
+
+
+def test_help_text_is_escaped_for_a_table_cell() -> None:
+    assert escape_cell("a|b") == "a\\|b"
+    assert escape_cell("results/<run-id> [required]") == "results/\\<run-id\\> \\[required\\]"
+    assert escape_cell("sink_path and *: errors") == "sink\\_path and \\*: errors"
+    assert escape_cell("see `harness list` | x") == "see `harness list` \\| x"
+    assert escape_cell("`a|b`") == "`a\\|b`"  # a pipe ends a cell even inside a code span
+    assert escape_cell("an unpaired ` quote") == "an unpaired ' quote"
 
 
 def _commands() -> list[list[str]]:
