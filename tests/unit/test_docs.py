@@ -29,6 +29,15 @@ def test_cli_md_is_what_the_cli_generates() -> None:
     )
 
 
+def test_the_readme_is_a_landing_page() -> None:
+    """At most 200 lines, the two commands (main job, tests) on its first screen; the
+    reference lives in docs/."""
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 200, f"README.md has {len(lines)} lines: move reference to docs/"
+    first = "\n".join(lines[:10])
+    assert "nox -s compare" in first and "nox -s tests" in first, first
+
+
 def test_help_text_is_escaped_for_a_table_cell() -> None:
     assert escape_cell("a|b") == "a\\|b"
     assert escape_cell("results/<run-id> [required]") == "results/\\<run-id\\> \\[required\\]"
