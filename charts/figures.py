@@ -25,7 +25,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, MaxNLocator, NullLocator, StrMethodFormatter
 
 from charts.histograms import spectrum
-from charts.style import HOLLOW_FLAGS, colour_for, linestyle_for
+from charts.style import HOLLOW_FLAGS, Look, colour_for, linestyle_for
 from model.results import Case, Step
 
 FIGSIZE = (10.0, 5.6)
@@ -44,10 +44,20 @@ class Series:
     framework: str
     run_index: int
     case: Case
+    look: Look | None = None  # its colour and marker in this run (charts.style.palette)
 
     @property
     def steps(self) -> tuple[Step, ...]:
         return self.case.steps
+
+    @property
+    def colour(self) -> str:
+        """The server's colour: its look's, or its fixed one when drawn alone."""
+        return self.look.colour if self.look is not None else colour_for(self.framework)
+
+    @property
+    def marker(self) -> str:
+        return self.look.marker if self.look is not None else "o"
 
 
 def _new(
@@ -130,7 +140,7 @@ def _plot_metric(
     points = [(x, y, s) for x, y, s in points if x is not None and y is not None]
     if not points:
         return set()
-    colour = colour_for(series.framework)
+    colour = series.colour
     style = linestyle or linestyle_for(series.run_index)
     xs = [x for x, _, _ in points]
     ys = [y for _, y, _ in points]
@@ -139,7 +149,7 @@ def _plot_metric(
         ys,
         color=colour,
         linestyle=style,
-        marker="o",
+        marker=series.marker,
         markersize=5,
         label=series.label + label_suffix,
         gid=series.label + label_suffix,
@@ -150,7 +160,7 @@ def _plot_metric(
             [x for x, _ in flagged],
             [y for _, y in flagged],
             linestyle="none",
-            marker="o",
+            marker=series.marker,
             markersize=9,
             markerfacecolor="white",
             markeredgecolor=colour,
@@ -315,7 +325,7 @@ def latency_rate_figure(series: Sequence[Series], context: str = "") -> Figure:
                 marker="*",
                 markersize=16,
                 linestyle="none",
-                color=colour_for(one.framework),
+                color=one.colour,
                 markeredgecolor="black",
                 label=f"{one.label} knee: {knee['offered']:,.0f} req/s",
                 gid="knee:" + one.label,
@@ -379,7 +389,7 @@ def spectrum_figure(series: Sequence[Series], context: str = "") -> Figure | Non
             axes.plot(
                 xs,
                 ys,
-                color=colour_for(one.framework),
+                color=one.colour,
                 linestyle=style,
                 linewidth=2.0 if style == "-" else 1.0,
                 label=one.label + suffix,
@@ -437,7 +447,7 @@ def peak_figure(series: Sequence[Series], context: str = "") -> Figure:
             continue
         labels.append(one.label)
         peaks.append(float(one.case.summary.peak))
-        colours.append(colour_for(one.framework))
+        colours.append(one.colour)
         hatches.append("//" if one.case.summary.role == "baseline" else "")
         intervals.append(one.case.summary.peak_ci)
         ratio = one.case.summary.ratio_to_nginx
@@ -524,7 +534,7 @@ def efficiency_figure(series: Sequence[Series], context: str = "") -> Figure | N
     bars = axes.bar(
         labels,
         costs,
-        color=[colour_for(one.framework) for one in shown],
+        color=[one.colour for one in shown],
         hatch=["//" if one.case.summary.role == "baseline" else "" for one in shown],
         edgecolor="black",
         gid="cpu-per-reply",
@@ -704,7 +714,7 @@ def connection_figures(series: Sequence[Series], context: str = "") -> dict[str,
             if breaking:
                 axes.axvline(
                     breaking["connections"],
-                    color=colour_for(one.framework),
+                    color=one.colour,
                     linestyle=":",
                     gid="breaking:" + one.label,
                     label=f"{one.label} breaks: {breaking.get('reason', '')}",

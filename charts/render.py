@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
 from charts.figures import Series, close_all, ramp_figures
 from charts.report import write_report
-from charts.style import DPI
+from charts.style import DPI, palette
 from model.errors import UserError
 from model.results import Run, has_protocol_axis, read_run
 
@@ -68,7 +69,8 @@ def build_series(runs: Sequence[Run]) -> list[Series]:
         if len(runs) > 1:
             label += f" ({run.run_id})"
         series.append(Series(label, case.framework, index, case))
-    return series
+    looks = palette(one.framework for one in series)  # no two servers drawn alike
+    return [dataclasses.replace(one, look=looks[one.framework]) for one in series]
 
 
 def context_of(runs: Sequence[Run]) -> str:

@@ -9,10 +9,20 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from charts.tables import MEMORY_HEADERS, memory_rows, pinning_text
-from model.figures import figure as _figure
+from charts.columns import Cell, RenderedTable, TableSpec, figure_text, interval_text
+from charts.tables import (
+    CLOSING,
+    MEMORY,
+    PRECISION,
+    SUMMARY,
+    TLS,
+    VERDICT_TITLE,
+    pinning_text,
+    verdict_lines,
+)
+from model.figures import figure
 from model.ramps import ramp_from_dict, ramps_text
-from model.results import FLAG_MEANINGS, Case, Run, has_protocol_axis
+from model.results import FLAG_MEANINGS, Case, Run
 
 # the reconcile fields the report shows (docs/results.md); old runs lack the last two
 REPORTED_RECONCILE = ("sent", "stored", "lost", "duplicates", "unparseable")
@@ -60,17 +70,28 @@ h2 { border-bottom: 1px solid #ccc; padding-bottom: .2em; }
 table { border-collapse: collapse; margin: .5em 0 1.5em; font-size: .92em; }
 th, td { border: 1px solid #ddd; padding: .3em .6em; text-align: left; vertical-align: top; }
 th { background: #f4f4f4; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
-.ok { color: #1a7f37; } .failed { color: #cf222e; } .skipped, .incomplete { color: #9a6700; }
+.ok { color: #1a7f37; } .failed { color: #cf222e; } .skipped, .incomplete, .warn { color: #9a6700; }
 figure { margin: 1em 0 2em; }
 /* border-box: a bordered image at 100 % would be 2 px wider than the page */
 figure img { max-width: 100%; height: auto; border: 1px solid #eee; box-sizing: border-box; }
 figcaption { color: #555; font-size: .9em; }
 pre { background: #f6f8fa; padding: 1em; overflow-x: auto; }
 .wide { max-width: 100%; overflow-x: auto; } td { overflow-wrap: break-word; }
+/* a row's name whole: `uvicorn-starlette`, not `uvicorn-` over `starlette` */
+td:first-child { white-space: nowrap; }
 .ci { color: #555; font-size: .85em; white-space: nowrap; }
 .verdict { background: #f6f8fa; border-left: 4px solid #0969da; padding: .6em 1em; }
 .verdict ul { margin: .3em 0; padding-left: 1.2em; } .ratios { color: #555; font-size: .9em; }
+/* a phone: tables smaller and tighter; a wide one keeps its columns readable (text wraps
+   at 16em, not at the screen's width) and scrolls in its box */
+@media (max-width: 600px) {
+  body { margin: 1em auto; } table { font-size: .8em; } th, td { padding: .25em .35em; }
+  .wide table { width: max-content; } td { max-width: 16em; }
+}
 """
+
+
+TONE_CLASSES = {"ok": "ok", "warn": "warn", "failed": "failed"}
 
 
 def _ramp_as_run(profile: dict[str, Any]) -> str:
@@ -88,7 +109,8 @@ def _ramp_as_run(profile: dict[str, Any]) -> str:
 
 
 def _number(value: Any, pattern: str = "{:,.0f}") -> str:
-    return pattern.format(value) if isinstance(value, int | float) else "–"
+    """A figure read from run.json (figure_text; `–` for anything but a number)."""
+    return figure_text(value if isinstance(value, int | float) else None, spec=pattern)
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], numeric: set[int]) -> str:
@@ -106,119 +128,46 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], numeric: set[i
     return f'<div class="wide"><table><tr>{head}</tr>{body}</table></div>'
 
 
-def _with_interval(cell: str, interval: tuple[float, float] | None, pattern: str) -> str:
-    """A table cell's figure with its 95 % interval beneath it, "[low, high]", when it has one."""
-    if interval is None or cell == "–":
-        return cell
-    low, high = (pattern.format(v) for v in interval)
-    return f'{cell}<br><span class="ci">[{low}, {high}]</span>'
+def _cell(cell: Cell) -> str:
+    """A rendered cell as HTML: its tone a class, its interval beneath the figure."""
+    text = escape(cell.text)
+    if cell.tone is not None:
+        text = f'<span class="{TONE_CLASSES[cell.tone]}">{text}</span>'
+    if cell.interval:
+        text += f'<br><span class="ci">{escape(cell.interval)}</span>'
+    return text
 
 
-SUMMARY_HEADERS = (
-    "framework",
-    "affinity",
-    "process model",
-    "protocol",
-    "status",
-    "peak",
-    "vs nginx",
-    "TLS tax",
-    "MB/s at peak",
-    "at",
-    "p99 at peak (ms)",
-    "server CPU %",
-    "RSS (MB)",
-    "errors",
-    "flags",
-    "reason",
-)
-SUMMARY_NUMERIC = ("peak", "vs nginx", "TLS tax", "MB/s at peak", "at", "p99 at peak (ms)",
-                   "server CPU %", "RSS (MB)", "errors")  # fmt: skip
+def spec_table(spec: TableSpec[Case], run: Run) -> str:
+    """One of the run's tables (charts.tables) as HTML in the bracketed style; "" when
+    it has no rows."""
+    rendered = spec.render(run.cases, "bracketed")
+    return html_table(rendered) if rendered else ""
 
 
-def _summary_headers(run: Run) -> list[str]:
-    """The summary's columns: protocol when the run has that axis, TLS tax when it has one."""
-    left_out = set()
-    if not has_protocol_axis(run.cases):
-        left_out.add("protocol")
-    if not any(c.summary.tls_tax is not None for c in run.cases):
-        left_out.add("TLS tax")
-    return [h for h in SUMMARY_HEADERS if h not in left_out]
-
-
-def _summary(run: Run) -> str:
-    headers = _summary_headers(run)
-    rows = [
-        [cell for name, cell in zip(SUMMARY_HEADERS, row, strict=True) if name in headers]
-        for row in _summary_rows(run)
-    ]
-    numeric = {i for i, name in enumerate(headers) if name in SUMMARY_NUMERIC}
-    return _table(headers, rows, numeric=numeric)
-
-
-def _summary_rows(run: Run) -> list[list[str]]:
-    """Every column of SUMMARY_HEADERS, per case."""
-    rows = []
-    for case in run.cases:
-        s = case.summary
-        rss = s.rss_max_bytes
-        ratio = s.ratio_to_nginx
-        rows.append(
-            [
-                escape(case.framework) + (" (baseline)" if s.role == "baseline" else ""),
-                escape(case.affinity.get("mode") or ""),
-                escape(case.process_model),
-                escape(case.protocol),
-                f'<span class="{"incomplete" if case.lost_steps else case.status}">'
-                f"{escape(case.status_text)}</span>",
-                _with_interval(
-                    _number(s.peak) + (f" {escape(s.peak_unit)}" if s.peak is not None else ""),
-                    s.peak_ci,
-                    "{:,.0f}",
-                ),
-                _with_interval(
-                    f"{ratio:.2f}×" if ratio is not None else "–", s.ratio_to_nginx_ci, "{:.2f}"
-                ),
-                _with_interval(
-                    f"{s.tls_tax:.2f}×" if s.tls_tax is not None else "–", s.tls_tax_ci, "{:.2f}"
-                ),
-                _number(s.megabytes_per_s_at_peak, "{:.1f}"),
-                _figure(s.peak_offered),
-                _with_interval(_number(s.p99_at_peak_ms, "{:.2f}"), s.p99_at_peak_ci_ms, "{:.2f}"),
-                _number(s.server_cpu_at_peak_pct),
-                _number(rss / 1e6 if rss else None, "{:.1f}"),
-                _number(s.errors_total),
-                escape(" ".join(s.flags))
-                + (f" {case.warnings} deviation(s)" if case.warnings else ""),
-                escape(case.error or ""),
-            ]
-        )
-    return rows
+def html_table(rendered: RenderedTable) -> str:
+    """A table of the column model (charts.columns) as HTML: tones as classes, each
+    interval beneath its figure."""
+    rows = [[_cell(cell) for cell in row] for row in rendered.cells]
+    return _table(rendered.headers, rows, numeric=rendered.numeric_indexes())
 
 
 def _verdict(run: Run) -> str:
-    """The run's verdict in words (harness.run.verdict), first in its section: the ranking
-    with ties ("aiohttp ≈ twisted") and each neighbour ratio with its interval; one line
-    per comparable set when the run has several. "" for a run without one (before rounds)."""
-    if not run.verdict or not run.verdict.get("sets"):
-        return ""
-    sets = run.verdict["sets"]
+    """The run's verdict in words (charts.tables.verdict_lines), first in its section: the
+    ranking with ties ("aiohttp ≈ twisted") and each neighbour ratio with its interval; one
+    line per comparable set when the run has several. "" for a run without one."""
     lines = []
-    for part in sets:
-        where = ""
-        if len(sets) > 1:
-            keys = ("scenario", "driver", "sink", "affinity", "process_model", "protocol")
-            where = ", ".join(str(part[k]) for k in keys if k in part)  # /4: no protocol
-            where = "<b>" + escape(where) + ":</b> "
-        ratios = [
-            f"{escape(r['a'])} / {escape(r['b'])} = {r['ratio']:.2f}× "
-            f"[{r['ci'][0]:.2f}, {r['ci'][1]:.2f}]" + ("" if r.get("separated") else " (a tie)")
-            for r in part.get("ratios", ())
-            if r.get("ratio") is not None and r.get("ci")
-        ]
-        ratio_line = f'<br><span class="ratios">{"; ".join(ratios)}</span>' if ratios else ""
-        lines.append(f"<li>{where}{escape(part['text'])}{ratio_line}</li>")
-    return f'<div class="verdict"><b>Verdict</b> (95 % intervals)<ul>{"".join(lines)}</ul></div>'
+    for line in verdict_lines(run.verdict):
+        where = f"<b>{escape(line.where)}:</b> " if line.where else ""
+        ratios = (
+            f'<br><span class="ratios">{escape("; ".join(line.ratios))}</span>'
+            if line.ratios
+            else ""
+        )
+        lines.append(f"<li>{where}{escape(line.sentence)}{ratios}</li>")
+    if not lines:
+        return ""
+    return f'<div class="verdict"><b>{VERDICT_TITLE}</b><ul>{"".join(lines)}</ul></div>'
 
 
 def _thresholds(run: Run) -> str:
@@ -231,8 +180,8 @@ def _thresholds(run: Run) -> str:
         [
             escape(t.rule),
             escape(t.case),
-            _figure(t.value),
-            f"[{_figure(t.interval[0])}, {_figure(t.interval[1])}]" if t.interval else "–",
+            figure_text(t.value),
+            interval_text(t.interval),
             escape(t.judged_on),
             '<span class="ok">held</span>' if t.held else '<span class="failed">FAILED</span>',
         ]
@@ -250,65 +199,9 @@ def _thresholds(run: Run) -> str:
 
 
 def _precision(run: Run) -> str:
-    """Each case measured in rounds: rounds run and kept out (with why), the round length,
-    the half-width its peak reached against the precision asked, `imprecise` with its
-    reason and the source of its noise; "" when no case ran rounds."""
-    measured = [c for c in run.cases if c.status == "ok" and c.summary.rounds]
-    if not measured:
-        return ""
-    rows = []
-    for case in measured:
-        s = case.summary
-        if s.precision_pct is None:
-            state = "–"
-        elif s.imprecise_reason is not None:
-            state = f'<span class="failed">imprecise</span>: {escape(s.imprecise_reason)}'
-        else:
-            state = f'<span class="ok">within ±{s.precision_pct:g} %</span>'
-        kept_out = "; ".join(f"round {e['round'] + 1}: {e['reason']}" for e in s.rounds_excluded)
-        rows.append(
-            [
-                escape(f"{case.framework} {case.process_model} {case.affinity.get('mode') or ''}"),
-                _number(s.rounds),
-                _number(s.round_duration_s, "{:g}"),
-                _number(s.half_width_pct, "±{:.1f}"),
-                state,
-                escape(s.noise_note or ""),
-                escape(kept_out),
-            ]
-        )
-    headers = ["case", "rounds", "round (s)", "± % of peak", "precision", "noise", "kept out"]
-    return "<h3>Precision</h3>" + _table(headers, rows, {1, 2, 3})
-
-
-TLS_HEADERS = ("framework", "protocol", "TLS version", "cipher", "key", "ALPN",
-               "load generator verified the certificate", "TLS tax")  # fmt: skip
-
-
-def _tls_rows(run: Run) -> list[list[str]]:
-    """What each non-h1 case negotiated (the harness's probe connection) and its TLS tax."""
-    rows = []
-    for case in run.cases:
-        n = case.negotiated
-        if n is None:
-            continue
-        trusted = {True: "yes (the run's CA)", False: "no (it cannot be told a CA)", None: "–"}
-        tax = case.summary.tls_tax
-        rows.append(
-            [
-                escape(case.framework),
-                escape(case.protocol),
-                escape(n.tls_version or "–"),
-                escape(n.cipher or "–"),
-                escape(n.key_type or "–"),
-                escape(n.alpn or "none"),
-                trusted[n.ca_trusted],
-                _with_interval(
-                    f"{tax:.2f}×" if tax is not None else "–", case.summary.tls_tax_ci, "{:.2f}"
-                ),
-            ]
-        )
-    return rows
+    """Each case measured in rounds (charts.tables.PRECISION); "" when no case ran rounds."""
+    table = spec_table(PRECISION, run)
+    return f"<h3>Precision</h3>{table}" if table else ""
 
 
 def _verify_rows(case: Case) -> list[list[str]]:
@@ -410,7 +303,7 @@ def _host_rows(case: Case) -> list[list[str]]:
         hosts = step.extra.get("hosts")
         if not hosts:
             continue
-        label = f"{_figure(step.offered)} {step.unit}"
+        label = f"{figure(step.offered)} {step.unit}"
         if isinstance(hosts, dict):  # a connection ramp's held step
             for name, counts in hosts.items():
                 rows.append([escape(case.framework), label, escape(name), "–",
@@ -436,7 +329,7 @@ def _host_rows(case: Case) -> list[list[str]]:
         p99 = step.latency_ms.get("p99")
         merged_p99 = _number(p99, "{:.2f}") if p99 is not None else "≤ " + _number(bound, "{:.2f}")
         rows.append([
-            escape(case.framework), label, "<b>all hosts</b>", _figure(step.offered),
+            escape(case.framework), label, "<b>all hosts</b>", figure(step.offered),
             _number(step.replies), _number(step.errors["total"]), _number(step.achieved),
             _number(step.latency_ms.get("p50"), "{:.2f}"), merged_p99,
             _number(step.latency_ms.get("max"), "{:.2f}"),
@@ -501,12 +394,11 @@ def render_html(
             + f"<br>{_status(run)}</p>"
         )
         parts.append("<h3>Summary</h3>")
-        parts.append(_summary(run))
+        parts.append(spec_table(SUMMARY, run))
         parts.append(_thresholds(run))
         parts.append(_precision(run))
-
-        tls_rows = _tls_rows(run)
-        if tls_rows:
+        tls = spec_table(TLS, run)
+        if tls:
             parts.append("<h3>Protocols</h3>")
             parts.append(
                 "<p>What each server negotiated with the harness's probe connection right "
@@ -514,8 +406,8 @@ def render_html(
                 "tax is an h1-tls peak over the same server's h1 peak in this run, with its "
                 "95 % interval when both ran rounds (paired round by round).</p>"
             )
-            parts.append(_table(list(TLS_HEADERS), tls_rows, numeric={7}))
-        connections = memory_rows(list(run.cases))
+            parts.append(tls)
+        connections = spec_table(MEMORY, run)
         if connections:
             parts.append("<h3>Connections</h3>")
             parts.append(
@@ -525,13 +417,12 @@ def render_html(
                 "connection on this box) and the whole host's available memory, each the "
                 "slope over the held steps; and what the host had left at the top step.</p>"
             )
-            parts.append(
-                _table(
-                    list(MEMORY_HEADERS),
-                    [[escape(c) for c in row] for row in connections],
-                    numeric={1, *range(3, len(MEMORY_HEADERS))},
-                )
-            )
+            parts.append(connections)
+        closing = spec_table(CLOSING, run)
+        if closing:
+            parts.append("<h3>Close storm</h3>")
+            parts.append("<p>Every connection closed at once at the ramp's end.</p>")
+            parts.append(closing)
         knees = _knee_rows(run)
         if knees and any(case.summary.knee is not None for case in run.cases):
             parts.append("<h3>Knees</h3>")

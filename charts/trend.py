@@ -21,7 +21,7 @@ import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 from matplotlib.ticker import StrMethodFormatter
 
-from charts.style import DPI, colour_for
+from charts.style import DPI, palette
 
 STEP_COLOUR = "#cf222e"
 MAX_TICK_LABELS = 12  # more runs than this: every k-th run labelled
@@ -68,6 +68,7 @@ def trend_figure(
     )
     figure.suptitle(title)
     position = {run_id: index for index, run_id in enumerate(run_ids)}
+    looks = palette(label.split(" ")[0] for label in labels)
     for index, axes in enumerate(axes_grid.flat):
         if index >= len(labels) or labels[index] not in series:
             axes.set_visible(index < len(labels))
@@ -78,9 +79,9 @@ def trend_figure(
         ys = [p.value for p in points]
         below = [p.value - p.interval[0] if p.interval else 0.0 for p in points]
         above = [p.interval[1] - p.value if p.interval else 0.0 for p in points]
-        colour = colour_for(label.split(" ")[0])
-        axes.errorbar(xs, ys, yerr=[below, above], color=colour, marker="o", markersize=4,
-                      capsize=3, linewidth=1.2, gid=f"peak:{label}")  # fmt: skip
+        look = looks[label.split(" ")[0]]
+        axes.errorbar(xs, ys, yerr=[below, above], color=look.colour, marker=look.marker,
+                      markersize=4, capsize=3, linewidth=1.2, gid=f"peak:{label}")  # fmt: skip
         marked = steps.get(label, ())
         for step in marked:
             before, after = points[step - 1], points[step]

@@ -1,4 +1,5 @@
-"""`harness compare` / `harness run`: build the plan, run it with progress, print the summary."""
+"""`harness compare` / `harness run`: build the plan and run it with progress (the tables
+printed after it: harness.outputs.console)."""
 
 from __future__ import annotations
 
@@ -9,30 +10,25 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
-from charts.tables import MEMORY_HEADERS, memory_rows
 from drivers import DRIVER_RAMPS, driver_class, driver_classes
 from harness.affinity import parse_cpu_list
 from harness.cgroups.files import parse_size
 from harness.frameworks import register_servers, select_frameworks
-from harness.outputs.text import CLOSING_HEADERS, closing_rows
-from harness.profile import load_profile
+from harness.profile import Profile, load_profile
 from harness.run import Plan, Runner, claim_run_dir, default_cpus
 from harness.run.rounds import has_rounds
+from harness.run_options import RunOptions
 from harness.services.database import check_backend, default_backend
 from model.errors import UserError
 from model.figures import figure
-from model.results import Case, Run, Step, has_protocol_axis
+from model.results import Case, Run, Step
 from model.scenarios import get_scenario
 from servers.contract import PROTOCOL_H1, SINKS, TLS_PROTOCOLS
 
 if TYPE_CHECKING:
     from harness.fleet.client import FleetAccess
-
-DEFAULT_RESULTS_DIR = Path("results")
 
 
 class RichReporter:
@@ -102,40 +98,56 @@ class RichReporter:
         self.progress.advance(self.cases_task)
 
 
-def build_plan(
-    *,
-    frameworks: str,
-    profile_name: str,
-    overrides: dict[str, Any],
-    server_cpus: str | None,
-    agent_cpus: str | None,
-    out: Path | None,
-    verify: bool = True,
-    strict_verify: bool = False,
-    mongo_url: str | None = None,
-    mongo_backend: str | None = None,
-    db_cpus: str | None = None,
-    servers: list[str] | None = None,
-    servers_file: Path | None = None,
-    fleet: str | None = None,
-    server_address: str | None = None,
-    tls_cert: Path | None = None,
-    tls_key: Path | None = None,
-    fleet_access: FleetAccess | None = None,
-    cpu_quota: float | None = None,
-    memory_max: str | None = None,
-) -> Plan:
+def build_plan(options: RunOptions) -> Plan:
     """Check every user choice up front (one-line errors), then fix the plan. Servers given
-    as commands (`servers`: NAME=COMMAND, a servers file, the profile's [servers] table)
-    are registered first, so that `frameworks` may name them.
+    as commands (`--server`, a servers file, the profile's [servers] table) are registered
+    first, so that `options.frameworks` may name them.
 
-    `mongo_backend` None: PostgreSQL when it is installed, else SQLite
+    `options.mongo_backend` None: PostgreSQL when it is installed, else SQLite
     (harness.services.database.default_backend; `mongo_backend_note` says which and why).
     """
-    profile = load_profile(profile_name, overrides)
-    register_servers(servers or (), servers_file, profile.servers, f"profile {profile.name}")
-    names = select_frameworks(frameworks)
-    scenario = get_scenario(profile.scenario)
+    overrides = options.profile_overrides()
+    profile = load_profile(options.profile, overrides)
+    register_servers(
+        options.servers, options.servers_file, profile.servers, f"profile {profile.name}"
+    )
+    names = select_frameworks(options.frameworks)
+    needs_bodies = get_scenario(profile.scenario).check_body
+    check_driver(profile, needs_bodies)
+    notes: tuple[str, ...] = ()
+    if overrides.get("driver") is None:  # the profile's choice, not the user's: adapt it
+        profile, notes = speaking_driver(profile, needs_bodies)
+    check_load(profile, options)
+    server_cpus, load_cpus = placed_cpus(options)
+    backend = check_backend(options.mongo_backend) if options.mongo_backend else None
+    memory_max_bytes = check_limits(options.cpu_quota, options.memory_max)
+    run_id, run_dir = claim_run_dir(options.results_dir, profile.name)
+    return Plan(
+        profile,
+        tuple(names),
+        server_cpus,
+        load_cpus,
+        run_dir,
+        run_id,
+        options.verify,
+        options.mongo_url,
+        strict_verify=options.strict_verify,
+        mongo_backend=backend or default_backend()[0],
+        db_cpus=options.db_cpus,
+        fleet=options.fleet,
+        fleet_access=options.fleet_access,
+        server_address=options.server_address,
+        tls_cert=options.tls_cert,
+        tls_key=options.tls_key,
+        cpu_quota=options.cpu_quota,
+        memory_max_bytes=memory_max_bytes,
+        notes=notes,
+    )
+
+
+def check_driver(profile: Profile, needs_bodies: bool) -> None:
+    """The profile's sink and driver exist, the driver runs its ramp (and checks reply
+    bodies where the scenario needs it); one line naming the fix otherwise."""
     if profile.sink not in SINKS:
         raise UserError(f"unknown sink {profile.sink}: choose from {', '.join(SINKS)}")
     if profile.driver not in DRIVER_RAMPS:
@@ -146,66 +158,64 @@ def build_plan(
             f"driver {profile.driver} does not run {profile.ramp.kind} ramps "
             f"(profile {profile.name}): use --driver {' or '.join(fits)}"
         )
-    if scenario.check_body and not driver_class(profile.driver).checks_bodies:
+    if needs_bodies and not driver_class(profile.driver).checks_bodies:
         raise UserError(
-            f"driver {profile.driver} does not check reply bodies, which the {scenario.name} "
-            "scenario needs: use --driver wrk"
+            f"driver {profile.driver} does not check reply bodies, which the "
+            f"{profile.scenario} scenario needs: use --driver wrk"
         )
-    notes: list[str] = []
-    if overrides.get("driver") is None:  # the profile's choice, not the user's: adapt it
-        driver = protocol_driver(
-            profile.protocols, profile.driver, profile.ramp.kind, scenario.check_body
+
+
+def speaking_driver(profile: Profile, needs_bodies: bool) -> tuple[Profile, tuple[str, ...]]:
+    """The profile with a driver that speaks its protocols (protocol_driver), and the
+    note that says so when that is not the profile's own."""
+    driver = protocol_driver(profile.protocols, profile.driver, profile.ramp.kind, needs_bodies)
+    if driver == profile.driver:
+        return profile, ()
+    unspoken = [p for p in profile.protocols if p not in driver_class(profile.driver).protocols]
+    note = (
+        f"driver {driver}: the profile's {profile.driver} does not speak "
+        f"{', '.join(unspoken)} (--driver chooses another)"
+    )
+    return dataclasses.replace(profile, driver=driver), (note,)
+
+
+def check_load(profile: Profile, options: RunOptions) -> None:
+    """The run's protocols against its driver, the fleet and a user's certificate
+    (check_protocols); a fleet's own choices (check_fleet_plan)."""
+    check_protocols(
+        profile.protocols,
+        profile.driver,
+        options.fleet,
+        options.tls_cert,
+        options.tls_key,
+        profile.ramp.kind,
+    )
+    if options.fleet is not None:
+        check_fleet_plan(
+            options.fleet, profile.driver, options.server_address, options.fleet_access
         )
-        if driver != profile.driver:
-            unspoken = [
-                p for p in profile.protocols if p not in driver_class(profile.driver).protocols
-            ]
-            notes.append(
-                f"driver {driver}: the profile's {profile.driver} does not speak "
-                f"{', '.join(unspoken)} (--driver chooses another)"
-            )
-            profile = dataclasses.replace(profile, driver=driver)
-    check_protocols(profile.protocols, profile.driver, fleet, tls_cert, tls_key, profile.ramp.kind)
-    if fleet is not None:
-        check_fleet_plan(fleet, profile.driver, server_address, fleet_access)
-    elif server_address is not None:
+    elif options.server_address is not None:
         raise UserError("--server-address is for --fleet runs (servers stay on loopback)")
-    default_server, default_agent = default_cpus()
-    server_cpus = server_cpus or default_server
-    agent_cpus = agent_cpus or default_agent
-    parse_cpu_list(server_cpus)
-    parse_cpu_list(agent_cpus)
-    if db_cpus is not None:
-        parse_cpu_list(db_cpus)
-    if mongo_url is not None and (mongo_backend is not None or db_cpus is not None):
+
+
+def placed_cpus(options: RunOptions) -> tuple[str, str]:
+    """The server's and the load's CPUs (the defaults where not given), each checked, and
+    the database's: a database of the user's own (--mongo-url) is not the harness's to
+    place."""
+    default_server, default_load = default_cpus()
+    server_cpus = options.server_cpus or default_server
+    load_cpus = options.load_cpus or default_load
+    for cpus in (server_cpus, load_cpus, options.db_cpus):
+        if cpus is not None:
+            parse_cpu_list(cpus)
+    if options.mongo_url is not None and (
+        options.mongo_backend is not None or options.db_cpus is not None
+    ):
         raise UserError(
             "--mongo-backend and --db-cpus choose the database the harness starts; "
             "--mongo-url names your own"
         )
-    backend = check_backend(mongo_backend) if mongo_backend else default_backend()[0]
-    memory_max_bytes = check_limits(cpu_quota, memory_max)
-    run_id, run_dir = claim_run_dir(out or DEFAULT_RESULTS_DIR, profile.name)
-    return Plan(
-        profile,
-        tuple(names),
-        server_cpus,
-        agent_cpus,
-        run_dir,
-        run_id,
-        verify,
-        mongo_url,
-        strict_verify=strict_verify,
-        mongo_backend=backend,
-        db_cpus=db_cpus,
-        fleet=fleet,
-        fleet_access=fleet_access,
-        server_address=server_address,
-        tls_cert=tls_cert,
-        tls_key=tls_key,
-        cpu_quota=cpu_quota,
-        memory_max_bytes=memory_max_bytes,
-        notes=tuple(notes),
-    )
+    return server_cpus, load_cpus
 
 
 def check_limits(cpu_quota: float | None, memory_max: str | None) -> int | None:
@@ -350,293 +360,3 @@ def run_plan(plan: Plan, console: Console) -> tuple[Run, float]:
         runner.reporter = reporter
         run = runner.run()
     return run, time.monotonic() - started
-
-
-def _fmt(value: float | None, pattern: str = "{:,.0f}") -> str:
-    return pattern.format(value) if value is not None else "–"
-
-
-def run_status_line(run: Run) -> str:
-    """`complete`, `interrupted: stopped by SIGTERM`, `failed: <why>`; a run.json still
-    `running` after its harness is gone was killed before it could say so."""
-    if run.status == "running":
-        return "running (or its harness was killed before it could write an end)"
-    return f"{run.status}: {run.status_reason}" if run.status_reason else run.status
-
-
-def _ci(pair: tuple[float, float] | None, spec: str = "{:,.0f}") -> str:
-    """ " [low, high]" for a 95 % interval; "" when there is none."""
-    return "" if pair is None else f" [{spec.format(pair[0])}, {spec.format(pair[1])}]"
-
-
-LEFT_COLUMNS = ("framework", "flags", "process model", "protocol")
-
-
-def summary_table(run: Run) -> Table:
-    """framework, peak, ratio to nginx, p99 at peak, CPU, CPU µs per request, RSS, errors,
-    flags — per case.
-
-    A process-model column appears when the run compares several; a protocol column when
-    it has more than one protocol or any but h1, and `TLS tax` (an h1-tls peak over the
-    same server's h1 peak) when a server ran both; MB/s when the scenario moves files;
-    `vs nginx` when nginx ran beside the others. With confirmation rounds, peak, ratios
-    and p99 carry their 95 % intervals in brackets.
-    """
-    cases = run.cases
-    models = len({c.process_model for c in cases}) > 1
-    protocols = has_protocol_axis(cases)
-    megabytes = any(c.summary.megabytes_per_s_at_peak is not None for c in cases)
-    ratios = any(c.summary.ratio_to_nginx is not None for c in cases)
-    taxes = any(c.summary.tls_tax is not None for c in cases)
-    resumed = any("resumed_per_s" in s.extra for c in cases for s in c.steps)
-    columns = ["framework", *(["process model"] if models else [])]
-    columns += ["protocol"] if protocols else []
-    columns += ["affinity", "status", "peak"]
-    columns += ["vs nginx"] if ratios else []
-    columns += ["TLS tax"] if taxes else []
-    columns += ["resumed /s"] if resumed else []
-    columns += ["MB/s"] if megabytes else []
-    columns += ["at", "p99 at peak ms", "server CPU %"]
-    columns += ["CPU µs/req"] if any(c.summary.cpu_us_per_req is not None for c in cases) else []
-    columns += ["RSS MB", "errors", "flags"]
-    table = Table(title=f"run {run.run_id}: {run_status_line(run)}")
-    if any(c.summary.role == "baseline" for c in cases):
-        table.caption = "* baseline"
-    for column in columns:
-        table.add_column(
-            column,
-            justify="left" if column in LEFT_COLUMNS else "right",
-            overflow="fold",
-        )
-    for case in cases:
-        summary = case.summary
-        name = case.framework + ("*" if summary.role == "baseline" else "")
-        cells = {
-            "framework": name,
-            "process model": case.process_model,
-            "protocol": case.protocol,
-            "affinity": case.affinity.get("mode") or "",
-            "status": case.status_text,
-        }
-        if case.status != "ok":
-            # whole: the table wraps it, never cuts it; brackets are text, not markup
-            cells["flags"] = escape(case.error or "")
-        else:
-            rss = summary.rss_max_bytes
-            unit = case.steps[0].unit if case.steps else ""
-            at = summary.peak_offered
-            ratio = summary.ratio_to_nginx
-            cells |= {
-                "peak": _fmt(summary.peak) + f" {summary.peak_unit}" + _ci(summary.peak_ci),
-                "vs nginx": (f"{ratio:.2f}×" if ratio is not None else "–")
-                + _ci(summary.ratio_to_nginx_ci, "{:.2f}"),
-                "TLS tax": (f"{summary.tls_tax:.2f}×" if summary.tls_tax is not None else "")
-                + _ci(summary.tls_tax_ci, "{:.2f}"),
-                "MB/s": _fmt(summary.megabytes_per_s_at_peak, "{:.1f}"),
-                "resumed /s": _fmt(resumed_at_peak(case)),
-                "at": f"{figure(at)} {unit}" if at is not None else "–",
-                "p99 at peak ms": _fmt(summary.p99_at_peak_ms, "{:.2f}")
-                + _ci(summary.p99_at_peak_ci_ms, "{:.2f}"),
-                "server CPU %": _fmt(summary.server_cpu_at_peak_pct),
-                "CPU µs/req": _fmt(summary.cpu_us_per_req, "{:,.1f}")
-                + _ci(summary.cpu_us_per_req_ci, "{:,.1f}")
-                + (
-                    f" ({summary.cpu_ratio_to_nginx:.2f}× nginx)"
-                    if summary.cpu_ratio_to_nginx is not None
-                    else ""
-                ),
-                "RSS MB": _fmt(rss / 1e6 if rss else None, "{:.1f}"),
-                "errors": str(summary.errors_total),
-                "flags": " ".join(
-                    [*summary.flags, *([_warnings_text(case.warnings)] if case.warnings else [])]
-                ),
-            }
-        table.add_row(*(cells.get(column, "") for column in columns))
-    return table
-
-
-def resumed_at_peak(case: Case) -> float | None:
-    """The handshakes profile's resumed handshakes per second in the peak step (its
-    figure is the full handshakes; drivers.handshakes, resumption "both")."""
-    peak = next((s for s in case.steps if s.offered == case.summary.peak_offered), None)
-    return peak.extra.get("resumed_per_s") if peak is not None else None
-
-
-def _warnings_text(count: int) -> str:
-    return f"{count} deviation{'s' if count > 1 else ''} (below)"
-
-
-def deviation_lines(run: Run) -> list[str]:
-    """Each case's undeclared deviations as whole lines, `framework: check key: sent …;
-    expected …; came …; remedy` (harness.verify.severity), once per framework and key."""
-    lines = []
-    for case in run.cases:
-        if case.status != "ok":  # measured only: a failed case says why in its error
-            continue
-        for deviation in case.deviations:
-            if deviation.get("declared") is None:
-                lines.append(f"{case.framework}: {deviation_line(deviation, case.framework)}")
-    return list(dict.fromkeys(lines))
-
-
-def deviation_line(deviation: dict[str, Any], server: str) -> str:
-    """A deviation read back from run.json, as its one line."""
-    from harness.verify.severity import deviation_from_dict
-
-    return deviation_from_dict(deviation).line(server)
-
-
-def topology_table(run: Run) -> Table | None:
-    """The process-model study's table when a run compares process models: req/s, time per request,
-    percentiles, and real failures apart from ab's Length artefacts (None otherwise)."""
-    if len({c.process_model for c in run.cases}) < 2:
-        return None
-    table = Table(title="process models (the process-model study)")
-    columns = ("framework", "process model", "req/s", "mean ms", "p50 ms", "p90 ms",
-               "p99 ms", "max ms", "failed", "length artefacts")  # fmt: skip
-    for column in columns:
-        table.add_column(column, justify="left" if column in columns[:2] else "right")
-    for case in run.cases:
-        best = max(case.steps, key=lambda s: s.achieved, default=None)
-        if case.status != "ok" or best is None:
-            table.add_row(case.framework, case.process_model, case.status, *[""] * 6,
-                          escape(case.error or ""))  # fmt: skip
-            continue
-        latency = best.latency_ms
-        table.add_row(
-            case.framework,
-            case.process_model,
-            _fmt(best.achieved),
-            _fmt(latency.get("avg"), "{:.1f}"),
-            _fmt(latency.get("p50"), "{:.1f}"),
-            _fmt(latency.get("p90"), "{:.1f}"),
-            _fmt(latency.get("p99"), "{:.1f}"),
-            _fmt(latency.get("max"), "{:.1f}"),
-            str(best.errors.get("total", 0)),
-            str(best.extra.get("length_mismatches", 0)),
-        )
-    return table
-
-
-def figure_text(value: float | None) -> str:
-    """A figure of any size readably: 25,752 req/s; 3.72 ms; 0.153×."""
-    if value is None:
-        return "–"
-    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
-
-
-def threshold_table(run: Run) -> Table | None:
-    """Each threshold rule against each case it named: the figure, its interval, what was
-    compared (the interval's low or high end, or the value) and whether it held; None when
-    the run had no rules."""
-    if not run.thresholds:
-        return None
-    failed = sum(not t.held for t in run.thresholds)
-    table = Table(title=f"thresholds: {len(run.thresholds) - failed} held, {failed} failed")
-    for column in ("rule", "case", "value", "interval", "judged on", "result"):
-        table.add_column(column, justify="right" if column in ("value", "interval") else "left")
-    for result in run.thresholds:
-        interval = result.interval
-        table.add_row(
-            escape(result.rule),  # `aiohttp[h1-tls]: …` is a rule, not rich markup
-            result.case,
-            figure_text(result.value),
-            f"[{figure_text(interval[0])}, {figure_text(interval[1])}]" if interval else "–",
-            result.judged_on,
-            "[green]held[/]" if result.held else "[red]FAILED[/]",
-        )
-    return table
-
-
-def precision_table(run: Run) -> Table | None:
-    """Each case measured in rounds: how many ran and counted, the half-width its peak
-    reached (% of the peak) against the precision asked, the round length, and for an
-    imprecise case where its noise came from; then each round kept out and why. None when
-    no case ran rounds."""
-    measured = [c for c in run.cases if c.status == "ok" and c.summary.rounds]
-    if not measured:
-        return None
-    asked = {c.summary.precision_pct for c in measured} - {None}
-    title = "precision" + (
-        f": ±{', '.join(f'{p:g}' for p in sorted(asked))} % asked" if asked else ""
-    )
-    table = Table(title=title)
-    columns = ("case", "rounds", "kept out", "round s", "± % of peak", "precision", "noise")
-    for column in columns:
-        table.add_column(
-            column, justify="left" if column in ("case", "precision", "noise") else "right"
-        )
-    for case in measured:
-        summary = case.summary
-        parts = (case.framework, case.protocol, case.process_model, case.affinity.get("mode"))
-        label = " ".join(part for part in parts if part)
-        width = summary.half_width_pct
-        if summary.precision_pct is None:
-            state = "–"
-        elif summary.imprecise_reason is not None:
-            state = f"[yellow]imprecise[/]: {summary.imprecise_reason}"
-        else:
-            state = f"[green]within ±{summary.precision_pct:g} %[/]"
-        table.add_row(
-            label,
-            str(summary.rounds),
-            str(len(summary.rounds_excluded)),
-            _fmt(summary.round_duration_s, "{:g}"),
-            _fmt(width, "±{:.1f}"),
-            state,
-            summary.noise_note or "",
-        )
-    excluded = [
-        f"{case.framework} round {e['round'] + 1}: {e['reason']}"
-        for case in measured
-        for e in case.summary.rounds_excluded
-    ]
-    if excluded:
-        table.caption = "kept out — " + "; ".join(excluded)
-    return table
-
-
-def closing_table(run: Run) -> Table | None:
-    """The close-storm table: each connection case's closing step (the server's worst tick
-    while every connection closed at once); None when no case has one."""
-    rows = closing_rows(list(run.cases))
-    if not rows:
-        return None
-    table = Table(title="close storm: every connection closed at once at the ramp's end")
-    for column in CLOSING_HEADERS:
-        table.add_column(column, justify="left" if column in ("server", "close") else "right")
-    for row in rows:
-        table.add_row(*row)
-    return table
-
-
-def memory_table(run: Run) -> Table | None:
-    """The connection table: each connection case's top step, breaking point and memory
-    per connection (server, agents, kernel, the whole host); None when no case has one."""
-    rows = memory_rows(list(run.cases))
-    if not rows:
-        return None
-    table = Table(title="connections: where each server stopped and where its memory went")
-    for column in MEMORY_HEADERS:
-        justify = "left" if column in ("server", "breaking point") else "right"
-        table.add_column(column, justify=justify)
-    for row in rows:
-        table.add_row(*row)
-    return table
-
-
-def precision_line(run: Run) -> str | None:
-    """One line on a run to a precision: how many cases reached it, and each that did not
-    with its width and the source of its noise; None when no precision was asked."""
-    asked = [c for c in run.cases if c.status == "ok" and c.summary.precision_pct is not None]
-    if not asked:
-        return None
-    short = [c for c in asked if c.summary.imprecise_reason is not None]
-    within = len(asked) - len(short)
-    line = f"precision: {within} of {len(asked)} cases within the ±% asked"
-    if short:
-        line += "; imprecise: " + "; ".join(
-            f"{c.framework} {c.summary.imprecise_reason}, noise from the {c.summary.noise_source}"
-            for c in short
-        )
-    return line

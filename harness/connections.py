@@ -269,17 +269,17 @@ class LocalAgents:
         commands: list[list[str]],
         raw_paths: list[Path],
         limits: dict[str, Any],
-        agent_cpus: str | None,
+        load_cpus: str | None,
     ) -> None:
         """Start the agents `commands` (drivers.agent.plan.agent_command's), each writing
         its lines to its raw path; `limits` as the ramp records them."""
         self.limits = limits
-        self._processes = DriverProcesses(commands, agent_cpus, raw_paths)
+        self._processes = DriverProcesses(commands, load_cpus, raw_paths)
         self._outputs = AgentOutputs(raw_paths)
 
     @classmethod
     def for_ramp(
-        cls, ramp: ConnectionRamp, scenario: Scenario, server: Topology, agent_cpus: str | None,
+        cls, ramp: ConnectionRamp, scenario: Scenario, server: Topology, load_cpus: str | None,
         raw_dir: Path, server_workers: int,
     ) -> LocalAgents:  # fmt: skip
         """The agents of `ramp`, as few processes as the open-file limit allows."""
@@ -309,7 +309,7 @@ class LocalAgents:
             "server_sockets_max": server_workers * per_process,
         }
         paths = [raw_dir / f"agent-{share.index}.txt" for share in shares]
-        return cls(commands, paths, limits, agent_cpus)
+        return cls(commands, paths, limits, load_cpus)
 
     @property
     def pids(self) -> list[int]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from charts.columns import figure_text
 from harness.diff import SAME_HOST_FACTS, CaseIdentity, case_labels
 from model.results import READ_ERRORS, Run, read_run
 
@@ -33,8 +34,8 @@ def read_run_or_problem(directory: Path) -> tuple[Run | None, str | None]:
 
 
 def _peak_text(value: float, interval: tuple[float, float] | None, unit: str) -> str:
-    text = f"{value:,.0f}" + ("" if unit == "req/s" else f" {unit}")
-    return text + (f" [{interval[0]:,.0f}, {interval[1]:,.0f}]" if interval else "")
+    suffix = "" if unit == "req/s" else f" {unit}"
+    return figure_text(value, interval, spec="{:,.0f}", suffix=suffix)
 
 
 @dataclass(frozen=True)

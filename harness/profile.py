@@ -1,9 +1,11 @@
 """Profiles: named, shipped TOML files that fix a comparison's scenario, driver and ramp.
 
 `harness compare --profile quick` loads `harness/profiles/quick.toml` (`--profile
-path/to/mine.toml`: a profile of one's own); command-line options and `--set key=value`
-(dotted for the ramp: `--set ramp.stop=100`) override it. A profile's `[servers]` table
-adds servers given as commands (harness.frameworks explains its shape).
+path/to/mine.toml`: a profile of one's own); `--set key=value` (dotted for the ramp:
+`--set ramp.stop=100`) and the named options override it, in the order
+harness.run_options writes down; `setting_keys()` lists every key `--set` takes. A
+profile's `[servers]` table adds servers given as commands (harness.frameworks explains
+its shape).
 A profile's `[thresholds]` table holds `rules = ["aiohttp: peak >= 20000", ...]`
 (model.thresholds); `--threshold` adds to them. `protocol` is a comma list of
 servers.contract.PROTOCOLS (`h1,h1-tls`): every server runs one case per protocol.
@@ -11,16 +13,20 @@ servers.contract.PROTOCOLS (`h1,h1-tls`): every server runs one case per protoco
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import tomllib
+import types
+import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness.services.fileset import DEFAULT_FILE_COUNT
 from harness.topology import ProcessModel, parse_process_models
-from model.errors import UserError
+from model.errors import UsageError, UserError
 from model.ramps import RAMP_KINDS, ConnectionRamp, Ramp, kinds_taking, ramp_from_dict, ramp_keys
 from model.scenarios import SCENARIOS
 from model.thresholds import parse_threshold
@@ -194,6 +200,10 @@ class Profile:
         return parse_process_models(self.process_model)
 
 
+# each field's type, for reading a `--set` value as one
+_FIELD_TYPES = typing.get_type_hints(Profile)
+
+
 def profile_names() -> list[str]:
     return sorted(path.stem for path in PROFILES_DIR.glob("*.toml"))
 
@@ -236,8 +246,8 @@ def load_profile(name: str, overrides: dict[str, Any] | None = None) -> Profile:
             continue
         if key.startswith(("ramp.", "connection_ramp.")):
             given[key] = value
-        if isinstance(value, str) and key not in ("scenario", "driver", "sink", "protocol"):
-            value = _convert(value)
+        if isinstance(value, str):
+            value = _setting_value(key, value)
         if key == "thresholds":  # --threshold (repeatable) adds to the profile's rules
             rules += [value] if isinstance(value, str) else list(value)
         elif key.startswith("ramp."):
@@ -389,14 +399,71 @@ def _profile_rules(name: str, table: Any) -> list[str]:
 
 
 def parse_settings(settings: list[str]) -> dict[str, str]:
-    """`--set key=value` pairs as a dict; a pair without '=' is refused."""
+    """`--set key=value` pairs as a dict (the last of a key wins); a pair without '=' is
+    a UsageError."""
     parsed = {}
     for setting in settings:
         key, sep, value = setting.partition("=")
-        if not sep or not key:
-            raise UserError(f"--set {setting!r} is not key=value (e.g. ramp.stop=100)")
+        if not sep or not key.strip():
+            raise UsageError(f"--set {setting!r} is not key=value (e.g. ramp.stop=100)")
         parsed[key.strip()] = value.strip()
     return parsed
+
+
+# a profile's fields that --set does not reach: its name, its ramps as tables (their keys
+# are `ramp.KEY`), its servers (a table of commands: --server and --servers give those)
+NOT_SETTINGS = ("name", "ramp", "connection_ramp", "servers")
+# --set's keys beside the profile's fields, as the named options of the same name: the
+# step length whatever the ramp calls it, the connection ramp's target and mode
+SETTING_ALIASES = ("duration_s", "connections", "mode")
+
+
+def setting_keys() -> tuple[str, ...]:
+    """Every key `--set` takes: the profile's fields (`sink`), the aliases above, and the
+    ramps' keys (`ramp.stop`, `connection_ramp.hold_s`)."""
+    fields = [f.name for f in dataclasses.fields(Profile) if f.name not in NOT_SETTINGS]
+    ramp = dict.fromkeys(key for kind in RAMP_KINDS for key in ramp_keys(kind))
+    return (
+        *fields,
+        *SETTING_ALIASES,
+        "ramp.kind",
+        *(f"ramp.{key}" for key in ramp),
+        *(f"connection_ramp.{key}" for key in ramp_keys("connections")),
+    )
+
+
+def check_setting_keys(settings: Mapping[str, object]) -> None:
+    """UsageError, one line listing the keys that exist, for a `--set` key that is none
+    of them (a near one suggested)."""
+    keys = setting_keys()
+    for key, value in settings.items():
+        if key not in keys:
+            near = difflib.get_close_matches(key, keys, 1)
+            guess = f" (did you mean {near[0]}?)" if near else ""
+            raise UsageError(
+                f"--set {key}={value}: unknown key {key}{guess}; keys: {', '.join(keys)}"
+            )
+
+
+def _setting_value(key: str, text: str) -> Any:
+    """A `--set` value as its profile field's type (`repeat=3`: 3, `durable=true`: True);
+    a UsageError, one line, when it is not one. A ramp's key (and the aliases) is
+    guessed: the ramp checks its own values (model.ramps names a bad one)."""
+    hint = _FIELD_TYPES.get(key)
+    if hint is None or key in NOT_SETTINGS:
+        return _convert(text)
+    kinds = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+    if bool in kinds and text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    for kind in (int, float):
+        if kind in kinds:
+            with contextlib.suppress(ValueError):
+                return kind(text)
+    if str in kinds or key == "thresholds":  # a rule's text (model.thresholds reads it)
+        return text
+    wanted = {bool: "true or false", int: "a whole number", float: "a number"}
+    takes = " or ".join(wanted[kind] for kind in kinds if kind in wanted)
+    raise UsageError(f"--set {key}={text}: {key} takes {takes}")
 
 
 def _as_json(data: dict[str, Any]) -> dict[str, Any]:

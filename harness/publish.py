@@ -32,7 +32,8 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from charts.report import STYLE, nav_html
+from charts.columns import interval_text
+from charts.report import STYLE, html_table, nav_html
 from harness.diff import RULE, RunDiff, diff_runs
 from harness.history import (
     HistoryEntry,
@@ -42,8 +43,9 @@ from harness.history import (
     steps_beyond_noise,
     trend_series,
 )
-from harness.outputs.text import figure, ratio_text
+from harness.outputs.text import diff_table
 from model.errors import UserError
+from model.figures import figure
 from model.results import READ_ERRORS, Run
 
 SITE_STYLE = (
@@ -307,9 +309,7 @@ def trend_rows(group: Series) -> tuple[list[str], list[list[str]]]:
 def _trend_cell(point: TrendPoint) -> str:
     text = figure(point.value)
     if point.interval is not None:
-        text += (
-            f' <span class="ci">[{figure(point.interval[0])}, {figure(point.interval[1])}]</span>'
-        )
+        text += f' <span class="ci">{interval_text(point.interval)}</span>'
     return text
 
 
@@ -338,39 +338,11 @@ def profile_html(profile: str, groups: Sequence[Series], images: dict[str, str])
 
 def diff_html(diff: RunDiff, profile: str) -> str:
     """`harness diff` of a run and the earlier run it shares cases with, as a page."""
-    rows = []
-    for case in diff.cases:
-        verdict = case.verdict + (f", beyond {diff.factor:g}×" if case.beyond_factor else "")
-        css = {"faster": "ok", "slower": "failed"}.get(case.verdict, "")
-        rows.append(
-            [
-                escape(case.label),
-                figure(case.peak.old),
-                figure(case.peak.new),
-                escape(ratio_text(case.peak.ratio, case.peak.interval)),
-                figure(case.peak.p_verdict),
-                f'<span class="{css}">{escape(verdict)}</span>',
-                figure(case.p99.old),
-                figure(case.p99.new),
-                escape(case.note or ""),
-            ]
-        )
-    headers = [
-        "case",
-        "A peak",
-        "B peak",
-        "B/A [95 %]",
-        "p (Holm)",
-        "verdict",
-        "A p99 ms",
-        "B p99 ms",
-        "note",
-    ]
     parts = [
         f"<p>A: {_link(f'../{run_page(diff.old_id)}', diff.old_id)} → B: "
         f"{_link(f'../{run_page(diff.new_id)}', diff.new_id)}; factor {diff.factor:g}. "
         f"A verdict needs {escape(RULE)} (<code>harness diff</code>).</p>",
-        _table(headers, rows, {1, 2, 3, 4, 6, 7}),
+        html_table(diff_table(diff).render(diff.cases, "bracketed")),
     ]
     for side, names in (("A", diff.only_in_old), ("B", diff.only_in_new)):
         if names:

@@ -1,7 +1,8 @@
 """The `harness` command line: parses and dispatches only; the work lives in its modules.
 
 One module per command (`harness/cli/<command>.py`), registered here. A user's mistake
-raises UserError, caught once in `main()`: one line, exit status 1.
+raises UserError, caught once in `main()`: one line, exit status 1 (2 for a UsageError:
+a command line the harness cannot read, as typer's own usage errors).
 """
 
 from __future__ import annotations
@@ -53,7 +54,8 @@ app.add_typer(fleet_app, name="fleet")
 
 
 def main() -> None:
-    """Console-script entry: run the app; a UserError becomes one line and exit status 1.
+    """Console-script entry: run the app; a UserError becomes one line and its exit
+    status (1; a UsageError 2).
 
     Ctrl-C, SIGTERM and SIGHUP stop any command alike (harness.lifecycle): everything it
     started is stopped, and the exit status is 128 + the signal's number.
@@ -66,7 +68,7 @@ def main() -> None:
             app()  # usage errors: typer's own message and exit status 2
         except UserError as error:
             print(f"harness: error: {redact(str(error))}", file=sys.stderr)
-            sys.exit(1)
+            sys.exit(error.exit_status)
         except SystemExit:
             if stopping.signum is not None:  # click turns an interrupt into status 1
                 sys.exit(128 + stopping.signum)

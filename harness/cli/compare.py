@@ -1,11 +1,15 @@
-"""`harness compare`: identical load ramps against every framework (and `run`'s work too)."""
+"""`harness compare`: identical load ramps against every framework (and `run`'s work too).
+
+Its options are declared once, in compare_command's signature; `harness run` reuses that
+signature (harness.cli.run). They become one RunOptions (harness.run_options, which
+writes down their precedence: defaults < profile < --set < named options)."""
 
 from __future__ import annotations
 
 import contextlib
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -23,6 +27,7 @@ from harness.cli.options import (
     FLEET_CERT_OPTION,
     FLEET_KEY_OPTION,
     FLEET_OPTION,
+    FRAMEWORK_ALIAS_OPTION,
     FRAMEWORKS_OPTION,
     INSECURE_FLEET_OPTION,
     JUNIT_OPTION,
@@ -38,11 +43,12 @@ from harness.cli.options import (
     MONGO_URL_OPTION,
     MONGO_W_OPTION,
     NO_VERIFY_OPTION,
-    OUT_OPTION,
+    OUT_ALIAS_OPTION,
     PRECISION_OPTION,
     PROFILE_OPTION,
     PROTOCOL_OPTION,
     REPEAT_OPTION,
+    RESULTS_ROOT_OPTION,
     SCENARIO_OPTION,
     SERVER_ADDRESS_OPTION,
     SERVER_CPUS_OPTION,
@@ -56,157 +62,45 @@ from harness.cli.options import (
     TLS_KEY_OPTION,
     console,
 )
-from model.errors import UserError
 from model.ramps import ramps_text
 
 if TYPE_CHECKING:
+    from harness.run_options import RunOptions
     from model.results import Run
 
 
-def run_comparison(
-    *,
-    frameworks: str,
-    profile: str,
-    scenario: str | None,
-    sink: str | None,
-    driver: str | None,
-    repeat: int | None,
-    duration_s: float | None,
-    affinity: str | None,
-    process_model: str | None,
-    loop: str | None,
-    settings: list[str],
-    server_cpus: str | None,
-    load_cpus: str | None,
-    agent_cpus: str | None,
-    out: Path | None,
-    no_verify: bool,
-    mongo_url: str | None,
-    mongo_backend: str | None,
-    db_cpus: str | None,
-    mongo_w: int | None,
-    mongo_batch: int | None,
-    durable: bool,
-    connections: int | None,
-    mode: str | None,
-    thresholds: list[str],
-    precision_pct: float | None = None,
-    max_time_s: float | None = None,
-    servers: list[str] = (),  # type: ignore[assignment]
-    servers_file: Path | None = None,
-    fleet: str | None = None,
-    server_address: str | None = None,
-    fleet_ca: Path | None = None,
-    fleet_cert: Path | None = None,
-    fleet_key: Path | None = None,
-    insecure_fleet: bool = False,
-    protocol: str | None = None,
-    tls_cert: Path | None = None,
-    tls_key: Path | None = None,
-    junit: Path | None = None,
-    markdown: Path | None = None,
-    command: str = "compare",
-    strict_verify: bool = False,
-    cpu_quota: float | None = None,
-    memory_max: str | None = None,
-) -> None:
+def run_comparison(options: RunOptions, *, command: str = "compare") -> None:
     """Plan (every choice checked up front), run, print the tables, draw the report;
-    with `junit` / `markdown`, write those too (harness.outputs).
+    with `options.junit` / `options.markdown`, write those too (harness.outputs).
 
     Exit status 1 when no case ran, else 3 when a threshold failed (after everything is
     written and drawn), else 0."""
     from rich.markup import escape
 
-    from harness.compare import (
-        build_plan,
-        closing_table,
-        deviation_lines,
-        memory_table,
-        mongo_backend_note,
-        precision_line,
-        precision_table,
-        run_plan,
-        summary_table,
-        threshold_table,
-        topology_table,
-    )
-    from harness.fleet.client import FleetAccess
+    from harness.compare import build_plan, mongo_backend_note, run_plan
     from harness.lifecycle import interrupt_exit_status, interrupt_reason
-    from harness.profile import parse_settings
+    from harness.outputs.console import print_run_tables, print_verdict, summary_table
     from model.results import read_run
     from model.thresholds import parse_threshold, unmatched
-    from servers import FRAMEWORKS
 
-    for rule in thresholds:  # named as the user wrote it, before anything starts
-        try:
-            parse_threshold(rule, FRAMEWORKS)
-        except ValueError as error:
-            raise UserError(f"--threshold: {error}") from None
-
-    overrides = {
-        **parse_settings(settings),
-        "scenario": scenario,
-        "sink": sink,
-        "driver": driver,
-        "repeat": repeat,
-        "duration_s": duration_s,
-        "affinity": affinity,
-        "process_model": process_model,
-        "protocol": protocol,
-        "loop": loop,
-        "mongo_w": mongo_w,
-        "mongo_batch": mongo_batch,
-        "durable": durable or None,  # unset: the profile's own
-        "connections": connections,
-        "mode": mode,
-        "thresholds": list(thresholds),
-        "precision_pct": precision_pct,
-        "max_time_s": max_time_s,
-    }
-    plan = build_plan(
-        frameworks=frameworks,
-        profile_name=profile,
-        overrides=overrides,
-        server_cpus=server_cpus,
-        agent_cpus=load_cpus or agent_cpus,  # --agent-cpus: the old name, still accepted
-        out=out,
-        verify=not no_verify,
-        strict_verify=strict_verify,
-        mongo_url=mongo_url,
-        mongo_backend=mongo_backend,
-        db_cpus=db_cpus,
-        cpu_quota=cpu_quota,
-        memory_max=memory_max,
-        servers=list(servers),
-        servers_file=servers_file,
-        fleet=fleet,
-        server_address=server_address,
-        tls_cert=tls_cert,
-        tls_key=tls_key,
-        fleet_access=FleetAccess(
-            str(fleet_ca) if fleet_ca else None,
-            str(fleet_cert) if fleet_cert else None,
-            str(fleet_key) if fleet_key else None,
-            insecure_fleet,
-        ),
-    )
+    plan = build_plan(options)
     console.print(
         f"profile {plan.profile.name}: {plan.profile.description}\n"
         f"ramp as run: {ramps_text(plan.profile.ramp, plan.profile.connection_ramp)}\n"
         f"frameworks {', '.join(plan.frameworks)}; "
-        f"{pinning_text(plan.profile.affinity, plan.server_cpus, plan.agent_cpus)}; "
+        f"{pinning_text(plan.profile.affinity, plan.server_cpus, plan.load_cpus)}; "
         f"results {plan.out_dir}" + (f"\nload from the fleet {plan.fleet}" if plan.fleet else "")
     )
     for note in plan.notes:
         console.print(f"[yellow]note:[/] {note}")
-    backend_note = mongo_backend_note(plan, mongo_backend)
+    backend_note = mongo_backend_note(plan, options.mongo_backend)
     if backend_note is not None:
         console.print(f"[yellow]note:[/] {backend_note}")
     try:
         run, wall_s = run_plan(plan, console)
     except KeyboardInterrupt as error:  # Ctrl-C, SIGTERM or SIGHUP: everything is stopped
         with contextlib.suppress(Exception):  # after a hang-up there may be no terminal
-            console.print(summary_table(read_run(plan.out_dir)))
+            console.print(summary_table(read_run(plan.out_dir), console.width))
         with contextlib.suppress(OSError):
             print(
                 f"harness: interrupted ({interrupt_reason(error)}); finished cases kept in "
@@ -214,31 +108,7 @@ def run_comparison(
                 file=sys.stderr,
             )
         raise SystemExit(interrupt_exit_status(error)) from None
-    console.print(summary_table(run))
-    for line in deviation_lines(run):
-        console.print(f"[yellow]warning:[/] {escape(line)}", soft_wrap=True)
-    for case in run.cases:  # the table wraps a failure; here it is one whole line
-        if case.status == "failed":
-            failure = escape(f"{case.framework}: {case.error}")
-            console.print(f"[red]failed:[/] {failure}", soft_wrap=True)
-    precision = precision_table(run)
-    if precision is not None:
-        console.print(precision)
-        console.print(precision_line(run))
-    for note in dict.fromkeys(c.summary.limit_note for c in run.cases if c.summary.limit_note):
-        console.print(f"[yellow]note:[/] {note}")
-    topologies = topology_table(run)
-    if topologies is not None:
-        console.print(topologies)
-    closings = closing_table(run)
-    if closings is not None:
-        console.print(closings)
-    memory = memory_table(run)
-    if memory is not None:
-        console.print(memory)
-    judged = threshold_table(run)
-    if judged is not None:
-        console.print(judged)
+    print_run_tables(console, run)
     rules = [parse_threshold(rule) for rule in plan.profile.thresholds]
     for rule in unmatched(rules, run.cases):  # a framework not in this run: nothing to judge
         text = escape(rule.text)  # `aiohttp[h1-tls]: …` is a rule, not rich markup
@@ -249,7 +119,10 @@ def run_comparison(
         report_path = render([plan.out_dir])
     console.print(f"wall time {wall_s:.0f} s; results: {plan.out_dir / 'run.json'}")
     console.print(f"report: {report_path}")
-    write_ci_outputs(run, plan.out_dir, junit=junit, markdown=markdown, command=command)
+    write_ci_outputs(
+        run, plan.out_dir, junit=options.junit, markdown=options.markdown, command=command
+    )
+    print_verdict(console, run)  # last: the line a reader of the log looks for
     if not any(case.status == "ok" for case in run.cases):
         raise typer.Exit(1)
     failed = [t for t in run.thresholds if not t.held]
@@ -277,6 +150,7 @@ def write_ci_outputs(
 
 def compare_command(
     frameworks: str = FRAMEWORKS_OPTION,
+    framework: str = FRAMEWORK_ALIAS_OPTION,
     profile: str = PROFILE_OPTION,
     scenario: str = SCENARIO_OPTION,
     sink: str = SINK_OPTION,
@@ -291,7 +165,8 @@ def compare_command(
     server_cpus: str = SERVER_CPUS_OPTION,
     load_cpus: str = LOAD_CPUS_OPTION,
     agent_cpus: str = AGENT_CPUS_OPTION,
-    out: Path = OUT_OPTION,
+    results_dir: Path = RESULTS_ROOT_OPTION,
+    out: Path = OUT_ALIAS_OPTION,
     no_verify: bool = NO_VERIFY_OPTION,
     strict_verify: bool = STRICT_VERIFY_OPTION,
     mongo_url: str = MONGO_URL_OPTION,
@@ -321,4 +196,29 @@ def compare_command(
     memory_max: str = MEMORY_MAX_OPTION,
 ) -> None:
     """Identical load ramps against every framework; run.json, steps.csv, charts, report."""
-    run_comparison(**locals())
+    run_comparison(run_options(locals()), command="compare")
+
+
+def run_options(params: dict[str, Any]) -> RunOptions:
+    """The RunOptions of compare's parameters (`harness run` has the same): they are named
+    as its fields, but for the command line's own spellings folded in here: `--set`'s
+    pairs, --no-verify, the hidden old names (--framework, --out, --agent-cpus), the
+    fleet's access, and --durable left off (None: not given, so `--set durable=true`
+    holds)."""
+    from harness.fleet.client import FleetAccess
+    from harness.profile import parse_settings
+    from harness.run_options import DEFAULT_RESULTS_DIR, RunOptions
+
+    given = dict(params)
+    framework, out, agent_cpus = (given.pop(name) for name in ("framework", "out", "agent_cpus"))
+    verify = not given.pop("no_verify")
+    paths = [given.pop(name) for name in ("fleet_ca", "fleet_cert", "fleet_key")]
+    access = FleetAccess(*(str(p) if p else None for p in paths), given.pop("insecure_fleet"))
+    given.update(
+        frameworks=framework or given["frameworks"],
+        settings=parse_settings(given["settings"]),
+        durable=given["durable"] or None,
+        load_cpus=given["load_cpus"] or agent_cpus,
+        results_dir=given["results_dir"] or out or DEFAULT_RESULTS_DIR,
+    )
+    return RunOptions(**given, verify=verify, fleet_access=access)

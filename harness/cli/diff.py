@@ -6,43 +6,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from harness.cli.options import JUNIT_OPTION, MARKDOWN_OPTION, console, read_run_arg
+from harness.outputs.console import rich_table
+from harness.outputs.text import diff_table, note_lines
 from model.errors import UserError
-
-if TYPE_CHECKING:  # harness.diff imports scipy: loaded only when a diff is asked for
-    from harness.diff import Change
-
-
-def _ratio(change: Change) -> str:
-    if change.ratio is None:
-        return "–"
-    text = f"{change.ratio:.3f}×"
-    if change.interval is not None:
-        text += f" [{change.interval.low:.3f}, {change.interval.high:.3f}]"
-    return text
-
-
-def _cpu_cell(change: Change | None) -> str:
-    """The server's CPU per reply, B over A, with `lower`/`higher` when significant."""
-    from harness.diff import lower_or_higher
-
-    if change is None or change.ratio is None:
-        return "–"
-    said = lower_or_higher(change)
-    return _ratio(change) + ("" if said == "no rounds" else f" {said}")
-
-
-def _figure(value: float | None, spec: str = "{:,.0f}") -> str:
-    return "–" if value is None else spec.format(value)
-
-
-VERDICT_STYLES = {"faster": "green", "slower": "red", "not comparable": "yellow"}
 
 
 def diff(
@@ -103,33 +74,12 @@ def diff(
         title += f"\n[yellow]DIFFERENT HOSTS[/]: {'; '.join(differences)}"
     if result.other_limits:
         title += f"\n[yellow]DIFFERENT LIMITS[/]: {'; '.join(result.other_limits)}"
-    table = Table(title=title)
-    # the server's CPU per reply (cgroups), when either run measured it
-    with_cpu = any(c.cpu_us_per_req is not None and c.cpu_us_per_req.ratio for c in result.cases)
-    columns = ("case", "A peak", "B peak", "B/A [95 % CI]", "p (Holm)", "verdict",
-               "A p99 ms", "B p99 ms", "p99 B/A [95 % CI]",
-               *(("CPU µs/req B/A",) if with_cpu else ()), "note")  # fmt: skip
-    for column in columns:
-        words = column in ("case", "verdict", "note")
-        table.add_column(column, justify="left" if words else "right")
-    for case in result.cases:
-        style = VERDICT_STYLES.get(case.verdict)
-        verdict = case.verdict + (f", beyond {factor:g}×" if case.beyond_factor else "")
-        table.add_row(
-            escape(case.label),  # `aiohttp [h1-tls]` is a label, not rich markup
-            _figure(case.peak.old),
-            _figure(case.peak.new),
-            _ratio(case.peak),
-            _figure(case.peak.p_verdict, "{:.3f}"),
-            f"[{style}]{verdict}[/]" if style else verdict,
-            _figure(case.p99.old, "{:.2f}"),
-            _figure(case.p99.new, "{:.2f}"),
-            _ratio(case.p99) + ("" if case.p99_change == "no rounds" else f" {case.p99_change}"),
-            *((_cpu_cell(case.cpu_us_per_req),) if with_cpu else ()),
-            case.note or "",
-        )
+    rendered = diff_table(result).render(result.cases, "compact")
+    table = rich_table(rendered, title=title, width=console.width)
     table.caption = f"verdict: {RULE}; p99 (lower is better) for information"
     console.print(table)
+    for line in note_lines(result):
+        console.print(f"note: {escape(line)}", soft_wrap=True)
     if result.drift is not None:
         console.print(escape(result.drift.text()))
     else:

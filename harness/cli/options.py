@@ -1,5 +1,7 @@
-"""What several commands share: the console, the options of compare and run, and the
-checks of option values that need no work module."""
+"""What several commands share: the console, the options of compare (which run takes too;
+bench and verify share some), and the checks of option values that need no work module.
+The same name means the same thing in every command: `--results DIR` is the results root,
+`--sink` and `--sinks` are one option, `--load-cpus` the load generator's CPUs."""
 
 from __future__ import annotations
 
@@ -53,6 +55,8 @@ def read_run_arg(path: Path) -> Run:
 FRAMEWORKS_OPTION = typer.Option(
     "all", help="all, baselines, or a comma-separated list of frameworks and baselines."
 )
+# run's old spelling (`harness run --framework NAME`), still accepted, no longer shown
+FRAMEWORK_ALIAS_OPTION = typer.Option(None, "--framework", hidden=True)
 PROFILE_OPTION = typer.Option(
     "quick", help="A shipped profile (harness/profiles/*.toml), or a profile file (mine.toml)."
 )
@@ -68,7 +72,9 @@ SERVERS_FILE_OPTION = typer.Option(
 SCENARIO_OPTION = typer.Option(
     None, help="Override the profile's scenario (see `harness list --scenarios`)."
 )
-SINK_OPTION = typer.Option(None, help="Override the sink (empty, file, mongo).")
+SINK_OPTION = typer.Option(
+    None, "--sink", "--sinks", help="Override the sink (empty, file, mongo)."
+)
 DRIVER_OPTION = typer.Option(None, help=f"Override the driver ({', '.join(DRIVERS)}).")
 REPEAT_OPTION = typer.Option(None, help="Run every case N times, interleaved; medians kept.")
 DURATION_OPTION = typer.Option(None, "--duration", help="Seconds per step.")
@@ -89,12 +95,24 @@ TLS_CERT_OPTION = typer.Option(
 )
 TLS_KEY_OPTION = typer.Option(None, "--tls-key", help="The PEM private key of --tls-cert.")
 LOOP_OPTION = typer.Option(None, help="asyncio or uvloop, for aiohttp and tornado.")
-SET_OPTION = typer.Option([], "--set", help="Profile override key=value (ramp.stop=100).")
+SET_OPTION = typer.Option(
+    [],
+    "--set",
+    help="Profile override key=value (ramp.stop=100), over the profile, under the named "
+    "options; an unknown key is refused with the keys there are. Repeatable.",
+)
 SERVER_CPUS_OPTION = typer.Option(None, help="CPUs for the server (default: the first).")
 LOAD_CPUS_OPTION = typer.Option(None, help="CPUs for the load generator (default: the rest).")
 # The load CPUs' old name in compare and run, still accepted, no longer shown.
 AGENT_CPUS_OPTION = typer.Option(None, "--agent-cpus", hidden=True)
-OUT_OPTION = typer.Option(None, help="Results directory (default: results/).")
+RESULTS_ROOT_OPTION = typer.Option(
+    None,
+    "--results",
+    help="The results directory: each run's folder goes in it (default: results/).",
+    metavar="DIR",
+)
+# --results' old name in compare and run, still accepted, no longer shown
+OUT_ALIAS_OPTION = typer.Option(None, "--out", hidden=True)
 RESULTS_OPTION = typer.Option(Path("results"), "--results", help="The results directory.")
 NO_VERIFY_OPTION = typer.Option(False, "--no-verify", help="Skip the verify pass.")
 # its password is learned as a secret at once (harness.secrets): hidden in all the run writes

@@ -43,7 +43,9 @@ def parse_protocols(spec: str) -> list[str]:
 
 def verify_command(
     frameworks: str = typer.Option("all", help="all, or a comma-separated list of frameworks."),
-    sinks: str = typer.Option("empty", help="Comma-separated sinks to verify with."),
+    sinks: str = typer.Option(
+        "empty", "--sinks", "--sink", help="Comma-separated sinks to verify with."
+    ),
     server_cpus: str = typer.Option(None, help="Pin each server to these CPUs (e.g. 0)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
     backends: bool = typer.Option(

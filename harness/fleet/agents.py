@@ -54,7 +54,7 @@ class FleetAgents:
         ramp: ConnectionRamp,
         scenario: Scenario,
         server: Topology,
-        agent_cpus: str | None,
+        load_cpus: str | None,
         raw_dir: Path,
         server_workers: int,
     ) -> None:
@@ -100,7 +100,7 @@ class FleetAgents:
             "server_sockets_max": server_workers * per_process_limit(),
             "hosts": per_host,
         }
-        cpus = agent_cpus if fleet.local else None
+        cpus = load_cpus if fleet.local else None
         # the agents stop by themselves at their --time-limit; a host past it is stuck
         limits_s = [float(c[c.index("--time-limit") + 1]) for cs in commands.values() for c in cs]
         self._timeout_s = max(limits_s) + 60.0

@@ -4,10 +4,11 @@ The schema's elements only (`testsuites` → `testsuite` → `testcase` with `fa
 `skipped`, `properties`, `system-out`), so Jenkins, GitLab, GitHub's test reporters and
 `junitparser` read it alike:
 
-- a compare or run: a suite `cases` (each case a test: a failed case fails with its
-  error, a skipped one is skipped, an ok one passes with its peak and interval in
-  `system-out`) and a suite `thresholds` (each judgement a test: a failed rule fails
-  with the figure, its interval and what was compared);
+- a compare or run: a suite `cases` (each case a test carrying the summary's columns,
+  charts.tables.SUMMARY, as properties: a failed case fails with its error, a skipped
+  one is skipped, an ok one passes with its summary row in `system-out`), the verdict in
+  words among the suite's properties, and a suite `thresholds` (each judgement a test:
+  a failed rule fails with the figure, its interval and what was compared);
 - a diff: a suite `diff` (each case's verdict a test: slower beyond the factor fails
   with the ratio and its interval; not comparable is skipped);
 - a verify: a suite per framework, sink and protocol (each check a test; a server that would not
@@ -23,7 +24,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from harness.outputs.text import case_label, figure, interval, peak_text, ratio_text
+from charts.columns import figure_text
+from charts.tables import SUMMARY, verdict_lines
+from harness.outputs.text import case_label, change_text
+from model.figures import figure
 from model.results import Run
 from servers.contract import PROTOCOL_H1
 
@@ -94,10 +98,19 @@ def _document(name: str, suites: Sequence[ET.Element]) -> str:
 def run_tests(run: Run) -> tuple[list[JUnitTest], list[JUnitTest]]:
     """The run's cases and its threshold judgements as tests (in that order)."""
     cases = []
-    for case in run.cases:
+    summary = SUMMARY.render(run.cases, "bracketed")  # a row per case, in their order
+    for case, row in zip(run.cases, summary.cells, strict=True):
         classname = f"{run.run_id}.cases"
         name = case_label(case)
-        props = (("key", case.key), ("status", case.status_text))
+        # the summary's columns, as every output shows them: a property each
+        columns = tuple(
+            (header, cell.joined) for header, cell in zip(summary.headers, row, strict=True)
+        )
+        props = (
+            ("key", case.key),
+            ("status", case.status_text),
+            *((header, text) for header, text in columns if header != "status"),
+        )
         if case.status == "failed":
             cases.append(
                 JUnitTest(
@@ -113,15 +126,8 @@ def run_tests(run: Run) -> tuple[list[JUnitTest], list[JUnitTest]]:
                 JUnitTest(classname, name, skipped=case.error or "skipped", properties=props)
             )
         else:
-            summary = case.summary
-            output = f"peak {peak_text(case)}"
-            if summary.p99_at_peak_ms is not None:
-                output += f"; p99 at peak {figure(summary.p99_at_peak_ms)} ms"
-                output += f" {interval(summary.p99_at_peak_ci_ms)}".rstrip()
-            if summary.flags:
-                output += f"; flags {' '.join(summary.flags)}"
-            if case.lost_steps:
-                output += f"; {case.status_text}"
+            # the summary row in words: what a CI page shows of a passed test
+            output = "; ".join(f"{header} {text}" for header, text in columns if text)
             for deviation in case.deviations:
                 kind = "warning" if deviation.get("declared") is None else "declared deviation"
                 output += (
@@ -134,7 +140,7 @@ def run_tests(run: Run) -> tuple[list[JUnitTest], list[JUnitTest]]:
     thresholds = []
     for result in run.thresholds:
         name = f"{result.rule} [{result.case}]"
-        measured = f"{figure(result.value)} {interval(result.interval)}".rstrip()
+        measured = figure_text(result.value, result.interval)
         said = f"{result.rule}: {measured}, judged on {result.judged_on}"
         thresholds.append(
             JUnitTest(
@@ -156,8 +162,9 @@ def run_junit(run: Run, command: str = "compare") -> str:
         ("status", run.status),
         ("host", str(run.host.get("hostname", ""))),
     ]
-    if run.verdict and run.verdict.get("text"):
-        properties.append(("verdict", str(run.verdict["text"])))
+    verdict = verdict_lines(run.verdict)
+    if verdict:
+        properties.append(("verdict", " | ".join(line.text() for line in verdict)))
     suites = [_suite("cases", cases, properties)]
     if thresholds:
         suites.append(_suite("thresholds", thresholds))
@@ -170,7 +177,7 @@ def diff_tests(result: RunDiff) -> list[JUnitTest]:
     tests = []
     for case in result.cases:
         said = (
-            f"{case.label}: B/A {ratio_text(case.peak.ratio, case.peak.interval)}, "
+            f"{case.label}: B/A {change_text(case.peak).joined}, "
             f"p {figure(case.peak.p_verdict)} (Holm): {case.verdict}"
             + (f", beyond {result.factor:g}×" if case.beyond_factor else "")
             + (f" ({case.note})" if case.note else "")

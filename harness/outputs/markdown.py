@@ -17,16 +17,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from charts.tables import MEMORY_HEADERS, memory_rows
-from harness.outputs.text import (
-    CLOSING_HEADERS,
-    closing_rows,
-    figure,
-    interval,
-    peak_text,
-    ratio_text,
-    with_interval,
-)
+from charts.columns import RenderedTable, interval_text
+from charts.tables import CLOSING, MEMORY, PRECISION, SUMMARY, TLS, VERDICT_TITLE, verdict_lines
+from harness.outputs.text import diff_table
+from model.figures import figure
 from model.results import FLAG_MEANINGS, Run
 
 if TYPE_CHECKING:
@@ -46,6 +40,26 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]
     return "\n".join("| " + " | ".join(cell(str(c)) for c in line) + " |" for line in lines)
 
 
+def rendered_table(rendered: RenderedTable) -> str:
+    """A table of the column model (charts.columns) as Markdown: a failed or warned cell
+    in bold."""
+    rows = [
+        [f"**{cell.joined}**" if cell.tone in ("failed", "warn") else cell.joined for cell in row]
+        for row in rendered.cells
+    ]
+    return table(rendered.headers, rows, rendered.numeric_indexes())
+
+
+# the run's tables in the order the Markdown gives them, each under its heading
+RUN_TABLES = (
+    (SUMMARY, ""),
+    (PRECISION, "**Precision** (each case measured in rounds)"),
+    (TLS, "**Protocols** (what each server negotiated, and its TLS tax)"),
+    (CLOSING, "**Close storm** (every connection closed at once at the ramp's end)"),
+    (MEMORY, "**Connections** (where each server stopped, memory per connection)"),
+)
+
+
 def _link(target: Path, base: Path | None) -> str:
     """`target` relative to `base` (the Markdown file's directory), as a URL path."""
     if base is None:
@@ -59,65 +73,18 @@ def run_markdown(run: Run, run_dir: Path | None = None, base: Path | None = None
     status = run.status + (f": {run.status_reason}" if run.status_reason else "")
     profile = (run.config.get("profile") or {}).get("name", "")
     parts = [f"## Run `{run.run_id}` ({profile}): {status}", ""]
-    if run.verdict and run.verdict.get("text"):
-        parts += [f"**Verdict** (95 % intervals): {run.verdict['text']}", ""]
-    ratios = any(c.summary.ratio_to_nginx is not None for c in run.cases)
-    costs = any(c.summary.cpu_us_per_req is not None for c in run.cases)
-    headers = [
-        "framework",
-        "status",
-        "peak [95 %]",
-        *(["vs nginx [95 %]"] if ratios else []),
-        "at",
-        "p99 at peak ms [95 %]",
-        "server CPU %",
-        *(["CPU µs/req [95 %]"] if costs else []),
-        "errors",
-        "flags",
-        "reason",
-    ]
-    rows = []
-    for case in run.cases:
-        s = case.summary
-        name = case.framework + (" (baseline)" if s.role == "baseline" else "")
-        unit = case.steps[0].unit if case.steps else ""
-        row = [
-            name,
-            case.status_text if case.status == "ok" else f"**{case.status}**",
-            peak_text(case),
-        ]
-        if ratios:
-            ratio = s.ratio_to_nginx
-            text = f"{ratio:.2f}×" if ratio is not None else "–"
-            if s.ratio_to_nginx_ci and ratio is not None:
-                text += f" [{s.ratio_to_nginx_ci[0]:.2f}, {s.ratio_to_nginx_ci[1]:.2f}]"
-            row.append(text)
-        row += [
-            f"{figure(s.peak_offered)} {unit}" if s.peak_offered is not None else "–",
-            with_interval(s.p99_at_peak_ms, s.p99_at_peak_ci_ms),
-            figure(s.server_cpu_at_peak_pct),
-            *([with_interval(s.cpu_us_per_req, s.cpu_us_per_req_ci)] if costs else []),
-            str(s.errors_total),
-            " ".join(
-                [
-                    *(f"`{f}`" for f in s.flags),
-                    *([f"{case.warnings} deviation(s)"] if case.warnings else []),
-                ]
-            ),
-            case.error or "",
-        ]
-        rows.append(row)
-    numbers = 5 + int(ratios) + int(costs)  # peak … server CPU (and the CPU per reply)
-    right = set(range(2, 2 + numbers))
-    parts += [table(headers, rows, right), ""]
-    closings = closing_rows(list(run.cases))
-    if closings:
-        parts += ["**Close storm** (every connection closed at once at the ramp's end)", ""]
-        parts += [table(CLOSING_HEADERS, closings, set(range(2, len(CLOSING_HEADERS)))), ""]
-    memory = memory_rows(list(run.cases))
-    if memory:
-        parts += ["**Connections** (where each server stopped, memory per connection)", ""]
-        parts += [table(MEMORY_HEADERS, memory, {1, *range(3, len(MEMORY_HEADERS))}), ""]
+    verdict = verdict_lines(run.verdict)
+    if verdict:
+        parts += [f"**{VERDICT_TITLE}**", ""]
+        for line in verdict:
+            ratios = f"  \n  {'; '.join(line.ratios)}" if line.ratios else ""
+            parts.append(f"- {line.head}{ratios}")
+        parts.append("")
+    for spec, heading in RUN_TABLES:
+        rendered = spec.render(run.cases, "bracketed")
+        if rendered:
+            parts += [heading, ""] if heading else []
+            parts += [rendered_table(rendered), ""]
     if run.thresholds:
         failed = [t for t in run.thresholds if not t.held]
         parts.append(
@@ -134,7 +101,7 @@ def run_markdown(run: Run, run_dir: Path | None = None, base: Path | None = None
                         t.rule,
                         t.case,
                         figure(t.value),
-                        interval(t.interval) or "–",
+                        interval_text(t.interval),
                         t.judged_on,
                         "held" if t.held else "**FAILED**",
                     ]
@@ -185,20 +152,7 @@ def diff_markdown(result: RunDiff) -> str:
         parts += [f"**Different hosts**: {'; '.join(result.other_host)}", ""]
     if result.other_limits:
         parts += [f"**Different limits**: {'; '.join(result.other_limits)}", ""]
-    rows = [
-        [
-            case.label,
-            figure(case.peak.old),
-            figure(case.peak.new),
-            ratio_text(case.peak.ratio, case.peak.interval),
-            figure(case.peak.p_verdict),
-            f"**{case.verdict}**" if case.worse_beyond_factor else case.verdict,
-            case.note or "",
-        ]
-        for case in result.cases
-    ]
-    headers = ["case", "A peak", "B peak", "B/A [95 %]", "p (Holm)", "verdict", "note"]
-    parts += [table(headers, rows, {1, 2, 3, 4}), ""]
+    parts += [rendered_table(diff_table(result).render(result.cases, "bracketed")), ""]
     for side, names in (("A", result.only_in_old), ("B", result.only_in_new)):
         if names:
             parts += [f"only in {side}: {', '.join(names)}", ""]

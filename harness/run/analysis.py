@@ -172,7 +172,7 @@ def is_driver_bound(
     step: RampStep,
     *,
     agent_cpu_pct: float | None,
-    agent_cpu_count: int,
+    load_cpu_count: int,
     calls_per_connection: int,
 ) -> bool:
     """The load generator was busy: its CPUs full, or (httperf, which spins whatever the
@@ -184,7 +184,7 @@ def is_driver_bound(
         return offered is not None and offered < RATE_ACHIEVED_FRACTION * asked
     if agent_cpu_pct is None:
         return False
-    return agent_cpu_pct >= DRIVER_BOUND_CPU_FRACTION * 100.0 * agent_cpu_count
+    return agent_cpu_pct >= DRIVER_BOUND_CPU_FRACTION * 100.0 * load_cpu_count
 
 
 def server_saturated(step: Step, *, server_cores: int, server_cpu_count: int) -> bool:

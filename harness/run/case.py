@@ -112,7 +112,7 @@ def load_cgroup(ctx: CaseContext) -> Cgroup | None:
     if support is None or not support.usable or ctx.run.fleet:
         return None
     try:
-        return Cgroup.create(support, "load", cpus=ctx.agent_cpus)
+        return Cgroup.create(support, "load", cpus=ctx.load_cpus)
     except OSError:  # the load's CPU is then what the harness reaped (extra.agent_cpu_from)
         return None
 
@@ -232,10 +232,8 @@ def run_case(
             error = f"not supported: {why}"
             return new_case(run, framework, model, protocol, "skipped", unpinned, error=error)
     server_cpus = run.plan.server_cpus if mode in ("both", "server") else None
-    agent_cpus = run.plan.agent_cpus if mode in ("both", "agent") else None
-    agent_count = (
-        len(cpu_affinity.parse_cpu_list(agent_cpus)) if agent_cpus else (os.cpu_count() or 1)
-    )
+    load_cpus = run.plan.load_cpus if mode in ("both", "agent") else None
+    load_count = len(cpu_affinity.parse_cpu_list(load_cpus)) if load_cpus else (os.cpu_count() or 1)
     case_dir = case_folder(
         run.plan.out_dir,
         new_case(run, framework, model, protocol, "ok", unpinned).key,
@@ -262,8 +260,8 @@ def run_case(
             mode=mode,
             process_model=model,
             server_cpus=server_cpus,
-            agent_cpus=agent_cpus,
-            agent_cpu_count=agent_count,
+            load_cpus=load_cpus,
+            load_cpu_count=load_count,
             case_dir=case_dir,
             store=store,
             protocol=protocol,
@@ -398,7 +396,7 @@ def _run_in_cgroup(
                 server.stop()
             if monitor is not None:  # the peak and the OOM kills outlive the processes
                 final = monitor.read_server_cgroup()
-    affinity["agent"] = measured.agent_cpus
+    affinity["agent"] = measured.load_cpus
     record = cgroup_record(ctx, group, why_not, final)
     peak_bytes = final.memory_peak_bytes if final is not None else measured.summary.rss_max_bytes
     measured = dataclasses.replace(

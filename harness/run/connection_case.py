@@ -48,11 +48,11 @@ def run_connection_case(ctx: CaseContext, server: Topology, monitor: Monitor) ->
     try:
         agents = (
             LocalAgents.for_ramp(
-                ramp, ctx.scenario, server, ctx.agent_cpus, ctx.raw_dir, server.workers
+                ramp, ctx.scenario, server, ctx.load_cpus, ctx.raw_dir, server.workers
             )
             if fleet is None
             else FleetAgents(
-                fleet, ramp, ctx.scenario, server, ctx.agent_cpus, ctx.raw_dir, server.workers
+                fleet, ramp, ctx.scenario, server, ctx.load_cpus, ctx.raw_dir, server.workers
             )
         )
     except DriverOutputError as error:  # a fleet's hosts did not all start
@@ -105,7 +105,7 @@ def run_connection_case(ctx: CaseContext, server: Topology, monitor: Monitor) ->
     return Measured(
         steps,
         summary,
-        ctx.agent_cpus,
+        ctx.load_cpus,
         error=error,
         stored_before=stored_before,
         messages_sent=result.messages_sent,

@@ -63,8 +63,8 @@ class CaseContext:
     mode: str  # affinity mode: both, server, agent or none
     process_model: ProcessModel
     server_cpus: str | None  # None: not pinned
-    agent_cpus: str | None
-    agent_cpu_count: int
+    load_cpus: str | None
+    load_cpu_count: int
     case_dir: Path
     store: SinkStore
     protocol: str = "h1"  # what the server speaks (servers.contract.PROTOCOLS)
@@ -88,7 +88,7 @@ class Measured:
 
     steps: tuple[Step, ...]
     summary: Summary
-    agent_cpus: str | None  # where the load ran, as read from its processes
+    load_cpus: str | None  # where the load ran, as read from its processes
     error: str | None = None  # set when the case failed part-way (the server died...)
     stored_before: int | None = None  # the sink's records before the counted load
     messages_sent: int | None = None  # WebSocket messages sent (connection ramps)

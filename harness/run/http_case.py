@@ -91,7 +91,7 @@ def local_runner(ctx: CaseContext, driver: Driver, target: Target) -> StepRunner
         on_end: Callable[[], None] | None = None,
     ) -> DriverResult:
         return run_step(
-            driver, step, target, ctx.agent_cpus, ctx.raw_dir, label, on_start, abort, on_end
+            driver, step, target, ctx.load_cpus, ctx.raw_dir, label, on_start, abort, on_end
         )
 
     return run
@@ -112,7 +112,7 @@ def fleet_runner(ctx: CaseContext, fleet: Fleet, target: Target) -> StepRunner:
     machine uses all its cores."""
     profile = ctx.profile
     load_cpus = {
-        host.name: max(1, ctx.agent_cpu_count // len(fleet.hosts))
+        host.name: max(1, ctx.load_cpu_count // len(fleet.hosts))
         if fleet.local
         else int(host.facts["cores"])
         for host in fleet.hosts
@@ -134,7 +134,7 @@ def fleet_runner(ctx: CaseContext, fleet: Fleet, target: Target) -> StepRunner:
         if isinstance(ramp, ConstantRateRamp):
             host_ramp = dataclasses.replace(ramp, connections=max(1, host_opened))
         drivers[name] = build_driver(profile.driver, host_ramp, load_cpus[name], options)
-    cpus = ctx.agent_cpus if fleet.local else None
+    cpus = ctx.load_cpus if fleet.local else None
 
     def run(
         step: RampStep,
@@ -158,7 +158,7 @@ def run_http_case(ctx: CaseContext, server: Topology, monitor: Monitor) -> Measu
     driver = build_driver(
         profile.driver,
         profile.ramp,
-        ctx.agent_cpu_count,
+        ctx.load_cpu_count,
         driver_options(profile),
     )
     target = Target(
@@ -297,7 +297,7 @@ def _run_one_step(
     if ctx.run.fleet is not None:  # the load ran on the hosts: their drivers' CPU, summed
         stats["agent_cpu_pct"] = result.driver_cpu_pct if result is not None else None
     server_cpus = cpus_of(ctx.server_cpus)
-    noise = step_noise_of(window, server_cpus, cpus_of(ctx.agent_cpus))
+    noise = step_noise_of(window, server_cpus, cpus_of(ctx.load_cpus))
     if result is None:
         return failed_step(ramp_step, reason, stats, noise), lost
     flags = ["contended"] if noise and is_contended(noise) else []
@@ -309,7 +309,7 @@ def _run_one_step(
         result,
         ramp_step,
         agent_cpu_pct=stats["agent_cpu_pct"],
-        agent_cpu_count=ctx.agent_cpu_count,
+        load_cpu_count=ctx.load_cpu_count,
         calls_per_connection=calls_per_connection(ctx.profile.ramp),
     )
     if stats["cgroup"] and stats["server_cpu_wait_pct"] is not None and window.ended is not None:

@@ -71,7 +71,7 @@ class Runner:
         except OSError as error:
             raise UserError(
                 f"results directory {out_dir} is not writable ({error.strerror}): "
-                "choose another with --out"
+                "choose another with --results"
             ) from None
         self.started = now_iso()
         self.fleet_description: dict[str, Any] | None = None  # set once the fleet is open
@@ -121,7 +121,7 @@ class Runner:
 
         self.write(cases, finished=None, status="running")  # a run.json from the start
         try:
-            with harness_pinned(self.plan.agent_cpus), self._backends() as run_context:
+            with harness_pinned(self.plan.load_cpus), self._backends() as run_context:
                 for repeat in range(profile.repeat):
                     for mode in profile.affinity_modes:
                         for model in profile.process_models:
@@ -265,7 +265,7 @@ class Runner:
                 if (f := FRAMEWORKS[name]).origin != BUILTIN
             },
             "server_cpus": self.plan.server_cpus,
-            "agent_cpus": self.plan.agent_cpus,
+            "agent_cpus": self.plan.load_cpus,
             "db_cpus": self.plan.db_cpus,
             "mongo_backend": None if self.plan.mongo_url else self.plan.mongo_backend,
             "cgroups": self.cgroups.describe(),

@@ -48,7 +48,7 @@ class Plan:
     profile: Profile
     frameworks: tuple[str, ...]
     server_cpus: str
-    agent_cpus: str
+    load_cpus: str
     out_dir: Path
     run_id: str
     verify: bool = True
@@ -113,7 +113,7 @@ def claim_run_dir(results_dir: Path, profile_name: str) -> tuple[str, Path]:
     except OSError as error:
         raise UserError(
             f"results directory {results_dir} is not writable ({error.strerror}): "
-            "choose another with --out"
+            "choose another with --results"
         ) from None
     raise AssertionError("unreachable")
 

@@ -15,6 +15,7 @@ import itertools
 from collections.abc import Sequence
 from typing import Any
 
+from charts.columns import figure_text
 from harness.run.analysis import round_ratio
 from harness.stats import Interval
 from model.results import Case
@@ -27,7 +28,7 @@ def comparable_key(case: Case) -> tuple[str, ...]:
 
 
 def _ratio_text(interval: Interval) -> str:
-    return f"{interval.value:.2f}× [{interval.low:.2f}, {interval.high:.2f}]"
+    return figure_text(interval.value, interval.as_pair(), spec="{:.2f}", suffix="×")
 
 
 def rank(cases: Sequence[Case]) -> list[list[Case]]:

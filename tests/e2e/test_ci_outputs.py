@@ -78,12 +78,16 @@ def test_a_gated_compare_writes_junit_and_markdown_ci_reads(tmp_path: Path) -> N
     assert root.tag == "testsuites" and (root.get("tests"), root.get("failures")) == ("5", "1")
 
     text = markdown.read_text()
-    summary, thresholds = rendered_tables(text)
-    assert summary[0][:3] == ["framework", "status", "peak [95 %]"]
+    tables = rendered_tables(text)  # the summary, the precision, the thresholds
+    summary, thresholds = tables[0], tables[-1]
+    assert summary[0][0] == "framework" and "peak req/s" in summary[0]
     assert [row[0] for row in summary[1:]] == ["aiohttp", "nginx (baseline)"]
-    assert all("req/s [" in row[2] for row in summary[1:])  # each peak with its interval
+    peak = summary[0].index("peak req/s")
+    assert all(" [" in row[peak] for row in summary[1:])  # each peak with its interval
     assert len(thresholds) == 1 + 3 and [r[-1] for r in thresholds if "FAIL" in r[-1]] == ["FAILED"]
-    assert "**Verdict** (95 % intervals): " in text and "[report](../results/" in text
+    assert "**Verdict (95 % intervals)**" in text and "[report](../results/" in text
+    # the terminal ends on the verdict, the report's sentence
+    assert "Verdict (95 % intervals):" in done.stdout
 
     (run_dir,) = (tmp_path / "results").iterdir()
     # one folder per case, its ramp and its rounds inside (issue 24, item 4)

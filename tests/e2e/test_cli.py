@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
+from harness.profile import setting_keys
 from servers import FRAMEWORKS
-from tests.helpers import harness
+from tests.helpers import harness, require_framework, require_tools
 
 
 def test_list_names_every_framework_with_versions() -> None:
@@ -45,6 +47,10 @@ def test_list_table_is_printed() -> None:
             "unknown framework nope: choose from all, baselines, gevent",
         ),
         (["verify", "--frameworks", "aiohttp", "--sinks", "disk"], "unknown sink disk"),
+        (["verify", "--frameworks", "aiohttp", "--sink", "disk"], "unknown sink disk"),
+        (["compare", "--frameworks", "aiohttp", "--sinks", "disk"], "unknown sink disk"),
+        (["run", "--frameworks", "aiohttp,nginx"], "run takes one framework (--frameworks NAME)"),
+        (["run", "--framework", "aiohttp", "--set", "repeat=0"], "repeat must be at least 1"),
         (
             ["verify", "--frameworks", "aiohttp", "--server-cpus", "4096"],
             "CPU 4096 is not available",
@@ -67,6 +73,60 @@ def test_user_mistakes_get_one_line_and_exit_1(args: list[str], message: str) ->
     assert message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--set", "nonsense=1"], "--set nonsense=1: unknown key nonsense; keys: "),
+        (["--set", "ramp.step"], "--set 'ramp.step' is not key=value"),
+        (["--set", "repeat=abc"], "--set repeat=abc: repeat takes a whole number"),
+        (["--set", "durable=yes"], "--set durable=yes: durable takes true or false"),
+    ],
+)
+@pytest.mark.parametrize("command", [["compare", "--frameworks"], ["run", "--framework"]])
+def test_a_set_the_harness_cannot_read_is_a_usage_error_in_one_line(
+    command: list[str], args: list[str], message: str
+) -> None:
+    result = harness(*command, "aiohttp", "--profile", "smoke", *args)
+    assert result.returncode == 2, result.stdout + result.stderr  # as typer's own
+    assert result.stderr.startswith(f"harness: error: {message}")
+    assert len(result.stderr.strip().splitlines()) == 1
+    if "unknown key" in message:  # every key there is, named
+        assert result.stderr.strip().endswith(", ".join(setting_keys()))
+        assert "sink, " in result.stderr and "ramp.stop, " in result.stderr
+
+
+def test_run_and_compare_take_the_same_options() -> None:
+    """run is compare for one framework: one set of options, declared once."""
+    compare, run = harness("compare", "--help"), harness("run", "--help")
+    assert compare.returncode == run.returncode == 0, compare.stderr + run.stderr
+    options = [text.stdout.split("Options:")[1] for text in (compare, run)]
+    assert options[0] == options[1]
+    assert "--results DIR" in options[0] and "--sink, --sinks" in options[0]
+    for hidden in ("--out ", "--agent-cpus", "--framework "):  # old names: accepted, not shown
+        assert hidden not in options[0]
+
+
+def test_set_scenario_and_sink_are_measured(tmp_path: Path) -> None:
+    """`--set` reaches the run when no named option is given: the file sink measured."""
+    require_framework("aiohttp")
+    require_tools("wrk")
+    result = harness(
+        "compare", "--frameworks", "aiohttp", "--profile", "smoke", "--set", "scenario=log",
+        "--set", "sink=file", "--results", str(tmp_path), timeout_s=180,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    [run_json] = tmp_path.glob("*/run.json")
+    data = json.loads(run_json.read_text())
+    assert (data["config"]["profile"]["scenario"], data["config"]["profile"]["sink"]) == (
+        "log",
+        "file",
+    )
+    [case] = data["cases"]
+    assert (case["status"], case["scenario"], case["sink"]) == ("ok", "log", "file")
+    assert case["summary"]["sink_store"]["sink"] == "file"
+    assert case["reconcile"]["lost"] == 0 and case["reconcile"]["sent"] > 0
 
 
 def test_unknown_command_is_a_usage_error() -> None:

@@ -31,6 +31,7 @@ import pytest
 from harness.compare import build_plan
 from harness.run import Runner, SilentReporter
 from harness.run.plan import Plan
+from harness.run_options import RunOptions
 from harness.server_process import ServerProcess, start_server
 from harness.services.ferretdb import FerretDB, ferretdb_binary
 from harness.tools import tool_path
@@ -382,12 +383,12 @@ def test_a_killed_server_fails_its_case_at_once_and_the_run_goes_on(
     require_framework("tornado")
     require_tools("wrk", "nginx")
     plan = build_plan(
-        frameworks="aiohttp,tornado",
-        profile_name="smoke",
-        overrides={**LONG_STEP, "ramp.duration_s": 10, "process_model": process_model},
-        server_cpus=None,
-        agent_cpus=None,
-        out=tmp_path,
+        RunOptions(
+            frameworks="aiohttp,tornado",
+            profile="smoke",
+            settings={**LONG_STEP, "ramp.duration_s": 10, "process_model": process_model},
+            results_dir=tmp_path,
+        )
     )
     reporter = KillDuringFirstStep(pick)
     run = Runner(plan, reporter).run()
@@ -410,12 +411,12 @@ def aiohttp_long_step_plan(tmp_path: Path) -> Plan:
     require_framework("aiohttp")
     require_tools("wrk")
     return build_plan(
-        frameworks="aiohttp",
-        profile_name="smoke",
-        overrides=LONG_STEP,
-        server_cpus=None,
-        agent_cpus=None,
-        out=tmp_path,
+        RunOptions(
+            frameworks="aiohttp",
+            profile="smoke",
+            settings=LONG_STEP,
+            results_dir=tmp_path,
+        )
     )
 
 
@@ -514,13 +515,13 @@ def test_a_database_stopped_mid_step_costs_503s_and_loses_no_acknowledged_record
     database = FerretDB(tmp_path / "db")
     steps = {"ramp.duration_s": 6, "ramp.start": 10, "ramp.stop": 20, "ramp.step": 10}
     plan = build_plan(
-        frameworks="aiohttp",
-        profile_name="smoke",
-        overrides={"scenario": "log", "sink": "mongo", "warmup_s": 0, "cooldown_s": 0, **steps},
-        server_cpus=None,
-        agent_cpus=None,
-        out=tmp_path / "results",
-        mongo_url=database.url,
+        RunOptions(
+            frameworks="aiohttp",
+            profile="smoke",
+            settings={"scenario": "log", "sink": "mongo", "warmup_s": 0, "cooldown_s": 0, **steps},
+            results_dir=tmp_path / "results",
+            mongo_url=database.url,
+        )
     )
     reporter = StopDatabaseDuringFirstStep(database, down_s=2.0)
     try:

@@ -29,6 +29,7 @@ from harness.fleet.client import FleetAccess
 from harness.fleet.facts import harness_version
 from harness.run import Plan, Runner
 from harness.run.outputs import ramp_dir
+from harness.run_options import RunOptions
 from model.results import Case, Run, read_run
 from tests.helpers import harness, require_framework, require_tools
 
@@ -96,13 +97,13 @@ def run_through_the_fleet(
 ) -> tuple[Plan, Run, Case]:
     """aiohttp through a profile with its load from the two hosts; its one case, ok."""
     plan = build_plan(
-        frameworks="aiohttp",
-        profile_name=profile_name,
-        overrides=overrides,
-        server_cpus=None,
-        agent_cpus=None,
-        out=out,
-        fleet="local:2",
+        RunOptions(
+            frameworks="aiohttp",
+            profile=profile_name,
+            settings=overrides,
+            results_dir=out,
+            fleet="local:2",
+        )
     )
     run = Runner(plan).run()
     [case] = run.cases
@@ -329,14 +330,14 @@ def test_killing_a_worker_mid_step_fails_that_step_by_name(
     two_hosts: local.LocalFleetState, tmp_path: Path
 ) -> None:
     plan = build_plan(
-        frameworks="aiohttp",
-        profile_name="smoke",
-        # one 20-second step: the worker dies within its first second or two
-        overrides={"warmup_s": 0, "ramp.stop": 10, "ramp.duration_s": 20},
-        server_cpus=None,
-        agent_cpus=None,
-        out=tmp_path,
-        fleet="local:2",
+        RunOptions(
+            frameworks="aiohttp",
+            profile="smoke",
+            # one 20-second step: the worker dies within its first second or two
+            settings={"warmup_s": 0, "ramp.stop": 10, "ramp.duration_s": 20},
+            results_dir=tmp_path,
+            fleet="local:2",
+        )
     )
     killed: list[str] = []
     killer = threading.Thread(

@@ -27,6 +27,7 @@ from harness.cgroups.groups import detect_support
 from harness.compare import build_plan
 from harness.run import Runner
 from harness.run.outputs import ramp_dir
+from harness.run_options import RunOptions
 from harness.services.backends import GRIDFS_QUERY_FIELDS, Backends
 from harness.services.database import HarnessDatabase
 from harness.services.fileset import FileSet
@@ -158,13 +159,13 @@ def test_the_mongo_sink_on_postgresql_loses_nothing_and_records_the_databases_cp
     require_framework("aiohttp")
     require_tools("wrk")
     plan = build_plan(
-        frameworks="aiohttp",
-        profile_name="smoke",
-        overrides={"scenario": "log", "sink": "mongo", "ramp.stop": 10},
-        server_cpus=None,
-        agent_cpus=None,
-        out=tmp_path / "results",
-        mongo_backend="postgresql",
+        RunOptions(
+            frameworks="aiohttp",
+            profile="smoke",
+            settings={"scenario": "log", "sink": "mongo", "ramp.stop": 10},
+            results_dir=tmp_path / "results",
+            mongo_backend="postgresql",
+        )
     )
     run = Runner(plan).run()
     [case] = run.cases

@@ -16,6 +16,7 @@ import pytest
 
 from harness.compare import build_plan
 from harness.run import Runner, SilentReporter
+from harness.run_options import RunOptions
 from model.results import BOTTLENECKS, Step
 from tests.helpers import require_framework, require_tools
 
@@ -80,12 +81,12 @@ def test_a_burner_on_the_server_cpu_flags_its_step_contended(tmp_path: Path) -> 
     require_framework("aiohttp")
     require_tools("wrk")
     plan = build_plan(
-        frameworks="aiohttp",
-        profile_name="smoke",
-        overrides={"warmup_s": 0},  # two 2 s steps
-        server_cpus=None,
-        agent_cpus=None,
-        out=tmp_path,
+        RunOptions(
+            frameworks="aiohttp",
+            profile="smoke",
+            settings={"warmup_s": 0},  # two 2 s steps
+            results_dir=tmp_path,
+        )
     )
     reporter = BurnFirstStep(int(plan.server_cpus))
     try:
@@ -110,5 +111,5 @@ def test_a_burner_on_the_server_cpu_flags_its_step_contended(tmp_path: Path) -> 
     for step in case.steps:
         assert step.bottleneck in BOTTLENECKS
         assert 0.0 <= step.extra["harness_cpu_pct"] < 100.0
-    assert reporter.harness_cpus == {int(plan.agent_cpus)}  # the observer on the load CPU
+    assert reporter.harness_cpus == {int(plan.load_cpus)}  # the observer on the load CPU
     assert os.sched_getaffinity(0) != reporter.harness_cpus  # and free again after the run

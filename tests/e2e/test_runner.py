@@ -19,6 +19,7 @@ from harness.compare import build_plan
 from harness.run import Runner, SilentReporter, combine_repeats, summarize
 from harness.run.analysis import TIE_FRACTION
 from harness.run.outputs import ramp_dir
+from harness.run_options import RunOptions
 from harness.tools import tool_path
 from model.results import Case, Step, read_run
 from servers import FRAMEWORKS, Framework
@@ -110,12 +111,11 @@ def test_a_failing_framework_never_stops_the_others(
     # The server process knows no 'broken' framework: it exits before listening.
     monkeypatch.setitem(FRAMEWORKS, "broken", Framework("broken", "servers.none", (), ("x",)))
     plan = build_plan(
-        frameworks="broken,aiohttp",
-        profile_name="smoke",
-        overrides={},
-        server_cpus=None,
-        agent_cpus=None,
-        out=tmp_path,
+        RunOptions(
+            frameworks="broken,aiohttp",
+            profile="smoke",
+            results_dir=tmp_path,
+        )
     )
     run = Runner(plan).run()
     broken, aiohttp = run.cases
@@ -129,12 +129,12 @@ def test_repeat_interleaves_and_keeps_the_median(tmp_path: Path) -> None:
     require_framework("aiohttp")
     require_tools("wrk")
     plan = build_plan(
-        frameworks="aiohttp",
-        profile_name="smoke",
-        overrides={"repeat": 2, "ramp.stop": 10, "warmup_s": 0},
-        server_cpus=None,
-        agent_cpus=None,
-        out=tmp_path,
+        RunOptions(
+            frameworks="aiohttp",
+            profile="smoke",
+            settings={"repeat": 2, "ramp.stop": 10, "warmup_s": 0},
+            results_dir=tmp_path,
+        )
     )
     run = Runner(plan).run()
     [case] = run.cases
@@ -161,13 +161,13 @@ def test_rounds_run_interleaved_at_each_peak_and_give_intervals(tmp_path: Path) 
     require_framework("aiohttp")
     require_tools("wrk", "nginx")
     plan = build_plan(
-        frameworks="aiohttp,nginx",
-        profile_name="smoke",
-        # one ramp step: no tie between loads, so no trial rounds (the next test)
-        overrides={"rounds": 3, "round_duration_s": 1, "warmup_s": 0, "ramp.stop": 10},
-        server_cpus=None,
-        agent_cpus=None,
-        out=tmp_path,
+        RunOptions(
+            frameworks="aiohttp,nginx",
+            profile="smoke",
+            # one ramp step: no tie between loads, so no trial rounds (the next test)
+            settings={"rounds": 3, "round_duration_s": 1, "warmup_s": 0, "ramp.stop": 10},
+            results_dir=tmp_path,
+        )
     )
     order = Order()
     run = Runner(plan, order).run()
@@ -205,20 +205,20 @@ def test_tied_ramp_loads_are_tried_in_the_first_round_and_the_rounds_go_on_at_on
     require_framework("aiohttp")
     require_tools("wrk")
     plan = build_plan(
-        frameworks="aiohttp",
-        profile_name="smoke",
-        overrides={
-            "rounds": 2,
-            "round_duration_s": 1,
-            "warmup_s": 0,
-            "ramp.start": 10,
-            "ramp.stop": 11,
-            "ramp.step": 1,
-            "ramp.duration_s": 1,
-        },
-        server_cpus=None,
-        agent_cpus=None,
-        out=tmp_path,
+        RunOptions(
+            frameworks="aiohttp",
+            profile="smoke",
+            settings={
+                "rounds": 2,
+                "round_duration_s": 1,
+                "warmup_s": 0,
+                "ramp.start": 10,
+                "ramp.stop": 11,
+                "ramp.step": 1,
+                "ramp.duration_s": 1,
+            },
+            results_dir=tmp_path,
+        )
     )
     order = Order()
     run = Runner(plan, order).run()
@@ -256,12 +256,14 @@ def test_affinity_matrix_runs_four_modes_and_reads_them_back(tmp_path: Path) -> 
     require_framework("aiohttp")
     require_tools("wrk")
     plan = build_plan(
-        frameworks="aiohttp",
-        profile_name="smoke",
-        overrides={"affinity": "matrix", "ramp.stop": 10, "warmup_s": 0},
-        server_cpus="0",
-        agent_cpus="1",
-        out=tmp_path,
+        RunOptions(
+            frameworks="aiohttp",
+            profile="smoke",
+            settings={"affinity": "matrix", "ramp.stop": 10, "warmup_s": 0},
+            server_cpus="0",
+            load_cpus="1",
+            results_dir=tmp_path,
+        )
     )
     run = Runner(plan).run()
     affinity = {c.affinity["mode"]: c.affinity for c in run.cases}
@@ -352,7 +354,7 @@ def test_ctrl_c_stops_everything_within_5_s_and_keeps_finished_cases(tmp_path: P
         (["--profile", "autobench-vps", "--driver", "wrk"], "use --driver httperf"),
         (["--server-cpus", "9999"], "CPU 9999 is not available"),
         (["--out", "/proc/harness-results"], "is not writable"),
-        (["--set", "ramp.step"], "is not key=value"),
+        (["--results", "/proc/harness-results"], "choose another with --results"),
         (["--set", "ramp.step=-5"], "must be positive"),
         (["--process-model", "cluster"], "is not single, workers:N, lb:N or lb:N/workers:M"),
     ],
@@ -462,12 +464,12 @@ def test_log_scenario_reconciles_what_the_sink_holds(tmp_path: Path, sink: str) 
     if sink == "mongo":
         require_ferretdb()
     plan = build_plan(
-        frameworks="aiohttp",
-        profile_name="smoke",
-        overrides={"scenario": "log", "sink": sink, "ramp.stop": 10},
-        server_cpus=None,
-        agent_cpus=None,
-        out=tmp_path,
+        RunOptions(
+            frameworks="aiohttp",
+            profile="smoke",
+            settings={"scenario": "log", "sink": sink, "ramp.stop": 10},
+            results_dir=tmp_path,
+        )
     )
     [case] = Runner(plan).run().cases
     assert case.status == "ok", case.error
@@ -491,12 +493,12 @@ def test_a_framework_without_the_sink_is_skipped_with_the_reason(
         Framework("aiohttp", "servers.frameworks.aiohttp", ("aiohttp",), ("asyncio",), ("empty",)),
     )
     plan = build_plan(
-        frameworks="aiohttp",
-        profile_name="smoke",
-        overrides={"scenario": "log", "sink": "file"},
-        server_cpus=None,
-        agent_cpus=None,
-        out=tmp_path,
+        RunOptions(
+            frameworks="aiohttp",
+            profile="smoke",
+            settings={"scenario": "log", "sink": "file"},
+            results_dir=tmp_path,
+        )
     )
     [case] = Runner(plan).run().cases
     assert case.status == "skipped"
@@ -508,12 +510,12 @@ def test_a_server_that_dies_during_a_connection_ramp_fails_the_case(tmp_path: Pa
 
     require_framework("aiohttp")
     plan = build_plan(
-        frameworks="aiohttp",
-        profile_name="smoke",
-        overrides={"scenario": "ws-idle", "connection_ramp.hold_s": 20},
-        server_cpus=None,
-        agent_cpus=None,
-        out=tmp_path,
+        RunOptions(
+            frameworks="aiohttp",
+            profile="smoke",
+            settings={"scenario": "ws-idle", "connection_ramp.hold_s": 20},
+            results_dir=tmp_path,
+        )
     )
 
     def kill_the_server() -> None:

@@ -20,6 +20,7 @@ import pytest
 from harness.compare import build_plan
 from harness.frameworks import register_servers
 from harness.run import Runner
+from harness.run_options import RunOptions
 from harness.server_process import start_server
 from harness.tls import h2c_answers, make_certificates, probe_tls, user_certificates
 from model.errors import UserError
@@ -216,10 +217,9 @@ def test_the_runner_skips_h2_on_a_server_without_it_and_never_starts_it(tmp_path
     require_uvicorn()
     with fresh_registry():
         register_servers([f"plainapp={uvicorn_command(tmp_path, tls=False)}"])
-        plan = build_plan(
-            frameworks="plainapp", profile_name="smoke", overrides={}, server_cpus=None,
-            agent_cpus=None, out=tmp_path / "results",
-        )  # fmt: skip
+        plan = build_plan(RunOptions(
+            frameworks="plainapp", profile="smoke", results_dir=tmp_path / "results",
+        ))  # fmt: skip
         profile = dataclasses.replace(plan.profile, protocol="h2")
         run = Runner(dataclasses.replace(plan, profile=profile)).run()
     [case] = run.cases

@@ -275,19 +275,19 @@ def test_a_plan_registers_the_servers_of_its_options_and_of_its_profile(
     registry: None, tmp_path: Path
 ) -> None:
     from harness.compare import build_plan
+    from harness.run_options import RunOptions
 
     profile = tmp_path / "mine.toml"
     smoke = (Path(__file__).parents[2] / "harness" / "profiles" / "smoke.toml").read_text()
     head, ramp = smoke.split("[ramp]")
     profile.write_text(f'{head}\n[servers]\nfromprofile = "{UVICORN}"\n[ramp]{ramp}')
     plan = build_plan(
-        frameworks="fromprofile,fromoption",
-        profile_name=str(profile),
-        overrides={},
-        server_cpus=None,
-        agent_cpus=None,
-        out=tmp_path / "results",
-        servers=[f"fromoption={UVICORN}"],
+        RunOptions(
+            frameworks="fromprofile,fromoption",
+            profile=str(profile),
+            results_dir=tmp_path / "results",
+            servers=[f"fromoption={UVICORN}"],
+        )
     )
     assert plan.frameworks == ("fromprofile", "fromoption")
     assert FRAMEWORKS["fromprofile"].origin == "profile mine"

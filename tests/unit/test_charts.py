@@ -14,7 +14,7 @@ import pytest
 from charts.figures import Series, ramp_figures
 from charts.render import build_series, render
 from charts.report import render_html
-from charts.style import colour_for
+from charts.style import colour_for, palette
 from charts.tables import pinning_text
 from drivers import histograms as hdr
 from harness.run.analysis import with_baseline_ratios
@@ -533,7 +533,7 @@ def test_the_report_says_each_cases_precision_and_why_one_stopped_short() -> Non
          make_case("nginx", (make_step(50, 9000),), summary=precise)),
     )  # fmt: skip
     html = _precision(run)
-    assert "±7.2" in html and "imprecise</span>: ±7.2 % after 9 rounds, asked ±5 %" in html
+    assert '<span class="failed">imprecise: ±7.2 % after 9 rounds, asked ±5 %</span>' in html
     assert "wander ±9.0 %" in html and "round 4: contended" in html
     assert "within ±5 %" in html and "±2.1" in html
     assert _precision(dataclasses.replace(run, cases=())) == ""
@@ -569,3 +569,33 @@ def test_cpu_per_reply_is_given_as_a_ratio_to_nginxs() -> None:
         )
     rated = with_baseline_ratios(cases, {"nginx": "baseline"})
     assert [c.summary.cpu_ratio_to_nginx for c in rated] == [1.0, 2.5, None]
+
+
+THIRTEEN = ["gevent", "eventlet", "tornado", "twisted", "aiohttp", "nginx", "node-http",
+            "node-express", "eventmachine", "gunicorn-gevent", "hypercorn", "uvicorn",
+            "granian"]  # fmt: skip
+
+
+def test_every_server_of_a_run_gets_its_own_colour_and_marker() -> None:
+    """13 servers (9 with fixed colours, 4 given as commands): 13 colours and 13 looks;
+    the frameworks keep their fixed colours; past every colour, the pairs stay apart."""
+    looks = palette(THIRTEEN)
+    assert len({look.colour for look in looks.values()}) == len(THIRTEEN)
+    assert len(set(looks.values())) == len(THIRTEEN)
+    assert all(looks[name].colour == colour_for(name) for name in THIRTEEN[:9])
+    assert looks["gunicorn-gevent"].colour != looks["hypercorn"].colour
+    assert palette(reversed(THIRTEEN)) == looks  # the same run draws the same way
+    many = [f"server-{index}" for index in range(60)]
+    assert len(set(palette(many).values())) == 60
+
+
+def test_a_runs_series_are_drawn_apart(tmp_path: Path) -> None:
+    cases = tuple(make_case(name, (make_step(50, 1000 + i),)) for i, name in enumerate(THIRTEEN))
+    series = build_series([Run("r1", "2026-12-01T00:00:00Z", None, {}, {}, {}, cases)])
+    assert len({(one.colour, one.marker) for one in series}) == len(THIRTEEN)
+    axes = ramp_figures(series)["throughput"].axes[0]
+    drawn = {
+        (line.get_color(), line.get_marker()) for line in axes.lines if line.get_gid() in THIRTEEN
+    }
+    assert len(drawn) == len(THIRTEEN)
+    plt.close("all")

@@ -12,6 +12,7 @@ import pytest
 
 from harness.compare import build_plan
 from harness.run.analysis import database_bound_note
+from harness.run_options import RunOptions
 from harness.services import database, postgres
 from model.errors import UserError
 from model.results import Step
@@ -78,13 +79,13 @@ def test_postgresql_is_the_default_backend_when_it_is_installed(
 def test_an_unknown_backend_is_one_line_naming_the_known_ones(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="unknown mongo backend 'mysql': choose from postgresql"):
         build_plan(
-            frameworks="aiohttp",
-            profile_name="smoke",
-            overrides={"sink": "mongo"},
-            server_cpus=None,
-            agent_cpus=None,
-            out=tmp_path,
-            mongo_backend="mysql",
+            RunOptions(
+                frameworks="aiohttp",
+                profile="smoke",
+                settings={"sink": "mongo"},
+                results_dir=tmp_path,
+                mongo_backend="mysql",
+            )
         )
 
 
@@ -94,14 +95,14 @@ def test_the_started_databases_options_do_not_go_with_a_users_mongodb(
 ) -> None:
     with pytest.raises(UserError, match="--mongo-url names your own"):
         build_plan(
-            frameworks="aiohttp",
-            profile_name="smoke",
-            overrides={"sink": "mongo"},
-            server_cpus=None,
-            agent_cpus=None,
-            out=tmp_path,
-            mongo_url="mongodb://127.0.0.1:1/",
-            **option,  # type: ignore[arg-type]
+            RunOptions(
+                frameworks="aiohttp",
+                profile="smoke",
+                settings={"sink": "mongo"},
+                results_dir=tmp_path,
+                mongo_url="mongodb://127.0.0.1:1/",
+                **option,  # type: ignore[arg-type]
+            )
         )
 
 

@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 
+from charts.tables import run_status_line
 from harness import lifecycle
-from harness.compare import build_plan, run_status_line
+from harness.compare import build_plan
 from harness.lifecycle import Interrupted, signals_as_interrupts
 from harness.monitor import Monitor
 from harness.profile import load_profile
@@ -28,6 +29,7 @@ from harness.run import loop as loop_module
 from harness.run.context import CaseContext, RunContext
 from harness.run.outputs import write_steps_csv
 from harness.run.plan import Plan, SilentReporter
+from harness.run_options import RunOptions
 from harness.topology import ProcessModel
 from model.results import Case, Run, read_run
 from model.scenarios import get_scenario
@@ -182,12 +184,11 @@ def test_two_runs_started_in_the_same_millisecond_get_two_directories(
     monkeypatch.setattr(plan_module, "datetime", FrozenClock)
     plans = [
         build_plan(
-            frameworks="aiohttp",
-            profile_name="smoke",
-            overrides={},
-            server_cpus=None,
-            agent_cpus=None,
-            out=tmp_path,
+            RunOptions(
+                frameworks="aiohttp",
+                profile="smoke",
+                results_dir=tmp_path,
+            )
         )
         for _ in range(3)
     ]
@@ -237,8 +238,8 @@ def test_the_server_is_stopped_when_the_monitor_cannot_be_made(
         mode="both",
         process_model=ProcessModel("single"),
         server_cpus="0",
-        agent_cpus="1",
-        agent_cpu_count=1,
+        load_cpus="1",
+        load_cpu_count=1,
         case_dir=tmp_path / "case",
         store=SimpleNamespace(server_args=list),  # type: ignore[arg-type]
     )

@@ -12,12 +12,11 @@ import junitparser
 import pytest
 
 from charts.report import render_html
-from charts.tables import memory_rows
+from charts.tables import CLOSING, MEMORY
 from harness.diff import diff_runs
 from harness.outputs import write_output
 from harness.outputs.junit import JUnitTest, diff_junit, run_junit, verify_junit
 from harness.outputs.markdown import cell, diff_markdown, run_markdown, table, verify_markdown
-from harness.outputs.text import closing_rows
 from harness.verify import Check, Verification
 from model.errors import UserError
 from model.thresholds import judge_thresholds, parse_threshold
@@ -59,7 +58,7 @@ def test_a_runs_junit_counts_cases_and_thresholds(tmp_path: Path) -> None:
     gevent_case = next(c for c in suites["cases"] if c.name.startswith("gevent"))
     assert "would not start" in gevent_case.result[0].message
     aiohttp_case = next(c for c in suites["cases"] if c.name.startswith("aiohttp"))
-    assert aiohttp_case.is_passed and "peak 10,010 req/s [" in aiohttp_case.system_out
+    assert aiohttp_case.is_passed and "peak req/s 10,010 [" in aiohttp_case.system_out
 
 
 def test_a_diffs_junit_fails_only_what_got_slower(tmp_path: Path) -> None:
@@ -121,22 +120,23 @@ def markdown_tables(text: str) -> list[list[list[str]]]:
 
 
 def test_a_runs_markdown_is_a_table_with_intervals_verdict_and_links(tmp_path: Path) -> None:
+    sets = [{"text": "aiohttp alone", "ratios": []}]
     run = dataclasses.replace(
-        gated_run(), verdict={"text": "aiohttp alone", "sets": []}, status="complete"
+        gated_run(), verdict={"text": "aiohttp alone", "sets": sets}, status="complete"
     )
     run_dir = tmp_path / "results" / run.run_id
     (run_dir / "charts").mkdir(parents=True)
     (run_dir / "charts" / "peak.png").write_bytes(b"png")
     (run_dir / "report.html").write_text("<html></html>")
     text = run_markdown(run, run_dir, base=tmp_path)
-    summary, thresholds = markdown_tables(text)
+    summary, _precision, thresholds = markdown_tables(text)
     header, rule, *rows = summary
     assert len({len(row) for row in summary}) == 1  # every row as wide as the header
-    assert header[:3] == ["framework", "status", "peak [95 %]"]
+    assert header[:3] == ["framework", "status", "peak req/s"]
     assert set(rule[2]) == {"-", ":"}  # figures aligned right
-    assert rows[0][2].startswith("10,010 req/s [") and rows[1][1] == "**failed**"
+    assert rows[0][2].startswith("10,010 [") and rows[1][1] == "**failed**"
     assert rows[1][-1] == "gevent would not start"
-    assert "**Verdict** (95 % intervals): aiohttp alone" in text
+    assert "**Verdict (95 % intervals)**\n\n- aiohttp alone\n" in text
     assert "**Thresholds**: 2 of 3 failed" in text and len(thresholds) == 2 + 3
     # links relative to where the Markdown file lies
     assert f"[report](results/{run.run_id}/report.html)" in text
@@ -160,11 +160,12 @@ def test_an_unwritable_output_is_one_line(tmp_path: Path) -> None:
         write_output(tmp_path / "file" / "x.xml", "<x/>", "--junit")
 
 
-def test_the_summary_table_keeps_a_failure_whole() -> None:
-    """A verify failure in the printed summary: every word of it, wrapped, not cut."""
+def test_the_summary_keeps_a_failure_whole() -> None:
+    """A verify failure in the printed summary: every word of it, on the line beneath
+    the table (its row is cut to stay one line)."""
     from rich.console import Console
 
-    from harness.compare import summary_table
+    from harness.outputs.console import print_summary
 
     error = (
         "verify failed: text: GET / answered 500 with b'Internal Server Error', expected "
@@ -173,7 +174,7 @@ def test_the_summary_table_keeps_a_failure_whole() -> None:
     failed = dataclasses.replace(synthetic_case("mine", [], status="failed"), error=error)
     run = synthetic_run("r", [synthetic_case("aiohttp", BASE), failed])
     console = Console(width=120, record=True)
-    console.print(summary_table(run))
+    print_summary(console, run)
     printed = " ".join(console.export_text().split())
     words = [w for w in error.split() if len(w) > 3]
     assert all(w in printed for w in words), printed
@@ -196,7 +197,7 @@ def test_the_close_storm_table_lists_each_case_with_a_closing_step() -> None:
         stormed, summary=dataclasses.replace(stormed.summary, closing=closing)
     )
     run = synthetic_run("r", [stormed, synthetic_case("twisted", [])])
-    assert closing_rows(list(run.cases)) == [
+    assert CLOSING.render(run.cases, "bracketed").text_rows() == [
         ["aiohttp", "drop", "15,000", "84.2", "1.5", "1.2", "0", "12 (3)"]
     ]
     markdown = run_markdown(run)
@@ -232,7 +233,7 @@ def test_the_connection_table_gives_the_top_step_the_break_and_memory_per_connec
         ),
     )
     run = synthetic_run("r", [held, broke, synthetic_case("twisted", [])])
-    assert memory_rows(list(run.cases)) == [
+    assert MEMORY.render(run.cases, "bracketed").text_rows() == [
         ["node-http", "1,000,000", "–", "7.9", "2.6", "9.3", "16.8", "3"],
         ["gevent", "600,000", "612,345: memory", "20", "–", "–", "–", "–"],
     ]

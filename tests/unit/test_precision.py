@@ -294,7 +294,7 @@ def test_longer_rounds_are_shortened_alike_to_leave_room_for_more_rounds() -> No
 
 
 def test_a_run_to_a_precision_ends_with_one_line_naming_the_cases_that_stopped_short() -> None:
-    from harness.compare import precision_line
+    from harness.outputs.console import precision_line
 
     wide = dataclasses.replace(rounds_of([1000.0, 1300.0, 800.0, 1100.0]), framework="gevent")
     narrow = dataclasses.replace(rounds_of([1000.0, 1010.0, 990.0]), framework="nginx")

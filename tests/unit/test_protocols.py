@@ -15,10 +15,11 @@ from charts.figures import close_all, ramp_figures
 from charts.render import build_series
 from charts.report import render_html
 from harness.cli.diff import diff
-from harness.compare import protocol_driver, summary_table, threshold_table
+from harness.compare import protocol_driver
 from harness.diff import case_labels, diff_runs
 from harness.frameworks import command_framework, command_protocols, probed_protocols
 from harness.negotiation import on_trial
+from harness.outputs.console import summary_table, threshold_table
 from harness.profile import load_profile, parse_protocols
 from harness.run.analysis import with_baseline_ratios, with_tls_tax
 from harness.server_process import placeholder_values, protocol_args, protocol_unsupported

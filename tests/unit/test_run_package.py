@@ -77,7 +77,7 @@ def test_driver_bound_by_cpu_for_closed_loop_drivers() -> None:
             RESULT,
             STEP,
             agent_cpu_pct=cpu,
-            agent_cpu_count=2,
+            load_cpu_count=2,
             calls_per_connection=1,
         )
 
@@ -92,7 +92,7 @@ def test_driver_bound_by_offered_rate_for_busy_polling_drivers() -> None:
             result,
             STEP,
             agent_cpu_pct=None,
-            agent_cpu_count=1,
+            load_cpu_count=1,
             calls_per_connection=10,
         )
 

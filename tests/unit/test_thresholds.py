@@ -14,7 +14,7 @@ from rich.console import Console
 
 import harness.profile
 from charts.report import render_html
-from harness.compare import threshold_table
+from harness.outputs.console import threshold_table
 from harness.profile import load_profile
 from model.errors import UserError
 from model.results import read_run, write_run

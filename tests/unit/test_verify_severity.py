@@ -9,7 +9,7 @@ import dataclasses
 
 import pytest
 
-from harness.compare import deviation_lines
+from harness.outputs.console import deviation_lines
 from harness.verify import Check, Deviation, Verification, strictly
 from harness.verify.malformed import MALFORMED_REQUESTS, MALFORMED_SENT
 from harness.verify.wire import reply_text
@@ -100,5 +100,7 @@ def test_a_profile_may_ask_for_strict_verify() -> None:
 
     assert not load_profile("smoke").strict_verify
     assert load_profile("smoke", parse_settings(["strict_verify=true"])).strict_verify
-    with pytest.raises(UserError, match="strict_verify must be true or false, not 'yes'"):
+    with pytest.raises(
+        UserError, match="--set strict_verify=yes: strict_verify takes true or false"
+    ):
         load_profile("smoke", parse_settings(["strict_verify=yes"]))
