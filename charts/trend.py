@@ -1,4 +1,6 @@
 """`harness trend`'s chart: each case's peak across runs, a panel per case, steps marked.
+A bench's trend is drawn alike: each figure's ratio ours / minimal across bench runs, the
+bench's limit (≥ 0.95×, ≤ 1.25×) a dashed line on its panel.
 
 One panel per case (its own y scale, so nginx's 10× peak does not flatten the rest), the
 runs in order on a shared x axis, each peak with its 95 % interval as an error bar. A step
@@ -51,17 +53,24 @@ def trend_figure(
     steps: Mapping[str, Sequence[int]],
     title: str,
     unit: str = "req/s",
+    *,
+    what: str = "peak",
+    value_format: str = "{x:,.0f}",
+    limits: Mapping[str, float] | None = None,
 ) -> Figure:
     """A panel per series (label → points in run order); `steps[label]` are the indices
     into its points where a step begins. Each marker has a gid (`peak:<label>`,
-    `step:<label>:<run id>`) so tests can ask what was drawn."""
+    `step:<label>:<run id>`) so tests can ask what was drawn. `what` names the value
+    (`peak`, or a bench's `ratio`), `value_format` its axis, `limits[label]` a dashed
+    line (a bench's limit)."""
     labels = list(series) or ["(no peaks)"]
     columns = min(3, len(labels))
     rows = math.ceil(len(labels) / columns)
     figure, axes_grid = plt.subplots(
         rows,
         columns,
-        figsize=(4.6 * columns, 2.6 * rows + 1.2),
+        # one panel: wide enough for the axis label under it
+        figsize=(max(4.6 * columns, 7.5), 2.6 * rows + 1.2),
         sharex=True,
         squeeze=False,
         layout="constrained",
@@ -104,8 +113,11 @@ def trend_figure(
                 color=STEP_COLOUR,
                 fontsize=8,
             )
+        if limits and label in limits:
+            axes.axhline(limits[label], color="#666", linestyle="--", linewidth=1,
+                         gid=f"limit:{label}")  # fmt: skip
         axes.set_title(label + (f" — {len(marked)} step(s)" if marked else ""), fontsize=10)
-        axes.yaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
+        axes.yaxis.set_major_formatter(StrMethodFormatter(value_format))
         axes.grid(True, alpha=0.3)
     every = max(1, math.ceil(len(run_ids) / MAX_TICK_LABELS))
     ticks = list(range(0, len(run_ids), every))
@@ -114,10 +126,11 @@ def trend_figure(
         axes.set_xticklabels([short_run_label(run_ids[i]) for i in ticks], rotation=45,
                              ha="right", fontsize=8)  # fmt: skip
         axes.tick_params(labelbottom=True)
-    figure.supxlabel(
-        "run (UTC start); bars: 95 % interval of the peak; red ring: a step beyond the noise"
+    figure.supxlabel(  # two lines: one panel's width holds each
+        f"run (UTC start); bars: 95 % interval of the {what}\nred ring: a step beyond the noise"
+        + ("; dashed: the limit" if limits else "")
     )
-    figure.supylabel(f"peak {unit}")
+    figure.supylabel(f"{what} {unit}")
     return figure
 
 
@@ -128,9 +141,11 @@ def write_trend(
     steps: Mapping[str, Sequence[int]],
     title: str,
     unit: str = "req/s",
+    **how: object,
 ) -> Path:
-    """Draw the trend into `path` (a PNG); returns the path."""
-    figure = trend_figure(run_ids, series, steps, title, unit)
+    """Draw the trend into `path` (a PNG); returns the path. `how`: trend_figure's
+    keyword-only options (what, value_format, limits)."""
+    figure = trend_figure(run_ids, series, steps, title, unit, **how)  # type: ignore[arg-type]
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         figure.savefig(path, dpi=DPI)

@@ -1,5 +1,7 @@
 """Run history: the runs under results/ (`harness history`) and each framework's peak
 across runs of one profile on one host (`harness trend`), with steps larger than noise.
+A bench's run (model.bench) is listed beside compare's, its kind said; its trend is the
+ratio ours / minimal across bench runs (`bench_trend_series`).
 
 A **step** is a change between two consecutive runs of a series whose 95 % intervals
 (`Summary.peak_ci`, from confirmation rounds) do not overlap: the rounds of the two runs
@@ -19,18 +21,27 @@ from typing import Any
 
 from charts.columns import figure_text
 from harness.diff import SAME_HOST_FACTS, CaseIdentity, case_labels
-from model.results import READ_ERRORS, Run, read_run
+from model.bench import BenchRun, read_result
+from model.results import READ_ERRORS, Run
 
 
-def read_run_or_problem(directory: Path) -> tuple[Run | None, str | None]:
-    """The run in `directory`, or None and what is wrong with it, in a few words."""
+def read_run_or_problem(directory: Path) -> tuple[Run | BenchRun | None, str | None]:
+    """The run (compare's or a bench's) in `directory`, or None and what is wrong with it,
+    in a few words."""
     path = directory / "run.json"
     if not path.is_file():
         return None, "no run.json"
     try:
-        return read_run(path), None
+        return read_result(path), None
     except READ_ERRORS as error:
         return None, f"{type(error).__name__}: {error}"[:200]
+
+
+def ratio_text(value: float | None, interval: tuple[float, float] | None) -> str:
+    """`0.97× [0.95, 0.99]`: a ratio ours / minimal with its 95 % interval."""
+    if value is None:
+        return "–"
+    return f"{value:.2f}×" + (f" [{interval[0]:.2f}, {interval[1]:.2f}]" if interval else "")
 
 
 def _peak_text(value: float, interval: tuple[float, float] | None, unit: str) -> str:
@@ -40,27 +51,51 @@ def _peak_text(value: float, interval: tuple[float, float] | None, unit: str) ->
 
 @dataclass(frozen=True)
 class HistoryEntry:
-    """One directory under results/: its run, or why it could not be read."""
+    """One directory under results/: its compare run or its bench, or why it could not
+    be read."""
 
     name: str
     run: Run | None
     problem: str | None = None
+    bench: BenchRun | None = None
+
+    @property
+    def kind(self) -> str:
+        """compare, `bench http` or `bench ws`; "" when unreadable."""
+        if self.bench is not None:
+            return f"bench {self.bench.kind}"
+        return "compare" if self.run is not None else ""
 
     @property
     def profile(self) -> str:
+        if self.bench is not None:
+            return self.bench.profile
         return str((self.run.config.get("profile") or {}).get("name", "")) if self.run else ""
 
     @property
     def host(self) -> str:
-        return str(self.run.host.get("hostname", "")) if self.run else ""
+        measured = self.run or self.bench
+        return str(measured.host.get("hostname", "")) if measured else ""
 
     @property
     def status(self) -> str:
-        return self.run.status if self.run else "unreadable"
+        measured = self.run or self.bench
+        return measured.status if measured else "unreadable"
 
     @property
     def frameworks(self) -> list[str]:
-        return list(dict.fromkeys(c.framework for c in self.run.cases)) if self.run else []
+        measured = self.run or self.bench
+        return list(dict.fromkeys(c.framework for c in measured.cases)) if measured else []
+
+    def bench_texts(self) -> list[tuple[str, str]]:
+        """(`gevent req/s`, `0.97× [0.95, 0.99] within ≥ 0.95×`) for each bench figure."""
+        if self.bench is None:
+            return []
+        return [
+            (f"{case.label} {f.name}", f"{ratio_text(f.ratio, f.ratio_ci)} {f.verdict}")
+            for case in self.bench.cases
+            for f in case.figures
+        ]
 
     def peaks(self) -> list[tuple[str, float, tuple[float, float] | None, str]]:
         """(case label, peak, its interval, its unit) for each case that peaked."""
@@ -74,13 +109,28 @@ class HistoryEntry:
         ]
 
     def peak_texts(self) -> list[tuple[str, str]]:
-        """(case label, `25,752 [24,100, 27,000]`) for each case that peaked."""
-        return [(label, _peak_text(value, ci, unit)) for label, value, ci, unit in self.peaks()]
+        """(case label, `25,752 [24,100, 27,000]`) for each case that peaked; a bench's
+        ratios ours / minimal (`bench_texts`)."""
+        peaks = [(label, _peak_text(value, ci, unit)) for label, value, ci, unit in self.peaks()]
+        return peaks + self.bench_texts()
 
     def to_dict(self) -> dict[str, Any]:
+        if self.bench is not None:
+            return {
+                "run": self.name, "kind": self.kind, "run_id": self.bench.run_id,
+                "started": self.bench.started, "profile": self.profile, "host": self.host,
+                "status": self.status, "frameworks": self.frameworks,
+                "ratios": [
+                    {"case": c.label, "protocol": c.protocol, "figure": f.name,
+                     "ratio": f.ratio, "ci": list(f.ratio_ci) if f.ratio_ci else None,
+                     "verdict": f.verdict, "limit": f.limit_text}
+                    for c in self.bench.cases for f in c.figures
+                ],
+            }  # fmt: skip
         if self.run is None:
             return {"run": self.name, "status": "unreadable", "problem": self.problem}
         return {
+            "kind": self.kind,
             "run": self.name,
             "run_id": self.run.run_id,
             "started": self.run.started,
@@ -103,8 +153,11 @@ def list_history(results_dir: Path) -> list[HistoryEntry]:
     directories = [p for p in results_dir.iterdir() if p.is_dir() and not p.name.startswith(".")]
     entries = []
     for directory in sorted(directories, key=lambda p: p.name, reverse=True):
-        run, problem = read_run_or_problem(directory)
-        entries.append(HistoryEntry(directory.name, run, problem))
+        found, problem = read_run_or_problem(directory)
+        if isinstance(found, BenchRun):
+            entries.append(HistoryEntry(directory.name, None, problem, bench=found))
+        else:
+            entries.append(HistoryEntry(directory.name, found, problem))
     return entries
 
 
@@ -118,7 +171,7 @@ class TrendPoint:
     interval: tuple[float, float] | None
 
 
-def host_key(run: Run) -> tuple[Any, ...]:
+def host_key(run: Run | BenchRun) -> tuple[Any, ...]:
     return tuple(run.host.get(fact) for fact in SAME_HOST_FACTS)
 
 
@@ -128,16 +181,21 @@ class TrendRuns:
 
     profile: str
     host: str
-    runs: tuple[Run, ...]  # oldest first
+    runs: tuple[Run | BenchRun, ...]  # oldest first
     other_hosts: int  # runs of the profile measured on another host
     unreadable: int  # directories that could not be read
 
 
 def trend_runs(entries: Sequence[HistoryEntry], profile: str) -> TrendRuns:
-    """The readable runs of `profile` on the host of its newest run, oldest first."""
-    same_profile = [e.run for e in entries if e.run is not None and e.profile == profile]
+    """The readable runs of `profile` (a bench's: `bench`, `bench-ws`) on the host of its
+    newest run, oldest first."""
+    same_profile = [
+        measured
+        for e in entries
+        if (measured := e.run or e.bench) is not None and e.profile == profile
+    ]
     if not same_profile:
-        return TrendRuns(profile, "", (), 0, sum(e.run is None for e in entries))
+        return TrendRuns(profile, "", (), 0, sum(e.problem is not None for e in entries))
     newest_host = host_key(same_profile[0])
     kept = [run for run in same_profile if host_key(run) == newest_host]
     return TrendRuns(
@@ -145,7 +203,7 @@ def trend_runs(entries: Sequence[HistoryEntry], profile: str) -> TrendRuns:
         str(same_profile[0].host.get("hostname", "")),
         tuple(reversed(kept)),
         len(same_profile) - len(kept),
-        sum(e.run is None for e in entries),
+        sum(e.problem is not None for e in entries),
     )
 
 
@@ -174,6 +232,30 @@ def trend_series(runs: Sequence[Run]) -> dict[str, list[TrendPoint]]:
             series.setdefault((case.identity, limits), []).append(point)
     labels = case_labels([identity for identity, _ in series])
     return {labels[identity] + limits: points for (identity, limits), points in series.items()}
+
+
+def bench_trend_series(runs: Sequence[BenchRun]) -> dict[str, list[TrendPoint]]:
+    """Each bench figure's ratio ours / minimal across `runs` (in their order), labelled
+    `gevent req/s` (`gevent [h1-tls] req/s` off h1); a run without the case leaves a gap."""
+    series: dict[str, list[TrendPoint]] = {}
+    for run in runs:
+        for case in run.cases:
+            for figure in case.figures:
+                if figure.ratio is None:
+                    continue
+                point = TrendPoint(run.run_id, run.started, figure.ratio, figure.ratio_ci)
+                series.setdefault(f"{case.label} {figure.name}", []).append(point)
+    return series
+
+
+def bench_limits(runs: Sequence[BenchRun]) -> dict[str, float]:
+    """Each bench series' limit (the label as `bench_trend_series` gives it)."""
+    return {
+        f"{case.label} {figure.name}": figure.limit
+        for run in runs
+        for case in run.cases
+        for figure in case.figures
+    }
 
 
 def steps_beyond_noise(points: Sequence[TrendPoint]) -> list[int]:

@@ -13,7 +13,10 @@ host, no server needed):
   (the `harness trend` chart and a table), steps larger than noise marked as `harness
   trend` marks them (harness.history.steps_beyond_noise);
 - `diffs/<run-a>__<run-b>.html`: `harness diff` between a run and the latest earlier run
-  of its profile on its host that shares a case with it (harness.diff.diff_runs).
+  of its profile on its host that shares a case with it (harness.diff.diff_runs);
+- `bench.html`: the bench runs (`harness bench http`, `bench ws`) by kind and host, each
+  ratio ours / minimal with its interval and its change from the run before, and the
+  ratio's trend (harness.publish_bench).
 
 asv's `publish` is the model: the site is rebuilt from the results alone, and a run's
 report already drawn (newer than its run.json) is kept rather than drawn again.
@@ -44,6 +47,13 @@ from harness.history import (
     trend_series,
 )
 from harness.outputs.text import diff_table
+from harness.publish_bench import (
+    BENCH_PAGE,
+    bench_index_section,
+    bench_page_body,
+    bench_series,
+    draw_bench_trends,
+)
 from model.errors import UserError
 from model.figures import figure
 from model.results import READ_ERRORS, Run
@@ -251,7 +261,8 @@ def index_html(
                 set(),
             )
         )
-    unreadable = [e for e in entries if e.run is None]
+    parts.append(bench_index_section(sum(e.bench is not None for e in entries)))
+    unreadable = [e for e in entries if e.problem is not None]
     if unreadable:
         parts.append("<h2>Unreadable</h2>")
         parts.append(
@@ -366,6 +377,7 @@ class Site:
     diffs: int
     unreadable: int
     problems: dict[str, str]  # run id → why its report could not be drawn
+    benches: int = 0  # bench runs on the bench page
 
 
 def _draw_report(run_dir: Path, out_dir: Path) -> tuple[bool, str | None]:
@@ -437,6 +449,12 @@ def publish(results_dir: Path, out_dir: Path, now: datetime | None = None) -> Si
         for diff in group.diffs:
             (out_dir / diff_page(diff)).write_text(diff_html(diff, group.profile))
             diffs += 1
+    benches = bench_series(entries, host_label)
+    if benches:
+        draw_bench_trends(out_dir, benches)
+        body = bench_page_body(benches, lambda headers, rows: _table(headers, rows, set()))
+        links = [("all runs", "index.html")]
+        (out_dir / BENCH_PAGE).write_text(_page("serverbench benches", body, links))
     generated = (now or datetime.now(UTC)).strftime("%Y-%m-%d %H:%M UTC")
     index = out_dir / "index.html"
     index.write_text(index_html(entries, series, reports, generated))
@@ -446,6 +464,7 @@ def publish(results_dir: Path, out_dir: Path, now: datetime | None = None) -> Si
         drawn,
         len(by_profile),
         diffs,
-        sum(e.run is None for e in entries),
+        sum(e.problem is not None for e in entries),
         problems,
+        sum(len(group.runs) for group in benches),
     )

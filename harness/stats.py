@@ -146,3 +146,25 @@ def bootstrap_ratio_interval(
     low = ratios[int(tail * (len(ratios) - 1))]
     high = ratios[int((1 - tail) * (len(ratios) - 1))]
     return Interval(statistics.fmean(new) / statistics.fmean(old), low, high)
+
+
+def log_ratio_change_interval(
+    new: Sequence[float], old: Sequence[float], confidence: float = CONFIDENCE
+) -> Interval | None:
+    """How far the geometric mean of `new` moved from that of `old`, as a ratio, with
+    Welch's t interval on the difference of their logs' means (exponentiated): for two
+    runs' per-round ratios (each the log-t figure of `paired_ratio_interval`), the change
+    of the ratio and its interval. None when either side has fewer than two positive values."""
+    a = [math.log(v) for v in new if v > 0]
+    b = [math.log(v) for v in old if v > 0]
+    if len(a) < 2 or len(b) < 2:
+        return None
+    difference = statistics.fmean(a) - statistics.fmean(b)
+    share_a, share_b = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+    spread = share_a + share_b
+    if spread == 0:
+        return Interval(math.exp(difference), math.exp(difference), math.exp(difference))
+    # Welch–Satterthwaite degrees of freedom
+    freedom = spread**2 / (share_a**2 / (len(a) - 1) + share_b**2 / (len(b) - 1))
+    half = float(scipy_stats.t.ppf(0.5 + confidence / 2, freedom)) * math.sqrt(spread)
+    return Interval(math.exp(difference), math.exp(difference - half), math.exp(difference + half))

@@ -664,6 +664,11 @@ UPGRADES = {
 def run_from_dict(data: dict[str, Any]) -> Run:
     """A Run from parsed JSON, older schemas upgraded; an unknown schema is refused by name."""
     schema = data.get("schema")
+    if isinstance(schema, str) and schema.startswith("harness.bench/"):  # model.bench's
+        raise ValueError(
+            f"schema {schema!r} is a bench's (harness bench), not a comparison's: harness "
+            "history, diff, trend --profile bench and publish read it"
+        )
     if schema not in READABLE_SCHEMAS:
         raise ValueError(
             f"result schema {schema!r} is not readable by this harness "

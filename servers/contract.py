@@ -141,6 +141,51 @@ TLS_MINIMUM_VERSION = "TLSv1.3"  # every TLS case: what production terminates to
 # The TLS connection's names a server certificate must cover (docs/contract.md).
 TLS_SERVER_NAMES = ("localhost", "127.0.0.1", "::1")
 
+
+# -- HTTP/2 limits (docs/contract.md, "HTTP/2 limits") ------------------------------------
+# What one HTTP/2 connection may send that costs the server work without progress: of each
+# kind, at most `base + per_progress × progress` frames over the connection's life, where
+# progress is its completed responses plus every 16 KiB of body received or sent
+# (servers/core/h2_budget.py counts). Past one the server sends GOAWAY ENHANCE_YOUR_CALM
+# and closes. Relative to progress, so that no well-behaved client ever meets them (an
+# h2load run's thousands of requests per connection, a browser's cancelled streams, its
+# keep-alive PINGs), while a flood of frames that serve nobody is cut within a few
+# thousand frames.
+@dataclass(frozen=True)
+class H2Limit:
+    """An allowance of one kind of frame: `base`, and `per_progress` more per unit of
+    progress (a completed response, 16 KiB of body)."""
+
+    base: int
+    per_progress: float
+
+    def __post_init__(self) -> None:
+        if self.base < 0 or self.per_progress < 0:
+            raise ValueError(f"an H2Limit is never negative: {self}")
+
+
+H2_LIMITS: dict[str, H2Limit] = {
+    # RST_STREAM from the client (rapid reset: HEADERS then RST_STREAM, over and over)
+    "reset": H2Limit(base=100, per_progress=1.0),
+    # PING (not ACK): keep-alive pings are one every few seconds at most
+    "ping": H2Limit(base=1000, per_progress=1.0),
+    # SETTINGS (not ACK): a client sends one, and a few more at most
+    "settings": H2Limit(base=100, per_progress=1.0),
+    # DATA frames without END_STREAM and under H2_SMALL_DATA_BYTES (empty ones above all)
+    "small-data": H2Limit(base=1000, per_progress=1.0),
+    # WINDOW_UPDATE: a client reading a response sends one per stream and one for the
+    # connection per DATA frame at most (16 KiB each: one unit of progress)
+    "window-update": H2Limit(base=1000, per_progress=4.0),
+    # PRIORITY: a browser sends a few per stream (deprecated by RFC 9113, still sent)
+    "priority": H2Limit(base=1000, per_progress=2.0),
+}
+H2_SMALL_DATA_BYTES = 16  # a DATA frame shorter than this, not ending its stream, is small
+# One header block (HEADERS and its CONTINUATION frames): at most this many bytes and this
+# many CONTINUATION frames (the h2 library's own CONTINUATION backlog is 64)
+H2_MAX_HEADER_BLOCK_BYTES = 64 * 1024
+H2_MAX_CONTINUATION_FRAMES = 64
+H2_ENHANCE_YOUR_CALM = 0xB  # the GOAWAY error code a connection past a limit gets
+
 # -- telemetry line ---------------------------------------------------------------------
 # docs/contract.md fixes the first fourteen; the rest say which process and loop produced
 # it, where its memcached socket service listens (`mc_port`, a name recorded runs use) and

@@ -11,7 +11,7 @@ import sys
 
 import typer
 
-from harness.cli.bench import bench_command
+from harness.cli.bench import bench_app
 from harness.cli.clean import clean_command
 from harness.cli.compare import compare_command
 from harness.cli.diff import diff_command
@@ -41,7 +41,7 @@ app.command("list")(list_command)
 app.command("doctor")(doctor_command)
 app.command("clean")(clean_command)
 app.command("verify")(verify_command)
-app.command("bench")(bench_command)
+app.add_typer(bench_app, name="bench")
 app.command("compare")(compare_command)
 app.command("run")(run_command)
 app.command("report")(report_command)

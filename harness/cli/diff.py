@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
@@ -14,6 +15,10 @@ from harness.cli.options import JUNIT_OPTION, MARKDOWN_OPTION, console, read_run
 from harness.outputs.console import rich_table
 from harness.outputs.text import diff_table, note_lines
 from model.errors import UserError
+
+if TYPE_CHECKING:  # harness.bench_diff imports scipy: loaded only when a diff is asked for
+    from harness.bench_diff import BenchDiff
+    from model.bench import BenchRun
 
 
 def diff(
@@ -37,6 +42,12 @@ def diff(
 
     if not factor >= 1.0:
         raise UserError(f"--factor must be at least 1.0 (a change of 10 % is 1.10), not {factor}")
+    benches = [_read_bench(path) for path in (run_a, run_b) if path is not None]
+    if any(benches):
+        if pairs or junit or markdown:
+            raise UserError("--pair, --junit and --markdown diff compare runs, not benches")
+        return diff_benches(run_a, run_b, factor=factor, allow_other_host=allow_other_host,
+                            as_json=as_json)  # fmt: skip
     try:
         named = [parse_pair(text) for text in pairs or ()]
     except ValueError as error:
@@ -95,6 +106,76 @@ def diff(
     return result.exit_status
 
 
+def _read_bench(path: Path) -> BenchRun | None:
+    """The bench in `path` (its directory or its run.json), or None when it holds another
+    kind of run (or none: read_run_arg says so)."""
+    from model.bench import bench_run_from_dict, is_bench_schema
+    from model.results import READ_ERRORS
+
+    file = path / "run.json" if path.is_dir() else path
+    try:
+        data = json.loads(file.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not is_bench_schema(data.get("schema")):
+        return None
+    try:
+        return bench_run_from_dict(data)
+    except READ_ERRORS as error:
+        raise UserError(f"{file}: {error}") from None
+
+
+def diff_benches(
+    run_a: Path, run_b: Path | None, *, factor: float, allow_other_host: bool, as_json: bool
+) -> int:
+    """Print the diff of two bench runs: each figure's ratio ours / minimal in A and B and
+    the change with its 95 % interval; returns 1 when a figure got significantly worse by
+    more than `factor`, else 0."""
+    from harness.bench_diff import diff_benches as diff_bench_runs
+    from harness.diff import host_differences
+
+    old, new = _read_bench(run_a), _read_bench(run_b) if run_b is not None else None
+    if old is None or new is None:
+        raise UserError("diff a bench with another bench (harness history says each run's kind)")
+    differences = host_differences(old, new)  # type: ignore[arg-type]
+    if differences and not allow_other_host:
+        raise UserError(
+            f"benches {old.run_id} and {new.run_id} were measured on different hosts "
+            f"({'; '.join(differences)}): use --allow-other-host to diff them anyway"
+        )
+    try:
+        result = diff_bench_runs(old, new)
+    except ValueError as error:
+        raise UserError(str(error)) from None
+    worse = [
+        c.label
+        for c in result.changes
+        if c.verdict == "worse" and c.ratio_change and not 1 / factor <= c.ratio_change <= factor
+    ]
+    if as_json:
+        print(json.dumps(result.to_dict(), indent=2))
+    else:
+        _print_bench_diff(result, differences)
+        if worse:
+            console.print(f"[red]worse beyond {factor:g}×: {escape(', '.join(worse))}[/]")
+    return 1 if worse else 0
+
+
+def _print_bench_diff(result: BenchDiff, differences: list[str]) -> None:
+    """The bench diff's table (harness.bench_diff.bench_diff_table) in the terminal."""
+    from harness.bench_diff import BENCH_RULE, bench_diff_table
+
+    title = bench_diff_table(result).title
+    if differences:
+        title += f"\n[yellow]DIFFERENT HOSTS[/]: {'; '.join(differences)}"
+    caption = f"ours / minimal: higher is better for req/s, lower for KB and µs; {BENCH_RULE}"
+    rendered = bench_diff_table(result).render(result.changes, "bracketed")
+    console.print(rich_table(rendered, title=title, caption=caption))
+    for side, names in (("A", result.only_in_old), ("B", result.only_in_new)):
+        if names:
+            console.print(f"only in {side}: {escape(', '.join(names))}")
+
+
 def diff_command(
     run_a: Path = typer.Argument(..., help="The base run: results/<run-id> or its run.json."),
     run_b: Path | None = typer.Argument(
@@ -124,7 +205,8 @@ def diff_command(
 ) -> None:
     """Each case's peak in run B against run A: the ratio with its 95 % interval and a
     verdict (faster, slower, no significant change); exit 1 when a case is significantly
-    slower by more than --factor."""
+    slower by more than --factor. Two bench runs: each framework's ratio ours / minimal in
+    A and in B, and its change B/A with its 95 % interval."""
     raise typer.Exit(
         diff(
             run_a,

@@ -23,6 +23,7 @@ def publish_site(out_dir: Path, results: Path) -> Path:
     console.print(
         f"{_count(site.runs, 'run')} ({site.drawn} drawn, {site.runs - site.drawn} up to "
         f"date), {_count(site.profiles, 'profile page')}, {_count(site.diffs, 'diff')}"
+        + (f", {_count(site.benches, 'bench run')}" if site.benches else "")
         + (f", {_count(site.unreadable, 'unreadable directory')} listed" if site.unreadable else "")
     )
     for run_id, problem in site.problems.items():
@@ -36,6 +37,7 @@ def publish_command(
     results: Path = RESULTS_OPTION,
 ) -> None:
     """A static site of every run under results/: an index by profile and host, each run's
-    report, each profile's trend, and the diffs between runs that share cases; relative links
-    only (opens from a file:// path or any static host)."""
+    report, each profile's trend, the diffs between runs that share cases, and a bench page
+    (each bench's ratio ours / minimal, its change and trend); relative links only (opens
+    from a file:// path or any static host)."""
     publish_site(out_dir, results)

@@ -27,6 +27,7 @@ checks live by concern beside it:
 - endpoint.py: how a check reaches a server (protocol, CA): the one connection factory
 - tls.py: the TLS checks of h1-tls and h2 (handshake, ALPN, TLS hostile input)
 - h2wire.py, h2.py: HTTP/2 over a socket (the h2 library), and the h2 and h2c checks
+- flood.py, h2_attacks.py: one hostile HTTP/2 connection and what it costs the server
 
 Every check takes the server as an `Endpoint` (or a plain URL: cleartext HTTP/1.1). Over
 h1-tls every HTTP/1.1 check runs over TLS; over h2 and h2c the route checks speak HTTP/2
@@ -84,6 +85,7 @@ from harness.verify.files import (
     plant_escape_bait,
 )
 from harness.verify.h2 import H2_CHECKS, MALFORMED_FRAMES, check_h2_malformed_frames
+from harness.verify.h2_attacks import ATTACKS, attack_checks
 from harness.verify.h2wire import H2Session, h2_exchange, h2_frame
 from harness.verify.http import (
     LOG_METHODS,
@@ -256,6 +258,7 @@ class Check:
     detail: str = ""
     supported: bool = True  # False: the server does not serve this route (not a failure)
     deviations: tuple[Deviation, ...] = ()
+    figures: dict[str, object] = field(default_factory=dict, hash=False)  # what it measured
 
     @property
     def warnings(self) -> tuple[Deviation, ...]:
@@ -268,6 +271,8 @@ class Check:
         entry: dict[str, object] = {"ok": self.ok, "detail": self.detail}
         if self.deviations:
             entry["deviations"] = [d.to_dict() for d in self.deviations]
+        if self.figures:
+            entry["figures"] = self.figures
         return entry
 
 
@@ -393,6 +398,7 @@ def checks_for(
         unserved = tuple(unserved_targets(framework, routes))
         checks["not-found"] = lambda server: check_not_found(server, unserved)
     checks |= protocol_checks(protocol, head_timeout_s)
+    checks |= attack_checks(framework) if protocol in H2_PROTOCOLS else {}
     if "h2-malformed-frames" in checks:
         checks["h2-malformed-frames"] = lambda server: check_h2_malformed_frames(server, framework)
     for name, reason in FRAMEWORKS[framework].deviations.items():
@@ -409,6 +415,7 @@ ROBUSTNESS_CHECKS = frozenset(
         "malformed",
         "ws-raw-frames",
         "h2-malformed-frames",
+        *ATTACKS,
         "tls-1.2-refused",
         "tls-not-a-hello",
         "tls-half-handshake",
@@ -538,11 +545,12 @@ def run_checks(server: EndpointOrUrl, checks: dict[str, CheckFunction]) -> tuple
         try:
             said = check(server)
             if isinstance(said, Outcome):
-                results.append(Check(name, True, said.detail, deviations=said.deviations))
+                check = Check(name, True, said.detail, deviations=said.deviations)
+                results.append(dataclasses.replace(check, figures=dict(said.figures)))
             else:
                 results.append(Check(name, True, said))
         except CheckFailed as failure:
-            results.append(Check(name, False, str(failure)))
+            results.append(Check(name, False, str(failure), figures=failure.figures))
         except (
             httpx.HTTPError,
             WebSocketException,

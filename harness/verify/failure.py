@@ -9,6 +9,7 @@ verify`'s table and its `failed:` lines, a case's `verify failed: NAME: …`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import NoReturn
 
 # What a failure asks of the user: the case is not measured until the server answers
@@ -40,10 +41,17 @@ class CheckFailed(Exception):
     Its message is the one line they make (`failure_line`)."""
 
     def __init__(
-        self, *, sent: str, expected: str, came: str, remedy: str = FAILURE_REMEDY
+        self,
+        *,
+        sent: str,
+        expected: str,
+        came: str,
+        remedy: str = FAILURE_REMEDY,
+        figures: Mapping[str, object] | None = None,
     ) -> None:
         self.sent, self.expected, self.came = one_line(sent), one_line(expected), one_line(came)
         self.remedy = one_line(remedy)
+        self.figures = dict(figures or {})  # what the check measured (verify's JSON)
         super().__init__(failure_line(self.sent, self.expected, self.came, self.remedy))
 
 
@@ -73,6 +81,14 @@ def expect_status(status: int | None, *, sent: str, wanted: int = 200, came_more
     )
 
 
-def fail(*, sent: str, expected: str, came: str, remedy: str = FAILURE_REMEDY) -> NoReturn:
-    """Fail the running check: `expect` of a condition already known not to hold."""
-    raise CheckFailed(sent=sent, expected=expected, came=came, remedy=remedy)
+def fail(
+    *,
+    sent: str,
+    expected: str,
+    came: str,
+    remedy: str = FAILURE_REMEDY,
+    figures: Mapping[str, object] | None = None,
+) -> NoReturn:
+    """Fail the running check: `expect` of a condition already known not to hold (with
+    the `figures` it measured, when it has any)."""
+    raise CheckFailed(sent=sent, expected=expected, came=came, remedy=remedy, figures=figures)

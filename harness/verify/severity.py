@@ -17,8 +17,8 @@ came, and the remedy — the `deviations` key that declares it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from harness.verify.failure import CheckFailed, one_line
@@ -93,6 +93,7 @@ class Outcome:
 
     detail: str
     deviations: tuple[Deviation, ...] = ()
+    figures: Mapping[str, object] = field(default_factory=dict)  # what the check measured
 
 
 def declared_reason(framework: str, key: str) -> str | None:

@@ -32,6 +32,7 @@ from typing import Any
 from autobahn.twisted.resource import WebSocketResource
 from autobahn.twisted.websocket import WebSocketServerFactory, WebSocketServerProtocol
 from autobahn.websocket.protocol import TrafficStats
+from h2.exceptions import H2Error
 from twisted.internet.defer import Deferred, gatherResults, maybeDeferred
 from twisted.internet.error import ReactorNotRunning
 from twisted.internet.interfaces import IPushProducer
@@ -55,6 +56,7 @@ from servers import contract
 from servers.contract import ServerOptions
 from servers.core import memcache, static
 from servers.core.backends import BackendUnavailable, StoredFile
+from servers.core.h2_budget import FrameBudget
 from servers.core.sinks import SinkUnavailable, mongo_url
 from servers.core.state import ServerState, TelemetryTimers
 from servers.core.tls import alpn_protocols
@@ -184,6 +186,17 @@ class ContractChannel(HTTPChannel):
         self.site.state.connection_closed()
         self.site.channels.discard(self)
 
+    def requestDone(self, request: Request) -> None:
+        super().requestDone(request)  # answers the pipelined requests already read, too
+        # HTTPChannel stops reading when the transport's buffer fills (pauseProducing)
+        # only if no request is being handled at that moment; with pipelined requests one
+        # always is, so a client that pipelines and never reads the answers was read on
+        # and answered into memory without end. Stop reading once those are answered:
+        # resumeProducing reads again when the buffer drains, and the head deadline
+        # closes a connection whose client never reads.
+        if self._waitingForTransport and not self._handlingRequest and self.transport:
+            self._networkProducer.pauseProducing()
+
     def handed_over(self) -> None:
         """The WebSocket protocol took the transport: it counts the close from now on."""
         self.site.channels.discard(self)
@@ -222,20 +235,45 @@ class ContractH2Connection(H2Connection):
 
     Its timer is H2Connection's: the connection is closed once no frame arrived for the
     head timeout (an idle timer: streams share the connection, so no one stream's head or
-    body can hold it to a deadline), also while its TLS handshake has not finished.
+    body can hold it to a deadline), also while its TLS handshake has not finished. The
+    frames it reads are counted against the contract's HTTP/2 limits (FrameBudget): past
+    one, GOAWAY ENHANCE_YOUR_CALM and a close.
     """
 
     site: ContractSite
     _counted_closed = False
+    _calmed = False  # a limit was passed: the rest of what the client sends is not read
     # On its timeout H2Connection sends a GOAWAY and closes once it is written, aborting
     # after this long: a client that never finished its TLS handshake would otherwise
     # hold the connection 15 s (twisted.web's default) past the head timeout.
     abortTimeout = 1
 
     def connectionMade(self) -> None:
+        self.budget = FrameBudget()
         super().connectionMade()  # sets TCP_NODELAY, arms the timer, sends SETTINGS
         self.site.state.connection_opened()
         self.site.channels.add(self)
+
+    def dataReceived(self, data: bytes) -> None:
+        if self._calmed:
+            return
+        passed = self.budget.received(data)
+        if passed is not None:
+            self._enhance_your_calm(passed)
+            return
+        super().dataReceived(data)
+
+    def _enhance_your_calm(self, passed: str) -> None:
+        """GOAWAY ENHANCE_YOUR_CALM (its debug data naming the limit `passed`) and close,
+        aborting after abortTimeout: a client that reads nothing would hold the close."""
+        self._calmed = True
+        with contextlib.suppress(H2Error):
+            self.conn.close_connection(
+                error_code=contract.H2_ENHANCE_YOUR_CALM, additional_data=passed.encode()
+            )
+            self.transport.write(self.conn.data_to_send())
+        self._abortingCall = self.callLater(self.abortTimeout, self.forceAbortClient)
+        self.transport.loseConnection()
 
     def connectionLost(self, reason: Any, _cancelTimeouts: bool = True) -> None:
         super().connectionLost(reason, _cancelTimeouts)
@@ -262,10 +300,12 @@ class ContractH2Connection(H2Connection):
 
     def writeDataToStream(self, streamID: int, data: bytes) -> None:
         if not self._was_reset(streamID):
+            self.budget.sent(len(data))
             super().writeDataToStream(streamID, data)
 
     def endRequest(self, streamID: int) -> None:
         if not self._was_reset(streamID):  # a reset one: its StreamReset event cleans up
+            self.budget.served()
             super().endRequest(streamID)
 
     def close_when_idle(self) -> None:

@@ -4,9 +4,11 @@ hold real idle connections from the agent, and the figures come back real."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
+from model.bench import read_bench_run
 from tests.helpers import harness, require_framework
 
 CONNECTIONS = 600
@@ -14,13 +16,13 @@ CONNECTIONS = 600
 
 @pytest.mark.parametrize("framework", ["aiohttp", pytest.param("gevent", marks=pytest.mark.slow)])
 def test_bench_ws_gives_kb_and_cpu_per_connection_of_ours_and_the_minimal_server(
-    framework: str,
+    framework: str, tmp_path: Path
 ) -> None:
     require_framework(framework)
     done = harness(
         "bench", "--ws", "--frameworks", framework, "--connections", str(CONNECTIONS),
         "--rounds", "2", "--hold", "1", "--open-rate", "600", "--json",
-        timeout_s=240,
+        "--results", str(tmp_path), timeout_s=240,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     (result,) = json.loads(done.stdout)
@@ -41,6 +43,22 @@ def test_bench_ws_gives_kb_and_cpu_per_connection_of_ours_and_the_minimal_server
     # the framework's line was said on stderr as it finished, with the same figures
     line = next(x for x in done.stderr.splitlines() if x.startswith(f"bench --ws {framework}:"))
     assert f"KB/conn {result['memory']['ours']:.1f} · {result['memory']['minimal']:.1f}" in line
+    # and kept as a bench ws run: each round's figures, the ratios and verdicts
+    (kept,) = tmp_path.iterdir()
+    run = read_bench_run(kept)
+    assert (run.kind, run.status, kept.name.endswith("-bench-ws")) == ("ws", "complete", True)
+    (case,) = run.cases
+    assert [f.name for f in case.figures] == ["KB/conn", "RSS KB/conn", "CPU µs/conn"]
+    memory, _, cpu = case.figures
+    assert memory.ratio == result["memory"]["ratio"] and cpu.ratio_ci == tuple(result["cpu"]["ci"])
+    assert len(memory.ours) == len(cpu.minimal) == 2 and case.details["connections"] == CONNECTIONS
+    assert f"kept: {kept}" in done.stderr  # on stderr: --json's stdout is one document
+
+
+def test_bench_ws_is_a_subcommand_too() -> None:
+    shown = harness("bench", "ws", "--help")
+    assert shown.returncode == 0 and "Usage: harness bench ws" in shown.stdout
+    assert harness("bench", "--ws", "--help").stdout == shown.stdout
 
 
 @pytest.mark.parametrize(

@@ -25,6 +25,7 @@ from harness.verify import (
     contract_checks,
     endpoint_for,
 )
+from harness.verify.h2_attacks import ATTACKS
 from servers import FRAMEWORKS, contract
 from tests.helpers import mc_port, require_framework
 
@@ -142,7 +143,7 @@ def _protocol_param(name: str, protocol: str, check: str) -> object:
         and check not in H1_TLS_DEFAULT_ROUTE_CHECKS
     ):
         marks.append(pytest.mark.slow)
-    if check == "tls-half-handshake":
+    if check == "tls-half-handshake" or check in ATTACKS:  # attacks: test_h2_attacks.py
         marks.append(pytest.mark.slow)
     return pytest.param(name, protocol, check, marks=marks, id=f"{name}-{protocol}-{check}")
 

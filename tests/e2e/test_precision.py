@@ -146,7 +146,7 @@ def test_bench_gives_the_paired_ratio_with_its_interval(tmp_path: Path) -> None:
     require_tools("wrk")
     result = harness(
         "bench", "--frameworks", "aiohttp", "--rounds", "3", "--duration", "1",
-        "--precision", "0", "--json", timeout_s=120,
+        "--precision", "0", "--json", "--results", str(tmp_path), timeout_s=120,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     (row,) = json.loads(result.stdout)
@@ -154,3 +154,4 @@ def test_bench_gives_the_paired_ratio_with_its_interval(tmp_path: Path) -> None:
     low, high = row["ratio_ci"]
     assert low <= row["ratio"] <= high and row["imprecise_reason"] is None
     assert row["half_width_pct"] == pytest.approx(100 * (high - low) / 2 / row["ratio"])
+    assert row["verdict"] in ("within", "outside", "undecided")  # against ≥ 0.95×

@@ -298,7 +298,7 @@ def test_bench_runs_ours_and_the_minimal_app_on_each_protocol(tmp_path: Path) ->
     done = harness(
         "bench", "--frameworks", "tlsapp", "--servers", str(servers_file), "--protocol",
         "h1,h1-tls", "--duration", "1", "--rounds", "2", "--precision", "0", "--connections", "10",
-        "--json",
+        "--json", "--results", str(tmp_path / "results"),
         timeout_s=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr

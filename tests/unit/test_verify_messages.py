@@ -25,6 +25,7 @@ from harness.verify import (
 from harness.verify import _known_deviation as known_deviation
 from harness.verify.failure import FAILURE_REMEDY, excerpt, failure_line
 from harness.verify.h2 import H2_CHECKS, MALFORMED_FRAME_SENT, MALFORMED_FRAMES
+from harness.verify.h2_attacks import ATTACKS
 from harness.verify.malformed import MALFORMED_REQUESTS
 from harness.verify.severity import judge_rule, with_deviations
 from harness.verify.tls import tls_checks
@@ -176,7 +177,7 @@ def test_a_check_of_answers_named_in_deviations_is_a_known_failure() -> None:
 
 
 def test_every_check_of_a_robustness_rule_is_one_a_server_has() -> None:
-    names = set(checks_for("gevent")) | set(tls_checks()) | {"h2-malformed-frames"}
+    names = set(checks_for("gevent")) | set(tls_checks()) | {"h2-malformed-frames", *ATTACKS}
     assert names >= ROBUSTNESS_CHECKS
 
 

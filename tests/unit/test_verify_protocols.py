@@ -6,10 +6,13 @@ from __future__ import annotations
 import pytest
 
 from harness.cli.verify import parse_protocols
+from harness.run.case import case_checks
 from harness.verify import Endpoint, checks_for, endpoint_for, endpoint_of
 from harness.verify.h2 import oversized_frame, server_max_frame_bytes
+from harness.verify.h2_attacks import ATTACKS
 from harness.verify.h2wire import FRAME_GOAWAY, FRAME_PING, FRAME_SETTINGS, h2_frame, parse_frames
 from model.errors import UserError
+from model.scenarios import get_scenario
 from servers import contract
 
 
@@ -68,6 +71,13 @@ def test_the_checks_of_each_protocol() -> None:
     assert "malformed" not in h2 and "ws-handshake" not in h2
     h2c = checks_for("gevent", protocol=contract.PROTOCOL_H2C)
     assert set(h2c) == set(h2) - {n for n in h2 if n.startswith("tls-")}
+
+
+def test_the_h2_attacks_are_verify_s_and_left_out_of_a_run_s_verify_pass() -> None:
+    h2c = checks_for("twisted", protocol=contract.PROTOCOL_H2C)
+    assert set(ATTACKS) <= set(h2c) and not set(ATTACKS) & set(checks_for("twisted"))
+    case = case_checks("twisted", None, contract.PROTOCOL_H2C, get_scenario("text"))
+    assert "h2-malformed-frames" in case and not set(ATTACKS) & set(case)
 
 
 def test_protocols_are_parsed_and_an_unknown_one_named() -> None:
