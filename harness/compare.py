@@ -141,6 +141,7 @@ def build_plan(options: RunOptions) -> Plan:
         tls_key=options.tls_key,
         cpu_quota=options.cpu_quota,
         memory_max_bytes=memory_max_bytes,
+        cpu_profile=options.cpu_profile,
         notes=notes,
     )
 

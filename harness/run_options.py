@@ -129,6 +129,7 @@ class RunOptions:
     memory_max: str | None = None  # 512M, 1G
     junit: Path | None = None
     markdown: Path | None = None
+    cpu_profile: bool = False  # one more round at each peak, the server's CPU sampled
 
     def __post_init__(self) -> None:
         check_setting_keys(self.settings)

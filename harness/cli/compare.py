@@ -18,6 +18,7 @@ from harness.cli.options import (
     AFFINITY_OPTION,
     AGENT_CPUS_OPTION,
     CONNECTIONS_OPTION,
+    CPU_PROFILE_OPTION,
     CPU_QUOTA_OPTION,
     DB_CPUS_OPTION,
     DRIVER_OPTION,
@@ -194,6 +195,7 @@ def compare_command(
     markdown: Path = MARKDOWN_OPTION,
     cpu_quota: float = CPU_QUOTA_OPTION,
     memory_max: str = MEMORY_MAX_OPTION,
+    cpu_profile: bool = CPU_PROFILE_OPTION,
 ) -> None:
     """Identical load ramps against every framework; run.json, steps.csv, charts, report."""
     run_comparison(run_options(locals()), command="compare")

@@ -1,0 +1,203 @@
+"""Where a request's CPU goes: each sampled stack (model.stacks) put in one category by
+the rules below — the one place they are kept — and the categories' shares turned into µs
+per request.
+
+The categories:
+
+- kernel: the network stack and the system calls. perf's `[kernel.kallsyms]` frames (and
+  the vDSO); for py-spy, which sees no kernel frames, the native frames in libc and the
+  other system-call wrappers a stack ends in (a sample taken in a system call ends there);
+- runtime: the language's machinery — the CPython interpreter and its GC (libpython), the
+  standard library's event loop and selectors (asyncio, selectors, ssl's wrappers),
+  uvloop, gevent's hub, Twisted's reactor, libev, V8 and Node's own code, the Ruby VM;
+- framework: the framework's own code (its package's paths; nginx's own binary);
+- handler: this project's servers/ code — the handlers and the sinks (servers.core.sinks);
+- other: everything else — other libraries, OpenSSL, frames no rule names.
+
+A stack's category is decided by its leaf if that is kernel; else by its innermost frame
+that has a source path (a .py, .js or .rb file: the code being run, whatever native
+frames the interpreter ran it in); else by its leaf's module. The decisive frame is also
+what the top-frames table lists.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+CATEGORIES = ("kernel", "runtime", "framework", "handler", "other")
+IDLE = "idle"  # a py-spy stack waiting in the event loop's poll: dropped, not CPU
+
+# a frame: `symbol (module or path[:line])`
+_FRAME = re.compile(r"^(?P<symbol>.*?)\s*\((?P<where>[^()]*)\)$")
+_SOURCE = re.compile(r"\.(py|pyx|js|mjs|cjs|rb)(:\d+)?$")
+_LINE = re.compile(r":\d+\)$")
+_NATIVE_SOURCE = re.compile(r"\.(c|h|cc|cpp)(:\d+)?$")
+
+# native modules: a system call's wrapper ends a stack the kernel serves
+KERNEL_MODULES = re.compile(r"^\[kernel\.kallsyms\]$|^\[vdso\]$|^libc[.-]|^libpthread|^ld-linux")
+# py-spy's --idle off misses the native waits: a leaf here is a thread asleep
+IDLE_LEAVES = re.compile(
+    r"^(epoll_wait|epoll_pwait2?|poll|__poll|ppoll|select|pselect6?|nanosleep|"
+    r"clock_nanosleep|pthread_cond_(timed)?wait|__futex_abstimed_wait_common\d*|"
+    r"do_futex_wait|sem_(clock|timed)?wait|accept4?|__GI___poll)$"
+)
+RUNTIME_MODULES = re.compile(
+    r"^libpython|^python\d?(\.\d+)?$|^node$|^libnode|^libuv|^libruby|^ruby$|^libev|"
+    r"^uvloop|^loop\.cpython|^_?greenlet|^rubyeventmachine|^\[JIT\]|^perf-\d+\.map$"
+)
+# CPython's own C sources in py-spy's native frames: the event loop, selectors, GC, the
+# allocator, the eval loop
+RUNTIME_NATIVE_SOURCES = re.compile(
+    r"^(_asynciomodule|selectmodule|gcmodule|obmalloc|ceval|ceval_gil|gc)\.c"
+)
+FRAMEWORK_MODULES = re.compile(r"^nginx$")
+# interpreted code by its top-level package (paths as py-spy prints them, or absolute)
+RUNTIME_PACKAGES = frozenset(
+    {*sys.stdlib_module_names, "uvloop", "greenlet", "node:internal", "internal", "node:"}
+)
+# parts of a framework that are its event loop: runtime, not framework
+RUNTIME_PATHS = re.compile(
+    r"^gevent/(hub|_hub|libev|libuv|_ffi|_greenlet|_abstract_linkable|_hub_local)|"
+    r"^twisted/internet/|^eventlet/hubs/|^tornado/(ioloop|platform/asyncio)"
+)
+HANDLER_PACKAGES = frozenset({"servers"})  # this project's servers: handlers and sinks
+# a framework's own packages (its name when not listed)
+FRAMEWORK_PACKAGES = {
+    "aiohttp": ("aiohttp", "multidict", "yarl", "propcache", "frozenlist", "aiosignal"),
+    "node-http": ("node-http",),
+    "node-express": ("express", "router", "body-parser"),
+}
+_PACKAGE_ROOTS = re.compile(r"^.*/(site-packages|dist-packages|node_modules|lib/python3[.\d]*)/")
+
+
+def frame_parts(frame: str) -> tuple[str, str]:
+    """(symbol, module or path) of a frame; (frame, "") when it names none."""
+    match = _FRAME.match(frame)
+    return (match["symbol"], match["where"]) if match else (frame, "")
+
+
+def is_source(frame: str) -> bool:
+    """Whether a frame is interpreted code (it names a source file)."""
+    return bool(_SOURCE.search(frame_parts(frame)[1]))
+
+
+def module_path(path: str) -> str:
+    """A source path from its package's root: `aiohttp/web.py` of
+    `/venv/lib/python3.11/site-packages/aiohttp/web.py:12`; a project path from `servers/`."""
+    path = re.sub(r":\d+$", "", path)
+    if "/servers/" in path and not _PACKAGE_ROOTS.match(path):
+        return "servers/" + path.rsplit("/servers/", 1)[1]
+    return _PACKAGE_ROOTS.sub("", path)
+
+
+def source_category(path: str, framework: str) -> str:
+    """The category of interpreted code at `path` (run for `framework`)."""
+    relative = module_path(path)
+    package = relative.split("/", 1)[0].removesuffix(".py")
+    if relative.startswith("<frozen") or RUNTIME_PATHS.match(relative):
+        return "runtime"
+    if package in HANDLER_PACKAGES:
+        return "handler"
+    if package in FRAMEWORK_PACKAGES.get(framework, (framework,)):
+        return "framework"
+    if package in RUNTIME_PACKAGES:
+        return "runtime"
+    return "other"
+
+
+def native_category(module: str) -> str:
+    """The category of native code in `module` (a library or program's file name)."""
+    module = module.rsplit("/", 1)[-1]
+    if KERNEL_MODULES.search(module):
+        return "kernel"
+    if FRAMEWORK_MODULES.search(module):
+        return "framework"
+    if RUNTIME_MODULES.search(module) or RUNTIME_NATIVE_SOURCES.search(module):
+        return "runtime"
+    return "other"
+
+
+def stack_category(stack: str, framework: str) -> tuple[str, str]:
+    """(category, the frame that decided it) of one stack, root first: a leaf in a system
+    call's wrapper or the kernel is kernel (or idle: a poll's wait); else the innermost
+    interpreted frame, or native runtime frame, decides; else the leaf's module."""
+    frames = stack.split(";")
+    leaf = frames[-1]
+    symbol, where = frame_parts(leaf)
+    if native_category(where) == "kernel" and not is_source(leaf):
+        return (IDLE if IDLE_LEAVES.match(symbol) else "kernel"), leaf
+    for frame in reversed(frames):
+        where = frame_parts(frame)[1]
+        if is_source(frame):
+            return source_category(where, framework), frame
+        if RUNTIME_NATIVE_SOURCES.search(where):
+            return "runtime", frame
+    if _NATIVE_SOURCE.search(frame_parts(leaf)[1]):
+        return "other", leaf
+    return native_category(frame_parts(leaf)[1]), leaf
+
+
+@dataclass(frozen=True)
+class CpuSplit:
+    """A profile's samples by category (idle ones apart), and the frames that decided them."""
+
+    samples: dict[str, int]  # category → samples
+    frames: dict[str, tuple[str, int]]  # frame → (category, samples)
+    idle_samples: int = 0  # waits py-spy counted as running: left out
+
+    @property
+    def total(self) -> int:
+        """The samples on a CPU (idle ones not counted)."""
+        return sum(self.samples.values())
+
+    def shares(self) -> dict[str, float]:
+        """Each category's share of the samples (0..1; all 0 without samples)."""
+        total = self.total
+        return {c: (self.samples.get(c, 0) / total if total else 0.0) for c in CATEGORIES}
+
+    def top_frames(self, count: int = 10) -> list[dict[str, Any]]:
+        """The most sampled deciding frames: frame, category, share of the samples."""
+        ranked = sorted(self.frames.items(), key=lambda item: (-item[1][1], item[0]))
+        total = self.total or 1
+        return [
+            {"frame": frame, "category": category, "share": round(samples / total, 4)}
+            for frame, (category, samples) in ranked[:count]
+        ]
+
+
+def split_stacks(folded: Mapping[str, int], framework: str) -> CpuSplit:
+    """Every stack of `folded` put in its category."""
+    samples: Counter[str] = Counter({c: 0 for c in CATEGORIES})
+    frames: dict[str, tuple[str, int]] = {}
+    idle = 0
+    for stack, count in folded.items():
+        category, frame = stack_category(stack, framework)
+        frame = _LINE.sub(")", frame)  # a function's lines as one
+        if category == IDLE:
+            idle += count
+            continue
+        samples[category] += count
+        _, before = frames.get(frame, (category, 0))
+        frames[frame] = (category, before + count)
+    return CpuSplit(dict(samples), frames, idle)
+
+
+def cpu_parts_us(split: CpuSplit, cpu_us_per_req: float) -> dict[str, float]:
+    """The measured `cpu_us_per_req` split by the categories' shares of the samples (the
+    parts sum to it, but for rounding to 0.01 µs)."""
+    return {c: round(share * cpu_us_per_req, 2) for c, share in split.shares().items()}
+
+
+def sampled_us_per_req(split: CpuSplit, *, sample_period_s: float, replies: int) -> float | None:
+    """The CPU the samples account for, in µs per request: the samples × the sampling
+    period over the replies (None without replies). Against the measured figure it says
+    how much the sampler saw: perf's cpu-clock counts CPU time; py-spy counts a thread
+    that is not waiting (a paused or runnable one too), so it may read above."""
+    if replies <= 0:
+        return None
+    return round(split.total * sample_period_s * 1e6 / replies, 2)

@@ -1,0 +1,135 @@
+"""The samplers' outputs folded (model.stacks) and split by category (model.cpu_split), on
+profiles captured here: py-spy's raw output of aiohttp and `perf script` of nginx, each
+at its peak in a smoke run with --cpu-profile."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from model.cpu_split import (
+    CATEGORIES,
+    cpu_parts_us,
+    sampled_us_per_req,
+    source_category,
+    split_stacks,
+    stack_category,
+)
+from model.stacks import (
+    fold_perf_script,
+    folded_text,
+    leaf_frames,
+    parse_folded,
+    parse_pyspy_raw,
+    total_samples,
+)
+
+DATA = Path(__file__).parent.parent / "data"
+PYSPY_RAW = (DATA / "pyspy_raw_aiohttp.txt").read_text()
+PERF_SCRIPT = (DATA / "perf_script_nginx.txt").read_text()
+
+
+def test_pyspy_raw_is_read_without_its_process_frame() -> None:
+    folded = parse_pyspy_raw(PYSPY_RAW)
+    assert total_samples(folded) == sum(
+        int(line.rsplit(" ", 1)[1]) for line in PYSPY_RAW.splitlines()
+    )
+    assert not any(stack.startswith("process ") for stack in folded)
+    assert any("aiohttp/web_protocol.py" in stack for stack in folded)
+
+
+def test_a_command_line_over_several_lines_is_one_process_frame() -> None:
+    text = 'process 7:"python -c \nimport x;x.run()";main (app.py:3);work (app.py:9) 5\n'
+    assert parse_pyspy_raw(text) == {"main (app.py:3);work (app.py:9)": 5}
+
+
+def test_perf_script_is_folded_root_first_one_sample_each() -> None:
+    folded = fold_perf_script(PERF_SCRIPT)
+    samples = sum(1 for line in PERF_SCRIPT.splitlines() if " cpu-clock:" in line)
+    assert total_samples(folded) == samples
+    leaves = leaf_frames(folded)
+    assert any(leaf.endswith("([kernel.kallsyms])") for leaf in leaves)
+    # the root is the process's start, the leaf where the CPU was
+    assert all(";" not in stack or "kallsyms" not in stack.split(";")[0] for stack in folded)
+
+
+def test_folded_text_round_trips() -> None:
+    folded = fold_perf_script(PERF_SCRIPT)
+    assert parse_folded(folded_text(folded)) == folded
+
+
+def test_nginx_is_mostly_kernel_then_its_own_code() -> None:
+    split = split_stacks(fold_perf_script(PERF_SCRIPT), "nginx")
+    shares = split.shares()
+    assert shares["kernel"] > 0.5
+    assert shares["framework"] > 0.0  # ngx_* in /usr/sbin/nginx
+    assert shares["handler"] == 0.0
+    assert split.idle_samples == 0  # perf's cpu-clock samples only what runs
+
+
+def test_aiohttp_splits_into_kernel_framework_runtime_and_handler() -> None:
+    split = split_stacks(parse_pyspy_raw(PYSPY_RAW), "aiohttp")
+    shares = split.shares()
+    for category in ("kernel", "framework", "runtime", "handler"):
+        assert shares[category] > 0, category
+    assert split.idle_samples > 0  # epoll_wait leaves py-spy counted: left out
+    top = split.top_frames(5)
+    assert top[0]["category"] == "kernel"  # send/recv in libc: the system calls
+    assert all(":" not in frame["frame"].rsplit("(", 1)[1] for frame in top)  # no line numbers
+
+
+def test_parts_sum_to_the_measured_figure() -> None:
+    split = split_stacks(parse_pyspy_raw(PYSPY_RAW), "aiohttp")
+    parts = cpu_parts_us(split, 49.1)
+    assert set(parts) == set(CATEGORIES)
+    assert sum(parts.values()) == pytest.approx(49.1, abs=0.05)
+
+
+def test_sampled_figure_is_samples_times_period_over_replies() -> None:
+    split = split_stacks({"a ([kernel.kallsyms])": 99}, "nginx")
+    assert sampled_us_per_req(split, sample_period_s=1 / 99, replies=1000) == 1000.0
+    assert sampled_us_per_req(split, sample_period_s=1 / 99, replies=0) is None
+
+
+@pytest.mark.parametrize(
+    ("path", "framework", "category"),
+    [
+        ("aiohttp/web_protocol.py:446", "aiohttp", "framework"),
+        ("asyncio/base_events.py:1907", "aiohttp", "runtime"),
+        ("servers/frameworks/aiohttp.py:40", "aiohttp", "handler"),
+        ("/work/x/servers/core/sinks.py:12", "gevent", "handler"),
+        ("/venv/lib/python3.11/site-packages/gevent/hub.py:3", "gevent", "runtime"),
+        ("/venv/lib/python3.11/site-packages/gevent/pywsgi.py:3", "gevent", "framework"),
+        ("twisted/internet/epollreactor.py:3", "twisted", "runtime"),
+        ("twisted/web/http.py:3", "twisted", "framework"),
+        ("/usr/lib/python3.11/selectors.py:468", "tornado", "runtime"),
+        ("<frozen runpy>:88", "tornado", "runtime"),
+        ("psutil/_common.py:682", "aiohttp", "other"),
+    ],
+)
+def test_source_rules(path: str, framework: str, category: str) -> None:
+    assert source_category(path, framework) == category
+
+
+@pytest.mark.parametrize(
+    ("stack", "category"),
+    [
+        ("main (servers/x.py:1);handle (servers/x.py:9);send (libc.so.6)", "kernel"),
+        (
+            "main (servers/x.py:1);_run_once (asyncio/base_events.py:1);epoll_wait (libc.so.6)",
+            "idle",
+        ),
+        ("main (servers/x.py:1);dumps (json/__init__.py:2);encode (_json.c:4)", "runtime"),
+        ("main (servers/x.py:1);handle (servers/x.py:9);Py_DECREF (object.h:537)", "handler"),
+        (
+            "run (servers/x.py:1);task_step (_asynciomodule.c:2990);Py_DECREF (object.h:5)",
+            "runtime",
+        ),
+        ("main (/usr/sbin/nginx);ngx_http_parse_request_line (/usr/sbin/nginx)", "framework"),
+        ("start (node);Builtins_Call (node)", "runtime"),
+        ("main (/usr/sbin/nginx);SSL_read (libssl.so.3)", "other"),
+    ],
+)
+def test_stack_rules(stack: str, category: str) -> None:
+    assert stack_category(stack, "aiohttp")[0] == category
