@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from charts.cpu_tables import CPU_SPLIT, top_frames_spec
 from model.cpu_split import (
     CATEGORIES,
     cpu_parts_us,
@@ -16,6 +17,7 @@ from model.cpu_split import (
     split_stacks,
     stack_category,
 )
+from model.results import Case, Summary
 from model.stacks import (
     fold_perf_script,
     folded_text,
@@ -133,3 +135,46 @@ def test_source_rules(path: str, framework: str, category: str) -> None:
 )
 def test_stack_rules(stack: str, category: str) -> None:
     assert stack_category(stack, "aiohttp")[0] == category
+
+
+def _profiled_case(framework: str, folded: dict[str, int], error: str | None = None) -> Case:
+    """A case with a profiled round's record, as harness.run.profiled writes it."""
+    split = split_stacks(folded, framework)
+    record = {
+        "sampler": "perf",
+        "error": error,
+        "cpu_us_per_req": 9.6,
+        "split_of_us_per_req": 8.1,
+        "parts_us": cpu_parts_us(split, 8.1),
+        "parts_sum_us": round(sum(cpu_parts_us(split, 8.1).values()), 2),
+        "sampled_cpu_us_per_req": 9.28,
+        "sampled_vs_measured_pct": -3.3,
+        "sampler_cpu_us_per_req": 2.1,
+        "achieved": 42000.0,
+        "top_frames": split.top_frames(3),
+    }
+    summary = Summary(peak=60000.0, cpu_us_per_req=8.1, cpu_profile=record)
+    return Case(framework, "text", "none", "wrk", "single", {"mode": "both"}, "ok", summary=summary)
+
+
+def test_split_table_renders_the_parts_their_sum_and_the_sampler() -> None:
+    case = _profiled_case("nginx", fold_perf_script(PERF_SCRIPT))
+    plain = Case("aiohttp", "text", "none", "wrk", "single", {"mode": "both"}, "ok")
+    rendered = CPU_SPLIT.render([case, plain], "bracketed")
+    assert [row[0].text for row in rendered.cells] == ["nginx"]  # the profiled case only
+    row = dict(zip(rendered.headers, (c.joined for c in rendered.cells[0]), strict=True))
+    assert row["sum (diff)"].startswith("8.1")
+    assert row["sampled µs/req"] == "9.28 of 9.6 (-3 %)"
+    assert row["round/peak"] == "42,000 (0.70× peak)"
+    assert "not sampled" not in rendered.headers
+    failed = _profiled_case("nginx", {}, error="perf could not attach: no such process")
+    rendered = CPU_SPLIT.render([failed], "compact")
+    assert rendered.cells[0][-1].joined == "perf could not attach: no such process"
+
+
+def test_top_frames_table_lists_the_deciding_frames() -> None:
+    case = _profiled_case("nginx", fold_perf_script(PERF_SCRIPT))
+    top = case.summary.cpu_profile["top_frames"]
+    rendered = top_frames_spec(case, 2).render(top, "compact")
+    assert len(rendered.cells) == 2
+    assert rendered.cells[0][0].text == top[0]["frame"]
