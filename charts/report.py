@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from charts.columns import Cell, RenderedTable, TableSpec, figure_text, interval_text
+from charts.cpu_report import cpu_profile_html
 from charts.tables import (
     CLOSING,
     MEMORY,
@@ -395,6 +396,7 @@ def render_html(
         )
         parts.append("<h3>Summary</h3>")
         parts.append(spec_table(SUMMARY, run))
+        parts.append(cpu_profile_html(run, html_table))
         parts.append(_thresholds(run))
         parts.append(_precision(run))
         tls = spec_table(TLS, run)

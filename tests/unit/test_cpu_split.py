@@ -17,7 +17,7 @@ from model.cpu_split import (
     split_stacks,
     stack_category,
 )
-from model.results import Case, Summary
+from model.results import Case, Run, Summary
 from model.stacks import (
     fold_perf_script,
     folded_text,
@@ -178,3 +178,20 @@ def test_top_frames_table_lists_the_deciding_frames() -> None:
     rendered = top_frames_spec(case, 2).render(top, "compact")
     assert len(rendered.cells) == 2
     assert rendered.cells[0][0].text == top[0]["frame"]
+
+
+def test_report_section_draws_a_bar_per_server_without_fetching_anything() -> None:
+    from charts.cpu_report import CATEGORY_COLOURS, cpu_profile_html
+    from charts.report import html_table
+
+    nginx = _profiled_case("nginx", fold_perf_script(PERF_SCRIPT))
+    aiohttp = _profiled_case("aiohttp", parse_pyspy_raw(PYSPY_RAW))
+    run = Run("r", "now", None, {}, {}, {}, (aiohttp, nginx))
+    html = cpu_profile_html(run, html_table)
+    assert html.count('<rect x="150.0"') == 2  # each bar starts at the label's edge
+    for category in ("kernel", "framework", "runtime", "handler"):
+        assert f'fill="{CATEGORY_COLOURS[category]}"><title>aiohttp {category}' in html
+    assert "top frames" in html
+    assert "http://" not in html and "https://" not in html
+    empty = Run("r", "now", None, {}, {}, {}, ())
+    assert cpu_profile_html(empty, html_table) == ""
