@@ -4,7 +4,7 @@ top frames (charts.cpu_tables)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from html import escape
 
 from charts.columns import RenderedTable
@@ -20,6 +20,11 @@ CATEGORY_COLOURS = {
     "handler": "#dd8452",
     "other": "#8c8c8c",
 }
+# a frame's name breaks anywhere on a phone; a flame graph keeps its width and scrolls
+SECTION_STYLE = (
+    ".cpu-frames td:first-child{overflow-wrap:anywhere;white-space:normal}"
+    ".flame-box{overflow-x:auto}.flame-box svg{min-width:900px}"
+)
 BAR_HEIGHT_PX = 22
 LABEL_WIDTH_PX = 150
 CHART_WIDTH_PX = 640
@@ -73,13 +78,19 @@ def split_chart_svg(cases: list[Case]) -> str:
     )
 
 
-def cpu_profile_html(run: Run, html_table: Callable[[RenderedTable], str]) -> str:
-    """The section (a heading, the chart, the table, each case's top frames in a
-    collapsed block); "" when no case of `run` was profiled."""
+def cpu_profile_html(
+    run: Run,
+    html_table: Callable[[RenderedTable], str],
+    flames: Mapping[tuple[str, str], str] | None = None,
+) -> str:
+    """The section (a heading, the chart, the table, each case's top frames and flame
+    graph — `flames` by run id and case key — in a collapsed block); "" when no case of
+    `run` was profiled."""
     cases = profiled(run.cases)
     if not cases:
         return ""
     parts = [
+        f"<style>{SECTION_STYLE}</style>",
         "<h3>CPU per request: where the µs go</h3>",
         f"<p>{escape(PROFILED_CAPTION)}.</p>",
         split_chart_svg(cases),
@@ -88,12 +99,17 @@ def cpu_profile_html(run: Run, html_table: Callable[[RenderedTable], str]) -> st
     for case in cases:
         profile = case.summary.cpu_profile or {}
         top = profile.get("top_frames") or []
-        if not top:
+        flame = (flames or {}).get((run.run_id, case.key), "")
+        if not top and not flame:
             continue
         note = f" — {profile['note']}" if profile.get("note") else ""
         parts.append(
-            f"<details><summary>{escape(_label(case))}: top frames{escape(note)}</summary>"
+            f"<details><summary>{escape(_label(case))}: top frames and flame graph"
+            f"{escape(note)}</summary>"
+            + "<div class='cpu-frames'>"
             + html_table(top_frames_spec(case, len(top)).render(top, "bracketed"))
+            + "</div>"
+            + (f"<div class='flame-box'>{flame}</div>" if flame else "")
             + "</details>"
         )
     return "".join(parts)

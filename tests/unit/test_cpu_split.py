@@ -195,3 +195,19 @@ def test_report_section_draws_a_bar_per_server_without_fetching_anything() -> No
     assert "http://" not in html and "https://" not in html
     empty = Run("r", "now", None, {}, {}, {}, ())
     assert cpu_profile_html(empty, html_table) == ""
+
+
+def test_flame_graph_is_one_svg_each_frame_as_wide_as_its_samples() -> None:
+    from charts.flame import COLOURS, WIDTH_PX, flame_svg
+
+    folded = {"main (servers/x.py:1);spin (servers/x.py:9)": 3, "main (servers/x.py:1)": 1}
+    svg = flame_svg(folded, "spin", "spin")
+    assert svg.startswith("<svg") and svg.endswith("</svg>")
+    assert f'width="{WIDTH_PX:.2f}"' in svg  # the root and main: every sample
+    assert f'width="{WIDTH_PX * 3 / 4:.2f}"' in svg  # spin: three of four
+    assert "spin (servers/x.py:9) — 3 samples, 75.0 %" in svg
+    assert COLOURS["handler"] in svg
+    assert "<script" not in svg and "http" not in svg.replace("http://www.w3.org", "")
+    assert flame_svg({}, "spin") == ""
+    real = flame_svg(fold_perf_script(PERF_SCRIPT), "nginx", "nginx")
+    assert COLOURS["kernel"] in real and COLOURS["framework"] in real
