@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from charts.columns import Column, Style, TableSpec
-from model.cpu_split import CATEGORIES
+from model.cpu_split import CATEGORIES, CpuMove, cpu_moves
 from model.figures import figure
-from model.results import Case
+from model.results import Case, Run
 
 PROFILED_CAPTION = (
     "split of each case's CPU µs/request by its profiled round's samples (one more round "
@@ -115,3 +115,32 @@ def top_frames_spec(case: Case, count: int = 10) -> TableSpec[dict[str, Any]]:
             Column("share", value=lambda r: f"{100 * r['share']:.1f} %", numeric=True),
         ),
     )
+
+
+def run_cpu_moves(a: Run, b: Run) -> list[CpuMove]:
+    """Where CPU per request moved, for each case profiled in both runs (by case key)."""
+    in_b = {case.key: case for case in b.cases if case.summary.cpu_profile}
+    return [
+        move
+        for case in a.cases
+        if case.summary.cpu_profile and case.key in in_b
+        for move in cpu_moves(
+            case.key, case.summary.cpu_profile, in_b[case.key].summary.cpu_profile or {}
+        )
+    ]
+
+
+def _us(read: Any) -> Any:
+    return {"value": read, "format": lambda v, style: figure(v), "numeric": True}
+
+
+CPU_MOVES = TableSpec[CpuMove](
+    title="where CPU per request moved (profiled rounds, µs/req)",
+    columns=(
+        Column("case", value=lambda m: m.case.split("_", 1)[0]),
+        Column("category or frame", value=lambda m: m.what, wraps=True),
+        Column("A", **_us(lambda m: m.a_us)),
+        Column("B", **_us(lambda m: m.b_us)),
+        Column("B − A", value=lambda m: m.delta_us, format=lambda v, s: f"{v:+,.2f}", numeric=True),
+    ),
+)

@@ -201,3 +201,50 @@ def sampled_us_per_req(split: CpuSplit, *, sample_period_s: float, replies: int)
     if replies <= 0:
         return None
     return round(split.total * sample_period_s * 1e6 / replies, 2)
+
+
+@dataclass(frozen=True)
+class CpuMove:
+    """Where one case's CPU per request moved from run A to run B: a category's µs, or a
+    frame's (its share × the case's µs/request)."""
+
+    case: str  # the case's key
+    what: str  # a category, or a frame
+    kind: str  # "category" or "frame"
+    a_us: float
+    b_us: float
+
+    @property
+    def delta_us(self) -> float:
+        return round(self.b_us - self.a_us, 2)
+
+
+def _frame_us(profile: Mapping[str, Any]) -> dict[str, float]:
+    of = profile.get("split_of_us_per_req") or 0.0
+    return {f["frame"]: f["share"] * of for f in profile.get("top_frames") or []}
+
+
+def cpu_moves(
+    case: str, a: Mapping[str, Any], b: Mapping[str, Any], frames: int = 5
+) -> list[CpuMove]:
+    """Two `summary.cpu_profile` records of one case: every category's µs A → B, then the
+    `frames` top frames (of either run) whose µs moved most (a frame outside a run's kept
+    top frames counts 0 µs there)."""
+    a_parts, b_parts = a.get("parts_us") or {}, b.get("parts_us") or {}
+    moves = [
+        CpuMove(case, category, "category", a_parts.get(category, 0.0), b_parts.get(category, 0.0))
+        for category in CATEGORIES
+    ]
+    a_frames, b_frames = _frame_us(a), _frame_us(b)
+    frame_moves = [
+        CpuMove(
+            case,
+            frame,
+            "frame",
+            round(a_frames.get(frame, 0.0), 2),
+            round(b_frames.get(frame, 0.0), 2),
+        )
+        for frame in {**a_frames, **b_frames}
+    ]
+    frame_moves.sort(key=lambda move: (-abs(move.delta_us), move.what))
+    return moves + frame_moves[:frames]

@@ -211,3 +211,32 @@ def test_flame_graph_is_one_svg_each_frame_as_wide_as_its_samples() -> None:
     assert flame_svg({}, "spin") == ""
     real = flame_svg(fold_perf_script(PERF_SCRIPT), "nginx", "nginx")
     assert COLOURS["kernel"] in real and COLOURS["framework"] in real
+
+
+def test_diff_says_where_cpu_per_request_moved() -> None:
+    from charts.cpu_tables import CPU_MOVES, run_cpu_moves
+
+    nginx = _profiled_case("nginx", fold_perf_script(PERF_SCRIPT))
+    record = dict(nginx.summary.cpu_profile)
+    record["parts_us"] = {**record["parts_us"], "kernel": record["parts_us"]["kernel"] + 2.0}
+    record["split_of_us_per_req"] = 10.1
+    later = Case(
+        "nginx", "text", "none", "wrk", "single", {"mode": "both"}, "ok",
+        summary=Summary(peak=50000.0, cpu_us_per_req=10.1, cpu_profile=record),
+    )  # fmt: skip
+    moves = run_cpu_moves(
+        Run("a", "t", None, {}, {}, {}, (nginx,)), Run("b", "t", None, {}, {}, {}, (later,))
+    )
+    by_what = {(m.kind, m.what): m for m in moves}
+    assert by_what["category", "kernel"].delta_us == 2.0
+    assert by_what["category", "handler"].delta_us == 0.0
+    frames = [m for m in moves if m.kind == "frame"]
+    assert frames and all(m.delta_us > 0 for m in frames)  # same shares of more µs
+    rendered = CPU_MOVES.render(moves, "compact")
+    assert rendered.cells[0][1].text == "kernel" and rendered.cells[0][4].text == "+2.00"
+    assert (
+        run_cpu_moves(
+            Run("a", "t", None, {}, {}, {}, (nginx,)), Run("b", "t", None, {}, {}, {}, ())
+        )
+        == []
+    )
