@@ -12,6 +12,7 @@ from typing import Any
 from charts.columns import Cell, Column, Style, TableSpec, Tone, figure_cell, figure_text
 from model.figures import figure
 from model.results import Case, Run, has_protocol_axis
+from model.scenarios import is_delay
 
 
 def _any(read: Any) -> Any:
@@ -310,8 +311,35 @@ CLOSING = TableSpec[Case](
     ),
 )
 
+
+def _held(key: str) -> Any:
+    return lambda case, style: figure((case.summary.held_in_flight or {}).get(key))
+
+
+HELD = TableSpec[Case](
+    title="delay: requests held in flight at p99 ≤ 2 × the delay",
+    # each delay case measured: the highest step whose p99 stayed within twice the wait
+    # (`summary.held_in_flight`, harness.run.delay), its p99 and req/s; `none held` when
+    # no step did
+    rows=lambda cases: [c for c in cases if c.status == "ok" and is_delay(c.scenario)],
+    columns=(
+        _column("server", _framework_of, numeric=False),
+        _column(
+            "held in flight",
+            lambda c, _: (
+                figure(c.summary.held_in_flight["concurrency"])
+                if c.summary.held_in_flight
+                else "none held"
+            ),
+        ),
+        _column("p99 ms", _held("p99_ms")),
+        _column("p99 limit ms", _held("limit_ms")),
+        _column("req/s there", _held("req_s")),
+    ),
+)
+
 # every table of a run, in the order the outputs give them (the report adds its own)
-RUN_TABLES: tuple[TableSpec[Case], ...] = (SUMMARY, PRECISION, TLS, MEMORY, CLOSING)
+RUN_TABLES: tuple[TableSpec[Case], ...] = (SUMMARY, PRECISION, TLS, MEMORY, CLOSING, HELD)
 
 
 @dataclass(frozen=True)

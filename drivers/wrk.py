@@ -1,5 +1,7 @@
 """wrk: closed-loop concurrency steps, with a Lua `done()` report parsed as JSON.
 
+Pipelined scenarios (TechEmpower's plaintext) write `pipeline_depth` requests at once
+(TechEmpower's pipeline.lua); a scenario's own headers go with every request.
 Random-path scenarios (the autobench study's URL list) pick each request's path with
 `request()`; checked scenarios (the memcached-proxy study) compare every 2xx body in
 `response()` and count the others as `wrong` — wrk then parses bodies, which costs it some
@@ -21,6 +23,7 @@ from typing import Self
 
 from drivers.base import DriverOptions, DriverOutputError, DriverResult, Target
 from model.ramps import Ramp, RampStep
+from model.scenarios import HEADERS, PIPELINING
 
 REPORT_PREFIX = "WRK_JSON "
 
@@ -64,6 +67,20 @@ request = function()
   return wrk.format(nil, paths[math.random(#paths)])
 end
 """
+# TechEmpower's pipeline.lua: each write is `depth` requests at once; wrk counts the
+# requests in the buffer and reads as many replies, in order, before writing again.
+PIPELINE = r"""
+init = function(args)
+  local batch = {}
+  for i = 1, depth do
+    batch[i] = wrk.format()
+  end
+  pipelined = table.concat(batch)
+end
+request = function()
+  return pipelined
+end
+"""
 CHECK_BODY = r"""
 wrong = 0
 response = function(status, headers, body)
@@ -87,6 +104,11 @@ def lua_script(target: Target) -> str:
         lines.append(f"wrk.body = {json.dumps(scenario.body.decode())}")
     if scenario.content_type:
         lines.append(f'wrk.headers["Content-Type"] = "{scenario.content_type}"')
+    for name, value in scenario.headers:
+        lines.append(f"wrk.headers[{json.dumps(name)}] = {json.dumps(value)}")
+    if scenario.pipeline_depth > 1:
+        lines.append(f"depth = {scenario.pipeline_depth}")
+        lines.append(PIPELINE)
     if target.paths:
         lines.append("paths = {" + ",".join(json.dumps(p) for p in target.paths) + "}")
         lines.append(RANDOM_PATHS)
@@ -151,6 +173,7 @@ class WrkDriver:
     stop_signal = signal.SIGINT
     busy_polls = False
     checks_bodies = True
+    features = frozenset({PIPELINING, HEADERS})  # model.scenarios: what it can send
 
     def __init__(self, threads: int = 1) -> None:
         self.threads = threads

@@ -164,6 +164,14 @@ def check_driver(profile: Profile, needs_bodies: bool) -> None:
             f"driver {profile.driver} does not check reply bodies, which the "
             f"{profile.scenario} scenario needs: use --driver wrk"
         )
+    cannot = get_scenario(profile.scenario).needs - getattr(
+        driver_class(profile.driver), "features", frozenset()
+    )
+    if cannot:  # pipelining, the scenario's headers: model.scenarios
+        raise UserError(
+            f"driver {profile.driver} cannot send what the {profile.scenario} scenario needs "
+            f"({', '.join(sorted(cannot))}): use --driver wrk"
+        )
 
 
 def speaking_driver(profile: Profile, needs_bodies: bool) -> tuple[Profile, tuple[str, ...]]:

@@ -256,6 +256,9 @@ class Summary:
     server_cpu_at_peak_ci_pct: tuple[float, float] | None = None
     # rate ramps: where p99 leaves its floor (harness.run.analysis.find_knee)
     knee: dict[str, Any] | None = None  # offered, p99_ms, floor_p99_ms, threshold_ms, ...
+    # the delay scenario (harness.run.delay.held_in_flight): the requests held in flight at
+    # p99 ≤ 2 × the delay — concurrency, p99_ms, limit_ms, req_s — None when no step held
+    held_in_flight: dict[str, Any] | None = None
     # precision (harness.run.precision): the half-width of `peak_ci` in % of `peak`; the
     # precision asked (`--precision`, None: a fixed number of rounds); rounds kept out of
     # the figures, each {"round": i, "reason": ...}; the round length the rounds used

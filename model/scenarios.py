@@ -14,6 +14,24 @@ from servers import contract
 # The memcached scenarios' key and its 100-byte value (the value the memcached study fetched).
 MC_KEY = "mcvalue"
 MC_VALUE = bytes(range(33, 33 + contract.MC_VALUE_BYTES))  # 100 printable bytes
+# The boards' workloads: the delay scenario's wait (Granian's "10 ms of I/O" table) and the
+# upload scenarios' bodies (HttpArena's upload, at the contract's two default sizes).
+DELAY_MS = 10
+# The delay profile's wait: on a busy 2-core host a 10 ms wait's p99 is past 2 × 10 ms at 4
+# connections already (scheduling, not the server), so the held reading uses 100 ms.
+LONG_DELAY_MS = 100
+UPLOAD_BODIES = {size: b"u" * size for size in contract.UPLOAD_SIZES_BYTES}
+# What a driver must do beyond one request at a time (its `features`): send requests
+# pipelined on a connection, or send the scenario's own headers.
+PIPELINING = "pipelining"
+HEADERS = "headers"
+
+
+def _size_text(size_bytes: int) -> str:
+    """64 KiB, 1 MiB: a body size as its scenario's description says it."""
+    if size_bytes >= 1 << 20:
+        return f"{size_bytes / (1 << 20):g} MiB"
+    return f"{size_bytes / 1024:g} KiB"
 
 
 @dataclass(frozen=True)
@@ -42,6 +60,21 @@ class Scenario:
     # every reply is compared with the expected value (the memcached-proxy study)
     check_body: bool = False
     protocol: str = "http"  # "memcached": the --mc-socket-port socket service
+    # requests written at once on a connection, their replies read in order (TechEmpower's
+    # plaintext: 16); 1: one request at a time
+    pipeline_depth: int = 1
+    headers: tuple[tuple[str, str], ...] = ()  # sent with every request
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.pipeline_depth <= 256:
+            raise ValueError(f"pipeline_depth must be in 1..256, not {self.pipeline_depth}")
+
+    @property
+    def needs(self) -> frozenset[str]:
+        """What a driver must be able to do to run it (PIPELINING, HEADERS)."""
+        return frozenset(
+            ([PIPELINING] if self.pipeline_depth > 1 else []) + ([HEADERS] if self.headers else [])
+        )
 
     @property
     def route(self) -> str:
@@ -52,6 +85,7 @@ class Scenario:
             contract.ROUTE_FILES_PREFIX,
             contract.ROUTE_GRIDFS_PREFIX,
             contract.ROUTE_MEMCACHED_PREFIX,
+            contract.ROUTE_DELAY_PREFIX,
         ):
             if self.path.startswith(prefix):
                 return prefix
@@ -144,8 +178,73 @@ SCENARIOS: dict[str, Scenario] = {
             stores_records=True,
             payload="long",
         ),
+        *(
+            # the boards' workloads (docs/contract.md, "The boards' workloads")
+            Scenario(
+                "json",
+                "GET /json — a JSON message serialized per request (TechEmpower's JSON test "
+                "type, HttpArena's json)",
+                "GET",
+                contract.ROUTE_JSON,
+            ),
+            Scenario(
+                "plaintext",
+                f"GET /plaintext — {contract.PIPELINE_DEPTH} requests pipelined per write "
+                "(TechEmpower's plaintext test type, HttpArena's pipelined)",
+                "GET",
+                contract.ROUTE_PLAINTEXT,
+                pipeline_depth=contract.PIPELINE_DEPTH,
+            ),
+            *(
+                Scenario(
+                    name,
+                    f"GET /delay/{delay_ms} — answered after {delay_ms} ms on the server's own "
+                    f"timer: requests held in flight ({source})",
+                    "GET",
+                    contract.ROUTE_DELAY_PREFIX + str(delay_ms),
+                )
+                for name, delay_ms, source in (
+                    ("delay", DELAY_MS, "HttpArena's async, Granian's 10 ms of I/O"),
+                    ("delay-100", LONG_DELAY_MS, "HttpArena's async, a wait host noise spares"),
+                )
+            ),
+            *(
+                Scenario(
+                    name,
+                    f"POST /upload — a {_size_text(size)} body, answered with its byte count "
+                    "(HttpArena's upload)",
+                    "POST",
+                    contract.ROUTE_UPLOAD,
+                    body=UPLOAD_BODIES[size],
+                    content_type="application/octet-stream",
+                )
+                for name, size in zip(
+                    ("upload", "upload-1m"), contract.UPLOAD_SIZES_BYTES, strict=True
+                )
+            ),
+            Scenario(
+                "json-comp",
+                "GET /json-comp — a ~10 KB JSON document gzip-encoded per request "
+                "(HttpArena's json-comp)",
+                "GET",
+                contract.ROUTE_JSON_COMP,
+                headers=(("Accept-Encoding", "gzip"),),
+            ),
+            Scenario(
+                "body-10k",
+                'GET /body/10k — a 10 KB body (Granian\'s "get 10KB" table)',
+                "GET",
+                contract.ROUTE_BODY_10K,
+            ),
+        ),
     )
 }
+
+
+def is_delay(name: str) -> bool:
+    """Whether the scenario called `name` waits on `/delay/{ms}` (an unknown name: no)."""
+    scenario = SCENARIOS.get(name)
+    return scenario is not None and scenario.route == contract.ROUTE_DELAY_PREFIX
 
 
 def get_scenario(name: str) -> Scenario:

@@ -148,6 +148,8 @@ class Framework:
     protocols: tuple[str, ...] = (contract.PROTOCOL_H1,)
     # protocol -> why it does not speak it (`harness list`: "skipped: not supported: …")
     protocol_notes: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    # route -> why it does not serve it (verify's `not supported (…)`, a case's skip)
+    route_notes: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
     # of `protocols`, those taken on trial: a command that did not declare its protocols
     # is started on them and measured only when a probe finds it speaks them
     # (harness.negotiation); the rest it promised, and a probe that fails fails its case
@@ -292,6 +294,26 @@ EXPRESS_NO_HTTP2 = (
     "compatibility request is not built on: its first read throws and ends the process"
 )
 
+# The boards' workloads nginx and EventMachine serve, and why not the others.
+BASELINE_WORKLOADS = (
+    contract.ROUTE_JSON,
+    contract.ROUTE_PLAINTEXT,
+    contract.ROUTE_JSON_COMP,
+    contract.ROUTE_BODY_10K,
+)
+NGINX_ROUTE_NOTES = {
+    contract.ROUTE_DELAY_PREFIX: "stock nginx has no timer a location can wait on "
+    "(echo_sleep is a third-party module, njs and Lua are not built in)",
+    contract.ROUTE_UPLOAD: "stock nginx cannot answer with a body's byte count "
+    "(it takes a module: njs, Lua)",
+}
+EVENTMACHINE_ROUTE_NOTES = {
+    contract.ROUTE_DELAY_PREFIX: "this baseline answers each request as its bytes are "
+    "parsed, in order; a reply held on a timer would need a response queue it does not have",
+    contract.ROUTE_UPLOAD: "this baseline's parser reads and drops bodies of a stated "
+    "length and does not decode chunked ones",
+}
+
 FRAMEWORKS: dict[str, Framework] = {
     f.name: f
     for f in (
@@ -348,7 +370,8 @@ FRAMEWORKS: dict[str, Framework] = {
             ("empty",),
             kind="nginx",
             role="baseline",
-            routes=(contract.ROUTE_TEXT, contract.ROUTE_FILES_PREFIX),
+            routes=(contract.ROUTE_TEXT, contract.ROUTE_FILES_PREFIX, *BASELINE_WORKLOADS),
+            route_notes=NGINX_ROUTE_NOTES,
             programs=("nginx",),
             protocols=contract.PROTOCOLS,
         ),
@@ -384,7 +407,8 @@ FRAMEWORKS: dict[str, Framework] = {
             ("empty",),
             kind="ruby",
             role="baseline",
-            routes=(contract.ROUTE_TEXT, contract.ROUTE_COUNTER),
+            routes=(contract.ROUTE_TEXT, contract.ROUTE_COUNTER, *BASELINE_WORKLOADS),
+            route_notes=EVENTMACHINE_ROUTE_NOTES,
             programs=("ruby",),
             # start_tls in post_init, TLS 1.3 only; EventMachine's TLS has no ALPN, so a
             # client offering http/1.1 gets no ALPN answer (and speaks HTTP/1.1 anyway)

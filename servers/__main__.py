@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import os
 import shutil
 import socket
 import sys
 
-from servers import FRAMEWORKS, PROGRAM_PATH
+from servers import FRAMEWORKS, PROGRAM_PATH, contract
 from servers.contract import (
     MONGO_URL_ENV,
     PROTOCOL_H1,
@@ -144,6 +145,8 @@ def exec_program(options: ServerOptions, argv: list[str]) -> None:
     if program is None:
         raise SystemExit(f"servers: {framework.programs[0]} is not installed")
     sys.stdout.flush()
+    # the boards' workloads' payloads, written once in servers/contract.py
+    os.environ[contract.WORKLOADS_ENV] = json.dumps(contract.workload_values())
     os.execv(program, [program, framework.module, *argv])
 
 

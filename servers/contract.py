@@ -17,6 +17,23 @@ ROUTE_FILES_PREFIX = "/files/"
 ROUTE_GRIDFS_PREFIX = "/gridfs/"
 ROUTE_MEMCACHED_PREFIX = "/mc/"
 ROUTE_WEBSOCKET = "/ws"
+# The public boards' workloads (docs/contract.md, "The boards' workloads"): TechEmpower's
+# JSON and plaintext test types, HttpArena's delay (its `async` profile), upload and
+# json-comp, and Granian's 10 KB body.
+ROUTE_JSON = "/json"
+ROUTE_PLAINTEXT = "/plaintext"
+ROUTE_DELAY_PREFIX = "/delay/"
+ROUTE_UPLOAD = "/upload"
+ROUTE_JSON_COMP = "/json-comp"
+ROUTE_BODY_10K = "/body/10k"
+WORKLOAD_ROUTES = (
+    ROUTE_JSON,
+    ROUTE_PLAINTEXT,
+    ROUTE_DELAY_PREFIX,
+    ROUTE_UPLOAD,
+    ROUTE_JSON_COMP,
+    ROUTE_BODY_10K,
+)
 ALL_ROUTES = (
     ROUTE_TEXT,
     ROUTE_COUNTER,
@@ -25,6 +42,7 @@ ALL_ROUTES = (
     ROUTE_GRIDFS_PREFIX,
     ROUTE_MEMCACHED_PREFIX,
     ROUTE_WEBSOCKET,
+    *WORKLOAD_ROUTES,
 )
 
 # -- payloads ---------------------------------------------------------------------------
@@ -42,6 +60,56 @@ COUNTER_FIELDS = ("open", "max_open", "requests")
 RECORD_FIELDS = ("id", "seq", "time", "method", "path", "headers", "body")
 # /ws messages are stored with the same record shape as /log requests.
 WEBSOCKET_RECORD_METHOD = "WS"
+
+# -- the boards' workloads (docs/contract.md, "The boards' workloads") -------------------
+# TechEmpower's JSON test type: this object, serialized anew for every request.
+JSON_MESSAGE = {"message": "Hello, World!"}
+PLAINTEXT_BODY = b"Hello, World!"  # TechEmpower's plaintext test type
+PIPELINE_DEPTH = 16  # requests per write on /plaintext (TechEmpower's pipeline.lua)
+BODY_10K_BYTES = 10 * 1024  # Granian's "get 10KB" table
+BODY_10K = (b"0123456789abcdef" * (BODY_10K_BYTES // 16 + 1))[:BODY_10K_BYTES]
+# `/delay/{ms}`: whole milliseconds, at most this many; anything else is answered 400.
+DELAY_MAX_MS = 10_000
+BAD_REQUEST_STATUS = 400
+# `/upload`: the body's byte count is the reply (decimal, text/plain); a body over this
+# is refused 413 (a declared length before any is read), one shorter than its declared
+# Content-Length is no upload (the connection closes, nothing counted answered 200).
+UPLOAD_MAX_BODY_BYTES = LOG_MAX_BODY_BYTES
+UPLOAD_SIZES_BYTES = (64 * 1024, 1024 * 1024)  # HttpArena's upload, scaled: the profile's
+# `/json-comp`: HttpArena's json-comp, a ~10 KB JSON document, gzip-encoded when the
+# request's Accept-Encoding names gzip, identity otherwise (Vary: Accept-Encoding).
+JSON_COMP_ITEMS = 88  # 10.2 KB serialized compactly
+JSON_COMP_DOCUMENT = {
+    "items": [
+        {
+            "id": i,
+            "name": f"item-{i:03d}",
+            "category": ("tools", "books", "music", "garden")[i % 4],
+            "price_cents": 100 + 37 * i,
+            "tags": ["boards", "workload", f"t{i % 7}"],
+            "in_stock": i % 3 != 0,
+        }
+        for i in range(JSON_COMP_ITEMS)
+    ]
+}
+GZIP_LEVEL = 1  # per request, the fastest: the workload measures the server, not zlib's best
+# The non-Python servers (Node, Ruby) get the values above in this environment variable,
+# JSON (`workload_values`), set by `python -m servers` when it execs them.
+WORKLOADS_ENV = "SERVERBENCH_WORKLOADS"
+
+
+def workload_values() -> dict[str, object]:
+    """The workloads' values as the non-Python servers read them (WORKLOADS_ENV)."""
+    return {
+        "json_message": JSON_MESSAGE,
+        "plaintext_body": PLAINTEXT_BODY.decode(),
+        "body_10k": BODY_10K.decode(),
+        "delay_max_ms": DELAY_MAX_MS,
+        "upload_max_body_bytes": UPLOAD_MAX_BODY_BYTES,
+        "json_comp_document": JSON_COMP_DOCUMENT,
+        "gzip_level": GZIP_LEVEL,
+    }
+
 
 # -- static files, GridFS and memcached (the autobench and memcached-proxy studies) ------
 # A file name is one path segment of these characters, not starting with a dot; anything

@@ -14,6 +14,7 @@ import typer
 from harness.cli.bench import bench_app
 from harness.cli.clean import clean_command
 from harness.cli.compare import compare_command
+from harness.cli.crosscheck import crosscheck_command
 from harness.cli.diff import diff_command
 from harness.cli.doctor import doctor_command
 from harness.cli.fleet import fleet_app
@@ -50,6 +51,7 @@ app.command("history")(history_command)
 app.command("trend")(trend_command)
 app.command("publish")(publish_command)
 app.command("plan-connections")(plan_connections_command)
+app.command("crosscheck")(crosscheck_command)
 app.add_typer(fleet_app, name="fleet")
 
 

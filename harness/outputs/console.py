@@ -21,6 +21,7 @@ from charts.columns import Cell, RenderedTable, figure_text, interval_text
 from charts.cpu_tables import CPU_SPLIT, PROFILED_CAPTION, profiled, top_frames_spec
 from charts.tables import (
     CLOSING,
+    HELD,
     MEMORY,
     PRECISION,
     SUMMARY,
@@ -133,7 +134,7 @@ def precision_table(run: Run, width: int = 120) -> Table | None:
 
 
 def case_table(spec: Any, run: Run, width: int = 120) -> Table | None:
-    """One of the run's other tables (charts.tables: TLS, MEMORY, CLOSING); None when it
+    """One of the run's other tables (charts.tables: TLS, MEMORY, CLOSING, HELD); None when it
     has no rows."""
     rendered = spec.render(run.cases, "compact")
     return rich_table(rendered, width=width) if rendered else None
@@ -273,6 +274,7 @@ def print_run_tables(console: Console, run: Run) -> None:
         case_table(TLS, run, console.width),
         case_table(CLOSING, run, console.width),
         case_table(MEMORY, run, console.width),
+        case_table(HELD, run, console.width),
         threshold_table(run),
     ):
         if table is not None:

@@ -222,6 +222,8 @@ def run_case(
         return new_case(run, framework, model, protocol, "skipped", unpinned, error=error)
     if not info.serves(run.scenario.route):
         error = f"not supported: {framework} does not serve {run.scenario.route}"
+        if run.scenario.route in info.route_notes:  # why, when the registry says
+            error += f" ({info.route_notes[run.scenario.route]})"
         return new_case(run, framework, model, protocol, "skipped", unpinned, error=error)
     if profile.sink not in info.sinks:
         error = f"not supported: {framework} has no {profile.sink} sink"

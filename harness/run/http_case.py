@@ -35,6 +35,7 @@ from harness.run.analysis import (
     throttled,
 )
 from harness.run.context import CaseContext, Measured
+from harness.run.delay import delay_ms_of, held_in_flight
 from harness.run.ledger import count_before_load
 from harness.topology import Topology
 from model.ramps import ConstantRateRamp, Ramp, RampStep
@@ -230,6 +231,9 @@ def run_http_case(ctx: CaseContext, server: Topology, monitor: Monitor) -> Measu
         if profile.cooldown_s:
             time.sleep(profile.cooldown_s)
     summary = dataclasses.replace(summarize(recorded), topology=server.describe())
+    delay_ms = delay_ms_of(scenario.path)
+    if delay_ms is not None:  # the delay scenario: how many requests it holds in flight
+        summary = dataclasses.replace(summary, held_in_flight=held_in_flight(recorded, delay_ms))
     notes = [backends.limit_note() if backends else None, _database_note(ctx, recorded)]
     if backends is not None:
         summary = dataclasses.replace(summary, backends=backends.describe())

@@ -141,6 +141,8 @@ from harness.verify.wire import (
     responses,
     status_of,
 )
+from harness.verify.workloads import NOT_OVER_H2 as WORKLOADS_NOT_OVER_H2
+from harness.verify.workloads import WORKLOAD_CHECK_ROUTES, WORKLOAD_CHECKS
 from model.errors import UserError
 from servers import FRAMEWORKS, contract
 
@@ -175,6 +177,7 @@ __all__ = [
     "SMUGGLED",
     "VERIFY_FILE_COUNT",
     "WEBSOCKET_CHECKS",
+    "WORKLOAD_CHECKS",
     "WRONG_METHODS",
     "Check",
     "CheckFailed",
@@ -332,6 +335,7 @@ HTTP_CHECKS: dict[str, CheckFunction] = {
     "wrong-method": check_wrong_method,
     "malformed": check_malformed_requests,
     "sequential-latency": check_sequential_latency,
+    **WORKLOAD_CHECKS,  # the boards' workloads (workloads.py)
 }
 WEBSOCKET_CHECKS: dict[str, CheckFunction] = {
     "ws-handshake": check_websocket_handshake,
@@ -355,11 +359,13 @@ CHECK_ROUTES: dict[str, str] = {
     "malformed": contract.ROUTE_TEXT,
     "sequential-latency": contract.ROUTE_TEXT,
     **dict.fromkeys(WEBSOCKET_CHECKS, contract.ROUTE_WEBSOCKET),
+    **WORKLOAD_CHECK_ROUTES,
 }
 # The checks HTTP/2 has no room for, and why: they are `not supported` over h2 and h2c.
 NOT_OVER_H2: dict[str, str] = {
     "malformed": "HTTP/1.1 framing; HTTP/2's malformed input is h2-malformed-frames",
     **dict.fromkeys(WEBSOCKET_CHECKS, "WebSocket over HTTP/2 (RFC 8441) is not in the contract"),
+    **WORKLOADS_NOT_OVER_H2,
 }
 
 
@@ -435,6 +441,7 @@ ANSWER_CHECK_ROUTES: dict[str, str | None] = {
     "log": contract.ROUTE_LOG,
     "not-found": None,
     "wrong-method": None,
+    **WORKLOAD_CHECK_ROUTES,
     **{
         name: contract.ROUTE_WEBSOCKET for name in WEBSOCKET_CHECKS if name not in ROBUSTNESS_CHECKS
     },
@@ -512,7 +519,8 @@ def not_supported(
 
     def why(route: str) -> str:
         if routes is None:
-            return route
+            note = FRAMEWORKS[framework].route_notes.get(route)
+            return f"{route}: {note}" if note else route
         return f"{route}: {'handshake refused' if route == contract.ROUTE_WEBSOCKET else '404'}"
 
     checks = CHECK_ROUTES | (BACKEND_CHECK_ROUTES if backends else {})

@@ -56,6 +56,22 @@ def served_routes(server: EndpointOrUrl, backends: Backends | None = None) -> Ro
         contract.ROUTE_TEXT: lambda: _probe_status(server, "GET", contract.ROUTE_TEXT),
         contract.ROUTE_COUNTER: lambda: _probe_status(server, "GET", contract.ROUTE_COUNTER),
         contract.ROUTE_LOG: lambda: _probe_status(server, "POST", contract.ROUTE_LOG, PROBE_BODY),
+        # the boards' workloads: a GET of each, `/delay/0`, and a short upload
+        **{
+            route: lambda route=route: _probe_status(server, "GET", route)
+            for route in (
+                contract.ROUTE_JSON,
+                contract.ROUTE_PLAINTEXT,
+                contract.ROUTE_JSON_COMP,
+                contract.ROUTE_BODY_10K,
+            )
+        },
+        contract.ROUTE_DELAY_PREFIX: lambda: _probe_status(
+            server, "GET", contract.ROUTE_DELAY_PREFIX + "0"
+        ),
+        contract.ROUTE_UPLOAD: lambda: _probe_status(
+            server, "POST", contract.ROUTE_UPLOAD, PROBE_BODY
+        ),
     }
     if not endpoint_of(server).h2:  # no WebSocket over HTTP/2 in the contract (RFC 8441)
         probes[contract.ROUTE_WEBSOCKET] = lambda: _probe_websocket(server)

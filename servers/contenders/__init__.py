@@ -198,13 +198,14 @@ def _contender(
 def frameworks() -> list[Framework]:
     """The contenders' registry entries (the `serverbench.frameworks` entry point)."""
     routes = (contract.ROUTE_TEXT, contract.ROUTE_COUNTER, contract.ROUTE_LOG)
+    without_counter = (contract.ROUTE_TEXT, contract.ROUTE_LOG, contract.ROUTE_WEBSOCKET)
     return [
         _contender(
             "uvicorn-starlette",
             ("uvicorn", "starlette", "httptools", "uvloop", "websockets", "pymongo"),
             ("uvloop",),
             uvicorn("servers.contenders.asgi:app", _COUNTING_PROTOCOL),
-            routes=(*routes, contract.ROUTE_WEBSOCKET),
+            routes=(*routes, contract.ROUTE_WEBSOCKET, *contract.WORKLOAD_ROUTES),
             minimal_command=uvicorn("servers.contenders.minimal_asgi:app", "httptools"),
             deviations={**_tls12("uvicorn"), **_half_handshake("uvicorn")},
             protocols=(contract.PROTOCOL_H1, contract.PROTOCOL_H1_TLS),
@@ -215,7 +216,7 @@ def frameworks() -> list[Framework]:
             ("granian", "starlette", "uvloop", "pymongo"),
             ("uvloop",),
             granian("servers.contenders.asgi:app_without_counter"),
-            routes=(contract.ROUTE_TEXT, contract.ROUTE_LOG, contract.ROUTE_WEBSOCKET),
+            routes=(*without_counter, *contract.WORKLOAD_ROUTES),
             minimal_command=granian("servers.contenders.minimal_asgi:app"),
             deviations=GRANIAN_DEVIATIONS,
             protocols=contract.PROTOCOLS,
@@ -225,7 +226,7 @@ def frameworks() -> list[Framework]:
             ("gunicorn", "gevent", "pymongo"),
             ("gevent",),
             gunicorn("servers.contenders.wsgi:application", _COUNTING_WORKER),
-            routes=(*routes, contract.ROUTE_WEBSOCKET),
+            routes=(*routes, contract.ROUTE_WEBSOCKET, *contract.WORKLOAD_ROUTES),
             minimal_command=gunicorn("servers.contenders.minimal_wsgi:app", "gevent"),
             deviations=_half_handshake("gunicorn"),
             protocols=contract.PROTOCOLS,
@@ -235,7 +236,7 @@ def frameworks() -> list[Framework]:
             ("hypercorn", "starlette", "uvloop", "pymongo"),
             ("uvloop",),
             hypercorn("servers.contenders.asgi:app_without_counter"),
-            routes=(contract.ROUTE_TEXT, contract.ROUTE_LOG, contract.ROUTE_WEBSOCKET),
+            routes=(*without_counter, *contract.WORKLOAD_ROUTES),
             minimal_command=hypercorn("servers.contenders.minimal_asgi:app"),
             deviations={
                 **HYPERCORN_DEVIATIONS,

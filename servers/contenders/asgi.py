@@ -1,5 +1,7 @@
 """The wire contract as a Starlette app, for uvicorn (`app`) and Granian
-(`app_without_counter`): `/`, `/counter`, `/log` with the three sinks, `/ws`.
+(`app_without_counter`): `/`, `/counter`, `/log` with the three sinks, `/ws`, and the
+boards' workloads (`/json`, `/plaintext`, `/delay/{ms}`, `/upload`, `/json-comp`,
+`/body/10k`).
 
 Written in Starlette's idiom; what must be identical to our servers is reused: the
 counters and records (servers.core.state), the sinks (servers.runtimes.asyncio.sinks:
@@ -12,13 +14,14 @@ tungstenite); one contract rule httptools does not keep is kept here: headers ov
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
@@ -26,6 +29,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from servers import contract
 from servers.contenders.environment import options_from_environment
 from servers.contenders.state import process_state
+from servers.core import workloads
 from servers.core.sinks import SinkUnavailable
 from servers.core.websocket import websocket_close_code, websocket_handshake_status
 from servers.runtimes.asyncio.sinks import AsyncSink, open_async_sink
@@ -80,6 +84,57 @@ async def log(request: Request) -> Response:
     except SinkUnavailable:
         return _plain(contract.UNAVAILABLE_STATUS, contract.SINK_UNAVAILABLE_BODY)
     return Response(contract.LOG_REPLY_BODY, media_type=TEXT)
+
+
+async def json_route(request: Request) -> Response:
+    return JSONResponse(contract.JSON_MESSAGE)  # serialized for this request
+
+
+async def plaintext(request: Request) -> Response:
+    return Response(contract.PLAINTEXT_BODY, media_type=TEXT)
+
+
+async def body_10k(request: Request) -> Response:
+    return Response(contract.BODY_10K, media_type=TEXT)
+
+
+async def json_comp(request: Request) -> Response:
+    gzipped = workloads.wants_gzip(request.headers.get("accept-encoding"))
+    headers = {"Vary": "Accept-Encoding", **({"Content-Encoding": "gzip"} if gzipped else {})}
+    body = workloads.json_comp_body(gzipped)
+    return Response(body, media_type=contract.JSON_CONTENT_TYPE, headers=headers)
+
+
+async def delay(request: Request) -> Response:
+    delay_ms = workloads.delay_ms(request.path_params["ms"])
+    if delay_ms is None:
+        return _plain(contract.BAD_REQUEST_STATUS, b"400: Bad Request")
+    await asyncio.sleep(delay_ms / 1000)  # the server's own loop's timer
+    return Response(b"%d" % delay_ms, media_type=TEXT)
+
+
+async def upload(request: Request) -> Response:
+    """`POST /upload`: the body streamed in, counted and dropped; over the limit 413."""
+    too_big = b"413: Request Entity Too Large"
+    declared = request.headers.get("content-length")
+    if workloads.upload_refusal(int(declared) if declared else None) is not None:
+        return _plain(413, too_big, connection="close")  # unread
+    body_bytes = 0
+    async for chunk in request.stream():
+        body_bytes += len(chunk)
+        if body_bytes > contract.UPLOAD_MAX_BODY_BYTES:  # a chunked body
+            return _plain(413, too_big, connection="close")
+    return Response(workloads.upload_reply(body_bytes), media_type=TEXT)
+
+
+WORKLOAD_ROUTES = [
+    Route(contract.ROUTE_JSON, json_route, methods=["GET"]),
+    Route(contract.ROUTE_PLAINTEXT, plaintext, methods=["GET"]),
+    Route(contract.ROUTE_DELAY_PREFIX + "{ms}", delay, methods=["GET"]),
+    Route(contract.ROUTE_UPLOAD, upload, methods=["POST"]),
+    Route(contract.ROUTE_JSON_COMP, json_comp, methods=["GET"]),
+    Route(contract.ROUTE_BODY_10K, body_10k, methods=["GET"]),
+]
 
 
 async def websocket(ws: WebSocket) -> None:
@@ -168,6 +223,7 @@ def make_app(with_counter: bool) -> ASGIApp:
         Route(contract.ROUTE_TEXT, text, methods=["GET"]),
         Route(contract.ROUTE_LOG, log, methods=LOG_METHODS),
         WebSocketRoute(contract.ROUTE_WEBSOCKET, websocket),
+        *WORKLOAD_ROUTES,
     ]
     if with_counter:
         routes.append(Route(contract.ROUTE_COUNTER, counter, methods=["GET"]))

@@ -36,6 +36,7 @@ from servers.core.sinks import SinkUnavailable
 from servers.runtimes.green.app import WebSocketSession, websocket_handshake
 from servers.runtimes.green.gevent_runtime import gevent_runtime
 from servers.runtimes.green.sinks import GreenSink, open_green_sink
+from servers.runtimes.green.workloads import workload_routes
 
 Environ = dict[str, Any]
 StartResponse = Callable[..., Any]
@@ -73,6 +74,49 @@ _TEXT_RESULT = [contract.TEXT_BODY]
 _READS = ("GET", "HEAD")
 
 
+def _error(start_response: StartResponse, code: int) -> list[bytes]:
+    return _answer(start_response, code, f"{code}: {HTTPStatus(code).phrase}".encode())
+
+
+def _refuse(environ: Environ, start_response: StartResponse, code: int) -> list[bytes]:
+    body = f"{code}: {HTTPStatus(code).phrase}".encode()
+    return _answer(start_response, code, body, extra=[("Connection", "close")])
+
+
+class _GunicornDeadlines:
+    """gunicorn keeps its own socket timeouts: no body deadline of ours to arm."""
+
+    def await_body(self) -> None:
+        """Nothing to arm."""
+
+    def server_busy(self) -> None:
+        """Nothing to disarm."""
+
+
+class _Uncounted:
+    """The workload routes count into this: `application` counts every request itself."""
+
+    requests = 0
+
+
+# The boards' workloads: our green servers' own handlers (gunicorn's worker is gevent's,
+# so their green sleep parks one greenlet), over gunicorn's headers (it adds Server, Date).
+_WORKLOADS, _WORKLOAD_PREFIXES = workload_routes(
+    _Uncounted(),
+    lambda environ: _GunicornDeadlines(),
+    lambda content_type, body: [("Content-Type", content_type), ("Content-Length", str(len(body)))],
+    _error,
+    _refuse,
+)
+
+
+def _workload(path: str) -> dict[str, Callable[..., Iterable[bytes]]] | None:
+    found = _WORKLOADS.get(path)
+    if found is None and path.startswith(contract.ROUTE_DELAY_PREFIX):
+        found = _WORKLOAD_PREFIXES[contract.ROUTE_DELAY_PREFIX]
+    return found
+
+
 def application(environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
     """The contract's routes: unknown paths 404, wrong methods 405 with Allow."""
     state = process_state()
@@ -81,6 +125,13 @@ def application(environ: Environ, start_response: StartResponse) -> Iterable[byt
     if path == contract.ROUTE_TEXT and method == "GET":
         start_response(_OK, _TEXT_HEADERS)
         return _TEXT_RESULT
+    workload = _workload(path)
+    if workload is not None:
+        handler = workload.get(method)
+        if handler is None:
+            allow = [("Allow", ",".join(workload))]
+            return _answer(start_response, 405, b"405: Method Not Allowed", extra=allow)
+        return handler(environ, start_response)
     if path == contract.ROUTE_LOG:
         return _log(environ, start_response, method)
     if path == contract.ROUTE_WEBSOCKET:

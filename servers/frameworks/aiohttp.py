@@ -33,6 +33,7 @@ from servers.core.websocket import (
     websocket_handshake_status,
 )
 from servers.frameworks import Worker
+from servers.runtimes.asyncio.aiohttp_workloads import add_workload_routes
 from servers.runtimes.asyncio.backends import AsyncBackends
 from servers.runtimes.asyncio.loop import run_on_asyncio, until_stopped
 from servers.runtimes.asyncio.sinks import AsyncSink, open_async_sink
@@ -363,6 +364,7 @@ def make_app(
     app.router.add_get(contract.ROUTE_GRIDFS_PREFIX + "{name:.*}", gridfs)
     app.router.add_get(contract.ROUTE_MEMCACHED_PREFIX + "{key:.*}", mc)
     app.router.add_get(contract.ROUTE_WEBSOCKET, websocket)
+    add_workload_routes(app, state, body_timeout_s, _too_large, _closed)
     app.on_shutdown.append(close_websockets)
     return app
 

@@ -39,6 +39,7 @@ from servers.frameworks import Worker
 from servers.runtimes.asyncio.backends import AsyncBackends
 from servers.runtimes.asyncio.loop import run_on_asyncio, until_stopped
 from servers.runtimes.asyncio.sinks import open_async_sink
+from servers.runtimes.asyncio.tornado_workloads import workload_handlers
 
 
 class _ContractHandler(tornado.web.RequestHandler):
@@ -514,6 +515,7 @@ def make_app(
             (contract.ROUTE_GRIDFS_PREFIX + "(.*)", GridFSHandler, backend_context),
             (contract.ROUTE_MEMCACHED_PREFIX + "(.*)", MemcachedHandler, backend_context),
             (contract.ROUTE_WEBSOCKET, WebSocket, {**context, "websockets": websockets}),
+            *workload_handlers(context),
         ],
         log_function=_no_access_log,
         websocket_max_message_size=contract.WS_MAX_MESSAGE_BYTES,

@@ -73,6 +73,7 @@ from servers.runtimes.twisted.backends import (
 )
 from servers.runtimes.twisted.sinks import TwistedSink, open_twisted_sink
 from servers.runtimes.twisted.tls import tls_factory
+from servers.runtimes.twisted.workloads import add_workload_routes
 
 _TEXT_CONTENT_TYPE = contract.TEXT_CONTENT_TYPE.encode()
 _JSON_CONTENT_TYPE = contract.JSON_CONTENT_TYPE.encode()
@@ -848,6 +849,7 @@ def make_site(
     root.putChild(_segment(contract.ROUTE_GRIDFS_PREFIX), GridFSRoute(state, gridfs))
     root.putChild(_segment(contract.ROUTE_MEMCACHED_PREFIX), MemcachedRoute(state, pool))
     root.putChild(_segment(contract.ROUTE_WEBSOCKET), WebSocketRoute(state, websockets))
+    add_workload_routes(root, state, reactor)
     site = ContractSite(
         root, state, options.head_timeout_s, options.body_timeout_s, options.protocol
     )

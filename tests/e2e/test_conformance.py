@@ -1,6 +1,11 @@
 """The wire contract on every registered server, baselines included: `harness verify`'s
 checks (the one contract checker) over each server × the routes it serves.
 
+The boards' workloads' checks (`/json`, `/plaintext` pipelined, `/delay`, `/upload`,
+`/json-comp`, `/body/10k`) need no backend: they run in a matrix of their own
+(`test_workload_conformance`), each server started once without backends, so they run
+where FerretDB and memcached are not installed too.
+
 One test id per server and check (`test_conformance[nginx-files-escapes]`), so a failure
 names both. Each server is started once, with every backend, and shared by its checks.
 Over every other protocol a server speaks (h1-tls, h2, h2c), the checks of that protocol
@@ -19,6 +24,7 @@ from harness.server_process import ServerProcess, start_server
 from harness.services.backends import Backends
 from harness.tls import Certificates, make_certificates
 from harness.verify import (
+    WORKLOAD_CHECKS,
     CheckFailed,
     checks_for,
     contract_check_names,
@@ -29,7 +35,18 @@ from harness.verify.h2_attacks import ATTACKS
 from servers import FRAMEWORKS, contract
 from tests.helpers import mc_port, require_framework
 
-MATRIX = [(name, check) for name in FRAMEWORKS for check in contract_check_names(name)]
+MATRIX = [
+    (name, check)
+    for name in FRAMEWORKS
+    for check in contract_check_names(name)
+    if check not in WORKLOAD_CHECKS
+]
+WORKLOAD_MATRIX = [
+    (name, check)
+    for name in FRAMEWORKS
+    for check in contract_check_names(name)
+    if check in WORKLOAD_CHECKS
+]
 
 
 class OneServerAtATime:
@@ -37,7 +54,7 @@ class OneServerAtATime:
     server, so each starts once). Parametrising a module-scoped fixture by (server, check)
     pairs would restart it for every check."""
 
-    def __init__(self, backends: Backends) -> None:
+    def __init__(self, backends: Backends | None) -> None:
         self.backends = backends
         self.current: ServerProcess | None = None
 
@@ -46,7 +63,8 @@ class OneServerAtATime:
             self.stop()
         if self.current is None:
             require_framework(name)
-            self.current = start_server(name, extra_args=self.backends.server_args([]))
+            args = self.backends.server_args([]) if self.backends is not None else []
+            self.current = start_server(name, extra_args=args)
         return self.current
 
     def stop(self) -> None:
@@ -63,10 +81,14 @@ def servers(backends: Backends) -> Iterator[OneServerAtATime]:
     pool.stop()
 
 
-@pytest.mark.parametrize(("name", "check"), MATRIX, ids=[f"{n}-{c}" for n, c in MATRIX])
-def test_conformance(servers: OneServerAtATime, name: str, check: str) -> None:
-    server = servers.get(name)
-    checks = contract_checks(name, servers.backends.fileset, mc_port(server))
+@pytest.fixture(scope="module")
+def servers_without_backends() -> Iterator[OneServerAtATime]:
+    pool = OneServerAtATime(None)
+    yield pool
+    pool.stop()
+
+
+def _run_check(server: ServerProcess, name: str, check: str, checks: dict) -> None:
     try:
         said = checks[check](server.url)
     except CheckFailed as failure:
@@ -77,6 +99,24 @@ def test_conformance(servers: OneServerAtATime, name: str, check: str) -> None:
         pytest.fail(f"{name} {check}: {'; '.join(warnings)}", pytrace=False)
 
 
+@pytest.mark.parametrize(("name", "check"), MATRIX, ids=[f"{n}-{c}" for n, c in MATRIX])
+def test_conformance(servers: OneServerAtATime, name: str, check: str) -> None:
+    server = servers.get(name)
+    assert servers.backends is not None
+    checks = contract_checks(name, servers.backends.fileset, mc_port(server))
+    _run_check(server, name, check, checks)
+
+
+@pytest.mark.parametrize(
+    ("name", "check"), WORKLOAD_MATRIX, ids=[f"{n}-{c}" for n, c in WORKLOAD_MATRIX]
+)
+def test_workload_conformance(
+    servers_without_backends: OneServerAtATime, name: str, check: str
+) -> None:
+    server = servers_without_backends.get(name)
+    _run_check(server, name, check, checks_for(name))
+
+
 def test_every_server_is_in_the_matrix_with_its_routes() -> None:
     names = {name for name, _ in MATRIX}
     assert names == set(FRAMEWORKS)
@@ -85,6 +125,20 @@ def test_every_server_is_in_the_matrix_with_its_routes() -> None:
         assert "text" in checks and "malformed" in checks
         assert ("ws-1009" in checks) == framework.serves("/ws")
         assert ("files-escapes" in checks) == framework.serves("/files/")
+        workloads = {c for n, c in WORKLOAD_MATRIX if n == name}
+        assert ("delay" in workloads) == framework.serves(contract.ROUTE_DELAY_PREFIX)
+        assert ("pipelined" in workloads) == framework.serves(contract.ROUTE_PLAINTEXT)
+        assert ("upload" in workloads) == framework.serves(contract.ROUTE_UPLOAD)
+
+
+def test_a_workload_route_not_served_says_why() -> None:
+    """A builtin server that does not serve one of the boards' workloads says why (verify's
+    `not supported (…)`): every server can serve them but for a reason."""
+    for name, framework in FRAMEWORKS.items():
+        if framework.origin != "builtin":
+            continue
+        for route in contract.WORKLOAD_ROUTES:
+            assert framework.serves(route) or framework.route_notes.get(route), (name, route)
 
 
 PROTOCOL_MATRIX = [

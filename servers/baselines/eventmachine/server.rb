@@ -26,6 +26,7 @@ require 'json'
 require 'openssl'
 require 'socket'
 require 'time'
+require 'zlib'
 
 TEXT_BODY = 'I am a stupid HTTP server!'
 TEXT_CONTENT_TYPE = 'text/plain'
@@ -47,6 +48,13 @@ TELEMETRY_FIELDS = %w[
   backend_errors
 ].freeze
 SERVER_HEADER = "EventMachine/#{EventMachine::VERSION}"
+# The boards' workloads' payloads (docs/contract.md), servers/contract.py's: `python -m servers`
+# gives them in SERVERBENCH_WORKLOADS (contract.WORKLOADS_ENV, JSON), so none is copied here.
+# Served: /json, /plaintext, /json-comp, /body/10k; not /delay/{ms} nor /upload (servers/__init__.py
+# says why).
+WORKLOADS = JSON.parse(ENV.fetch('SERVERBENCH_WORKLOADS') { abort('eventmachine: SERVERBENCH_WORKLOADS is not set: start me with python -m servers') })
+JSON_COMP_BODY = JSON.generate(WORKLOADS['json_comp_document']).b
+WORKLOAD_ROUTES = %w[/json /plaintext /json-comp /body/10k].freeze
 PAGE_SIZE = Etc.sysconf(Etc::SC_PAGESIZE)
 
 # The contract's command line: `eventmachine --host H --port P --sink S --workers N ...`.
@@ -361,7 +369,7 @@ class HttpConnection < EventMachine::Connection
     keep_alive = keep_alive?(minor, headers['connection']) && !chunked
     # A chunked body is not decoded: answer, then close instead of misreading it.
     @closing = true unless keep_alive
-    respond(method, target, minor, keep_alive)
+    respond(method, target, minor, keep_alive, headers)
   end
 
   def parse_headers(lines)
@@ -393,7 +401,7 @@ class HttpConnection < EventMachine::Connection
     minor == '1' || tokens.include?('keep-alive')
   end
 
-  def respond(method, target, minor, keep_alive)
+  def respond(method, target, minor, keep_alive, headers)
     path = target.start_with?('/') ? target.split('?', 2).first : target.sub(%r{\Ahttps?://[^/]*}i, '')
     case path
     when '/', '/counter'
@@ -405,9 +413,43 @@ class HttpConnection < EventMachine::Connection
       else
         reply(200, @state.counter_payload, JSON_CONTENT_TYPE, minor, keep_alive, method)
       end
+    when *WORKLOAD_ROUTES
+      return reply(405, 'method not allowed', TEXT_CONTENT_TYPE, minor, keep_alive, method, allow: true) unless %w[GET HEAD].include?(method)
+
+      @state.requests += 1
+      workload(path, headers, minor, keep_alive, method)
     else
       reply(404, NOT_FOUND_BODY, TEXT_CONTENT_TYPE, minor, keep_alive, method)
     end
+  end
+
+  # A workload route's reply: JSON serialized for this request, the document gzip-encoded
+  # for this request when the client asks (Accept-Encoding), fixed bodies otherwise.
+  def workload(path, headers, minor, keep_alive, method)
+    case path
+    when '/json'
+      reply(200, JSON.generate(WORKLOADS['json_message']), JSON_CONTENT_TYPE, minor, keep_alive, method)
+    when '/plaintext'
+      reply(200, WORKLOADS['plaintext_body'], TEXT_CONTENT_TYPE, minor, keep_alive, method)
+    when '/body/10k'
+      reply(200, WORKLOADS['body_10k'], TEXT_CONTENT_TYPE, minor, keep_alive, method)
+    else
+      gzipped = wants_gzip?(headers['accept-encoding'])
+      body = gzipped ? Zlib.gzip(JSON_COMP_BODY, level: WORKLOADS['gzip_level']) : JSON_COMP_BODY
+      extra = "Vary: Accept-Encoding\r\n#{gzipped ? "Content-Encoding: gzip\r\n" : ''}"
+      reply(200, body, JSON_CONTENT_TYPE, minor, keep_alive, method, extra: extra)
+    end
+  end
+
+  def wants_gzip?(accept_encoding)
+    (accept_encoding || '').downcase.split(',').each do |coding|
+      name, *params = coding.split(';').map(&:strip)
+      next unless %w[gzip x-gzip].include?(name)
+
+      weight = params.join.delete(' ').delete_prefix('q=')
+      return params.empty? || weight.to_f.positive?
+    end
+    false
   end
 
   def refuse(status)
@@ -416,11 +458,12 @@ class HttpConnection < EventMachine::Connection
     reply(status, REASONS[status].downcase, TEXT_CONTENT_TYPE, '1', false, 'GET')
   end
 
-  def reply(status, body, content_type, minor, keep_alive, method, allow: false)
+  def reply(status, body, content_type, minor, keep_alive, method, allow: false, extra: nil)
     head = +"HTTP/1.1 #{status} #{REASONS[status]}\r\nServer: #{SERVER_HEADER}\r\n" \
             "Date: #{@state.date}\r\nContent-Type: #{content_type}\r\n" \
             "Content-Length: #{body.bytesize}\r\n"
     head << "Allow: GET, HEAD\r\n" if allow
+    head << extra if extra
     if !keep_alive
       head << "Connection: close\r\n"
     elsif minor == '0'

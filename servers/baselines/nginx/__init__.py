@@ -43,6 +43,7 @@ from typing import Any
 import psutil
 
 from servers import PROGRAM_PATH, contract, listeners, scratch
+from servers.baselines.nginx.workloads import workload_locations, write_workload_files
 from servers.contract import ServerOptions
 from servers.listeners import free_port, http_answers  # nginx cannot listen on port 0
 
@@ -198,8 +199,10 @@ def baseline_server_block(
     protocol: str = contract.PROTOCOL_H1,
     tls_cert: str | None = None,
     tls_key: str | None = None,
+    workloads_dir: Path | None = None,
 ) -> str:
-    """The contract's `/` and, with `files_dir`, `/files/{name}`; everything else 404.
+    """The contract's `/`, the workloads nginx serves (`workload_locations`, the 10 KB
+    ones from `workloads_dir`) and, with `files_dir`, `/files/{name}`; everything else 404.
 
     `protocol` is the listener's (LISTEN_PARAMETERS); a TLS one needs `tls_cert` and `tls_key`.
     Since nginx 1.19.7 HTTP/2 connections keep the same client_header_timeout and
@@ -235,7 +238,7 @@ def baseline_server_block(
         location = {contract.ROUTE_TEXT} {{
             default_type {contract.TEXT_CONTENT_TYPE};
             return 200 "{contract.TEXT_BODY.decode()}";
-        }}{files}
+        }}{workload_locations(workloads_dir)}{files}
         location / {{
             return 404;
         }}
@@ -617,6 +620,8 @@ def main(options: ServerOptions) -> int:
     signal.signal(signal.SIGINT, request_stop)
 
     ports: dict[str, int] = {}
+    workloads_dir = scratch.mkdtemp("nginx-workloads")
+    write_workload_files(workloads_dir)
 
     def render() -> Site:
         ports["main"] = options.port or free_port(options.host)
@@ -630,6 +635,7 @@ def main(options: ServerOptions) -> int:
             options.protocol,
             options.tls_cert,
             options.tls_key,
+            workloads_dir,
         ) + status_server_block(ports["status"])
         return Site(
             blocks, "127.0.0.1", ports["status"], STATUS_PATH, (ports["main"], ports["status"])
@@ -639,6 +645,7 @@ def main(options: ServerOptions) -> int:
         nginx, _site = start_nginx(render, workers=options.workers)
     except (NginxError, ValueError) as error:
         print(f"nginx: {error}", file=sys.stderr)
+        shutil.rmtree(workloads_dir, ignore_errors=True)
         return 1
     status = StubStatus(ports["status"], own_requests=1)  # the readiness probe
     worker_pids = _worker_pids(nginx, options.workers)
@@ -661,4 +668,5 @@ def main(options: ServerOptions) -> int:
     finally:
         status.close()
         nginx.stop()
+        shutil.rmtree(workloads_dir, ignore_errors=True)
     return code

@@ -15,6 +15,15 @@ module.exports = Object.freeze({
   ROUTE_GRIDFS_PREFIX: '/gridfs/',
   ROUTE_MEMCACHED_PREFIX: '/mc/',
   ROUTE_WEBSOCKET: '/ws',
+  ROUTE_JSON: '/json',
+  ROUTE_PLAINTEXT: '/plaintext',
+  ROUTE_DELAY_PREFIX: '/delay/',
+  ROUTE_UPLOAD: '/upload',
+  ROUTE_JSON_COMP: '/json-comp',
+  ROUTE_BODY_10K: '/body/10k',
+  WORKLOAD_ROUTES: Object.freeze(['/json', '/plaintext', '/delay/', '/upload', '/json-comp', '/body/10k']),
+  // the workloads' payloads come in this environment variable (contract.workload_values)
+  WORKLOADS_ENV: 'SERVERBENCH_WORKLOADS',
 
   // -- payloads -------------------------------------------------------------------------
   TEXT_BODY: Buffer.from('I am a stupid HTTP server!'),

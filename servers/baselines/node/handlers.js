@@ -10,6 +10,7 @@ const { constants: http2Constants } = require('node:http2');
 const contract = require('./contract');
 const { validKey } = require('./memcache');
 const { handshakeStatus } = require('./websocket');
+const { makeWorkloadHandlers } = require('./workloads');
 
 const TOO_LARGE_BODY = Buffer.from('413: Request Entity Too Large');
 const BAD_FRAMING_BODY = Buffer.from('400: Bad Request');
@@ -82,7 +83,9 @@ function makeHandlers({ state, sink, files, gridfs, pool, serverHeader }) {
     }
   }
 
+  const tooLarge = (req, res) => replyAndStop(req, res, 413, TOO_LARGE_BODY);
   return {
+    ...makeWorkloadHandlers({ state, reply, tooLarge, plain, serverHeader }),
     reply,
     notFound,
 
@@ -110,9 +113,8 @@ function makeHandlers({ state, sink, files, gridfs, pool, serverHeader }) {
       state.requests += 1;
       // The contract's limit, before reading any of the body when it is declared, else as
       // a chunked body arrives: 413, and the connection (HTTP/2: the stream) closes after it.
-      const tooLarge = () => replyAndStop(req, res, 413, TOO_LARGE_BODY);
       if (Number(req.headers['content-length'] || 0) > contract.LOG_MAX_BODY_BYTES) {
-        tooLarge();
+        tooLarge(req, res);
         return;
       }
       const chunks = [];
@@ -124,7 +126,7 @@ function makeHandlers({ state, sink, files, gridfs, pool, serverHeader }) {
         if (bodyBytes > contract.LOG_MAX_BODY_BYTES) {
           refused = true;
           chunks.length = 0;
-          tooLarge();
+          tooLarge(req, res);
           return;
         }
         chunks.push(chunk);

@@ -22,6 +22,15 @@ function makeApp(handlers) {
   app.route(contract.ROUTE_COUNTER).get(handlers.counter).all(notAllowed);
   app.all(contract.ROUTE_LOG, (req, res) => handlers.log(req, res, req.path));
   app.route(contract.ROUTE_WEBSOCKET).get(handlers.websocketWithoutUpgrade).all(notAllowed);
+  app.route(contract.ROUTE_JSON).get(handlers.json).all(notAllowed);
+  app.route(contract.ROUTE_PLAINTEXT).get(handlers.plaintext).all(notAllowed);
+  app
+    .route(`${contract.ROUTE_DELAY_PREFIX}:ms`)
+    .get((req, res) => handlers.delay(req, res, req.params.ms))
+    .all(notAllowed);
+  app.route(contract.ROUTE_UPLOAD).post(handlers.upload).all(notAllowed);
+  app.route(contract.ROUTE_JSON_COMP).get(handlers.jsonComp).all(notAllowed);
+  app.route(contract.ROUTE_BODY_10K).get(handlers.body10k).all(notAllowed);
   app
     .route(`${contract.ROUTE_FILES_PREFIX}:name`)
     .get((req, res) => handlers.files(req, res, req.params.name))

@@ -16,6 +16,12 @@ function makeRequestListener(handlers) {
     [contract.ROUTE_GRIDFS_PREFIX, handlers.gridfs],
     [contract.ROUTE_MEMCACHED_PREFIX, handlers.mc],
   ];
+  const workloads = {
+    [contract.ROUTE_JSON]: handlers.json,
+    [contract.ROUTE_PLAINTEXT]: handlers.plaintext,
+    [contract.ROUTE_JSON_COMP]: handlers.jsonComp,
+    [contract.ROUTE_BODY_10K]: handlers.body10k,
+  };
 
   return function onRequest(req, res) {
     const url = req.url;
@@ -33,11 +39,27 @@ function makeRequestListener(handlers) {
       case contract.ROUTE_LOG:
         handlers.log(req, res, path);
         return;
+      case contract.ROUTE_JSON:
+      case contract.ROUTE_PLAINTEXT:
+      case contract.ROUTE_JSON_COMP:
+      case contract.ROUTE_BODY_10K:
+        if (isGet(req.method)) workloads[path](req, res);
+        else handlers.methodNotAllowed(req, res);
+        return;
+      case contract.ROUTE_UPLOAD:
+        if (req.method === 'POST') handlers.upload(req, res);
+        else handlers.methodNotAllowed(req, res);
+        return;
       case contract.ROUTE_WEBSOCKET: // a plain request: upgrades never reach this listener
         if (isGet(req.method)) handlers.websocketWithoutUpgrade(req, res);
         else handlers.methodNotAllowed(req, res);
         return;
       default:
+    }
+    if (path.startsWith(contract.ROUTE_DELAY_PREFIX)) {
+      if (isGet(req.method)) handlers.delay(req, res, path.slice(contract.ROUTE_DELAY_PREFIX.length));
+      else handlers.methodNotAllowed(req, res);
+      return;
     }
     for (const [prefix, handler] of prefixes) {
       if (path.startsWith(prefix)) {

@@ -52,6 +52,7 @@ from servers.core.websocket import (
 )
 from servers.runtimes.green.backends import GreenBackends, read_file
 from servers.runtimes.green.deadlines import ClientDeadlines, ClientTimeout
+from servers.runtimes.green.workloads import workload_routes
 
 # A WSGI application: environ and start_response in, body chunks out.
 StartResponse = Callable[..., Callable[[bytes], Any]]
@@ -410,6 +411,12 @@ class GreenApp:
             contract.ROUTE_GRIDFS_PREFIX: {"GET": gridfs_file, "HEAD": gridfs_file},
             contract.ROUTE_MEMCACHED_PREFIX: {"GET": mc, "HEAD": mc},
         }
+        workload_exact, workload_prefixes = workload_routes(
+            state, connection.deadlines, self._headers, plain, refuse
+        )
+        routes |= workload_exact
+        prefix_routes |= workload_prefixes
+        reads_own_body = (contract.ROUTE_LOG, contract.ROUTE_UPLOAD)
         allow = {
             path: [("Allow", ",".join(sorted(m)))]
             for path, m in [*routes.items(), *prefix_routes.items()]
@@ -441,7 +448,7 @@ class GreenApp:
             path = environ["PATH_INFO"]
             if (
                 environ.get("CONTENT_LENGTH") or "HTTP_TRANSFER_ENCODING" in environ
-            ) and path != contract.ROUTE_LOG:  # /log reads its own
+            ) and path not in reads_own_body:  # /log and /upload read their own
                 refusal = drain_body(environ)
                 if refusal is not None:
                     return refuse(environ, start_response, refusal)
