@@ -240,3 +240,18 @@ def test_diff_says_where_cpu_per_request_moved() -> None:
         )
         == []
     )
+
+
+def test_cpu_profile_is_planned_for_ramps_with_a_peak_round_only() -> None:
+    import dataclasses
+
+    from harness.compare import cpu_profile_choice
+    from harness.profile import load_profile
+
+    smoke = load_profile("smoke", {})
+    assert cpu_profile_choice(False, smoke) == (False, None)
+    asked, note = cpu_profile_choice(True, smoke)
+    assert asked and note is not None and "kept out of the intervals" in note
+    held = dataclasses.replace(smoke, ramp=smoke.connection_ramp)
+    asked, note = cpu_profile_choice(True, held)
+    assert not asked and note is not None and "not sampled" in note
