@@ -38,8 +38,16 @@ _SOURCE = re.compile(r"\.(py|pyx|js|mjs|cjs|rb)(:\d+)?$")
 _LINE = re.compile(r":\d+\)$")
 _NATIVE_SOURCE = re.compile(r"\.(c|h|cc|cpp)(:\d+)?$")
 
-# native modules: a system call's wrapper ends a stack the kernel serves
+# native modules: a system call's wrapper ends a stack the kernel serves (for a sampler
+# that sees no kernel frames: py-spy); the kernel's own frames (perf)
 KERNEL_MODULES = re.compile(r"^\[kernel\.kallsyms\]$|^\[vdso\]$|^libc[.-]|^libpthread|^ld-linux")
+KERNEL_FRAMES = re.compile(r"^\[kernel\.kallsyms\]$|^\[vdso\]$")
+# CPython's blocking calls: a stack in libc under one of them is a thread asleep (a lock,
+# a poll, a sleep), whatever address libc's frame is printed as
+IDLE_CALLERS = re.compile(
+    r"^(PyThread_acquire_lock_timed|lock_PyThread_acquire_lock|select_epoll_poll(_impl)?|"
+    r"select_select(_impl)?|select_poll_poll(_impl)?|pysleep|time_sleep)$"
+)
 # py-spy's --idle off misses the native waits: a leaf here is a thread asleep
 IDLE_LEAVES = re.compile(
     r"^(epoll_wait|epoll_pwait2?|poll|__poll|ppoll|select|pselect6?|nanosleep|"
@@ -122,24 +130,42 @@ def native_category(module: str) -> str:
     return "other"
 
 
-def stack_category(stack: str, framework: str) -> tuple[str, str]:
-    """(category, the frame that decided it) of one stack, root first: a leaf in a system
-    call's wrapper or the kernel is kernel (or idle: a poll's wait); else the innermost
-    interpreted frame, or native runtime frame, decides; else the leaf's module."""
+def _asleep(frames: list[str]) -> bool:
+    """Whether a stack ending in libc waits: a poll's or a lock's call, by its own name or
+    by the CPython call that made it (below the innermost interpreted frame)."""
+    for frame in reversed(frames):
+        if is_source(frame):
+            return False
+        symbol = frame_parts(frame)[0]
+        if IDLE_LEAVES.match(symbol) or IDLE_CALLERS.match(symbol):
+            return True
+    return False
+
+
+def stack_category(stack: str, framework: str, kernel_frames: bool = False) -> tuple[str, str]:
+    """(category, the frame that decided it) of one stack, root first: a leaf in the
+    kernel is kernel; so is, for a sampler that sees no kernel frames (`kernel_frames`
+    False: py-spy), a leaf in a system call's wrapper (or idle: a poll's or a lock's
+    wait); else the innermost interpreted frame, or native runtime frame, decides; else
+    the leaf's module."""
     frames = stack.split(";")
     leaf = frames[-1]
-    symbol, where = frame_parts(leaf)
-    if native_category(where) == "kernel" and not is_source(leaf):
-        return (IDLE if IDLE_LEAVES.match(symbol) else "kernel"), leaf
+    where = frame_parts(leaf)[1]
+    module = where.rsplit("/", 1)[-1]
+    if KERNEL_FRAMES.search(module):
+        return "kernel", leaf
+    if not kernel_frames and native_category(where) == "kernel" and not is_source(leaf):
+        return (IDLE if _asleep(frames) else "kernel"), leaf
     for frame in reversed(frames):
-        where = frame_parts(frame)[1]
+        frame_where = frame_parts(frame)[1]
         if is_source(frame):
-            return source_category(where, framework), frame
-        if RUNTIME_NATIVE_SOURCES.search(where):
+            return source_category(frame_where, framework), frame
+        if RUNTIME_NATIVE_SOURCES.search(frame_where):
             return "runtime", frame
-    if _NATIVE_SOURCE.search(frame_parts(leaf)[1]):
+    if _NATIVE_SOURCE.search(where):
         return "other", leaf
-    return native_category(frame_parts(leaf)[1]), leaf
+    category = native_category(where)
+    return ("other" if category == "kernel" else category), leaf  # libc's own code
 
 
 @dataclass(frozen=True)
@@ -170,13 +196,16 @@ class CpuSplit:
         ]
 
 
-def split_stacks(folded: Mapping[str, int], framework: str) -> CpuSplit:
-    """Every stack of `folded` put in its category."""
+def split_stacks(
+    folded: Mapping[str, int], framework: str, kernel_frames: bool = False
+) -> CpuSplit:
+    """Every stack of `folded` put in its category (`kernel_frames`: the sampler sees the
+    kernel's own frames, as perf does)."""
     samples: Counter[str] = Counter({c: 0 for c in CATEGORIES})
     frames: dict[str, tuple[str, int]] = {}
     idle = 0
     for stack, count in folded.items():
-        category, frame = stack_category(stack, framework)
+        category, frame = stack_category(stack, framework, kernel_frames)
         frame = _LINE.sub(")", frame)  # a function's lines as one
         if category == IDLE:
             idle += count

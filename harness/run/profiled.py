@@ -28,6 +28,7 @@ K = TypeVar("K")
 PROFILED_LABEL = "profiled round"
 PROFILE_FILE = "profile.folded"
 TOP_FRAMES = 15
+SLOWED_SHARE = 0.5
 CPU_PROFILE_NOTE = (
     "one more round at each case's peak with a CPU sampler attached to the server's "
     "process tree; kept out of the intervals"
@@ -75,9 +76,21 @@ def run_profiled_round(run: RunContext, case: Case) -> dict[str, Any]:
         round_dir.mkdir(parents=True, exist_ok=True)
         (round_dir / PROFILE_FILE).write_text(folded_text(result.folded))
     folder = f"{case.key}/{round_dir.name}"
-    return profile_record(
+    record = profile_record(
         case.framework, result, measured, folder, case_cpu_us=case.summary.cpu_us_per_req
     )
+    slowed = slowed_note(record.get("achieved"), case.summary.peak)
+    if slowed:
+        record["note"] = "; ".join(filter(None, (record["note"], slowed)))
+    return record
+
+
+def slowed_note(achieved: float | None, peak: float | None) -> str | None:
+    """What to say when the sampler held the server under SLOWED_SHARE of its peak: the
+    split is then of a slower server's work (its shares, not its figures, carry over)."""
+    if achieved is None or not peak or achieved >= SLOWED_SHARE * peak:
+        return None
+    return f"the sampled round ran at {achieved / peak:.2f}× the peak: the sampler slowed it"
 
 
 def profile_record(
@@ -107,7 +120,7 @@ def profile_record(
         else None,
         "file": f"{folder}/{PROFILE_FILE}" if result.folded else None,
     }
-    split = split_stacks(result.folded, framework)
+    split = split_stacks(result.folded, framework, kernel_frames=result.sampler == "perf")
     measured_us = record["cpu_us_per_req"]
     base_us = case_cpu_us or measured_us  # the case's figure; else the round's
     if not split.total or base_us is None:

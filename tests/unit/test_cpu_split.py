@@ -255,3 +255,31 @@ def test_cpu_profile_is_planned_for_ramps_with_a_peak_round_only() -> None:
     held = dataclasses.replace(smoke, ramp=smoke.connection_ramp)
     asked, note = cpu_profile_choice(True, held)
     assert not asked and note is not None and "not sampled" in note
+
+
+def test_libc_is_the_kernel_only_for_a_sampler_blind_to_the_kernel() -> None:
+    malloc = "main (/usr/sbin/nginx);_int_malloc (/usr/lib/x86_64-linux-gnu/libc.so.6)"
+    assert stack_category(malloc, "nginx", kernel_frames=True)[0] == "other"
+    send = "main (/usr/sbin/nginx);send (libc.so.6);tcp_sendmsg ([kernel.kallsyms])"
+    assert stack_category(send, "nginx", kernel_frames=True)[0] == "kernel"
+    assert stack_category("handle (servers/x.py:3);send (libc.so.6)", "x")[0] == "kernel"
+
+
+def test_a_thread_asleep_in_a_lock_is_idle_whatever_libc_prints() -> None:
+    waiting = (
+        "run (gevent/threadpool.py:216);acquire_with_timeout (gevent/_threading.py:36);"
+        "lock_PyThread_acquire_lock (libpython3.11.so.1.0);"
+        "PyThread_acquire_lock_timed (libpython3.11.so.1.0);0x7fe0f12ae116 (libc.so.6);"
+        "0x7fe0f12a3f16 (libc.so.6)"
+    )
+    assert stack_category(waiting, "gevent")[0] == "idle"
+
+
+def test_a_round_the_sampler_slowed_says_so() -> None:
+    from harness.run.profiled import slowed_note
+
+    assert slowed_note(619.0, 3704.8) == (
+        "the sampled round ran at 0.17× the peak: the sampler slowed it"
+    )
+    assert slowed_note(7770.0, 8858.0) is None
+    assert slowed_note(None, 8858.0) is None
