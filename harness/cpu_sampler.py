@@ -25,6 +25,7 @@ from pathlib import Path
 
 import psutil
 
+from drivers.processes import spawn
 from model.stacks import Folded, fold_perf_script, merged, parse_pyspy_raw
 
 SAMPLE_RATE_HZ = 99
@@ -81,7 +82,8 @@ class CpuSampler:
         self.out_dir = out_dir
         self.load_cpus = load_cpus
         self.sampler = ""
-        self.processes: list[tuple[subprocess.Popen[bytes], Path]] = []
+        self.processes: list[tuple[subprocess.Popen[bytes], Path]] = []  # (sampler, output)
+        self.logs: dict[int, Path] = {}  # each sampler's pid → its stdout and stderr
         self.error: str | None = None
         self.started_s = 0.0
         self.result: SamplerResult | None = None  # once stopped
@@ -119,10 +121,11 @@ class CpuSampler:
         self.started_s = time.monotonic()
         for argv, pid in commands:
             output = Path(argv[argv.index("-o") + 1])
-            log = (self.out_dir / f"{self.sampler}-{pid}.log").open("wb")
-            self.processes.append(
-                (subprocess.Popen(self._command(argv), stdout=log, stderr=log), output)
-            )
+            log_path = self.out_dir / f"{self.sampler}-{pid}.log"
+            with log_path.open("wb") as log:  # spawn: it dies with the harness, as every child
+                process = spawn(self._command(argv), stdout=log, stderr=log)
+            self.processes.append((process, output))
+            self.logs[process.pid] = log_path
         time.sleep(ATTACH_WAIT_S)
         for process, _ in self.processes:
             if process.poll() is not None:
@@ -134,11 +137,15 @@ class CpuSampler:
         return [program, "record", "--format", "raw", "-r", rate, "--pid", str(pid), *options]
 
     def _log_tail(self, process: subprocess.Popen[bytes]) -> str:
-        log = Path(str(getattr(process.stdout, "name", "")))
+        log = self.logs.get(process.pid)
         try:
-            lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
+            text = log.read_text(errors="replace") if log is not None else ""
+            lines = [line for line in text.splitlines() if line.strip()]
         except OSError:
             lines = []
+        errors = [line for line in lines if line.lstrip().startswith("Error")]
+        if errors:  # py-spy's own message, before its backtrace
+            return errors[0].strip()
         return lines[-1].strip() if lines else f"exit status {process.returncode}"
 
     def stop(self) -> SamplerResult:
@@ -148,8 +155,6 @@ class CpuSampler:
         parts: list[Folded] = []
         for process, output in self.processes:
             result.sampler_cpu_s += _interrupt_and_reap(process)
-            if process.stdout is not None:
-                process.stdout.close()
             if result.error is None:
                 parts.append(self._read(output))
         result.sampler_cpu_s = round(result.sampler_cpu_s, 3)
@@ -181,14 +186,20 @@ class CpuSampler:
 
 def _interrupt_and_reap(process: subprocess.Popen[bytes]) -> float:
     """SIGINT `process`, wait for it (killed past STOP_WAIT_S), return its CPU seconds
-    and its children's (user + system, from its exit's rusage)."""
+    and its children's (user + system, from its exit's rusage; its clock just before the
+    interrupt when another reaper took its exit status first)."""
     if process.returncode is not None:
         return 0.0
+    before_s = _cpu_s(process.pid)
     with contextlib.suppress(ProcessLookupError):
         process.send_signal(signal.SIGINT)
     deadline = time.monotonic() + STOP_WAIT_S
     while True:
-        pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+        try:
+            pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+        except ChildProcessError:  # reaped elsewhere: what it had used until the interrupt
+            process.returncode = 0
+            return before_s
         if pid == process.pid:
             process.returncode = os.waitstatus_to_exitcode(status)
             return usage.ru_utime + usage.ru_stime
@@ -209,3 +220,12 @@ def sampling(sampler: CpuSampler | None, root_pids: Callable[[], list[int]]) -> 
         yield
     finally:
         sampler.stop()
+
+
+def _cpu_s(pid: int) -> float:
+    """A live process's CPU seconds (user + system; 0 when it is gone)."""
+    try:
+        times = psutil.Process(pid).cpu_times()
+    except psutil.Error:
+        return 0.0
+    return times.user + times.system

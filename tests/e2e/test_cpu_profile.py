@@ -75,3 +75,15 @@ def test_a_command_that_spends_its_requests_in_one_function_has_it_on_top(
     top = profile["top_frames"][0]
     assert top["frame"].startswith("spin (") and "spin_server.py" in top["frame"], top
     assert top["share"] > 0.5
+
+
+def test_a_sampler_that_cannot_attach_says_why_in_one_line(tmp_path: Path) -> None:
+    from harness.cpu_sampler import CpuSampler
+
+    require_tools("perf")
+    sampler = CpuSampler(tmp_path, None)
+    sampler.start([2**22 + 1])  # above the kernel's pid_max: no such process
+    result = sampler.stop()
+    assert result.sampler == "perf" and not result.folded
+    assert result.error is not None and result.error.startswith("perf could not attach: ")
+    assert "\n" not in result.error
