@@ -29,7 +29,7 @@ from drivers.processes import spawn
 from model.stacks import Folded, fold_perf_script, merged, parse_pyspy_raw
 
 SAMPLE_RATE_HZ = 99
-ATTACH_WAIT_S = 0.4  # py-spy and perf attach in well under this; a failure shows by then
+ATTACH_WAIT_S = 1.0  # py-spy and perf attach in well under this; a failure shows by then
 STOP_WAIT_S = 15.0
 PMU_DEVICE = Path("/sys/bus/event_source/devices/cpu")
 
@@ -87,6 +87,7 @@ class CpuSampler:
         self.error: str | None = None
         self.started_s = 0.0
         self.result: SamplerResult | None = None  # once stopped
+        self.without_native = False  # py-spy's native frames failed on it: sampled without
 
     def _command(self, argv: list[str]) -> list[str]:
         taskset = shutil.which("taskset")
@@ -119,6 +120,21 @@ class CpuSampler:
             argv = [program, "record", "-F", str(SAMPLE_RATE_HZ), "-e", "cpu-clock", "-g"]
             commands = [([*argv, "-p", pids, "-o", str(data)], 0)]
         self.started_s = time.monotonic()
+        self._launch(commands)
+        failed = [(p, o) for p, o in self.processes if p.poll() is not None]
+        if python and failed:  # py-spy's native unwinding failed on this server: without
+            self.without_native = True
+            self.processes = [(p, o) for p, o in self.processes if p.poll() is None]
+            retries = [
+                (argv, pid) for argv, pid in commands if Path(argv[-1]) in {o for _, o in failed}
+            ]
+            self._launch([([a for a in argv if a != "--native"], pid) for argv, pid in retries])
+        for process, _ in self.processes:
+            if process.poll() is not None:
+                self.error = f"{self.sampler} could not attach: {self._log_tail(process)}"
+
+    def _launch(self, commands: list[tuple[list[str], int]]) -> None:
+        """Start each sampler command (its output after `-o`), then wait for them to attach."""
         for argv, pid in commands:
             output = Path(argv[argv.index("-o") + 1])
             log_path = self.out_dir / f"{self.sampler}-{pid}.log"
@@ -127,13 +143,10 @@ class CpuSampler:
             self.processes.append((process, output))
             self.logs[process.pid] = log_path
         time.sleep(ATTACH_WAIT_S)
-        for process, _ in self.processes:
-            if process.poll() is not None:
-                self.error = f"{self.sampler} could not attach: {self._log_tail(process)}"
 
     def _pyspy(self, program: str, pid: int, output: Path) -> list[str]:
         rate = str(SAMPLE_RATE_HZ)
-        options = ["--native", "--subprocesses", "-o", str(output)]
+        options = ["--native", "--subprocesses", "-o", str(output)]  # -o's value last
         return [program, "record", "--format", "raw", "-r", rate, "--pid", str(pid), *options]
 
     def _log_tail(self, process: subprocess.Popen[bytes]) -> str:
@@ -162,7 +175,10 @@ class CpuSampler:
         if self.sampler == "perf":
             result.note = clock_note()
         else:
-            result.note = "py-spy (99 Hz; native frames, idle frames left out, subprocesses)"
+            frames = (
+                "no native frames (they failed here)" if self.without_native else "native frames"
+            )
+            result.note = f"py-spy (99 Hz; {frames}, idle frames left out, subprocesses)"
         if result.error is None and not result.folded:
             result.error = f"{self.sampler} gave no samples: {self._log_tail(self.processes[0][0])}"
         self.result = result
