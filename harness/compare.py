@@ -16,6 +16,7 @@ from drivers import DRIVER_RAMPS, driver_class, driver_classes
 from harness.affinity import parse_cpu_list
 from harness.cgroups.files import parse_size
 from harness.frameworks import register_servers, select_frameworks
+from harness.live.reporters import Reporters
 from harness.profile import Profile, load_profile
 from harness.run import Plan, Runner, claim_run_dir, default_cpus
 from harness.run.rounds import has_rounds
@@ -29,6 +30,7 @@ from servers.contract import PROTOCOL_H1, SINKS, TLS_PROTOCOLS
 
 if TYPE_CHECKING:
     from harness.fleet.client import FleetAccess
+    from harness.live.session import LiveSession
 
 
 class RichReporter:
@@ -368,8 +370,9 @@ def check_fleet_plan(
         check_listen_address(server_address, "--server-address: a server")
 
 
-def run_plan(plan: Plan, console: Console) -> tuple[Run, float]:
-    """Run with progress bars; returns the run and its wall time in seconds."""
+def run_plan(plan: Plan, console: Console, live: LiveSession | None = None) -> tuple[Run, float]:
+    """Run with progress bars (and the live page's and exporter's reporter beside them,
+    with `live`); returns the run and its wall time in seconds."""
     profile = plan.profile
     cases = len(profile.affinity_modes) * len(profile.process_models) * len(plan.frameworks)
     cases *= len(profile.protocols)
@@ -385,5 +388,7 @@ def run_plan(plan: Plan, console: Console) -> tuple[Run, float]:
         raise
     with RichReporter(console, cases_total) as reporter:
         runner.reporter = reporter
+        if live is not None:
+            runner.reporter = Reporters(reporter, *live.reporters(plan, cases_total))
         run = runner.run()
     return run, time.monotonic() - started

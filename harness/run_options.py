@@ -27,6 +27,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from harness.live.address import parse_listen
 from harness.profile import DEFAULT_PROFILE, check_setting_keys
 from model.errors import UserError
 from model.thresholds import parse_threshold
@@ -129,10 +130,19 @@ class RunOptions:
     memory_max: str | None = None  # 512M, 1G
     junit: Path | None = None
     markdown: Path | None = None
+    # --live / --prometheus: [HOST:]PORT of the live page / the metrics (None: not served)
+    live_address: str | None = None
+    prometheus_address: str | None = None
     cpu_profile: bool = False  # one more round at each peak, the server's CPU sampled
 
     def __post_init__(self) -> None:
         check_setting_keys(self.settings)
+        for address, option in (
+            (self.live_address, "--live"),
+            (self.prometheus_address, "--prometheus"),
+        ):
+            if address is not None:  # a mistake said before anything starts
+                parse_listen(address, option)
         object.__setattr__(self, "settings", MappingProxyType(dict(self.settings)))
         for name in ("thresholds", "servers"):
             value = getattr(self, name)

@@ -20,6 +20,7 @@ from harness.cli.doctor import doctor_command
 from harness.cli.fleet import fleet_app
 from harness.cli.history import history_command
 from harness.cli.list import list_command
+from harness.cli.live_options import with_default_ports
 from harness.cli.plan_connections import plan_connections_command
 from harness.cli.publish import publish_command
 from harness.cli.report import report_command
@@ -67,7 +68,7 @@ def main() -> None:
     load_registry()  # the plugins' frameworks (servers.plugins)
     with signals_as_interrupts() as stopping:
         try:
-            app()  # usage errors: typer's own message and exit status 2
+            app(args=with_default_ports(sys.argv[1:]))  # usage errors: typer's, status 2
         except UserError as error:
             print(f"harness: error: {redact(str(error))}", file=sys.stderr)
             sys.exit(error.exit_status)

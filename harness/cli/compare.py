@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from charts.tables import pinning_text
+from harness.cli.live_options import LIVE_OPTION, PROMETHEUS_OPTION
 from harness.cli.options import (
     AFFINITY_OPTION,
     AGENT_CPUS_OPTION,
@@ -72,7 +73,9 @@ if TYPE_CHECKING:
 
 def run_comparison(options: RunOptions, *, command: str = "compare") -> None:
     """Plan (every choice checked up front), run, print the tables, draw the report;
-    with `options.junit` / `options.markdown`, write those too (harness.outputs).
+    with `options.junit` / `options.markdown`, write those too (harness.outputs); with
+    `options.live_address` / `prometheus_address`, serve the live page / the metrics
+    while it runs (harness.live).
 
     Exit status 1 when no case ran, else 3 when a threshold failed (after everything is
     written and drawn), else 0."""
@@ -80,11 +83,16 @@ def run_comparison(options: RunOptions, *, command: str = "compare") -> None:
 
     from harness.compare import build_plan, mongo_backend_note, run_plan
     from harness.lifecycle import interrupt_exit_status, interrupt_reason
+    from harness.live.session import start_live
     from harness.outputs.console import print_run_tables, print_verdict, summary_table
     from model.results import read_run
     from model.thresholds import parse_threshold, unmatched
 
+    # the ports taken before anything starts, their URLs said first once the plan is made
+    live = start_live(options.live_address, options.prometheus_address)
     plan = build_plan(options)
+    if live is not None:
+        live.announce(console.print)
     console.print(
         f"profile {plan.profile.name}: {plan.profile.description}\n"
         f"ramp as run: {ramps_text(plan.profile.ramp, plan.profile.connection_ramp)}\n"
@@ -98,8 +106,10 @@ def run_comparison(options: RunOptions, *, command: str = "compare") -> None:
     if backend_note is not None:
         console.print(f"[yellow]note:[/] {backend_note}")
     try:
-        run, wall_s = run_plan(plan, console)
+        run, wall_s = run_plan(plan, console, live)
     except KeyboardInterrupt as error:  # Ctrl-C, SIGTERM or SIGHUP: everything is stopped
+        if live is not None:  # the pages say so, then the servers stop
+            live.interrupted()
         with contextlib.suppress(Exception):  # after a hang-up there may be no terminal
             console.print(summary_table(read_run(plan.out_dir), console.width))
         with contextlib.suppress(OSError):
@@ -120,10 +130,14 @@ def run_comparison(options: RunOptions, *, command: str = "compare") -> None:
         report_path = render([plan.out_dir])
     console.print(f"wall time {wall_s:.0f} s; results: {plan.out_dir / 'run.json'}")
     console.print(f"report: {report_path}")
+    if live is not None:
+        live.finished(run.status, report_path)
     write_ci_outputs(
         run, plan.out_dir, junit=options.junit, markdown=options.markdown, command=command
     )
     print_verdict(console, run)  # last: the line a reader of the log looks for
+    if live is not None:  # the pages told the run's end (at a terminal: kept up till Enter)
+        live.end(console.print)
     if not any(case.status == "ok" for case in run.cases):
         raise typer.Exit(1)
     failed = [t for t in run.thresholds if not t.held]
@@ -195,6 +209,8 @@ def compare_command(
     markdown: Path = MARKDOWN_OPTION,
     cpu_quota: float = CPU_QUOTA_OPTION,
     memory_max: str = MEMORY_MAX_OPTION,
+    live_address: str = LIVE_OPTION,
+    prometheus_address: str = PROMETHEUS_OPTION,
     cpu_profile: bool = CPU_PROFILE_OPTION,
 ) -> None:
     """Identical load ramps against every framework; run.json, steps.csv, charts, report."""
