@@ -314,6 +314,7 @@ class LiveState:
                         "protocol": c.label.protocol,
                         "status": c.status,
                         "error": c.error,
+                        "steps_planned": c.steps_planned,
                         "points": list(c.points),
                         "steps": list(c.steps),
                     }

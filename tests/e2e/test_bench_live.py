@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -63,6 +64,17 @@ def wait_for(run: LiveRun, look: Callable[[], Any], ready: Callable[[Any], bool]
         time.sleep(0.3)
 
 
+def scrape_soon(url: str) -> dict[Any, float]:
+    """A scrape; nothing while the bench plans (the exporter answers 404 until the run's
+    state is made)."""
+    try:
+        return scrape(url)
+    except urllib.error.HTTPError as error:
+        if error.code != 404:
+            raise
+        return {}
+
+
 def replies(samples: dict[Any, float]) -> float:
     return sum(counted(samples, "harness_replies_total").values())
 
@@ -73,10 +85,10 @@ def test_prometheus_scrapes_of_a_bench_grow_and_name_the_framework(tmp_path: Pat
     with live_bench(tmp_path, 3, "--prometheus", "0") as run:
         url = run.url("prometheus metrics:")
         assert url.startswith("http://127.0.0.1:") and url.endswith("/metrics")
-        first = wait_for(run, lambda: scrape(url), lambda s: replies(s) > 0)
+        first = wait_for(run, lambda: scrape_soon(url), lambda s: replies(s) > 0)
         second = wait_for(
             run,
-            lambda: scrape(url),
+            lambda: scrape_soon(url),
             lambda s: replies(s) > replies(first) and counted(s, "harness_bench_ratio"),
         )
         assert run.wait() == 0, run.text()
@@ -92,6 +104,48 @@ def test_prometheus_scrapes_of_a_bench_grow_and_name_the_framework(tmp_path: Pat
     assert second[("harness_bench_ratio", estimate)] > 0
     apps = {dict(labels)["app"] for _, labels in counted(second, "harness_bench_figure")}
     assert apps == {"ours", "minimal"}
+
+
+def test_a_websocket_benchs_metrics_hold_connections_and_a_ratio(tmp_path: Path) -> None:
+    """`bench ws --prometheus`: a scrape sees the app's open connections while a ramp
+    holds them, a later one the rounds' KB and CPU per connection with their ratio."""
+    require_framework("aiohttp")
+    executable = shutil.which("harness")
+    assert executable, "the harness console script is not installed"
+    output = tmp_path / "harness.out"
+    with output.open("w") as sink:
+        command = [executable, "bench", "ws", "--frameworks", "aiohttp", "--connections", "100",
+                   "--rounds", "2", "--hold", "1", "--results", str(tmp_path / "results"),
+                   "--prometheus", "0"]  # fmt: skip
+        process = subprocess.Popen(
+            command, stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True
+        )
+    run = LiveRun(process, output, tmp_path / "results")
+    try:
+        url = run.url("prometheus metrics:")
+
+        def holding(samples: dict[Any, float]) -> bool:
+            return any(v > 0 for v in counted(samples, "harness_open_connections").values())
+
+        held = wait_for(run, lambda: scrape_soon(url), holding)
+        ratios = wait_for(
+            run,
+            lambda: scrape_soon(url),
+            lambda s: (
+                {dict(k[1])["figure"] for k in counted(s, "harness_bench_ratio")}
+                >= {"kb_per_conn", "cpu_us_per_conn", "conns_held"}
+            ),
+        )
+        assert run.wait() == 0, run.text()
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=60)
+    ((_, labels),) = [k for k, v in counted(held, "harness_open_connections").items() if v > 0]
+    assert dict(labels)["framework"] == "aiohttp" and " round 1 of 2" in dict(labels)["case"]
+    conns = {"framework": "aiohttp", "protocol": "h1", "figure": "conns_held"}
+    for app in ("ours", "minimal"):
+        assert ratios[("harness_bench_figure", tuple(sorted({**conns, "app": app}.items())))] == 100
 
 
 def state(url: str) -> dict[str, Any]:
@@ -143,16 +197,18 @@ def look_at_the_page(browser: Browser, url: str, screens: Path) -> None:
     nothing sticks out sideways, the script threw nothing."""
     tab = Tab(browser, url, 1280)
     page = tab.read_when(lambda p: p["stream"] == "live" and p["case"].startswith("aiohttp"), 30)
-    assert page["scroll_width"] <= page["window_width"], page
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30
     while True:
         cells = browser.send(
             "Runtime.evaluate", {"expression": BENCH_CELLS, "returnByValue": True}, tab.session
         )["result"].get("value")
-        if cells and len(cells) == 7:  # one framework's row, every column
+        # one framework's row, every column, from the second round on with an interval
+        if cells and len(cells) == 7 and "[" in cells[5]:
             break
         assert time.monotonic() < deadline, cells
         time.sleep(0.3)
     assert cells[:3] == ["aiohttp", "h1", "req/s"] and "×" in cells[5], cells
+    page = tab.read_when(lambda p: p["figures"][1] != "–", 10)  # a second of the app's CPU
+    assert page["scroll_width"] <= page["window_width"], page
     tab.screenshot(screens / "benchlive-1280.png")
     assert browser.console_errors() == []

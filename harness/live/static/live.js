@@ -310,6 +310,8 @@ function drawSteps(state) {
     return row;
   });
   if (series) set("steps-title", `Steps of ${series.case}`);
+  // an HTTP bench's run is one step, its figures in the bench's table and charts already
+  $("steps-section").hidden = state.kind === "bench" && !!series && series.steps_planned === 1;
   body.replaceChildren(...rows);
 }
 
