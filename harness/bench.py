@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from drivers.base import DriverResult, Target, run_step
+from drivers.base import Target, run_step
 from drivers.processes import kill_group, spawn
 from drivers.wrk import WrkDriver
-from harness.bench_live import BenchWatch, app_run, driver_step
+from harness.bench_live import BenchWatch, app_run
 from harness.frameworks import command_protocols
 from harness.run.precision import imprecise_reason, round_fits
 from harness.server_process import protocol_unsupported, start_command_server, start_server
@@ -42,7 +42,6 @@ from harness.stats import Interval, paired_ratio_interval
 from harness.tls import Certificates
 from model.errors import UserError
 from model.ramps import RampStep
-from model.results import Step
 from model.scenarios import SCENARIOS
 from servers import FRAMEWORKS, scratch
 from servers.contract import PROTOCOL_H1
@@ -271,7 +270,10 @@ def bench_framework(
                     label = f"{name}-{round_index}"
                     result = run_step(driver, step, targets[name], load_cpus, Path(raw_dir), label)
                     if watch is not None:
-                        watch.step_finished(_live_step(step, result))
+                        watch.load_finished(
+                            step.offered, step.unit, result.rate, result.replies,
+                            result.errors, result.latency_ms,
+                        )  # fmt: skip
                     if result.errors_total:
                         raise UserError(f"{framework} {name}: wrk saw errors {result.errors}")
                 measured[name].append(result.rate)
@@ -288,10 +290,3 @@ def _sampled(ours: ServerProcess, minimal_pid: int, app: str) -> tuple[list[int]
     if app == "ours":
         return [ours.pid], ours.latest_telemetry
     return [minimal_pid], dict
-
-
-def _live_step(step: RampStep, result: DriverResult) -> Step:
-    """One wrk run as the live state's step: its req/s, replies, errors and latency."""
-    return driver_step(
-        step.offered, step.unit, result.rate, result.replies, result.errors, result.latency_ms
-    )

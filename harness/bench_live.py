@@ -125,8 +125,31 @@ class BenchWatch:
     def step_finished(self, step: Step) -> None:
         self.reporter.step_finished(step=step)
 
+    def load_finished(
+        self,
+        offered: float,
+        unit: str,
+        achieved: float,
+        replies: int,
+        errors: dict[str, int],
+        latency_ms: dict[str, float | None],
+    ) -> None:
+        """A load run's figures (wrk's) as its case's step (driver_step)."""
+        try:
+            step = driver_step(offered, unit, achieved, replies, errors, latency_ms)
+        except Exception as failure:  # the view stops, never the bench
+            self.reporter.stop(failure)
+            return
+        self.reporter.step_finished(step=step)
+
     def app_finished(self, error: str | None = None) -> None:
         """The app's run ended (`error`: why it failed)."""
+        try:
+            self.reporter.case_finished(case=self._case(error))
+        except Exception as failure:  # the view stops, never the bench
+            self.reporter.stop(failure)
+
+    def _case(self, error: str | None) -> Case:
         pinned: dict[str, str | None] = {"mode": "bench", "server": None, "agent": None}
         case = Case(
             self.framework,
@@ -139,16 +162,40 @@ class BenchWatch:
             error=error,
             protocol=self.protocol,
         )
-        self.reporter.case_finished(case=case)
+        return case
 
     def round_finished(
         self, figure: str, ours: Sequence[float | None], minimal: Sequence[float | None]
     ) -> None:
         """A round of both apps ended: the figure's rounds so far and their ratio."""
-        row = round_row(figure, ours, minimal, self.rounds_max)
+        try:
+            row = round_row(figure, ours, minimal, self.rounds_max)
+        except Exception as failure:  # the view stops, never the bench
+            self.reporter.stop(failure)
+            return
         self.reporter.bench_round(
             row={"framework": self.framework, "protocol": self.protocol, **row}
         )
+
+
+def _start_monitor(
+    watch: BenchWatch, pids: list[int], telemetry: Callable[[], dict[int, dict[str, Any]]]
+) -> Monitor | None:
+    """A monitor of the app's processes feeding `watch` each second (None once the live
+    view stopped, or when it cannot start: the view then stops, the bench goes on)."""
+    if watch.reporter.broken is not None:
+        return None
+    monitor = Monitor(telemetry, on_sample=watch.sample)
+    try:
+        monitor.start(pids)
+        # a row now, unreported, as the counters' baseline: the first row a second in then
+        # has the server's req/s and CPU over that second (a wrk run lasts a few seconds)
+        monitor.sample()
+    except Exception as error:
+        monitor.stop()
+        watch.reporter.stop(error)
+        return None
+    return monitor
 
 
 @contextmanager
@@ -167,13 +214,7 @@ def app_run(
         yield
         return
     watch.app_started(app, round_index, steps)
-    monitor = None
-    if sampled is not None:
-        monitor = Monitor(sampled[1], on_sample=watch.sample)
-        monitor.start(sampled[0])
-        # a row now, unreported, as the counters' baseline: the first row a second in then
-        # has the server's req/s and CPU over that second (a wrk run lasts a few seconds)
-        monitor.sample()
+    monitor = _start_monitor(watch, *sampled) if sampled is not None else None
     try:
         yield
     except BaseException as error:

@@ -68,9 +68,15 @@ class LiveReporter:
         try:
             event()
         except Exception as error:
-            self.broken = f"{type(error).__name__}: {error}"
-            with contextlib.suppress(OSError):
-                print(f"harness: the live view stopped ({self.broken})", file=sys.stderr)
+            self.stop(error)
+
+    def stop(self, error: Exception) -> None:
+        """The live view stops where it is, said once on stderr; the run goes on."""
+        if self.broken is not None:
+            return
+        self.broken = f"{type(error).__name__}: {error}"
+        with contextlib.suppress(OSError):
+            print(f"harness: the live view stopped ({self.broken})", file=sys.stderr)
 
     def preparing(self, *, what: str, done: int, total: int) -> None:
         self._feed(lambda: self.state.preparing(what=what, done=done, total=total))

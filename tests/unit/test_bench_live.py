@@ -129,3 +129,22 @@ def test_a_failed_app_run_is_a_flag_and_a_bench_settles_nothing(tmp_path: Path) 
     snapshot = state.snapshot()
     assert [f["flag"] for f in snapshot["flags"]] == ["failed"]
     assert snapshot["settled"] == []
+
+
+def test_a_failing_view_stops_itself_in_one_line_never_the_bench(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Figures the state cannot take (an infinite offered load) stop the live view, said once on
+    stderr; the bench's later events raise nothing and change nothing."""
+    state = bench_state()
+    reporter = LiveReporter(state, None)
+    watch = BenchWatch(reporter, "aiohttp", "h1", 3, at_most=False)
+    watch.app_started("ours", 0, 1)
+    watch.load_finished(math.inf, "concurrency", 9000.0, 100, {}, {})
+    version = state.version
+    watch.app_finished()
+    watch.round_finished("req_per_s", [1.0], [1.0])
+    assert reporter.broken is not None and "offered" in reporter.broken
+    assert state.version == version and state.snapshot()["bench"] == []
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("harness: the live view stopped (")
