@@ -1,6 +1,7 @@
 """How `harness crosscheck` measures a (scenario, concurrency): one comparison of the
 servers involved with the `boards` profile's shape, its ramp the one concurrency, in
-rounds for the paired ratios' intervals (harness.compare does the run)."""
+rounds for the paired ratios' intervals (harness.compare does the run; its charts and
+report.html are drawn as `harness compare` draws them)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from charts.render import render
 from harness.compare import build_plan, run_plan
 from harness.run_options import DEFAULT_RESULTS_DIR, RunOptions
 from model.results import Run
@@ -63,6 +65,9 @@ def boards_measure(
             f"{plan.out_dir}"
         )
         run, _ = run_plan(plan, console)
+        # the crosscheck's page links each comparison's report: drawn as compare draws it
+        with console.status("drawing the comparison's charts and report…"):
+            render([plan.out_dir])
         return run
 
     return measure
