@@ -7,10 +7,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from charts.figures import Series, close_all, ramp_figures
+from charts.flame import flame_svg
 from charts.report import write_report
 from charts.style import DPI, palette
 from model.errors import UserError
 from model.results import Run, has_protocol_axis, read_run
+from model.stacks import parse_folded
 
 # Host facts that must agree before two runs are drawn on one axis.
 CHECKED_HOST_FACTS = ("cpu_model", "cores", "memory_bytes", "kernel")
@@ -83,6 +85,20 @@ def context_of(runs: Sequence[Run]) -> str:
     return f"{'/'.join(scenarios)} scenario, {'/'.join(drivers)}, {'/'.join(sinks)} sink"
 
 
+def flame_graphs(runs: Sequence[Run], run_dirs: Sequence[Path]) -> dict[tuple[str, str], str]:
+    """Each profiled case's flame graph (charts.flame), keyed by (run id, case key), from
+    the profile.folded its run folder keeps (a case whose file is gone has none)."""
+    flames = {}
+    for run, run_dir in zip(runs, run_dirs, strict=False):
+        for case in run.cases:
+            name = (case.summary.cpu_profile or {}).get("file")
+            path = run_dir / name if name else None
+            if path is not None and path.is_file():
+                folded = parse_folded(path.read_text(errors="replace"))
+                flames[run.run_id, case.key] = flame_svg(folded, case.framework, case.framework)
+    return flames
+
+
 def render(
     run_dirs: Sequence[Path],
     out_dir: Path | None = None,
@@ -110,4 +126,5 @@ def render(
             images[name] = path
     finally:
         close_all(figures)
-    return write_report(runs, images, out_dir / "report.html", links)
+    flames = flame_graphs(runs, run_dirs)
+    return write_report(runs, images, out_dir / "report.html", links, flames)

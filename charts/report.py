@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from html import escape
 from pathlib import Path
 from typing import Any
 
 from charts.columns import Cell, RenderedTable, TableSpec, figure_text, interval_text
+from charts.cpu_report import cpu_profile_html
 from charts.tables import (
     CLOSING,
     MEMORY,
@@ -368,7 +369,10 @@ def nav_html(links: Sequence[tuple[str, str]]) -> str:
 
 
 def render_html(
-    runs: Sequence[Run], images: dict[str, Path], links: Sequence[tuple[str, str]] = ()
+    runs: Sequence[Run],
+    images: dict[str, Path],
+    links: Sequence[tuple[str, str]] = (),
+    flames: Mapping[tuple[str, str], str] | None = None,
 ) -> str:
     """The report page; `links` (label, relative URL): a line of links above the title
     (harness publish's way back to its index)."""
@@ -398,6 +402,7 @@ def render_html(
         )
         parts.append("<h3>Summary</h3>")
         parts.append(spec_table(SUMMARY, run))
+        parts.append(cpu_profile_html(run, html_table, flames or {}))
         parts.append(_thresholds(run))
         parts.append(_precision(run))
         tls = spec_table(TLS, run)
@@ -548,7 +553,9 @@ def write_report(
     images: dict[str, Path],
     path: Path,
     links: Sequence[tuple[str, str]] = (),
+    flames: Mapping[tuple[str, str], str] | None = None,
 ) -> Path:
-    """Write the report page to `path` (with `links` above its title); returns `path`."""
-    path.write_text(render_html(runs, images, links))
+    """Write the report page to `path` (with `links` above its title, and the profiled
+    cases' `flames` by run id and case key); returns `path`."""
+    path.write_text(render_html(runs, images, links, flames))
     return path

@@ -123,6 +123,8 @@ def build_plan(options: RunOptions) -> Plan:
     server_cpus, load_cpus = placed_cpus(options)
     backend = check_backend(options.mongo_backend) if options.mongo_backend else None
     memory_max_bytes = check_limits(options.cpu_quota, options.memory_max)
+    cpu_profile, profile_note = cpu_profile_choice(options.cpu_profile, profile)
+    notes += (profile_note,) if profile_note else ()
     run_id, run_dir = claim_run_dir(options.results_dir, profile.name)
     return Plan(
         profile,
@@ -143,8 +145,25 @@ def build_plan(options: RunOptions) -> Plan:
         tls_key=options.tls_key,
         cpu_quota=options.cpu_quota,
         memory_max_bytes=memory_max_bytes,
+        cpu_profile=cpu_profile,
         notes=notes,
     )
+
+
+def cpu_profile_choice(asked: bool, profile: Profile) -> tuple[bool, str | None]:
+    """Whether the run samples its servers (--cpu-profile), and the line that says how
+    (a connection ramp has no peak load to hold a round at: nothing is sampled)."""
+    from harness.run.profiled import CPU_PROFILE_NOTE
+    from harness.run.rounds import ROUND_KINDS
+
+    if not asked:
+        return False, None
+    if profile.ramp.kind not in ROUND_KINDS:
+        return (
+            False,
+            f"--cpu-profile: a {profile.ramp.kind} ramp has no round at a peak; not sampled",
+        )
+    return True, f"--cpu-profile: {CPU_PROFILE_NOTE}"
 
 
 def check_driver(profile: Profile, needs_bodies: bool) -> None:

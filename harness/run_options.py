@@ -133,6 +133,7 @@ class RunOptions:
     # --live / --prometheus: [HOST:]PORT of the live page / the metrics (None: not served)
     live_address: str | None = None
     prometheus_address: str | None = None
+    cpu_profile: bool = False  # one more round at each peak, the server's CPU sampled
 
     def __post_init__(self) -> None:
         check_setting_keys(self.settings)

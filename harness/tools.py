@@ -53,6 +53,7 @@ SERVICE_TOOLS = (
     Tool("ruby", "ruby-eventmachine", ("-v",), "the EventMachine baseline"),
     Tool("postgres", "postgresql", ("--version",), "FerretDB's backend (the mongo sink)"),
     Tool("chromium", "chromium", ("--version",), "report.html checked headless (tests)"),
+    Tool("perf", "linux-perf", ("--version",), "--cpu-profile: nginx, Node and Ruby sampled"),
 )
 
 

@@ -296,6 +296,9 @@ class Summary:
     closing: dict[str, Any] | None = None
     # cpu_us_per_req over nginx's in the same run (as ratio_to_nginx pairs its case)
     cpu_ratio_to_nginx: float | None = None
+    # --cpu-profile: the profiled round at the peak (harness.run.profiled): the sampler,
+    # the CPU µs/request split by category (model.cpu_split), the top frames, the file
+    cpu_profile: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.peak_unit not in PEAK_UNITS:

@@ -19,6 +19,7 @@ from harness.cli.options import (
     AFFINITY_OPTION,
     AGENT_CPUS_OPTION,
     CONNECTIONS_OPTION,
+    CPU_PROFILE_OPTION,
     CPU_QUOTA_OPTION,
     DB_CPUS_OPTION,
     DRIVER_OPTION,
@@ -210,6 +211,7 @@ def compare_command(
     memory_max: str = MEMORY_MAX_OPTION,
     live_address: str = LIVE_OPTION,
     prometheus_address: str = PROMETHEUS_OPTION,
+    cpu_profile: bool = CPU_PROFILE_OPTION,
 ) -> None:
     """Identical load ramps against every framework; run.json, steps.csv, charts, report."""
     run_comparison(run_options(locals()), command="compare")

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import typer
 from rich.markup import escape
 
+from charts.cpu_tables import CPU_MOVES, run_cpu_moves
 from harness.cli.options import JUNIT_OPTION, MARKDOWN_OPTION, console, read_run_arg
 from harness.outputs.console import rich_table
 from harness.outputs.text import diff_table, note_lines
@@ -89,6 +90,9 @@ def diff(
     table = rich_table(rendered, title=title, width=console.width)
     table.caption = f"verdict: {RULE}; p99 (lower is better) for information"
     console.print(table)
+    moves = run_cpu_moves(old, new)
+    if moves:
+        console.print(rich_table(CPU_MOVES.render(moves, "compact"), width=console.width))
     for line in note_lines(result):
         console.print(f"note: {escape(line)}", soft_wrap=True)
     if result.drift is not None:

@@ -114,6 +114,13 @@ RESULTS_ROOT_OPTION = typer.Option(
 # --results' old name in compare and run, still accepted, no longer shown
 OUT_ALIAS_OPTION = typer.Option(None, "--out", hidden=True)
 RESULTS_OPTION = typer.Option(Path("results"), "--results", help="The results directory.")
+CPU_PROFILE_OPTION = typer.Option(
+    False,
+    "--cpu-profile",
+    help="One more round at each case's peak (kept out of the intervals) with the server's "
+    "process tree sampled (py-spy for Python, perf otherwise): where its CPU µs per request "
+    "go, in the console, Markdown and report; stacks in profiled-round/profile.folded.",
+)
 NO_VERIFY_OPTION = typer.Option(False, "--no-verify", help="Skip the verify pass.")
 # its password is learned as a secret at once (harness.secrets): hidden in all the run writes
 MONGO_URL_OPTION = typer.Option(

@@ -37,7 +37,7 @@ def publish_command(
     results: Path = RESULTS_OPTION,
 ) -> None:
     """A static site of every run under results/: an index by profile and host, each run's
-    report, each profile's trend, the diffs between consecutive runs, and a bench page
+    report, each profile's trend, the diffs between runs that share cases, and a bench page
     (each bench's ratio ours / minimal, its change and trend); relative links only (opens
     from a file:// path or any static host)."""
     publish_site(out_dir, results)

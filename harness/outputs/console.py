@@ -18,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from charts.columns import Cell, RenderedTable, figure_text, interval_text
+from charts.cpu_tables import CPU_SPLIT, PROFILED_CAPTION, profiled, top_frames_spec
 from charts.tables import (
     CLOSING,
     HELD,
@@ -259,6 +260,7 @@ def print_run_tables(console: Console, run: Run) -> None:
     precision, the process models, the protocols, the close storm, the connections and
     the thresholds (each when the run has it)."""
     print_summary(console, run)
+    print_cpu_profile(console, run)
     precision = precision_table(run, console.width)
     if precision is not None:
         console.print(precision)
@@ -277,6 +279,21 @@ def print_run_tables(console: Console, run: Run) -> None:
     ):
         if table is not None:
             console.print(table)
+
+
+def print_cpu_profile(console: Console, run: Run, frames: int = 5) -> None:
+    """--cpu-profile's split table (charts.cpu_tables), its caption, and each case's top
+    frames; nothing when no case was profiled."""
+    rendered = CPU_SPLIT.render(run.cases, "compact")
+    if not rendered:
+        return
+    console.print(rich_table(rendered, width=console.width))
+    console.print(f"[dim]{escape(PROFILED_CAPTION)}[/]", soft_wrap=True)
+    for case in profiled(run.cases):
+        top = (case.summary.cpu_profile or {}).get("top_frames") or []
+        if top:
+            spec = top_frames_spec(case, frames)
+            console.print(rich_table(spec.render(top, "compact"), width=console.width))
 
 
 def print_verdict(console: Console, run: Run) -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from charts.columns import Cell, RenderedTable, interval_text
+from charts.cpu_tables import CPU_SPLIT, PROFILED_CAPTION
 from charts.tables import CLOSING, MEMORY, PRECISION, SUMMARY, TLS, VERDICT_TITLE, verdict_lines
 from harness.outputs.text import diff_table
 from model.figures import figure
@@ -59,6 +60,7 @@ def rendered_table(rendered: RenderedTable) -> str:
 # the run's tables in the order the Markdown gives them, each under its heading
 RUN_TABLES = (
     (SUMMARY, ""),
+    (CPU_SPLIT, f"**CPU per request** ({PROFILED_CAPTION})"),
     (PRECISION, "**Precision** (each case measured in rounds)"),
     (TLS, "**Protocols** (what each server negotiated, and its TLS tax)"),
     (CLOSING, "**Close storm** (every connection closed at once at the ramp's end)"),

@@ -19,6 +19,7 @@ from model.results import Step, Summary
 from model.scenarios import Scenario
 
 if TYPE_CHECKING:
+    from harness.cpu_sampler import CpuSampler
     from harness.fleet.client import Fleet
     from harness.monitor import Monitor
     from harness.run.plan import Plan, Reporter
@@ -43,6 +44,8 @@ class RunContext:
     cgroups: CgroupSupport | None = None
     # the database's group (its processes moved there once it ran; None: none)
     database_cgroup: Cgroup | None = None
+    # --cpu-profile's profiled round: sampling its steps (None: no sampling)
+    step_sampler: CpuSampler | None = None
 
     @property
     def server_host(self) -> str:

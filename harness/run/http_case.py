@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from drivers import build_driver
 from drivers.base import Driver, DriverOptions, DriverOutputError, DriverResult, Target, run_step
 from harness import affinity as cpu_affinity
+from harness.cpu_sampler import sampling
 from harness.fleet.steps import HostLost, run_fleet_step, split_evenly
 from harness.monitor import Monitor, StepWindow, replies_per_second, step_stats
 from harness.probe import Probe
@@ -197,7 +198,8 @@ def run_http_case(ctx: CaseContext, server: Topology, monitor: Monitor) -> Measu
     stored_before = count_before_load(ctx.store)  # what warm-up and verify stored is not counted
     recorded: list[Step] = []
     for ramp_step in steps:
-        step, lost = _run_one_step(ctx, driver, runner, ramp_step, server, monitor, note_agent)
+        with sampling(ctx.run.step_sampler, lambda: server.pids):
+            step, lost = _run_one_step(ctx, driver, runner, ramp_step, server, monitor, note_agent)
         if lost is None and is_aborted(step) and server_exit(server) is None:
             # no figures, the server alive: the driver failed (siege's end-of-run hang
             # killed past its grace); once more, both attempts' raw output kept

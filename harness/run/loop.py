@@ -28,6 +28,12 @@ from harness.run.case import run_case
 from harness.run.context import RunContext
 from harness.run.outputs import write_files_index, write_steps_csv
 from harness.run.plan import Plan, Reporter, SilentReporter, now_iso
+from harness.run.profiled import (
+    CPU_PROFILE_NOTE,
+    peaked_cases,
+    run_profiled_round,
+    with_profiles,
+)
 from harness.run.rounds import has_rounds, run_rounds
 from harness.run.verdict import verdict
 from harness.secrets import redactor
@@ -109,6 +115,7 @@ class Runner:
         roles = {name: info.role for name, info in FRAMEWORKS.items()}
         by_key: dict[tuple[str, str, str, str], list[Case]] = {}
         rounds: dict[tuple[str, str, str, str], list[tuple[int, Case]]] = {}
+        profiles: dict[tuple[str, str, str, str], dict[str, Any]] = {}  # --cpu-profile's
         cases: list[Case] = []
 
         def figures() -> list[Case]:
@@ -117,7 +124,7 @@ class Runner:
                 with_rounds(case, rounds.get(key, []), profile.precision_pct or None)
                 for key, case in combined.items()
             ]
-            return with_tls_tax(with_baseline_ratios(measured, roles))
+            return with_tls_tax(with_baseline_ratios(with_profiles(measured, profiles), roles))
 
         self.write(cases, finished=None, status="running")  # a run.json from the start
         try:
@@ -150,6 +157,11 @@ class Runner:
                         self.reporter.case_finished(case=measured)
 
                     run_rounds(run_context, peaked, record, started_s=started_s)
+                if self.plan.cpu_profile:
+                    for key, case in peaked_cases(by_key).items():
+                        profiles[key] = run_profiled_round(run_context, case)
+                        cases = figures()
+                        self.write(cases, finished=None, status="running")
         except KeyboardInterrupt as error:  # Ctrl-C, SIGTERM, SIGHUP (harness.lifecycle)
             self.write(cases, now_iso(), "interrupted", interrupt_reason(error))
             raise
@@ -272,6 +284,7 @@ class Runner:
             # the group the run's database ran in (None: none started, or no cgroups)
             "database_cgroup": self.database_cgroup.name if self.database_cgroup else None,
             "cpu_quota": self.plan.cpu_quota,
+            "cpu_profile": CPU_PROFILE_NOTE if self.plan.cpu_profile else None,
             "memory_max_bytes": self.plan.memory_max_bytes,
             "flags": FLAG_MEANINGS,
         }

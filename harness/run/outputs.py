@@ -140,6 +140,16 @@ PASS_MEANINGS = (
 )  # fmt: skip
 
 
+PROFILED_MEANING = (
+    "With --cpu-profile a case has one more pass, `profiled-round/`: one round at the peak, "
+    "kept out of the intervals, with a sampler attached to the server's process tree "
+    "(py-spy for Python, perf otherwise). Besides the above it holds `profile.folded` "
+    "(the sampled stacks as collapsed stacks, root first, `frame;frame;leaf COUNT`: "
+    "flamegraph.pl, speedscope and inferno open it) and `sampler/` (the sampler's own "
+    "output and log; perf's `perf.data`)."
+)
+
+
 def files_index(run: Run, passes: dict[str, list[str]]) -> str:
     """FILES.md: what each file and folder of the run is. `passes`: each case key → the
     folders of its passes found on disk (`ramp`, `round-1-of-5`, …)."""
@@ -157,6 +167,8 @@ def files_index(run: Run, passes: dict[str, list[str]]) -> str:
         "",
     ]
     lines += [f"- `{path}`: {what}" for path, what in PASS_MEANINGS]
+    if any(case.summary.cpu_profile for case in run.cases):
+        lines += ["", PROFILED_MEANING]
     lines += ["", "| case folder | status | passes |", "| --- | --- | --- |"]
     for case in run.cases:
         found = passes.get(case.key, [])

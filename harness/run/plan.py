@@ -72,6 +72,8 @@ class Plan:
     # --memory-max in bytes (None: no limit)
     cpu_quota: float | None = None
     memory_max_bytes: int | None = None
+    # --cpu-profile: one more round at each case's peak, its server sampled
+    cpu_profile: bool = False
     # what the harness chose for the user, one line each (printed before the run starts)
     notes: tuple[str, ...] = ()
 

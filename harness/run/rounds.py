@@ -84,12 +84,13 @@ def run_round(
     warmup_s: float = ROUND_WARMUP_S,
     offered: float | None = None,
     trial: bool = False,
+    label: str | None = None,
 ) -> Case:
     """Round `index` of `case` (an ok case with a peak): a one-step case at `offered` (by
     default its rounds' load, `rounds_offered`) lasting `duration_s` (the profile's round
     length by default) after `warmup_s` of warm-up, without verify (the ramp's case
     verified this server already). A `trial` round (`tried_round`) says its load in its
-    label."""
+    label; `label` replaces the round's own ("profiled round")."""
     profile = run.profile
     offered = offered if offered is not None else rounds_offered(case)
     assert offered is not None
@@ -107,7 +108,7 @@ def run_round(
     )
     mode = case.affinity.get("mode") or "both"
     total = profile.max_rounds if profile.precision_pct else profile.rounds
-    label = f"round {index + 1} of {'at most ' if profile.precision_pct else ''}{total}"
+    label = label or f"round {index + 1} of {'at most ' if profile.precision_pct else ''}{total}"
     if trial:
         label += f", trial at {figure(offered)}"
     model = parse_process_model(case.process_model)
