@@ -150,3 +150,13 @@ def test_a_kept_crosscheck_reads_back_and_redraws(tmp_path: Path) -> None:
     pages.json.write_text(json.dumps(data))
     with pytest.raises(UserError, match=r"harness\.crosscheck/9"):
         redraw(pages.json)
+
+
+def test_a_captured_crosscheck_v1_file_still_reads() -> None:
+    """tests/data/crosscheck_v1.json: a real `harness crosscheck --only json` as /1 wrote
+    it; a later format must still read it (or upgrade it)."""
+    run = read_crosscheck(Path(__file__).parent.parent / "data" / "crosscheck_v1.json")
+    [result] = run.results
+    assert result.pair.label == "granian / uvicorn-starlette" and result.pair.published == 1.13
+    assert result.ours is not None and result.ours.low < result.ours.value < result.ours.high
+    assert result.run_id.endswith("-boards") and result.verdict == INCONCLUSIVE
