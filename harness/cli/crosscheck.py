@@ -5,7 +5,6 @@ Markdown and HTML (harness.crosscheck.report)."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import typer
@@ -32,13 +31,9 @@ def crosscheck_command(
     verdict (agrees within the file's band, or disagrees and what differs). Kept as
     crosscheck-<UTC start>.json beside the comparison runs, with .md and .html pages."""
     from charts.crosscheck import summary_line
-    from harness.crosscheck import crosscheck as judge_all
     from harness.crosscheck import load_published, require_pairs
-    from harness.crosscheck.measure import Timing, boards_measure
-    from harness.crosscheck.report import console_table, keep, redraw
-    from harness.run.plan import now_iso
-    from harness.run_options import DEFAULT_RESULTS_DIR
-    from model.crosscheck import CrosscheckRun
+    from harness.crosscheck.measure import Timing, measure_and_keep
+    from harness.crosscheck.report import console_table, redraw
     from model.errors import UserError
 
     console = Console()
@@ -48,12 +43,8 @@ def crosscheck_command(
         if rounds < 2:
             raise UserError(f"--rounds {rounds}: at least 2 (a ratio's interval needs two)")
         published = require_pairs(load_published(), only)
-        started, stamp = now_iso(), time.strftime("%Y%m%d-%H%M%S", time.gmtime())
         timing = Timing(rounds, round_duration, step_duration, warmup)
-        results = judge_all(published, boards_measure(console, out, timing))
-        note = f"Each comparison: {rounds} rounds of {round_duration:g} s, one core per server."
-        run = CrosscheckRun(started, published.band, note, tuple(results))
-        pages = keep(run, out or DEFAULT_RESULTS_DIR, stamp)
+        run, pages = measure_and_keep(console, published, timing, out)
     console.print(console_table(run))
     console.print(summary_line(run.results))
     console.print(f"kept: {pages.json}\nMarkdown: {pages.markdown}\nHTML: {pages.html}")

@@ -73,6 +73,11 @@ def keep(run: CrosscheckRun, results_dir: Path, stamp: str) -> Pages:
     return draw(write_crosscheck(run, results_dir / f"{PREFIX}{stamp}.json"), run)
 
 
+def back_link(stamp: str) -> tuple[str, str]:
+    """The link from a comparison's report (in its run directory) to the crosscheck's page."""
+    return "crosscheck", f"../{PREFIX}{stamp}.html"
+
+
 def redraw(path: Path) -> tuple[CrosscheckRun, Pages]:
     """Draw a kept crosscheck's pages again: `path` its JSON file, or a results directory
     (its newest crosscheck). UserError naming what is wrong."""

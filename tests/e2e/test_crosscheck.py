@@ -48,8 +48,9 @@ def test_crosscheck_judges_a_published_pair(tmp_path: Path) -> None:
     assert "(https://github.com/emmett-framework/granian/" in cells[8]
     [comparison] = [p for p in tmp_path.iterdir() if p.is_dir()]  # one comparison ran
     assert cells[9] == f"[{comparison.name}]({comparison.name}/report.html)"
-    assert (comparison / "report.html").is_file()
     [kept] = tmp_path.glob("crosscheck-*.json")
+    back = f'href="../{kept.with_suffix(".html").name}"'
+    assert back in (comparison / "report.html").read_text()  # and back to the crosscheck
     run = read_crosscheck(kept)
     html = kept.with_suffix(".html").read_text()
     for result in run.results:  # the page names every pair, its source and its run
