@@ -73,7 +73,7 @@ WS_BENCH_STEPS = 5
 WS_BENCH_HOLD_S = 3.0
 WS_BENCH_OPEN_S = 10.0  # the open rate opens the top step in about this long
 # ...but no faster than one server core handshakes: 290-520 µs of CPU per opened connection
-# on this machine (15,000, quiet, issue 28's table), so ~2,000 a second at most; 1,500 a
+# on this machine (15,000 connections, quiet), so ~2,000 a second at most; 1,500 a
 # second is the rate the 15,000 table ran at
 WS_BENCH_OPEN_RATE_MAX = 1_500.0
 # ...and past one process (the apps as workers, ~100,000 connections), 800 a second: there
@@ -82,7 +82,7 @@ WS_BENCH_OPEN_RATE_MAX = 1_500.0
 # whole step and 17-413 handshakes a round waited past the agent's 10 s; at 800 none did
 # (tornado and gevent, 2 rounds each, every connection held)
 WS_BENCH_OPEN_RATE_MAX_WORKERS = 800.0
-RATIO_LIMIT = 1.25  # issue 28: ours within 1.25× of the minimal server
+RATIO_LIMIT = 1.25  # the bench's bar: ours within 1.25× of the minimal server
 IDLE_S = 2.0  # after the app is ready, before the first connection: its idle CPU read
 READ_AT_HOLD_SHARE = 1 / 3  # each hold's reading: this far into it
 APPS = ("ours", "minimal")

@@ -553,7 +553,7 @@ def step_stats(
             stats["db_cpu_pct"] = round(statistics.fmean(database), 1)
     # the server's CPU is read at the step's two ends: exact over the step, where a mean of
     # the samples would count the idle second straddling its start (a saturated 2 s step
-    # read 70 % that way: issue 23)
+    # read 70 % that way)
     before, after = window.server_cpu_s_before, window.server_cpu_s_after
     wall_s = (window.ended - window.started) if window.ended is not None else 0.0
     if before is not None and after and window.ended is not None:

@@ -135,7 +135,7 @@ def ensure_fileset(
 
 GRIDFS_MARKER = "harness_fileset"  # a document naming the loaded set, beside the bucket
 # How the set is laid out in GridFS: in the marker, so a database holding an older layout
-# (issue 13 replaced names chosen as `_id`s with the spec's own) is loaded again.
+# (names chosen as `_id`s, before the spec's own) is loaded again.
 GRIDFS_LAYOUT = "gridfs-spec"
 GRIDFS_PROGRESS_FILES = 200  # progress is reported every this many files
 

@@ -1,4 +1,4 @@
-"""How much a verify finding weighs (issue 24, item 1).
+"""How much a verify finding weighs.
 
 - **A failure** — a wrong answer on a route the case measures (status, body, the headers
   the contract fixes, a record not stored), or a server that stops serving: the case is

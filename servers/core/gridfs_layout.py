@@ -13,7 +13,7 @@ newest `fs.files` document with that `filename`, then its chunks by `files_id`, 
 Those readers check the chunks (count, sizes) against `length`; a file they find corrupt
 is answered 503 like a database error.
 
-Until issue 13's layout a file's `_id` was its name and chunk n's `"<name>#<n>"`, read by
+Before this layout a file's `_id` was its name and chunk n's `"<name>#<n>"`, read by
 `_id`, because FerretDB's SQLite backend pushed down nothing else; a PostgreSQL backend
 with GIN indexes serves `filename` and `files_id` lookups as fast (the harness's
 `gridfs.one_file_read_ms` says what a run's database took).

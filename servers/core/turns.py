@@ -2,7 +2,7 @@
 
 A loop that hands out every ready socket in one turn runs every connection's close before
 any timer when thousands close together (a client killed, a load host lost): the close
-storm of issue 28, where the tick probe measured that one turn. Bounding the ready sockets
+storm, where the tick probe measured that one turn. Bounding the ready sockets
 a turn takes runs the storm in batches with the timers (the tick, telemetry, the sinks'
 flushes) between them.
 """

@@ -1,4 +1,4 @@
-"""Each server in its own cgroup (issue 23, items 1–3), against real servers.
+"""Each server in its own cgroup, against real servers.
 
 - tests/daemon_spin_server.py hands every request's CPU work to a helper it double-forked
   out of its process group and tree: its cgroup counts that work (the step saturated,

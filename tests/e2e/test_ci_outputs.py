@@ -1,4 +1,4 @@
-"""The CI outputs of real commands (issue 24, item 2): `harness compare` with one threshold
+"""The CI outputs of real commands: `harness compare` with one threshold
 that fails writes a JUnit file that junitparser reads with the right counts, and a
 Markdown file that a CommonMark renderer (markdown-it, with GitHub's tables) turns into
 tables; the exit status stays 3. `harness diff` and `harness verify` write theirs too."""
@@ -90,7 +90,7 @@ def test_a_gated_compare_writes_junit_and_markdown_ci_reads(tmp_path: Path) -> N
     assert "Verdict (95 % intervals):" in done.stdout
 
     (run_dir,) = (tmp_path / "results").iterdir()
-    # one folder per case, its ramp and its rounds inside (issue 24, item 4)
+    # one folder per case, its ramp and its rounds inside
     run = read_run(run_dir)
     folders = sorted(p.name for p in run_dir.iterdir() if p.is_dir())
     assert folders == sorted([*(c.key for c in run.cases), "charts"])

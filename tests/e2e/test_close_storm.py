@@ -1,4 +1,4 @@
-"""Close storms (issue 28 item 5): every connection of a ramp closed at once, in order by
+"""Close storms: every connection of a ramp closed at once, in order by
 the client or dropped with its process, against each Python server.
 
 Behaviour only — the closing step is recorded, every connection closed, the server serves

@@ -1,4 +1,4 @@
-"""A hung load generator costs nothing (issue 27): the watchdog stops a driver that
+"""A hung load generator costs nothing: the watchdog stops a driver that
 outlives its step with the signal on which it reports, reads what it printed then as the
 step's figures, and kills only a driver deaf to that signal; a step left with no figures
 is retried once, and a case with a hole says so.

@@ -429,7 +429,7 @@ def test_a_killed_load_generator_fails_its_step_with_the_reason_and_nothing_hang
     [case] = run.cases
     [step] = case.steps
     wrk_pid, killed_at = reporter.killed[0]
-    # the step had no figures, so it ran once more (issue 27): measured, the first
+    # the step had no figures, so it ran once more: measured, the first
     # attempt's reason kept beside them
     assert step.extra["retried"]["first_error"] == f"wrk (pid {wrk_pid}) was killed by SIGKILL"
     assert step.replies > 0 and "step_lost" not in step.flags

@@ -1,4 +1,4 @@
-"""The fuzz suite (issue 12): Hypothesis draws raw HTTP requests, `/log` requests and
+"""The fuzz suite: Hypothesis draws raw HTTP requests, `/log` requests and
 WebSocket frame scripts (tests/fuzz_strategies.py) and sends them to every server,
 baselines included, each on the routes it serves, with the slow-client deadlines at
 CLIENT_TIMEOUT_S and a file sink where the server stores records. Every server that

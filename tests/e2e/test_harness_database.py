@@ -1,4 +1,4 @@
-"""FerretDB on a throwaway PostgreSQL cluster (issue 13, items 1 and 4), with real
+"""FerretDB on a throwaway PostgreSQL cluster, with real
 processes: it starts with the harness's settings, serves the mongo sink and GridFS
 (reads planned on the GIN indexes, as PostgreSQL's own catalog and planner say), and
 leaves no process and no directory behind, judged by the process table.

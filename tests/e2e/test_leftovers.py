@@ -1,4 +1,4 @@
-"""What a kill leaves, and what cannot block the harness (issue 22, items 7 and 8).
+"""What a kill leaves, and what cannot block the harness.
 
 Real processes only: memcached as the harness starts it, a `--server` command that
 daemonizes itself out of the harness's process group, the temporary directories and

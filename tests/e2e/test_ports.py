@@ -1,4 +1,4 @@
-"""Ports and readiness (issue 12, item 4): a service is ready when *its* process holds the
+"""Ports and readiness: a service is ready when *its* process holds the
 listening socket, never because something answered on a port picked free, closed and
 reused. A foreign listener planted on the port the harness would use is not taken for ours.
 """

@@ -1,4 +1,4 @@
-"""`harness publish` opened as a person would (issue 24, items 3 and 6): three real runs of
+"""`harness publish` opened as a person would: three real runs of
 two profiles (and an older run, and a directory that is no run) published into a site,
 and every page reached from the index opened in headless Chromium (tests/browser.py) at a
 desktop's and a phone's width — every link resolves on disk (relative, its #fragment

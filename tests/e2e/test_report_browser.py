@@ -1,4 +1,4 @@
-"""report.html opened in a real browser (issue 14, item 9): headless Chromium, driven over
+"""report.html opened in a real browser: headless Chromium, driven over
 the DevTools protocol (tests/browser.py), loads the report of a real run and says whether
 every figure loaded, whether anything sticks out of the page sideways — at a desktop's,
 a narrow laptop's and a phone's width — and what went to its console. Without Chromium

@@ -1,4 +1,4 @@
-"""Secrets (issue 22, item 5), end to end: a `--mongo-url` password never appears on a
+"""Secrets, end to end: a `--mongo-url` password never appears on a
 process's command line (`ps`), in run.json, in any file of the run or in what the harness
 prints; nor does a `--server` command's `{secret:NAME}` value, outside that command's own
 command line.

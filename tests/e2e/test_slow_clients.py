@@ -1,4 +1,4 @@
-"""Slow clients on every server, baselines included (issue 12, item 12; docs/contract.md,
+"""Slow clients on every server, baselines included (docs/contract.md,
 "Slow clients"): an idle connection, a trickled head and a trickled body are closed by the
 contract's deadlines, which `--client-timeout-s` shortens here to TIMEOUT_S; a trickle
 does not reset them; an upgraded WebSocket is not cut; nothing is stored."""

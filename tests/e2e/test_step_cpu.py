@@ -1,4 +1,4 @@
-"""A step's server CPU is exact over its window (issue 23, item 0): read from the server's
+"""A step's server CPU is exact over its window: read from the server's
 clocks at the step's two ends, not the mean of the 1 s samples that overlap its edges.
 
 tests/spin_server.py does a fixed amount of CPU work per request (about 1 ms here), so ten

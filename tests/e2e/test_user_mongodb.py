@@ -1,4 +1,4 @@
-"""`--mongo-url` to a user's MongoDB (issue 12, item 8): the harness writes only to a
+"""`--mongo-url` to a user's MongoDB: the harness writes only to a
 database of the run's own (`--mongo-db harness_<time>_<random>`), drops only that one,
 and never touches the `harness` database it used to drop collections of.
 """

@@ -198,7 +198,7 @@ def test_a_known_h2_deviation_that_passes_fails_the_check(
 def test_a_malformed_frame_answered_otherwise_is_a_deviation_it_may_declare(
     monkeypatch: pytest.MonkeyPatch, hypercorn_registered: str
 ) -> None:
-    """A robustness rule of HTTP/2 bent is a deviation (issue 24), not a failure: a
+    """A robustness rule of HTTP/2 bent is a deviation, not a failure: a
     warning, declared once the server names the frame's key."""
     # a well-formed PING under a malformed frame's key: answered with its ACK, no GOAWAY
     monkeypatch.setattr(
@@ -256,7 +256,7 @@ def test_the_tls_checks_fail_on_tls_12_and_an_alpn_of_another_protocol(
 def test_a_half_sent_handshake_held_past_the_deadline_is_a_deviation_strict_fails(
     certificates: Certificates,
 ) -> None:
-    """A missing slow-client deadline is a robustness deviation (issue 24): a warning, the
+    """A missing slow-client deadline is a robustness deviation: a warning, the
     server measured; --strict-verify (harness.verify.strictly) fails it in one line."""
     # the server holds a handshake 60 s; the check is told the deadline is 0.5 s
     with running_hypercorn(contract.PROTOCOL_H2, certificates, client_timeout_s=60) as endpoint:

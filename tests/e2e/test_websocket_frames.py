@@ -1,5 +1,5 @@
 """RFC 6455 frames no client library sends, and a peer that does not read, on every server
-serving /ws, baselines included (issue 12, item 13). verify's `ws-raw-frames` check (run
+serving /ws, baselines included. verify's `ws-raw-frames` check (run
 by test_conformance) sees the close codes; these see the counters and the memory."""
 
 from __future__ import annotations

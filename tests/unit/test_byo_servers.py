@@ -210,7 +210,7 @@ def test_a_plugin_registers_its_entries_with_where_they_came_from(
     assert "unit-plugin" in plugin_loader.plugin_names()
 
 
-# plugins whose import raises, exits or never returns (issue 22, item 8)
+# plugins whose import raises, exits or never returns
 BROKEN_PLUGINS = {
     "byo_raising_plugin": (
         "raise RuntimeError('no config file')\n",

@@ -1,4 +1,4 @@
-"""The database's share (issue 13, items 1 and 4), without a database: the note that says
+"""The database's share, without a database: the note that says
 the database, not the server, was the bottleneck; the choice of backend; the checks of
 `--mongo-backend` and `--db-cpus` against `--mongo-url`; the path check that tells when the
 postgres user cannot reach the temporary directory."""

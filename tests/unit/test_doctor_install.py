@@ -1,5 +1,5 @@
 """`harness doctor --install` installs the tools' Debian packages without starting or
-enabling their services (issue 12, item 7: on a systemd host it left a system nginx on
+enabling their services (on a systemd host it left a system nginx on
 0.0.0.0:80 and a system memcached running). The commands are recorded, not run."""
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def test_an_existing_policy_rc_d_is_left_as_it_is(host: FakeHost) -> None:
 def test_postgresql_is_installed_with_the_rest_and_its_cluster_not_started(
     host: FakeHost,
 ) -> None:
-    """FerretDB's backend (issue 13): Debian's `postgresql`, under the same no-start policy."""
+    """FerretDB's backend: Debian's `postgresql`, under the same no-start policy."""
     installed = doctor._install_packages(None)
     assert "postgresql" in installed
     [install] = [call for call in host.calls if call[:2] == ["apt-get", "install"]]

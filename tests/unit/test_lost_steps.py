@@ -1,5 +1,5 @@
-"""A step with no figures is retried once; still none, it is lost, and the case says so
-(issue 27, item 2): the pure parts of harness.run.http_case and model.results."""
+"""A step with no figures is retried once; still none, it is lost, and the case says so:
+the pure parts of harness.run.http_case and model.results."""
 
 from __future__ import annotations
 

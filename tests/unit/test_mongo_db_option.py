@@ -1,4 +1,4 @@
-"""`--mongo-db` (issue 12, item 8): the database a server writes its records to and reads
+"""`--mongo-db`: the database a server writes its records to and reads
 GridFS from, so that the harness can give every run a database of its own."""
 
 from __future__ import annotations

@@ -200,7 +200,7 @@ def test_step_stats_takes_the_sinks_errors_gained_in_the_window() -> None:
 
 def test_a_steps_server_cpu_is_its_clocks_at_both_ends_not_the_samples_mean() -> None:
     """The first 1 s sample straddles the idle gap before the step: a server saturated
-    for its 2 s read 41 % and 99.9 % → 70.5 % as a mean (issue 23); its clocks read at
+    for its 2 s read 41 % and 99.9 % → 70.5 % as a mean; its clocks read at
     the step's two ends give what it used (a worker started in the step counts whole)."""
     now = time.time()
     rows = [

@@ -57,7 +57,7 @@ def test_quick_profile_plans_twelve_servers_to_a_precision_in_eight_minutes() ->
     """The load time the profile asks for, plus the start, verify and stop measured here
     (about 4 s for a ramp's case, 2 s for a round's: README's quick run of twelve took
     268 s with 5 rounds of 2 s): every case's minimum rounds fit in the time budget, and
-    the budget leaves the report 30 s within issue 26's 8 minutes."""
+    the budget leaves the report 30 s within the quick profile's 8 minutes."""
     quick = load_profile("quick")
     assert isinstance(quick.ramp, ConcurrencyRamp)
     per_case_s = quick.warmup_s + sum((s.duration_s or 0) + quick.cooldown_s for s in quick.ramp)

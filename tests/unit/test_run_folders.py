@@ -1,4 +1,4 @@
-"""A run's folder a person can read (issue 24, item 4): one folder per case with its ramp
+"""A run's folder a person can read: one folder per case with its ramp
 and rounds inside, FILES.md saying what each file is, and runs of the old layout (each
 pass a sibling folder) still found by `ramp_dir`."""
 

@@ -1,4 +1,4 @@
-"""Secrets (issue 22, item 5): a MongoDB URL's password and a command's `{secret:NAME}` are
+"""Secrets: a MongoDB URL's password and a command's `{secret:NAME}` are
 hidden in all the harness writes, and the URL goes to servers in their environment."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""siege runs repetitions once it knows a rate (its timed mode hangs now and then, issue 27
-item 3): the first step timed, each later one `-r N` sized from the last measured rate."""
+"""siege runs repetitions once it knows a rate (its timed mode hangs now and
+then): the first step timed, each later one `-r N` sized from the last measured rate."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """siege's URL list: written into a private directory, never to a guessable name in /tmp
-(issue 12, item 5: the harness runs as root, so a planted file or symlink there was used
+(the harness runs as root, so a planted file or symlink there was used
 as-is or followed and its target overwritten)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Sink records without a server: whole lines after a failed write, unique ids, and the
-ledger reconciling by id (issue 12, items 15-17)."""
+ledger reconciling by id."""
 
 from __future__ import annotations
 

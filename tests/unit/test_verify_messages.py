@@ -1,4 +1,4 @@
-"""Verify's messages (issue 24, item 1): a failure is one whole line — what was sent, what
+"""Verify's messages: a failure is one whole line — what was sent, what
 was expected, what came, and the remedy — and a robustness rule bent is a Deviation with
 a stable `deviations` key, declared or not, never a failure. Without a network: fake
 checks, and a socket pair for the raw WebSocket close reader."""

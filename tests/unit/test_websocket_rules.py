@@ -1,4 +1,4 @@
-"""The RFC 6455 rules of servers/core/websocket.py, without a socket (issue 12, item 13)."""
+"""The RFC 6455 rules of servers/core/websocket.py, without a socket."""
 
 from __future__ import annotations
 
