@@ -19,7 +19,9 @@ def crosscheck_command(
     round_duration: float = typer.Option(3.0, help="Seconds per round."),
     step_duration: float = typer.Option(3.0, help="Seconds of the one ramp step."),
     warmup: float = typer.Option(2.0, help="Warm-up seconds before the step."),
-    out: Path = typer.Option(None, help="Results directory (default: results/)."),
+    results: Path = typer.Option(
+        None, "--results", metavar="DIR", help="The results directory (default: results/)."
+    ),
     report: Path = typer.Option(
         None,
         help="Measure nothing: draw a kept crosscheck's Markdown and HTML again from its "
@@ -44,7 +46,7 @@ def crosscheck_command(
             raise UserError(f"--rounds {rounds}: at least 2 (a ratio's interval needs two)")
         published = require_pairs(load_published(), only)
         timing = Timing(rounds, round_duration, step_duration, warmup)
-        run, pages = measure_and_keep(console, published, timing, out)
+        run, pages = measure_and_keep(console, published, timing, results)
     console.print(console_table(run))
     console.print(summary_line(run.results))
     console.print(f"kept: {pages.json}\nMarkdown: {pages.markdown}\nHTML: {pages.html}")

@@ -34,7 +34,7 @@ def test_crosscheck_judges_a_published_pair(tmp_path: Path) -> None:
         "1",
         "--warmup",
         "0",
-        "--out",
+        "--results",
         str(tmp_path),
         timeout_s=300,
     )
