@@ -92,11 +92,14 @@ def interval_text(pair: Sequence[float] | None, spec: str | None = None) -> str:
 @dataclass(frozen=True)
 class Cell:
     """A rendered cell: its text, the interval written apart (the report sets it beneath
-    the figure; the other outputs join it after), and its tone."""
+    the figure; the other outputs join it after), its tone, and where it links to (a URL,
+    absolute or relative to the page: the report and the Markdown make the text a link,
+    the console prints the text)."""
 
     text: str
     interval: str = ""
     tone: Tone | None = None
+    link: str = ""
 
     @property
     def joined(self) -> str:
@@ -148,7 +151,7 @@ class Column(Generic[Row]):
         made = self.format(self.value(row), style)
         cell = made if isinstance(made, Cell) else Cell(made)
         if unit and cell.text != "–":
-            return Cell(f"{cell.text} {unit}", cell.interval, cell.tone)
+            return Cell(f"{cell.text} {unit}", cell.interval, cell.tone, cell.link)
         return cell
 
 

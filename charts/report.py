@@ -130,8 +130,11 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], numeric: set[i
 
 
 def _cell(cell: Cell) -> str:
-    """A rendered cell as HTML: its tone a class, its interval beneath the figure."""
+    """A rendered cell as HTML: a link when it has one, its tone a class, its interval
+    beneath the figure."""
     text = escape(cell.text)
+    if cell.link:
+        text = f'<a href="{escape(cell.link)}">{text}</a>'
     if cell.tone is not None:
         text = f'<span class="{TONE_CLASSES[cell.tone]}">{text}</span>'
     if cell.interval:

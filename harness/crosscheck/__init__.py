@@ -15,52 +15,32 @@ import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
 
 from harness.run.analysis import round_ratio
 from harness.stats import Interval
+from model.crosscheck import (
+    AGREES,
+    DISAGREES,
+    INCONCLUSIVE,
+    NOT_MEASURED,
+    Crosscheck,
+    PublishedPair,
+    Ratio,
+)
 from model.errors import UserError
-from model.figures import figure
 from model.results import Case, Run
-from model.scenarios import SCENARIOS
 
 PUBLISHED_PATH = Path(__file__).resolve().parent / "published.toml"
 PUBLISHED_VERSION = 1  # published.toml's `version`: a file of another is refused by name
-AGREES, DISAGREES, NOT_MEASURED = "agrees", "disagrees", "not measured"
-INCONCLUSIVE = "inconclusive"
-HEADERS = ("pair", "board", "test", "ours [95 % CI]", "published", "verdict", "source")
-
-
-@dataclass(frozen=True)
-class PublishedPair:
-    """One ratio a board published, and the scenario and concurrency that measure it here."""
-
-    board: str
-    date: str
-    test: str
-    numerator: str
-    denominator: str
-    published: float
-    url: str
-    scenario: str
-    concurrency: int
-    differs: str
-
-    def __post_init__(self) -> None:
-        if not self.published > 0:
-            raise ValueError(
-                f"{self.test}: published must be a positive ratio, not {self.published}"
-            )
-        if self.scenario not in SCENARIOS:
-            raise ValueError(f"{self.test}: unknown scenario {self.scenario!r}")
-        if not isinstance(self.concurrency, int) or self.concurrency < 1:
-            raise ValueError(f"{self.test}: concurrency must be a whole number >= 1")
-        if self.numerator == self.denominator:
-            raise ValueError(f"{self.test}: a pair needs two servers, not {self.numerator} twice")
-
-    @property
-    def label(self) -> str:
-        return f"{self.numerator} / {self.denominator}"
+__all__ = [
+    "AGREES",
+    "DISAGREES",
+    "INCONCLUSIVE",
+    "NOT_MEASURED",
+    "Crosscheck",
+    "Published",
+    "PublishedPair",
+]
 
 
 @dataclass(frozen=True)
@@ -102,23 +82,18 @@ def measurements(pairs: Sequence[PublishedPair]) -> dict[tuple[str, int], list[s
     return groups
 
 
-@dataclass(frozen=True)
-class Crosscheck:
-    """One published pair beside ours: our ratio (None: not measured), the verdict, why."""
-
-    pair: PublishedPair
-    ours: Interval | None
-    verdict: str
-    why: str
-
-
-def judge(pair: PublishedPair, ours: Interval | None, band: float, missing: str = "") -> Crosscheck:
+def judge(
+    pair: PublishedPair, ours: Interval | None, band: float, missing: str = "", run_id: str = ""
+) -> Crosscheck:
     """The verdict: agrees when the published ratio lies in our interval widened by `band`
-    (low / (1 + band), high × (1 + band)); else disagrees, saying what differs. An interval
-    wider than the band's own span ((1 + band)², high / low) can agree with almost any
-    figure: inconclusive, whatever the published figure is."""
+    (low / (1 + band), high × (1 + band)); else disagrees (what differs from the board's
+    run is the pair's own `differs`, a column of every table). An interval wider than the
+    band's own span ((1 + band)², high / low) can agree with almost any figure:
+    inconclusive, whatever the published figure is."""
     if ours is None:
-        return Crosscheck(pair, None, NOT_MEASURED, missing or "no ratio: fewer than two rounds")
+        why = missing or "no ratio: fewer than two rounds"
+        return Crosscheck(pair, None, NOT_MEASURED, why, run_id)
+    ratio = Ratio(ours.value, ours.low, ours.high)
     low, high = ours.low / (1 + band), ours.high * (1 + band)
     if ours.low <= 0 or ours.high / ours.low > (1 + band) ** 2:
         why = (
@@ -126,13 +101,13 @@ def judge(pair: PublishedPair, ours: Interval | None, band: float, missing: str 
             f"({(1 + band) ** 2:.2f}×): more or longer rounds (--rounds, --round-duration), "
             "a quieter host"
         )
-        return Crosscheck(pair, ours, INCONCLUSIVE, why)
+        return Crosscheck(pair, ratio, INCONCLUSIVE, why, run_id)
     if low <= pair.published <= high:
         why = f"{pair.published:g} within [{low:.2f}, {high:.2f}] (ours ± the band {band:.0%})"
-        return Crosscheck(pair, ours, AGREES, why)
+        return Crosscheck(pair, ratio, AGREES, why, run_id)
     side = "above" if pair.published > high else "below"
-    why = f"{pair.published:g} {side} [{low:.2f}, {high:.2f}]; what differs: {pair.differs}"
-    return Crosscheck(pair, ours, DISAGREES, why)
+    why = f"{pair.published:g} {side} [{low:.2f}, {high:.2f}]"
+    return Crosscheck(pair, ratio, DISAGREES, why, run_id)
 
 
 def _case(run: Run, framework: str) -> Case | None:
@@ -164,57 +139,8 @@ def crosscheck(
             results.append(judge(pair, None, published.band, run))
             continue
         ours, missing = pair_ratio(run, pair)
-        results.append(judge(pair, ours, published.band, missing))
+        results.append(judge(pair, ours, published.band, missing, run.run_id))
     return results
-
-
-def rows(results: Sequence[Crosscheck]) -> list[list[str]]:
-    """The table's rows (HEADERS), the same for the console and Markdown."""
-    table = []
-    for result in results:
-        pair, ours = result.pair, result.ours
-        measured = (
-            f"{ours.value:.2f} [{ours.low:.2f}, {ours.high:.2f}]" if ours is not None else "–"
-        )
-        table.append(
-            [
-                pair.label,
-                f"{pair.board}, {pair.date}",
-                f"{pair.test} (ours: {pair.scenario}, c{figure(pair.concurrency)})",
-                measured,
-                f"{pair.published:g}",
-                f"{result.verdict}: {result.why}",
-                pair.url,
-            ]
-        )
-    return table
-
-
-def markdown(results: Sequence[Crosscheck], band: float, note: str = "") -> str:
-    """The crosscheck as a Markdown page: the table and how it was judged."""
-
-    def cell(text: str) -> str:
-        return text.replace("|", "\\|").replace("\n", " ")
-
-    lines = [
-        "# Crosscheck: our ratios beside the published boards'",
-        "",
-        f"Agrees: the published ratio inside our 95 % interval widened by {band:.0%} "
-        "(harness/crosscheck/published.toml says why the band). " + note,
-        "",
-        "| " + " | ".join(HEADERS) + " |",
-        "|" + "---|" * len(HEADERS),
-    ]
-    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows(results)]
-    return "\n".join(lines) + "\n"
-
-
-def summary_line(results: Sequence[Crosscheck]) -> str:
-    """`4 agree, 1 disagrees, 1 not measured` (the counts that are not zero)."""
-    counts: dict[str, Any] = {}
-    for result in results:
-        counts[result.verdict] = counts.get(result.verdict, 0) + 1
-    return ", ".join(f"{n} {verdict}" for verdict, n in counts.items())
 
 
 def require_pairs(published: Published, only: str | None) -> Published:

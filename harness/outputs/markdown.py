@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from charts.columns import RenderedTable, interval_text
+from charts.columns import Cell, RenderedTable, interval_text
 from charts.cpu_tables import CPU_SPLIT, PROFILED_CAPTION
 from charts.tables import CLOSING, MEMORY, PRECISION, SUMMARY, TLS, VERDICT_TITLE, verdict_lines
 from harness.outputs.text import diff_table
@@ -41,13 +41,19 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]
     return "\n".join("| " + " | ".join(cell(str(c)) for c in line) + " |" for line in lines)
 
 
+def _cell_text(cell: Cell) -> str:
+    """A cell's Markdown: a link when its text is not the URL itself (a bare URL links
+    itself), bold when failed or warned."""
+    text = cell.joined
+    if cell.link and cell.link != text:
+        text = f"[{text}]({cell.link})"
+    return f"**{text}**" if cell.tone in ("failed", "warn") else text
+
+
 def rendered_table(rendered: RenderedTable) -> str:
-    """A table of the column model (charts.columns) as Markdown: a failed or warned cell
-    in bold."""
-    rows = [
-        [f"**{cell.joined}**" if cell.tone in ("failed", "warn") else cell.joined for cell in row]
-        for row in rendered.cells
-    ]
+    """A table of the column model (charts.columns) as Markdown: a cell with a link a
+    link, a failed or warned cell in bold."""
+    rows = [[_cell_text(cell) for cell in row] for row in rendered.cells]
     return table(rendered.headers, rows, rendered.numeric_indexes())
 
 

@@ -29,7 +29,16 @@ def test_list_names_every_framework_with_versions() -> None:
         else:
             assert row["missing"]
     assert "asyncio" in rows["aiohttp"]["loops"]
-    assert rows["nginx"]["role"] == "baseline" and rows["nginx"]["routes"] == ["/", "/files/"]
+    assert rows["nginx"]["role"] == "baseline"
+    # stock nginx serves what needs no code: no timer (/delay), no body reader (/upload)
+    assert rows["nginx"]["routes"] == [
+        "/",
+        "/files/",
+        "/json",
+        "/plaintext",
+        "/json-comp",
+        "/body/10k",
+    ]
 
 
 def test_list_table_is_printed() -> None:
