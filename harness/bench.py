@@ -28,10 +28,12 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from drivers.base import Target, run_step
 from drivers.processes import kill_group, spawn
 from drivers.wrk import WrkDriver
+from harness.bench_live import BenchWatch, app_run
 from harness.frameworks import command_protocols
 from harness.run.precision import imprecise_reason, round_fits
 from harness.server_process import protocol_unsupported, start_command_server, start_server
@@ -43,6 +45,9 @@ from model.ramps import RampStep
 from model.scenarios import SCENARIOS
 from servers import FRAMEWORKS, scratch
 from servers.contract import PROTOCOL_H1
+
+if TYPE_CHECKING:
+    from harness.server_process import ServerProcess
 
 BENCH_MIN_ROUNDS = 10
 BENCH_PRECISION_PCT = 3.0
@@ -156,8 +161,9 @@ def minimal_app(
     server_cpus: str,
     protocol: str = PROTOCOL_H1,
     certificates: Certificates | None = None,
-) -> Iterator[int]:
-    """The framework's minimal app, pinned to `server_cpus`, running; yields its port.
+) -> Iterator[tuple[int, int]]:
+    """The framework's minimal app, pinned to `server_cpus`, running; yields its port and
+    its process id.
 
     A builtin framework's is servers/minimal (port 0, read back from the app's own
     listening socket); a plugin's or a command's is its `minimal_command`, started as a
@@ -170,7 +176,7 @@ def minimal_app(
             info, info.minimal_command, cpus=server_cpus, protocol=protocol,
             certificates=certificates,
         ) as app:  # fmt: skip
-            yield app.port
+            yield app.port, app.pid
         return
     if protocol != PROTOCOL_H1:
         raise UserError(
@@ -191,7 +197,7 @@ def minimal_app(
         death_signal=signal.SIGTERM,
     )
     try:
-        yield wait_listening(minimal, f"the minimal {framework} app")
+        yield wait_listening(minimal, f"the minimal {framework} app"), minimal.pid
     finally:
         minimal.terminate()
         try:
@@ -217,13 +223,14 @@ def bench_framework(
     max_time_s: float | None = BENCH_MAX_TIME_S,
     protocol: str = PROTOCOL_H1,
     certificates: Certificates | None = None,
+    watch: BenchWatch | None = None,
 ) -> BenchResult:
     """Interleaved wrk runs against our server and the minimal app, both on `protocol`
     (TLS: serving `certificates`), the order alternating, until the paired ratio is
-    within `precision_pct` % (module docstring)."""
+    within `precision_pct` % (module docstring); each run and round told to `watch`."""
     started = time.monotonic()
     with (
-        minimal_app(framework, server_cpus, protocol, certificates) as port,
+        minimal_app(framework, server_cpus, protocol, certificates) as (port, minimal_pid),
         start_server(
             framework, loop=loop, cpus=server_cpus, protocol=protocol, certificates=certificates
         ) as ours,
@@ -256,11 +263,30 @@ def bench_framework(
             began = time.monotonic()
             order = list(targets) if round_index % 2 == 0 else list(reversed(targets))
             for name in order:
-                label = f"{name}-{round_index}"
-                result = run_step(driver, step, targets[name], load_cpus, Path(raw_dir), label)
-                if result.errors_total:
-                    raise UserError(f"{framework} {name}: wrk saw errors {result.errors}")
+                sampled = _sampled(ours, minimal_pid, name) if watch is not None else None
+                with app_run(watch, name, round_index, steps=1, sampled=sampled):
+                    if watch is not None:
+                        watch.step_started(0, connections, step.unit)
+                    label = f"{name}-{round_index}"
+                    result = run_step(driver, step, targets[name], load_cpus, Path(raw_dir), label)
+                    if watch is not None:
+                        watch.load_finished(
+                            step.offered, step.unit, result.rate, result.replies,
+                            result.errors, result.latency_ms,
+                        )  # fmt: skip
+                    if result.errors_total:
+                        raise UserError(f"{framework} {name}: wrk saw errors {result.errors}")
                 measured[name].append(result.rate)
+            if watch is not None:
+                watch.round_finished("req_per_s", measured["ours"], measured["minimal"])
             round_s = time.monotonic() - began
     result = bench_summary(framework, loop, measured["ours"], measured["minimal"], precision_pct)
     return dataclasses.replace(result, protocol=protocol)
+
+
+def _sampled(ours: ServerProcess, minimal_pid: int, app: str) -> tuple[list[int], Any]:
+    """What the live page's monitor samples of `app`: its process (and children) and its
+    telemetry (the minimal app has none)."""
+    if app == "ours":
+        return [ours.pid], ours.latest_telemetry
+    return [minimal_pid], dict

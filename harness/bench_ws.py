@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING
 import psutil
 
 from drivers.agent.plan import FD_HEADROOM
+from harness.bench_live import BenchWatch, app_run, ws_round_finished
 from harness.cgroups.groups import Cgroup, run_support
 from harness.connection_plan import REUSEPORT_SPREAD
 from harness.connections import AgentGroup, LocalAgents, run_connection_ramp
@@ -414,6 +415,7 @@ def ws_app_run(
     raw_dir: Path,
     workers: int = 1,
     fleet: Fleet | None = None,
+    watch: BenchWatch | None = None,
 ) -> WsAppRun:
     """Start `app` (ours or minimal) afresh in its own cgroup, hold the ramp's idle
     connections with the agent, read its memory at each hold and its CPU over the opening
@@ -430,7 +432,7 @@ def ws_app_run(
     with _app_group(server_cpus) as group:
         server = _start_app(framework, app, loop, server_cpus, group, workers=workers, host=host)
         topology = Topology(model, [server], instance_cpus=[server_cpus])
-        monitor = Monitor(server.latest_telemetry)
+        monitor = Monitor(server.latest_telemetry, on_sample=watch.sample if watch else None)
         try:
             monitor.set_server_cgroup(group)
             monitor.start(topology.pids)
@@ -444,6 +446,8 @@ def ws_app_run(
                 readings[index] = HeldStep(0, memory, _rss_bytes(server))
 
             def on_step(index: int, offered: float) -> None:
+                if watch is not None:
+                    watch.step_started(index, offered, "conns")
                 if index == top:  # the opening ends: its CPU
                     cpu_at["top"] = _cpu_s(server, group)
                     cpu_at["top_t"] = time.monotonic()
@@ -470,8 +474,9 @@ def ws_app_run(
                 monitor=monitor,
                 baseline_rss_bytes=None,
                 on_step=on_step,
-                on_step_done=lambda step: held_open.__setitem__(
-                    int(step.offered), step.extra["open"]
+                on_step_done=lambda step: (
+                    held_open.__setitem__(int(step.offered), step.extra["open"]),
+                    watch is not None and watch.step_finished(step),
                 ),
             )
         finally:
@@ -547,6 +552,7 @@ def bench_ws_framework(
     open_rate_per_s: float | None = None,
     workers: int = 1,
     fleet: Fleet | None = None,
+    watch: BenchWatch | None = None,
 ) -> WsBenchResult:
     """`rounds` rounds of ours and the minimal WebSocket server, the order alternating,
     each app afresh per run as `workers` processes, the agents here or on `fleet`'s hosts
@@ -560,14 +566,17 @@ def bench_ws_framework(
         for round_index in range(rounds):
             order = APPS if round_index % 2 == 0 else tuple(reversed(APPS))
             for app in order:
-                runs[app].append(
-                    ws_app_run(
-                        framework, app, loop=loop, server_cpus=server_cpus,
-                        agent_cpus=agent_cpus, ramp=ramp,
-                        raw_dir=Path(raw) / f"{app}-{round_index}",
-                        workers=workers, fleet=fleet,
-                    )
-                )  # fmt: skip
+                with app_run(watch, app, round_index, steps=len(list(ramp))):
+                    runs[app].append(
+                        ws_app_run(
+                            framework, app, loop=loop, server_cpus=server_cpus,
+                            agent_cpus=agent_cpus, ramp=ramp,
+                            raw_dir=Path(raw) / f"{app}-{round_index}",
+                            workers=workers, fleet=fleet, watch=watch,
+                        )
+                    )  # fmt: skip
+            if watch is not None:
+                ws_round_finished(watch, runs["ours"], runs["minimal"])
     load = "local" if fleet is None else f"fleet of {len(fleet.hosts)} hosts"
     return ws_bench_summary(
         framework, loop, runs["ours"], runs["minimal"], server_processes=workers, load=load

@@ -19,6 +19,7 @@ import typer
 from typer.core import TyperGroup
 
 from charts.bench_tables import BENCH_HTTP, BENCH_WS
+from harness.cli.live_options import LIVE_OPTION, PROMETHEUS_OPTION
 from harness.cli.options import (
     AGENT_CPUS_OPTION,
     FLEET_CA_OPTION,
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
         WsBenchPlan,
     )
     from harness.bench_ws import WsBenchResult
+    from harness.live.session import LiveSession
     from harness.run_options import RunOptions
     from model.bench import BenchCase
 
@@ -118,6 +120,8 @@ def http_command(
     protocol: str = PROTOCOL_OPTION,
     tls_cert: Path = TLS_CERT_OPTION,
     tls_key: Path = TLS_KEY_OPTION,
+    live_address: str = LIVE_OPTION,
+    prometheus_address: str = PROMETHEUS_OPTION,
     # WebSocket-only options given here are refused by name, not as unknown
     workers: int = typer.Option(None, "--workers", hidden=True),
     fleet: str = typer.Option(None, "--fleet", hidden=True),
@@ -134,6 +138,7 @@ def http_command(
         frameworks=frameworks, loop=loop, server_cpus=server_cpus,
         load_cpus=agent_cpus or load_cpus, results_dir=results, servers=servers,
         servers_file=servers_file, protocol=protocol, tls_cert=tls_cert, tls_key=tls_key,
+        live_address=live_address, prometheus_address=prometheus_address,
     )  # fmt: skip
     options = HttpBenchOptions(
         common, connections, rounds, duration_s, precision_pct, max_time_s, max_rounds
@@ -142,7 +147,9 @@ def http_command(
 
 
 def bench_http(options: HttpBenchOptions, *, as_json: bool) -> Path:
-    """Bench every chosen framework over HTTP, keep the run, print it; returns its directory."""
+    """Bench every chosen framework over HTTP, keep the run, print it; returns its directory.
+    With `--live` / `--prometheus`, each run and round shown as it goes (harness.bench_live)."""
+    from harness.bench_live import live_bench
     from harness.bench_runs import plan_http_bench
 
     plan = plan_http_bench(options)
@@ -150,7 +157,19 @@ def bench_http(options: HttpBenchOptions, *, as_json: bool) -> Path:
         console.print(f"[yellow]skipped:[/] {line}")
     if not plan.pairs:
         raise UserError(f"nothing to bench on {', '.join(plan.protocols)}: see the reasons above")
-    recorder, results = _measure_http(plan)
+    common = options.common
+    with live_bench(common.live_address, common.prometheus_address, _say) as live:
+        recorder = _http_results(plan, live, as_json=as_json)
+    return recorder.directory
+
+
+def _say(line: str) -> None:
+    console.print(line, highlight=False)
+
+
+def _http_results(plan: HttpBenchPlan, live: LiveSession | None, *, as_json: bool) -> BenchRecorder:
+    """Measure, then print the figures (a table, or JSON) and where they were kept."""
+    recorder, results = _measure_http(plan, live)
     if as_json:
         rows = [
             {**r.__dict__, "half_width_pct": r.half_width_pct, "verdict": case.figures[0].verdict}
@@ -160,11 +179,14 @@ def bench_http(options: HttpBenchOptions, *, as_json: bool) -> Path:
     else:
         console.print(rich_table(BENCH_HTTP.render(recorder.run.cases, "compact")))
     _say_kept(recorder, as_json)
-    return recorder.directory
+    return recorder
 
 
-def _measure_http(plan: HttpBenchPlan) -> tuple[BenchRecorder, list[BenchResult]]:
+def _measure_http(
+    plan: HttpBenchPlan, live: LiveSession | None
+) -> tuple[BenchRecorder, list[BenchResult]]:
     from harness.bench import bench_framework
+    from harness.bench_live import BenchWatch, bench_reporter
     from harness.bench_record import http_case, recording
     from harness.tls import run_certificates
 
@@ -180,7 +202,19 @@ def _measure_http(plan: HttpBenchPlan) -> tuple[BenchRecorder, list[BenchResult]
         recording(common.results_dir, "http", options.config(), names) as recorder,
         run_certificates(plan.protocols, common.tls_cert, common.tls_key) as certificates,
     ):
+        reporter = bench_reporter(
+            live, run_id=recorder.run_id, profile=recorder.run.profile, frameworks=names,
+            cases_total=2 * options.rounds * len(plan.pairs), round_s=options.duration_s,
+        )  # fmt: skip
+        rounds_max = options.max_rounds if options.precision_pct else options.rounds
         for name, protocol in plan.pairs:
+            watch = (
+                None
+                if reporter is None
+                else BenchWatch(
+                    reporter, name, protocol, rounds_max, at_most=bool(options.precision_pct)
+                )
+            )
             with console.status(
                 f"bench {name} ({protocol}): {what} of 2 × {options.duration_s:g} s…"
             ):
@@ -191,7 +225,7 @@ def _measure_http(plan: HttpBenchPlan) -> tuple[BenchRecorder, list[BenchResult]
                     connections=options.connections, duration_s=options.duration_s,
                     rounds=options.rounds, precision_pct=options.precision_pct or None,
                     max_rounds=options.max_rounds, max_time_s=options.max_time_s or None,
-                    protocol=protocol, certificates=certificates,
+                    protocol=protocol, certificates=certificates, watch=watch,
                 )  # fmt: skip
             results.append(result)
             recorder.add(http_case(result))
@@ -249,6 +283,8 @@ def ws_command(
     fleet_cert: Path = FLEET_CERT_OPTION,
     fleet_key: Path = FLEET_KEY_OPTION,
     insecure_fleet: bool = INSECURE_FLEET_OPTION,
+    live_address: str = LIVE_OPTION,
+    prometheus_address: str = PROMETHEUS_OPTION,
 ) -> None:
     """Idle WebSocket connections (the agent, ramped in 5 steps up to --connections) on our
     server and on the runtime's minimal WebSocket server (servers/minimal), each started
@@ -272,7 +308,7 @@ def ws_command(
         frameworks=frameworks, loop=loop, server_cpus=server_cpus,
         load_cpus=agent_cpus or load_cpus, results_dir=results, servers=servers,
         servers_file=servers_file, fleet=fleet, server_address=server_address,
-        fleet_access=access,
+        fleet_access=access, live_address=live_address, prometheus_address=prometheus_address,
     )  # fmt: skip
     bench_ws(
         WsBenchOptions(common, connections, rounds, hold_s, open_rate, workers), as_json=as_json
@@ -281,25 +317,38 @@ def ws_command(
 
 def bench_ws(options: WsBenchOptions, *, as_json: bool) -> Path:
     """`harness bench ws`: every chosen framework with a minimal WebSocket server, kept
-    as a run; returns its directory."""
+    as a run; returns its directory. With `--live` / `--prometheus`, each app's ramp and
+    each round shown as it goes (harness.bench_live)."""
+    from harness.bench_live import live_bench
     from harness.bench_runs import plan_ws_bench
 
     plan = plan_ws_bench(options)
     for line in plan.skipped:
         console.print(f"[yellow]skipped:[/] {line}")
-    recorder, results = _measure_ws(plan)
+    common = options.common
+    with live_bench(common.live_address, common.prometheus_address, _say) as live:
+        recorder = _ws_results(plan, live, as_json=as_json)
+    return recorder.directory
+
+
+def _ws_results(plan: WsBenchPlan, live: LiveSession | None, *, as_json: bool) -> BenchRecorder:
+    """Measure, then print the figures (a table, or JSON) and where they were kept."""
+    recorder, results = _measure_ws(plan, live)
     if as_json:
         rows = [{**dataclasses.asdict(r), "note": r.note} for r in results]
         print(json.dumps(rows, indent=2))
     else:
         _print_ws(results, recorder.run.cases)
     _say_kept(recorder, as_json)
-    return recorder.directory
+    return recorder
 
 
-def _measure_ws(plan: WsBenchPlan) -> tuple[BenchRecorder, list[WsBenchResult]]:
+def _measure_ws(
+    plan: WsBenchPlan, live: LiveSession | None
+) -> tuple[BenchRecorder, list[WsBenchResult]]:
     import contextlib
 
+    from harness.bench_live import BenchWatch, bench_reporter
     from harness.bench_record import recording, ws_case
     from harness.bench_ws import bench_ws_framework
 
@@ -317,7 +366,15 @@ def _measure_ws(plan: WsBenchPlan) -> tuple[BenchRecorder, list[WsBenchResult]]:
                 opened = stack.enter_context(
                     open_fleet(common.fleet, common.server_address, common.fleet_access)
                 )
+        reporter = bench_reporter(
+            live, run_id=recorder.run_id, profile=recorder.run.profile, frameworks=plan.names,
+            cases_total=2 * options.rounds * len(plan.names), round_s=None,
+        )  # fmt: skip
         for name in plan.names:
+            watch = None if reporter is None else BenchWatch(
+                reporter, name, "h1", options.rounds, at_most=False, scenario="ws-idle",
+                driver="agent",
+            )  # fmt: skip
             status = (
                 f"bench --ws {name}: {options.rounds} rounds of ours and minimal, "
                 f"{options.connections:,} conns"
@@ -329,6 +386,7 @@ def _measure_ws(plan: WsBenchPlan) -> tuple[BenchRecorder, list[WsBenchResult]]:
                     server_cpus=common.server_cpus, agent_cpus=common.load_cpus,
                     connections=options.connections, rounds=options.rounds, hold_s=options.hold_s,
                     open_rate_per_s=options.open_rate, workers=processes, fleet=opened,
+                    watch=watch,
                 )  # fmt: skip
             results.append(result)
             recorder.add(ws_case(result))

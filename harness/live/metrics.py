@@ -48,7 +48,13 @@ METRICS: dict[str, str] = {
     "harness_server_requests": "Requests the server counted itself (telemetry), so far.",
     "harness_errors": "Errors over the case's finished steps, by kind.",
     "harness_flags": "Step flags raised so far, by flag (driver_bound, noisy, ...).",
+    "harness_bench_rounds": "A bench's rounds done so far (ours and minimal each ran once).",
+    "harness_bench_rounds_max": "A bench's rounds at most (its --max-rounds; bench ws: --rounds).",
+    "harness_bench_figure": "A bench's figure in its last round, by app (ours or minimal).",
+    "harness_bench_ratio": "A bench's ratio ours / minimal so far, with its 95 % interval "
+    "(bound: estimate, low, high).",
 }
+BENCH_LABELS = ("framework", "protocol", "figure")
 
 
 def _case_values(label: CaseLabel) -> list[str]:
@@ -71,6 +77,7 @@ class RunCollector:
         yield from run_families(view)
         yield from running_families(view)
         yield from counter_families(view)
+        yield from bench_families(view)
 
 
 def run_families(view: dict[str, Any]) -> Iterator[Metric]:
@@ -170,6 +177,36 @@ def counter_families(view: dict[str, Any]) -> Iterator[Metric]:
     for flag, count in sorted(view["flag_counts"].items()):
         flags.add_metric([flag], count)
     yield from (replies, served, errors, achieved, latency, flags)
+
+
+def bench_families(view: dict[str, Any]) -> Iterator[Metric]:
+    """A bench's rows (harness.bench_live.round_row): rounds, each app's last figure and
+    the ratio with its interval; nothing outside a bench."""
+    rows = view.get("bench") or []
+    if not rows:
+        return
+    done, most = (
+        GaugeMetricFamily(name, METRICS[name], labels=list(BENCH_LABELS))
+        for name in ("harness_bench_rounds", "harness_bench_rounds_max")
+    )
+    figure = GaugeMetricFamily(
+        "harness_bench_figure", METRICS["harness_bench_figure"], labels=[*BENCH_LABELS, "app"]
+    )
+    ratio = GaugeMetricFamily(
+        "harness_bench_ratio", METRICS["harness_bench_ratio"], labels=[*BENCH_LABELS, "bound"]
+    )
+    for row in rows:
+        labels = [row["framework"], row["protocol"], row["figure"]]
+        done.add_metric(labels, row["rounds_done"])
+        most.add_metric(labels, row["rounds_max"])
+        for app in ("ours", "minimal"):
+            if row[app] and row[app][-1] is not None:
+                figure.add_metric([*labels, app], row[app][-1])
+        bounds = zip(("low", "high"), row["ci"] or (), strict=False)
+        for bound, value in (("estimate", row["ratio"]), *bounds):
+            if value is not None:
+                ratio.add_metric([*labels, bound], value)
+    yield from (done, most, figure, ratio)
 
 
 def run_registry(state: LiveState) -> CollectorRegistry:

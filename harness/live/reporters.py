@@ -57,7 +57,7 @@ class LiveReporter:
     A watcher never ends a run: should feeding the state fail, that is said once on
     stderr and the live view stops where it was, while the run goes on."""
 
-    def __init__(self, state: LiveState, run_dir: Path) -> None:
+    def __init__(self, state: LiveState, run_dir: Path | None) -> None:
         self.state = state
         self.run_dir = run_dir
         self.broken: str | None = None  # why the live view stopped (None: it did not)
@@ -68,9 +68,15 @@ class LiveReporter:
         try:
             event()
         except Exception as error:
-            self.broken = f"{type(error).__name__}: {error}"
-            with contextlib.suppress(OSError):
-                print(f"harness: the live view stopped ({self.broken})", file=sys.stderr)
+            self.stop(error)
+
+    def stop(self, error: Exception) -> None:
+        """The live view stops where it is, said once on stderr; the run goes on."""
+        if self.broken is not None:
+            return
+        self.broken = f"{type(error).__name__}: {error}"
+        with contextlib.suppress(OSError):
+            print(f"harness: the live view stopped ({self.broken})", file=sys.stderr)
 
     def preparing(self, *, what: str, done: int, total: int) -> None:
         self._feed(lambda: self.state.preparing(what=what, done=done, total=total))
@@ -89,10 +95,17 @@ class LiveReporter:
 
     def case_finished(self, *, case: Case) -> None:
         self._feed(lambda: self.state.case_finished(case=case))
-        self._feed(self._settle)
+        if self.run_dir is not None:  # a bench's run.json has no cases of a run to settle
+            self._feed(self._settle)
+
+    def bench_round(self, *, row: dict[str, Any]) -> None:
+        """A bench's round ended: ours / minimal so far (harness.bench_live.round_row)."""
+        self._feed(lambda: self.state.bench_round(row=row))
 
     def _settle(self) -> None:
         """The run's cases from run.json, which the runner wrote just before (a torn or
         missing file: nothing new)."""
+        if self.run_dir is None:
+            return
         with contextlib.suppress(*READ_ERRORS, OSError):
             self.state.settle(settled_cases(read_run(self.run_dir).cases))

@@ -60,7 +60,7 @@ class LiveSession:
     def reporters(self, plan: Plan, cases_total: int) -> list[Reporter]:
         """The live state made for `plan`, and its reporter (to fan out beside the
         console's)."""
-        self.state = LiveState(
+        state = LiveState(
             run_id=plan.run_id,
             profile=plan.profile.name,
             frameworks=plan.frameworks,
@@ -68,8 +68,14 @@ class LiveSession:
             step_s=_step_seconds(plan),
             round_s=plan.profile.round_duration_s,
         )
-        self.hub.attach(self.state)
-        return [LiveReporter(self.state, plan.out_dir)]
+        return [self.watch(state, plan.out_dir)]
+
+    def watch(self, state: LiveState, run_dir: Path | None) -> LiveReporter:
+        """`state` served by the page and the exporter, and the reporter that feeds it
+        (`run_dir`: where the run's run.json settles the finished cases; None: a bench)."""
+        self.state = state
+        self.hub.attach(state)
+        return LiveReporter(state, run_dir)
 
     def finished(self, status: str, report: Path | None) -> str | None:
         """The run ended: the page links its report, served from the run's directory (the

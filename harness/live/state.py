@@ -94,12 +94,14 @@ class LiveState:
         step_s: float | None,
         round_s: float | None = None,
         clock: Callable[[], float] = time.monotonic,
+        kind: str = "run",
     ) -> None:
         self._lock = threading.Lock()
         self._clock = clock
         self._changed = threading.Condition(self._lock)
         self.version = 0  # bumped on every change: readers wait for it to move
         self.run_id = run_id
+        self.kind = kind  # run (compare, run) or bench (ours against the minimal app)
         self.profile = profile
         self.frameworks = frameworks
         self.cases_total = cases_total
@@ -116,6 +118,9 @@ class LiveState:
         self.settled: list[dict[str, Any]] = []  # the run's cases, combined (run.json)
         self.case_seconds: list[float] = []  # each finished case's wall time
         self.report_url: str | None = None
+        # a bench's rows, by (framework, protocol, figure): each round's figure of ours and
+        # minimal and their ratio so far (harness.bench_live.round_row)
+        self.bench: dict[tuple[str, str, str], dict[str, Any]] = {}
 
     # -- events (the Reporter protocol's, and the run's end) -------------------------
     def _bump(self) -> None:
@@ -223,6 +228,12 @@ class LiveState:
             self.settled = cases
             self._bump()
 
+    def bench_round(self, *, row: dict[str, Any]) -> None:
+        """A bench's round ended: its figure's row replaces the one before."""
+        with self._lock:
+            self.bench[(row["framework"], row["protocol"], row["figure"])] = row
+            self._bump()
+
     def finished(self, status: str, report_url: str | None) -> None:
         """The run ended with `status`; its report is at `report_url` (None: none drawn)."""
         with self._lock:
@@ -273,6 +284,7 @@ class LiveState:
             current = self.cases[-1] if self.cases and self.cases[-1].status == "running" else None
             return {
                 "version": self.version,
+                "kind": self.kind,
                 "run_id": self.run_id,
                 "profile": self.profile,
                 "frameworks": list(self.frameworks),
@@ -302,6 +314,7 @@ class LiveState:
                         "protocol": c.label.protocol,
                         "status": c.status,
                         "error": c.error,
+                        "steps_planned": c.steps_planned,
                         "points": list(c.points),
                         "steps": list(c.steps),
                     }
@@ -310,6 +323,7 @@ class LiveState:
                 "flags": list(self.flags),
                 "flag_counts": dict(self.flag_counts),
                 "settled": list(self.settled),
+                "bench": list(self.bench.values()),
                 "report_url": self.report_url,
             }
 
@@ -340,6 +354,7 @@ class LiveState:
                 else {"label": running.label, "row": dict(running.last_row), "step": self.step},
                 "time_left": self._time_left(),
                 "flag_counts": dict(self.flag_counts),
+                "bench": [dict(row) for row in self.bench.values()],
             }
 
 

@@ -25,6 +25,23 @@ function colourOf(state, framework) {
   return PALETTE[(index < 0 ? 0 : index) % PALETTE.length];
 }
 
+// a bench's case: "aiohttp ours round 3 of at most 60" (harness.bench_live)
+const BENCH_CASE = / (ours|minimal) round (\d+)/;
+
+// what a line stands for: its framework; in a bench, the framework and the app, so that
+// ours and the minimal app differ in colour
+function keyOf(state, series) {
+  const found = state.kind === "bench" && series.case.match(BENCH_CASE);
+  return found ? `${series.framework} ${found[1]}` : series.framework;
+}
+
+function colourOfKey(state, key) {
+  if (state.kind !== "bench") return colourOf(state, key);
+  const [framework, app] = key.split(" ");
+  const index = Math.max(0, (state.frameworks || []).indexOf(framework)) * 2 + (app === "minimal" ? 1 : 0);
+  return PALETTE[index % PALETTE.length];
+}
+
 function set(id, text) {
   const element = $(id);
   if (element.textContent !== text) element.textContent = text;
@@ -115,7 +132,7 @@ function drawChart(canvas, lines) {
 
 function seriesLines(state, column, scale) {
   return state.series.map((s, i) => ({
-    colour: colourOf(state, s.framework),
+    colour: colourOfKey(state, keyOf(state, s)),
     current: i === state.series.length - 1 && s.status === "running",
     fade: true,
     points: s.points.filter((p) => p[column] !== null).map((p) => [p[0], p[column] * scale]),
@@ -123,12 +140,29 @@ function seriesLines(state, column, scale) {
 }
 
 function stepLines(state, pick) {
+  if (state.kind === "bench") return roundLines(state, pick);
   return state.series.map((s, i) => ({
     colour: colourOf(state, s.framework),
     current: i === state.series.length - 1 && s.status === "running",
     dots: true,
     points: s.steps.map((step) => [step.offered, pick(step)]).filter((p) => p[1] !== null && p[1] !== undefined),
   }));
+}
+
+// a bench's finished runs, one line per framework and app, x: the round (an HTTP bench's
+// run has one step; a WebSocket bench's top step is its figure)
+function roundLines(state, pick) {
+  const lines = new Map();
+  for (const s of state.series) {
+    const found = s.case.match(BENCH_CASE);
+    const last = s.steps[s.steps.length - 1];
+    if (!found || !last) continue;
+    const key = keyOf(state, s);
+    if (!lines.has(key)) lines.set(key, { colour: colourOfKey(state, key), dots: true, points: [] });
+    const value = pick(last);
+    if (value !== null && value !== undefined) lines.get(key).points.push([Number(found[2]), value]);
+  }
+  return [...lines.values()];
 }
 
 function drawCharts(state) {
@@ -140,18 +174,22 @@ function drawCharts(state) {
   drawChart($("chart-cpu"), seriesLines(state, 3, 1));
   drawChart($("chart-rss"), seriesLines(state, 4, 1e-6));
   drawChart($("chart-tick"), seriesLines(state, 5, 1));
+  const by = state.kind === "bench" ? "by round (the driver's, each app's run; x: round)" : "by step (the driver's; x: offered)";
+  set("steps-chart-title", `achieved ${by}`);
+  set("p99-chart-title", `p99 latency ms ${by}`);
+  set("errors-chart-title", `errors ${by}, every kind`);
   drawChart($("chart-steps"), stepLines(state, (st) => st.achieved));
   drawChart($("chart-p99"), stepLines(state, (st) => st.p99_ms));
   drawChart($("chart-errors"), stepLines(state, (st) => (st.errors || {}).total));
   const legend = $("legend");
-  const shown = [...new Set(state.series.map((s) => s.framework))];
+  const shown = [...new Set(state.series.map((s) => keyOf(state, s)))];
   if (legend.dataset.shown !== shown.join(",")) {
     legend.dataset.shown = shown.join(",");
-    legend.replaceChildren(...shown.map((framework) => {
+    legend.replaceChildren(...shown.map((key) => {
       const item = document.createElement("li");
       const swatch = document.createElement("i");
-      swatch.style.background = colourOf(state, framework);
-      item.append(swatch, framework);
+      swatch.style.background = colourOfKey(state, key);
+      item.append(swatch, key);
       return item;
     }));
   }
@@ -181,7 +219,8 @@ function drawNow(state) {
     return;
   }
   set("case", current.case);
-  set("round", current.round ? `(confirmation round ${current.round})` : "");
+  // a bench's label names its round already; a run's rounds are confirmation rounds
+  set("round", current.round && state.kind !== "bench" ? `(confirmation round ${current.round})` : "");
   const step = current.step;
   set("step", step ? `${step.index + 1} of ${current.steps}` : `${current.steps_done} of ${current.steps} done`);
   $("step-detail").hidden = !step;  // between steps: only how many are done
@@ -226,6 +265,36 @@ function drawSettled(state) {
   body.replaceChildren(...rows);
 }
 
+// a bench: each framework's figures round by round, and ours / minimal so far
+function drawBench(state) {
+  const rows = state.bench || [];
+  $("bench-section").hidden = state.kind !== "bench";
+  $("cases-section").hidden = state.kind === "bench";  // a bench settles no run's cases
+  if (state.kind !== "bench") return;
+  const digits = (unit) => (unit === "KB/conn" ? 2 : 0);
+  const body = $("bench").tBodies[0];
+  const lines = rows.map((b) => {
+    const row = document.createElement("tr");
+    const n = b.ours.length;
+    cell(row, b.framework);
+    cell(row, b.protocol);
+    cell(row, b.unit);
+    cell(row, `${b.rounds_done} of ${b.rounds_max}`);
+    cell(row, `${number(b.ours[n - 1], digits(b.unit))} · ${number(b.minimal[n - 1], digits(b.unit))}`);
+    cell(row, b.ratio === null ? "–" : `${number(b.ratio, 3)}×${interval(b.ci, 3)}`);
+    const each = b.ours.map((v, i) => (v && b.minimal[i] ? number(v / b.minimal[i], 2) : "–"));
+    cell(row, each.join(" "), "wrap");
+    return row;
+  });
+  if (!lines.length) {
+    const row = document.createElement("tr");
+    cell(row, "no round finished yet", "text");
+    row.firstChild.colSpan = 7;
+    lines.push(row);
+  }
+  body.replaceChildren(...lines);
+}
+
 function drawSteps(state) {
   const series = state.series[state.series.length - 1];
   const body = $("steps").tBodies[0];
@@ -241,6 +310,8 @@ function drawSteps(state) {
     return row;
   });
   if (series) set("steps-title", `Steps of ${series.case}`);
+  // an HTTP bench's run is one step, its figures in the bench's table and charts already
+  $("steps-section").hidden = state.kind === "bench" && !!series && series.steps_planned === 1;
   body.replaceChildren(...rows);
 }
 
@@ -277,6 +348,7 @@ function draw(state) {
   drawNow(state);
   drawCharts(state);
   drawSettled(state);
+  drawBench(state);
   drawSteps(state);
   drawFlags(state);
 }
