@@ -93,11 +93,17 @@ import os
 import sys
 
 host, port = sys.argv[1], int(sys.argv[2])
+detached, told = os.pipe()
 if os.fork():
-    os._exit(0)  # the harness's process: gone before anything listens
+    # the harness's process: gone before anything listens, but only once the daemon is out
+    # of the group (on a loaded machine the group's kill could otherwise catch it first)
+    os.close(told)
+    os.read(detached, 1)
+    os._exit(0)
 os.setsid()  # out of the harness's process group
 if os.fork():
     os._exit(0)
+os.write(told, b"x")
 
 
 class Hello(http.server.BaseHTTPRequestHandler):
