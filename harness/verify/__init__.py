@@ -20,14 +20,17 @@ beside it:
 - judgement.py: a wrong answer as a failure or a deviation (robustness checks, the route
   a case measures, a server's declared deviations)
 - server.py: the verified server's options, and the checks of its telemetry and its stop
+- batch.py, console.py: `harness verify` over many servers, and its terminal table
+
+The checks, one module per protocol or route (each declares its checks' registry):
 
 - wire.py: raw bytes to a server and back (the helpers every raw check uses)
-- http.py: `/`, `/counter`, `/log`, 404s, 405s, sequential latency; the HTTP checks' registry
+- http.py: `/`, `/counter`, `/log`, 404s, 405s, sequential latency
 - workloads.py: the boards' workload routes (`/json`, `/plaintext`, pipelining, ...)
 - malformed.py: the malformed requests and their known deviations
 - severity.py: a failure (a wrong answer: the case is not measured) against a deviation
   (a robustness rule bent: recorded, a warning unless declared; `--strict-verify` fails it)
-- websocket.py: `/ws`, its refusals, close codes and raw frames; the WebSocket registry
+- websocket.py: `/ws`, its refusals, close codes and raw frames
 - sinks.py: a record reaching the sink
 - files.py, memcached.py, backends.py: `/files`, `/gridfs`, `/mc` and the socket service
 - probe.py: which routes a server given as a command serves
