@@ -21,6 +21,8 @@ from servers import contract
 from servers.contract import ServerOptions
 from servers.core import memcache, static
 from servers.core.backends import BackendUnavailable
+from servers.core.body_limit import TOO_LARGE_BODY, TOO_LARGE_STATUS, declared_too_large
+from servers.core.shutdown import CONNECTIONS_GRACE_S, WS_SHUTDOWN_REASON
 from servers.core.sinks import SinkUnavailable
 from servers.core.state import ServerState, TelemetryTimers
 from servers.core.tls import server_context
@@ -29,9 +31,9 @@ from servers.core.websocket import (
     WS_LINGER_S,
     ClientFrameWatch,
     peer_close_code_valid,
-    websocket_close_code,
     websocket_handshake_status,
 )
+from servers.core.ws_messages import take_message
 from servers.frameworks import Worker
 from servers.runtimes.asyncio.aiohttp_workloads import add_workload_routes
 from servers.runtimes.asyncio.backends import AsyncBackends
@@ -181,7 +183,10 @@ def _unavailable(error: BackendUnavailable) -> web.Response:
 def _too_large() -> web.Response:
     """413, then close: the rest of the body is not read (aiohttp would linger on it)."""
     response = web.Response(
-        status=413, text="413: Request Entity Too Large", content_type="text/plain"
+        # text=: aiohttp adds "; charset=utf-8", as it always did on this reply
+        status=TOO_LARGE_STATUS,
+        text=TOO_LARGE_BODY.decode(),
+        content_type="text/plain",
     )
     response.force_close()
     return response
@@ -196,30 +201,36 @@ def _closed(request: web.Request) -> web.Response:
     return web.Response(status=408)
 
 
-def make_app(
-    state: ServerState, sink: AsyncSink, backends: AsyncBackends, body_timeout_s: float
-) -> web.Application:
-    """The contract's routes; aiohttp answers unknown paths 404 and wrong methods 405.
+class _Routes:
+    """The contract's handlers, sharing the process's state, sink and backends.
 
     `/log` reads its body within `body_timeout_s` of its handler starting (when the head
     arrived, unless earlier requests on the connection were still being answered) or
     closes the connection: the contract's body deadline.
     """
-    websockets: weakref.WeakSet[_WebSocketResponse] = weakref.WeakSet()
-    memcached = backends.memcached
 
-    async def text(request: web.Request) -> web.Response:
-        state.requests += 1
+    def __init__(
+        self, state: ServerState, sink: AsyncSink, backends: AsyncBackends, body_timeout_s: float
+    ) -> None:
+        self.state = state
+        self.sink = sink
+        self.backends = backends
+        self.body_timeout_s = body_timeout_s
+        self.websockets: weakref.WeakSet[_WebSocketResponse] = weakref.WeakSet()
+
+    async def text(self, request: web.Request) -> web.Response:
+        self.state.requests += 1
         return web.Response(body=contract.TEXT_BODY, content_type=contract.TEXT_CONTENT_TYPE)
 
-    async def counter(request: web.Request) -> web.Response:
+    async def counter(self, request: web.Request) -> web.Response:
+        state = self.state
         state.requests += 1
         return web.Response(body=state.counter_payload(), content_type=contract.JSON_CONTENT_TYPE)
 
-    async def log(request: web.Request) -> web.Response:
+    async def log(self, request: web.Request) -> web.Response:
+        state = self.state
         state.requests += 1
-        declared = request.content_length
-        if declared is not None and declared > contract.LOG_MAX_BODY_BYTES:
+        if declared_too_large(request.content_length):
             # Before reading any of it: a declared 2 GiB that never comes is refused at
             # once (aiohttp's own check, in read(), waits for the bytes).
             return _too_large()
@@ -227,7 +238,7 @@ def make_app(
             if request.content.is_eof():  # the whole body came with the head: no timer
                 raw_body = await request.read()
             else:
-                async with asyncio.timeout(body_timeout_s):
+                async with asyncio.timeout(self.body_timeout_s):
                     raw_body = await request.read()
         except web.HTTPRequestEntityTooLarge:  # a chunked body past client_max_size
             return _too_large()
@@ -241,7 +252,7 @@ def make_app(
             headers.setdefault(name.decode("latin-1"), value.decode("latin-1"))
         record = state.make_record(request.method, request.path, headers, body)
         try:
-            await sink.store_and_wait(record)
+            await self.sink.store_and_wait(record)
         except SinkUnavailable:
             return web.Response(
                 status=contract.UNAVAILABLE_STATUS,
@@ -250,9 +261,9 @@ def make_app(
             )
         return web.Response(body=contract.LOG_REPLY_BODY, content_type=contract.TEXT_CONTENT_TYPE)
 
-    async def files(request: web.Request) -> web.StreamResponse:
-        state.requests += 1
-        found = static.file_path(backends.files_dir, request.match_info["name"])
+    async def files(self, request: web.Request) -> web.StreamResponse:
+        self.state.requests += 1
+        found = static.file_path(self.backends.files_dir, request.match_info["name"])
         if found is None:
             return _not_found()
         # aiohttp's own idiom: it opens the file on a worker thread and sends it with
@@ -263,33 +274,34 @@ def make_app(
         # idioms. It also answers conditional and Range requests (304, 206) by itself.
         return web.FileResponse(found.path, headers={"Content-Type": found.content_type})
 
-    async def gridfs(request: web.Request) -> web.Response:
-        state.requests += 1
+    async def gridfs(self, request: web.Request) -> web.Response:
+        self.state.requests += 1
         try:
-            found = await backends.gridfs.read(request.match_info["name"])
+            found = await self.backends.gridfs.read(request.match_info["name"])
         except BackendUnavailable as error:
             return _unavailable(error)
         if found is None:
             return _not_found()
         return web.Response(body=found.data, content_type=found.content_type)
 
-    async def mc(request: web.Request) -> web.Response:
-        state.requests += 1
+    async def mc(self, request: web.Request) -> web.Response:
+        self.state.requests += 1
         # The path as yarl decoded it; surrogatepass never raises, and a non-ASCII key
         # fails valid_key either way.
         key = request.match_info["key"].encode("utf-8", "surrogatepass")
         if not memcache.valid_key(key):
             return _not_found()
         try:
-            value = await memcached.get(key)
+            value = await self.backends.memcached.get(key)
         except BackendUnavailable as error:
             return _unavailable(error)
         if value is None:
             return _not_found()
         return web.Response(body=value, content_type=contract.MC_CONTENT_TYPE)
 
-    async def websocket(request: web.Request) -> web.StreamResponse:
-        state.requests += 1
+    async def websocket(self, request: web.Request) -> web.StreamResponse:
+        """`GET /ws`: the contract's handshake, then each message judged until a close."""
+        self.state.requests += 1
         refusal = websocket_handshake_status(
             request.headers.get("Origin"), request.headers.get("Sec-WebSocket-Protocol")
         )
@@ -299,11 +311,21 @@ def make_app(
             protocols=(contract.WS_SUBPROTOCOL,),
             max_msg_size=contract.WS_MAX_MESSAGE_BYTES,
             compress=False,
-            autoclose=False,  # the client's close frame is judged below
+            autoclose=False,  # the client's close frame is judged in _read_messages
         )
         await ws.prepare(request)
         stream = _client_stream(request, ws)
-        websockets.add(ws)
+        self.websockets.add(ws)
+        await self._read_messages(ws)
+        if stream.failed:
+            await stream.linger(request.transport)
+        _break_exception_cycle(ws)
+        return ws
+
+    async def _read_messages(self, ws: _WebSocketResponse) -> None:
+        """Each message judged and stored (take_message) until one earns a close, the
+        client closes, or aiohttp's parser fails the stream."""
+        state = self.state
         while True:
             message = await ws.receive()
             if message.type == WSMsgType.CLOSE:
@@ -314,58 +336,44 @@ def make_app(
                 else:
                     state.bad += 1
                     await ws.close(code=contract.WS_CLOSE_PROTOCOL_ERROR, drain=False)
-                break
+                return
             if message.type in (WSMsgType.CLOSING, WSMsgType.CLOSED):
-                break
-            if message.type == WSMsgType.TEXT:
-                close_code = websocket_close_code(message.data)
-                if close_code is None:
-                    state.messages += 1
-                    taken = sink.store(
-                        state.make_record(
-                            contract.WEBSOCKET_RECORD_METHOD,
-                            contract.ROUTE_WEBSOCKET,
-                            {},
-                            message.data,
-                        )
-                    )
-                    if taken:
-                        continue
-                    # the sink's queue is full: counted in sink_errors, not in bad
-                    await ws.close(code=contract.WS_CLOSE_TRY_AGAIN_LATER)
-                    break
-            elif message.type == WSMsgType.BINARY:
-                close_code = contract.WS_CLOSE_UNSUPPORTED_DATA
-            else:  # ERROR: aiohttp already sent its close frame (1009 for an oversized message)
+                return
+            if message.type not in (WSMsgType.TEXT, WSMsgType.BINARY):
+                # ERROR: aiohttp already sent its close frame (1009 for an oversized message)
                 state.bad += 1
-                break
-            state.bad += 1
-            await ws.close(code=close_code)
-            break
-        if stream.failed:
-            await stream.linger(request.transport)
-        _break_exception_cycle(ws)
-        return ws
+                return
+            close_code = take_message(state, self.sink, message.data)
+            if close_code is not None:
+                await ws.close(code=close_code)
+                return
 
-    async def close_websockets(app: web.Application) -> None:
-        for ws in list(websockets):
+    async def close_websockets(self, app: web.Application) -> None:
+        """Shutdown: 1001 to every open WebSocket, no lingering close holding it up."""
+        for ws in list(self.websockets):
             if ws.stream is not None:
-                ws.stream.end()  # no lingering close holds up the shutdown
-        for ws in list(websockets):
-            await ws.close(code=contract.WS_CLOSE_GOING_AWAY, message=b"server shutdown")
+                ws.stream.end()
+        for ws in list(self.websockets):
+            await ws.close(code=contract.WS_CLOSE_GOING_AWAY, message=WS_SHUTDOWN_REASON.encode())
 
+
+def make_app(
+    state: ServerState, sink: AsyncSink, backends: AsyncBackends, body_timeout_s: float
+) -> web.Application:
+    """The contract's routes; aiohttp answers unknown paths 404 and wrong methods 405."""
+    routes = _Routes(state, sink, backends, body_timeout_s)
     app = web.Application(client_max_size=contract.LOG_MAX_BODY_BYTES)
-    app.router.add_get(contract.ROUTE_TEXT, text)
-    app.router.add_get(contract.ROUTE_COUNTER, counter)
-    app.router.add_route("*", contract.ROUTE_LOG, log)
+    app.router.add_get(contract.ROUTE_TEXT, routes.text)
+    app.router.add_get(contract.ROUTE_COUNTER, routes.counter)
+    app.router.add_route("*", contract.ROUTE_LOG, routes.log)
     # Everything after the prefix, slashes and all, so "/files/" and "/files//abs" reach
     # the handler and get the contract's 404 (static.valid_name refuses them).
-    app.router.add_get(contract.ROUTE_FILES_PREFIX + "{name:.*}", files)
-    app.router.add_get(contract.ROUTE_GRIDFS_PREFIX + "{name:.*}", gridfs)
-    app.router.add_get(contract.ROUTE_MEMCACHED_PREFIX + "{key:.*}", mc)
-    app.router.add_get(contract.ROUTE_WEBSOCKET, websocket)
+    app.router.add_get(contract.ROUTE_FILES_PREFIX + "{name:.*}", routes.files)
+    app.router.add_get(contract.ROUTE_GRIDFS_PREFIX + "{name:.*}", routes.gridfs)
+    app.router.add_get(contract.ROUTE_MEMCACHED_PREFIX + "{key:.*}", routes.mc)
+    app.router.add_get(contract.ROUTE_WEBSOCKET, routes.websocket)
     add_workload_routes(app, state, body_timeout_s, _too_large, _closed)
-    app.on_shutdown.append(close_websockets)
+    app.on_shutdown.append(routes.close_websockets)
     return app
 
 
@@ -415,7 +423,7 @@ async def _serve(worker: Worker) -> None:
         make_app(state, sink, backends, options.body_timeout_s),
         handle_signals=False,
         access_log=None,
-        shutdown_timeout=contract.SHUTDOWN_GRACE_S / 2,
+        shutdown_timeout=CONNECTIONS_GRACE_S,
         # The head deadline after a response: aiohttp closes a connection still waiting
         # for a whole head this long after its last response; received bytes do not
         # move it, so it is a deadline and not an idle timer.
