@@ -244,13 +244,12 @@ class _Routes:
             return _too_large()
         except TimeoutError:  # the body missed its deadline: close, store nothing
             return _closed(request)
-        body = raw_body.decode("utf-8", "replace")
         # Each header byte one character (ISO-8859-1), as on every other server: aiohttp's
         # own strings hold bytes that are not UTF-8 as surrogates, which no record can store.
         headers: dict[str, str] = {}
         for name, value in request.raw_headers:
             headers.setdefault(name.decode("latin-1"), value.decode("latin-1"))
-        record = state.make_record(request.method, request.path, headers, body)
+        record = state.request_record(request.method, request.path, headers, raw_body)
         try:
             await self.sink.store_and_wait(record)
         except SinkUnavailable:

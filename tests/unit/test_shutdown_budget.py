@@ -8,5 +8,5 @@ from servers.core.sinks import CLOSE_TIMEOUT_S
 
 
 def test_the_connections_and_then_the_sink_finish_within_the_grace() -> None:
-    assert 0 < CONNECTIONS_GRACE_S
+    assert CONNECTIONS_GRACE_S > 0
     assert CONNECTIONS_GRACE_S + CLOSE_TIMEOUT_S < contract.SHUTDOWN_GRACE_S

@@ -98,8 +98,8 @@ class LogHandler(_ContractHandler):
     async def store(self) -> None:
         request = self.request
         self.state.requests += 1
-        body = b"".join(self.chunks).decode("utf-8", "replace")
-        record = self.state.make_record(
+        body = b"".join(self.chunks)
+        record = self.state.request_record(
             request.method or "", request.path, dict(request.headers), body
         )
         try:

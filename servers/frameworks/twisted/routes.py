@@ -87,11 +87,9 @@ class LogRoute(Route):
             name.decode("latin-1"): b", ".join(values).decode("latin-1")
             for name, values in request.requestHeaders.getAllRawHeaders()
         }
-        body = request.content.read().decode("utf-8", "replace")
+        method = request.method.decode("latin-1")
         storing = self.sink.store_and_wait(
-            self.state.make_record(
-                request.method.decode("latin-1"), contract.ROUTE_LOG, headers, body
-            )
+            self.state.request_record(method, contract.ROUTE_LOG, headers, request.content.read())
         )
         if storing is None:  # stored already (empty sink)
             request.setHeader(b"content-type", TEXT_CONTENT_TYPE)
