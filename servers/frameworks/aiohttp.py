@@ -27,9 +27,9 @@ from servers.core.sinks import SinkUnavailable
 from servers.core.state import ServerState, TelemetryTimers
 from servers.core.tls import server_context
 from servers.core.websocket import (
-    WS_LINGER_MAX_BYTES,
     WS_LINGER_S,
     ClientFrameWatch,
+    LingerDrain,
     peer_close_code_valid,
     websocket_handshake_status,
 )
@@ -66,7 +66,7 @@ class _ClientStream:
         self.failed = False
         self._walking = True  # False past an unmasked frame: the walk lost its place
         self._over = False  # the lingering close is over (or cut short)
-        self._drained = 0
+        self._linger = LingerDrain()  # its time bound: `linger`'s timeout
         self._waiter: asyncio.Future[None] | None = None
 
     def feed_data(self, data: bytes) -> tuple[bool, bytes]:
@@ -88,10 +88,10 @@ class _ClientStream:
         return result
 
     def _drain(self, data: bytes) -> None:
-        self._drained += len(data)
+        more = self._linger.drop(len(data))
         if self._walking:
             self._walking = self._watch.feed(data)
-        if self._watch.close_came or self._drained >= WS_LINGER_MAX_BYTES:
+        if self._watch.close_came or not more:
             self.end()
 
     def feed_eof(self) -> None:  # the connection is lost

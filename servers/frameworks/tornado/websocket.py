@@ -14,8 +14,8 @@ import tornado.websocket
 from servers import contract
 from servers.core.state import ServerState
 from servers.core.websocket import (
-    WS_LINGER_MAX_BYTES,
     WS_LINGER_S,
+    LingerDrain,
     frame_header_error,
     peer_close_code_valid,
     websocket_handshake_status,
@@ -75,9 +75,10 @@ class _CountingProtocol(tornado.websocket.WebSocketProtocol13):
             # The client reads the close frame, then EOF. An SSLSocket drops its TLS state
             # here (no close_notify): what is read after is raw TLS records, dropped.
             stream.socket.shutdown(socket.SHUT_WR)
-            drained = 0
-            while drained < WS_LINGER_MAX_BYTES:  # the client's EOF: StreamClosedError
-                drained += len(await stream.read_bytes(64 * 1024, partial=True))
+            linger = LingerDrain()  # its time bound: the deadline above
+            # the client's EOF: StreamClosedError
+            while linger.drop(len(await stream.read_bytes(64 * 1024, partial=True))):
+                pass
         except (tornado.iostream.StreamClosedError, OSError):
             pass
         finally:

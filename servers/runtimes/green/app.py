@@ -46,8 +46,7 @@ from servers.core.shutdown import WS_SHUTDOWN_REASON
 from servers.core.sinks import SinkUnavailable
 from servers.core.state import ServerState
 from servers.core.websocket import (
-    WS_LINGER_MAX_BYTES,
-    WS_LINGER_S,
+    LingerDrain,
     websocket_handshake_status,
 )
 from servers.core.ws_messages import take_message
@@ -671,11 +670,10 @@ class WebSocketSession:
         resets the connection, and over TLS the reset cost clients the 1009)."""
         # On an SSL socket this drops TLS (no close_notify): what is drained is not read.
         self._sock.shutdown(socket.SHUT_WR)
-        deadline = time.monotonic() + WS_LINGER_S
+        linger = LingerDrain(time.monotonic())
         yield_at = time.monotonic() + _YIELD_EVERY_S
-        drained_bytes = 0
-        while drained_bytes < WS_LINGER_MAX_BYTES:
-            remaining_s = deadline - time.monotonic()
+        while True:
+            remaining_s = linger.remaining_s(time.monotonic())
             if remaining_s <= 0:
                 return
             self._sock.settimeout(remaining_s)
@@ -684,9 +682,8 @@ class WebSocketSession:
             except BlockingIOError:  # eventlet's SSL socket, TLS dropped, does not wait
                 select.select([self._sock], [], [], remaining_s)
                 continue
-            if not data:
+            if not data or not linger.drop(len(data)):
                 return
-            drained_bytes += len(data)
             if time.monotonic() >= yield_at:  # a client sending without pause starves none
                 yield_at = _yield_to_the_loop()
 
