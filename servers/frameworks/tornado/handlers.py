@@ -68,7 +68,7 @@ class LogHandler(_ContractHandler):
 
     def prepare(self) -> None:
         self.chunks: list[bytes] = []
-        self.body = BodyCounter()
+        self.body_counter = BodyCounter()
         # Tornado judges the Content-Length only once this returns (two unequal ones are
         # joined here as "0,27": its 400 then); a single length is digits by now.
         declared = self.request.headers.get("Content-Length", "")
@@ -82,7 +82,7 @@ class LogHandler(_ContractHandler):
     def data_received(self, chunk: bytes) -> None:
         if self._finished:
             return
-        if not self.body.take(len(chunk)):
+        if not self.body_counter.take(len(chunk)):
             self.chunks.clear()
             self.too_large()
             return
