@@ -92,7 +92,7 @@ from model.steps import (
     PERCENTILES,
     STEP_UNITS,
     Step,
-    _finite,
+    check_finite,
     step_from_dict,
 )
 from model.summary import (
@@ -305,7 +305,7 @@ class ThresholdResult:
     judged_on: str
 
     def __post_init__(self) -> None:
-        _finite("value", self.value)
+        check_finite("value", self.value)
         if self.interval is not None and (
             not isinstance(self.interval, tuple)
             or len(self.interval) != 2

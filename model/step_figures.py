@@ -18,8 +18,9 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-# a latency record's keys (ms), as model.steps.LATENCY_KEYS (repeated: steps imports us)
-_LATENCY_KEYS = ("avg", "p50", "p90", "p99", "p99.9", "p99.99", "max")
+# every latency record has these keys (ms; None where not measured): a step's latency_ms
+# (model.steps, which imports it from here) and the handshakes' handshake_ms
+LATENCY_KEYS = ("avg", "p50", "p90", "p99", "p99.9", "p99.99", "max")
 
 
 def _doc(text: str) -> dict[str, str]:
@@ -295,13 +296,18 @@ class StepFigures:
         default=None, metadata=_doc("count: conntrack's entries at the hold's end")
     )
 
+    def __repr__(self) -> str:
+        """Only the figures that are set: a step's record names dozens that are not."""
+        shown = ", ".join(f"{name}={value!r}" for name, value in figures_to_dict(self).items())
+        return f"StepFigures({shown})"
+
     def __post_init__(self) -> None:
         for each in fields(self):
             value = getattr(self, each.name)
             if isinstance(value, float) and not math.isfinite(value):
                 raise ValueError(f"step figure {each.name} must be finite, not {value!r}")
         if self.handshake_ms is not None:
-            unknown = set(self.handshake_ms) - set(_LATENCY_KEYS)
+            unknown = set(self.handshake_ms) - set(LATENCY_KEYS)
             if unknown:
                 raise ValueError(f"handshake_ms has unknown keys {sorted(unknown)}")
 

@@ -8,11 +8,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from model.step_figures import StepFigures, figures_from_dict
+from model.step_figures import LATENCY_KEYS, StepFigures, figures_from_dict
 
 STEP_UNITS = ("req/s", "conns", "concurrency")
-# every latency record has these keys (ms; None where not measured); percentiles by name
-LATENCY_KEYS = ("avg", "p50", "p90", "p99", "p99.9", "p99.99", "max")
+# percentiles by name (every latency record's keys: LATENCY_KEYS)
 PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p99.9": 99.9, "p99.99": 99.99}
 # the histograms a step may keep (docs/results.md): same basis as latency_ms, and for
 # open-loop drivers the same requests timed from their actual send
@@ -37,7 +36,8 @@ FLAG_MEANINGS = {
 BOTTLENECKS = ("server", "load generator", "database", "os limit", "none", "unknown")
 
 
-def _finite(name: str, value: float | None) -> None:
+def check_finite(name: str, value: float | None) -> None:
+    """ValueError naming `name` unless `value` is None or a finite number."""
     if value is not None and (not isinstance(value, int | float) or not math.isfinite(value)):
         raise ValueError(f"{name} must be a finite number, not {value!r}")
 
@@ -87,7 +87,7 @@ class Step:
             "cpu_us_per_req",
             "agent_cpu_us_per_req",
         ):
-            _finite(name, getattr(self, name))
+            check_finite(name, getattr(self, name))
         if self.offered < 0 or self.achieved < 0 or self.replies < 0:
             raise ValueError(f"offered, achieved and replies must be >= 0 ({self})")
         if "total" not in self.errors:

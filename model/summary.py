@@ -6,7 +6,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from model.ramps import CLOSE_MODES
-from model.steps import FLAG_MEANINGS, _finite
+from model.steps import FLAG_MEANINGS, check_finite
 
 PEAK_UNITS = ("req/s", "conns")
 ROLES = ("framework", "baseline")
@@ -24,7 +24,7 @@ INTERVAL_FIELDS = (
 
 
 def _non_negative(name: str, value: float | None) -> None:
-    _finite(name, value)
+    check_finite(name, value)
     if value is not None and value < 0:
         raise ValueError(f"{name} must be >= 0, not {value!r}")
 
@@ -148,8 +148,8 @@ class Summary:
             "cpu_ratio_to_nginx",
         ):
             _non_negative(name, getattr(self, name))
-        _finite("memory_per_connection_bytes", self.memory_per_connection_bytes)
-        _finite("memory_per_connection_kb", self.memory_per_connection_kb)
+        check_finite("memory_per_connection_bytes", self.memory_per_connection_bytes)
+        check_finite("memory_per_connection_kb", self.memory_per_connection_kb)
         if self.cgroup is not None and self.cgroup.get("mode") not in ("v1", "v2", "none"):
             raise ValueError(f"cgroup mode {self.cgroup.get('mode')!r} is not v1, v2 or none")
         for name in INTERVAL_FIELDS:
