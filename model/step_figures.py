@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 # every latency record has these keys (ms; None where not measured): a step's latency_ms
 # (model.steps, which imports it from here) and the handshakes' handshake_ms
@@ -55,6 +55,34 @@ class RetriedStep:
 
     first_error: str | None  # why the first attempt gave none
     first_raw: str  # its raw files, as a glob under raw/
+
+
+class FleetHostFigures(TypedDict):
+    """What one load host measured in a fleet's HTTP step (harness.fleet.steps.host_figures),
+    also written to raw/<label>-hosts.json."""
+
+    host: str
+    offered: int  # its share of the step's load
+    replies: int
+    errors: dict[str, int]  # by kind, as DriverResult.errors
+    achieved: float  # req/s
+    duration_s: float
+    latency_ms: dict[str, float | None]  # its own percentiles (LATENCY_KEYS)
+    driver_cpu_pct: float | None  # % of one core
+    load_cpus: int
+    driver_bound: bool  # its driver used >= 90 % of its load CPUs
+    requests: NotRequired[int]
+    bytes_read: NotRequired[int]
+    start_lag_ms: float | None  # its load's start after the harness's go
+    start_skew_ms: float | None  # after the first host's
+
+
+class HostConnections(TypedDict):
+    """One load host's connections in a fleet's connection-ramp step (drivers.agent.plan)."""
+
+    open: int
+    opened: int
+    failed: int
 
 
 @dataclass(frozen=True)
@@ -166,7 +194,7 @@ class StepFigures:
         default=None, metadata=_doc("what stopped an overrunning driver (`SIGINT`, `ss -K`...)")
     )
     # a fleet run's step (harness.fleet.steps)
-    hosts: list[dict[str, Any]] | dict[str, dict[str, int]] | None = field(
+    hosts: list[FleetHostFigures] | dict[str, HostConnections] | None = field(
         default=None,
         metadata=_doc(
             "fleet: HTTP steps, a list of each host's figures; connection steps, host → "
