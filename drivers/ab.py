@@ -85,7 +85,8 @@ class AbDriver:
 
     def __init__(self, requests_per_step: int | None = None, keep_alive: bool = True) -> None:
         self.requests_per_step = requests_per_step
-        # -n: ab runs until it has sent them, whatever the time (no watchdog: base.scheduled_run_s)
+        # -n: ab runs until it has sent them, whatever the time (no watchdog:
+        # drivers.watchdog.scheduled_run_s)
         self.counts_requests = bool(requests_per_step)
         self.keep_alive = keep_alive
 

@@ -370,7 +370,7 @@ def figures_to_dict(figures: StepFigures) -> dict[str, Any]:
 
 def numeric_sum(many: list[StepFigures]) -> dict[str, int | float]:
     """The numeric figures of processes that ran side by side, each summed over those that
-    have it (drivers.base.merge_results); other figures do not add up and are left out."""
+    have it (drivers.result.merge_results); other figures do not add up and are left out."""
     sums: dict[str, int | float] = {}
     for figures in many:
         for name in FIGURE_NAMES:
