@@ -13,14 +13,14 @@ from model.results import Step
 
 def _open_connections(step: Step) -> float | None:
     """The connections a step held open (its offered count when the step did not say)."""
-    return float(step.extra.get("open", step.offered))
+    return float(step.figures.open if step.figures.open is not None else step.offered)
 
 
 def _rss_kb_per_connection(step: Step) -> float | None:
     """What the connections added to the idle server, per connection (the runner's figure);
     the whole RSS per connection when a result has no baseline."""
-    if step.extra.get("rss_per_connection_bytes") is not None:
-        return step.extra["rss_per_connection_bytes"] / 1e3
+    if step.figures.rss_per_connection_bytes is not None:
+        return step.figures.rss_per_connection_bytes / 1e3
     connections = _open_connections(step)
     if not step.rss_max_bytes or not connections:
         return None

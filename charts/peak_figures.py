@@ -138,8 +138,8 @@ def _round_dots(axes: Axes, shown: Sequence[Series], bars: Any) -> list[list[flo
         excluded = {e["round"] for e in one.case.summary.rounds_excluded}
         rounds = one.case.rounds
         x = bar.get_x() + bar.get_width() + 0.06  # just right of the bar, in the gap
-        kept = [s.achieved for s in rounds if s.extra.get("round") not in excluded]
-        out = [s.achieved for s in rounds if s.extra.get("round") in excluded]
+        kept = [s.achieved for s in rounds if s.figures.round not in excluded]
+        out = [s.achieved for s in rounds if s.figures.round in excluded]
         if kept:
             axes.scatter([x] * len(kept), kept, s=12, color="black", zorder=3, gid="round-peaks")
         if out:

@@ -100,7 +100,7 @@ def host_rows(case: Case) -> list[list[str]]:
     """
     rows = []
     for step in case.steps:
-        hosts = step.extra.get("hosts")
+        hosts = step.figures.hosts
         if not hosts:
             continue
         label = f"{figure(step.offered)} {step.unit}"
@@ -125,7 +125,7 @@ def host_rows(case: Case) -> list[list[str]]:
                 number(host.get("driver_cpu_pct"), "{:.1f}"),
                 number(host.get("start_skew_ms"), "{:.1f}"),
             ])  # fmt: skip
-        bound = (step.extra.get("latency_upper_bound_ms") or {}).get("p99")
+        bound = (step.figures.latency_upper_bound_ms or {}).get("p99")
         p99 = step.latency_ms.get("p99")
         merged_p99 = number(p99, "{:.2f}") if p99 is not None else "≤ " + number(bound, "{:.2f}")
         rows.append([
@@ -134,7 +134,7 @@ def host_rows(case: Case) -> list[list[str]]:
             number(step.latency_ms.get("p50"), "{:.2f}"), merged_p99,
             number(step.latency_ms.get("max"), "{:.2f}"),
             number(step.agent_cpu_pct, "{:.1f}"),
-            number(step.extra.get("start_skew_ms_max"), "{:.1f}"),
+            number(step.figures.start_skew_ms_max, "{:.1f}"),
         ])  # fmt: skip
     return rows
 
