@@ -97,11 +97,8 @@ def log_route(
             # is no record (gevent raises instead, caught above).
             return refuse(environ, start_response, 400)
         method = environ["REQUEST_METHOD"]
-        record = state.make_record(
-            method,
-            environ["PATH_INFO"],
-            connection.request_headers(environ),
-            body.decode("utf-8", "replace"),
+        record = state.request_record(
+            method, environ["PATH_INFO"], connection.request_headers(environ), body
         )
         try:
             sink.store_and_wait(record)  # blocks this green thread only

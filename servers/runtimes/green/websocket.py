@@ -1,7 +1,7 @@
 """The green servers' WebSocket session (gevent, eventlet), after the handshake
 (servers.runtimes.green.upgrade): RFC 6455 framing through wsproto (sans-IO) over the green
-socket, read until the close handshake ends. Each message is judged
-(servers.core.websocket), counted, and stored through the sink without waiting.
+socket, read until the close handshake ends. Each whole message is judged, counted and
+stored through the sink without waiting (servers.core.ws_messages, every server's rule).
 
 Import this only after the framework has monkey-patched the standard library: the
 `threading.Lock` and `time.monotonic` used here are then the green ones.
@@ -23,8 +23,10 @@ from wsproto.extensions import Extension
 from wsproto.frame_protocol import CloseReason, Opcode, RsvBits
 
 from servers import contract
+from servers.core.shutdown import WS_SHUTDOWN_REASON
 from servers.core.state import ServerState
-from servers.core.websocket import WS_LINGER_MAX_BYTES, WS_LINGER_S, websocket_close_code
+from servers.core.websocket import LingerDrain
+from servers.core.ws_messages import take_message
 from servers.runtimes.green.interfaces import Sink
 
 # How long a closing WebSocket waits for the client's close frame (aiohttp waits 10 s too).
@@ -115,7 +117,7 @@ class WebSocketSession:
         # If the session is sending right now, it sees the flag before its next read.
         if self._send_lock.acquire(blocking=False):
             try:
-                self._close_locked(contract.WS_CLOSE_GOING_AWAY, "server shutdown")
+                self._close_locked(contract.WS_CLOSE_GOING_AWAY, WS_SHUTDOWN_REASON)
             except OSError:
                 pass
             finally:
@@ -132,7 +134,7 @@ class WebSocketSession:
         yield_at = time.monotonic() + _YIELD_EVERY_S
         while ws.state is not ConnectionState.CLOSED:
             if self._going_away and ws.state is ConnectionState.OPEN:
-                self._close(contract.WS_CLOSE_GOING_AWAY, "server shutdown")
+                self._close(contract.WS_CLOSE_GOING_AWAY, WS_SHUTDOWN_REASON)
             if ws.state is ConnectionState.LOCAL_CLOSING:
                 # Waiting for the client's close frame: bounded, whatever it still sends.
                 if closing_deadline is None:
@@ -201,17 +203,11 @@ class WebSocketSession:
         text = parts[0] if len(parts) == 1 else "".join(parts)
         parts.clear()
         self._message_bytes = 0
-        close_code = websocket_close_code(text)
-        if close_code is not None:
-            state.bad += 1
+        close_code = take_message(state, self._sink, text)
+        if close_code == contract.WS_CLOSE_TRY_AGAIN_LATER:  # the sink's queue is full
+            self._close(close_code, "sink busy")
+        elif close_code is not None:
             self._close(close_code)
-            return
-        state.messages += 1
-        record = state.make_record(
-            contract.WEBSOCKET_RECORD_METHOD, contract.ROUTE_WEBSOCKET, {}, text
-        )
-        if not self._sink.store(record):  # the sink's queue is full: counted in sink_errors
-            self._close(contract.WS_CLOSE_TRY_AGAIN_LATER, "sink busy")
 
     def _linger(self) -> None:
         """After a close that failed the connection: half-close (the client reads the close
@@ -220,11 +216,10 @@ class WebSocketSession:
         resets the connection, and over TLS the reset cost clients the 1009)."""
         # On an SSL socket this drops TLS (no close_notify): what is drained is not read.
         self._sock.shutdown(socket.SHUT_WR)
-        deadline = time.monotonic() + WS_LINGER_S
+        linger = LingerDrain(time.monotonic())
         yield_at = time.monotonic() + _YIELD_EVERY_S
-        drained_bytes = 0
-        while drained_bytes < WS_LINGER_MAX_BYTES:
-            remaining_s = deadline - time.monotonic()
+        while True:
+            remaining_s = linger.remaining_s(time.monotonic())
             if remaining_s <= 0:
                 return
             self._sock.settimeout(remaining_s)
@@ -233,9 +228,8 @@ class WebSocketSession:
             except BlockingIOError:  # eventlet's SSL socket, TLS dropped, does not wait
                 select.select([self._sock], [], [], remaining_s)
                 continue
-            if not data:
+            if not data or not linger.drop(len(data)):
                 return
-            drained_bytes += len(data)
             if time.monotonic() >= yield_at:  # a client sending without pause starves none
                 yield_at = _yield_to_the_loop()
 
