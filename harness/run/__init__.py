@@ -7,7 +7,11 @@
   - http_case.py: HTTP steps (rate and concurrency ramps)
   - connection_case.py: connection ramps (WebSocket scenarios, with harness.connections)
 - context.py: RunContext and CaseContext (frozen), Measured (what a case kind returns)
-- analysis.py: the peak, repeats combined, ratios to nginx, the driver-bound test
+- analysis.py: every figure below named in one place:
+  - bottleneck.py: what limited a step (noise, driver, server, quota, database)
+  - peak.py: the peak and what was measured there, the knee, repeats combined
+  - round_figures.py: confirmation rounds as figures, with their intervals
+  - ratios.py: ratios to nginx, the TLS tax
 - rounds.py: confirmation rounds at each peak, interleaved, to a precision when asked
 - precision.py: the precision's rules (stopping, round length, outlier rounds, the noise
   source), pure
@@ -15,9 +19,9 @@
 - outputs.py: steps.csv
 """
 
-from harness.run.analysis import combine_repeats, summarize, with_baseline_ratios
 from harness.run.case import CASE_KINDS
 from harness.run.loop import Runner
+from harness.run.peak import combine_repeats, summarize
 from harness.run.plan import (
     Plan,
     Reporter,
@@ -26,6 +30,7 @@ from harness.run.plan import (
     default_cpus,
     new_run_id,
 )
+from harness.run.ratios import with_baseline_ratios
 
 __all__ = [
     "CASE_KINDS",
