@@ -83,9 +83,9 @@ def oom_reason(oom_kills: int, memory_max_bytes: int | None) -> str | None:
 def throttle_share(step: Step) -> float:
     """The share of a step's CFS periods in which its quota held the server back (0 when
     unthrottled or unknown)."""
-    counted = step.extra.get("cgroup") or {}
-    periods = counted.get("periods") or 0
-    return (counted.get("throttled_periods") or 0) / periods if periods else 0.0
+    counted = step.figures.cgroup
+    periods = counted.periods if counted is not None else 0
+    return counted.throttled_periods / periods if counted is not None and periods else 0.0
 
 
 def other_cpu_pct(
@@ -164,7 +164,7 @@ def is_driver_bound(
     fall short too, so `step_bottleneck` asks about the server first."""
     if driver.busy_polls:
         asked = step.offered / calls_per_connection
-        offered = result.extra.get("connection_rate_per_s")
+        offered = result.figures.connection_rate_per_s
         return offered is not None and offered < RATE_ACHIEVED_FRACTION * asked
     if agent_cpu_pct is None:
         return False
@@ -177,7 +177,7 @@ def server_saturated(step: Step, *, server_cores: int, server_cpu_count: int) ->
     with it and other processes (a contended step), or its CPU quota held it back in ≥ 10 %
     of the step's periods (`throttled`), or its event loop ran behind."""
     cpu = step.server_cpu_pct
-    others = (step.extra.get("other_cpu_pct") or {}).get("server")
+    others = (step.figures.other_cpu_pct or {}).get("server")
     if cpu is not None:
         if cpu >= SERVER_SATURATED_CPU_FRACTION * 100.0 * server_cores:
             return True
@@ -213,8 +213,8 @@ def step_bottleneck(
         return "none"
     if "limit_capped" in step.flags:
         return "os limit"
-    sink_errors = step.extra.get("sink_errors_in_step") or 0
-    if sink_errors > 0 or (step.extra.get("backlog_max") or 0) >= DATABASE_BACKLOG_RECORDS:
+    sink_errors = step.figures.sink_errors_in_step or 0
+    if sink_errors > 0 or (step.figures.backlog_max or 0) >= DATABASE_BACKLOG_RECORDS:
         return "database"
     if server_saturated(step, server_cores=server_cores, server_cpu_count=server_cpu_count):
         return "server"
@@ -228,7 +228,7 @@ def step_bottleneck(
 def database_bound_note(
     steps: Sequence[Step], *, server_cores: int, database_cores: int
 ) -> str | None:
-    """A note when, in some step, the database (FerretDB + PostgreSQL, `extra.db_cpu_pct`)
+    """A note when, in some step, the database (FerretDB + PostgreSQL, `figures.db_cpu_pct`)
     used at least 90 % of its cores while the server used less than 90 % of its own: then
     the database, not the server, was the bottleneck. `database_cores` is one unless the
     database is pinned (FerretDB on one core is what a single client connection can use);
@@ -236,18 +236,18 @@ def database_bound_note(
     bound = [
         s
         for s in steps
-        if s.extra.get("db_cpu_pct") is not None
+        if s.figures.db_cpu_pct is not None
         and s.server_cpu_pct is not None
-        and s.extra["db_cpu_pct"] >= DATABASE_BOUND_CPU_FRACTION * 100.0 * database_cores
+        and s.figures.db_cpu_pct >= DATABASE_BOUND_CPU_FRACTION * 100.0 * database_cores
         and s.server_cpu_pct < SERVER_HEADROOM_FRACTION * 100.0 * server_cores
     ]
     if not bound:
         return None
-    worst = max(bound, key=lambda s: s.extra["db_cpu_pct"])
+    worst = max(bound, key=lambda s: s.figures.db_cpu_pct)
     return (
         f"the database, not the server, was the bottleneck in {len(bound)} of {len(steps)} "
         f"steps: at {figure(worst.offered)} {worst.unit} FerretDB and PostgreSQL used "
-        f"{worst.extra['db_cpu_pct']:.0f} % CPU while the server used "
+        f"{worst.figures.db_cpu_pct:.0f} % CPU while the server used "
         f"{worst.server_cpu_pct:.0f} % (100 % is one core)"
     )
 
@@ -259,11 +259,11 @@ def behind_schedule(result: DriverResult, *, driver_limited: bool) -> bool:
     replies, which keeps its connections busy too). The step is then `driver_capped`.
     With every connection busy and the driver running freely the server held them up: it
     is saturated, which the step's achieved rate says."""
-    extra = result.extra
-    if "sent_per_s" not in extra or not extra.get("offered_per_s"):
+    figures = result.figures
+    if figures.sent_per_s is None or not figures.offered_per_s:
         return False
-    short = extra["sent_per_s"] < SCHEDULE_KEPT_FRACTION * extra["offered_per_s"]
-    connection_free = extra.get("max_in_flight", 0) < extra.get("connections", 0)
+    short = figures.sent_per_s < SCHEDULE_KEPT_FRACTION * figures.offered_per_s
+    connection_free = (figures.max_in_flight or 0) < (figures.connections or 0)
     return short and (connection_free or driver_limited)
 
 

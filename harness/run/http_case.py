@@ -60,6 +60,7 @@ from harness.run.step_runners import (
 from harness.topology import Topology
 from model.ramps import Ramp, RampStep
 from model.results import Step, Summary
+from model.step_figures import CgroupCounters, Throttling
 
 # moved to their own modules; named here still for the code that imports them from here
 __all__ = [
@@ -322,7 +323,7 @@ def _judged_step(
     agent_cpu_s, agent_cpu_from = (None, None) if ctx.run.fleet else load_cpu_s(window)
     stats["agent_cpu_pct"] = load_cpu_pct(agent_cpu_s, window, stats["agent_cpu_pct"])
     # a fleet's step is driver-bound when any host's driver was
-    driver_busy = bool(result.extra.get("driver_bound_hosts")) or is_driver_bound(
+    driver_busy = bool(result.figures.driver_bound_hosts) or is_driver_bound(
         driver,
         result,
         ramp_step,
@@ -339,7 +340,8 @@ def _judged_step(
     held_back = throttled(stats["cgroup"])
     if held_back is not None:
         flags.append("throttled")
-    extra = {
+    # what the harness measured around the step, by StepFigures field
+    measured = {
         "probe_failures": load.probe_failures,
         "driver_cpu_pct": result.driver_cpu_pct,
         "server_cpu_wait_pct": stats["server_cpu_wait_pct"],
@@ -351,15 +353,17 @@ def _judged_step(
         "replies_per_s": replies_per_second(server.telemetry_lines(), window),
         **(noise or {}),
         **database_cpu(stats),
-        **({"cgroup": stats["cgroup"]} if stats["cgroup"] is not None else {}),
-        **({"throttled": held_back} if held_back is not None else {}),
+        "cgroup": CgroupCounters(**stats["cgroup"]) if stats["cgroup"] is not None else None,
+        "throttled": Throttling(**held_back) if held_back is not None else None,
         # what the load generator says it spoke, when it says (h2load: h2 or http/1.1)
-        **({"negotiated": result.negotiated} if result.negotiated is not None else {}),
+        "negotiated": result.negotiated,
     }
-    step = build_step(ramp_step, result, stats, probe_ms=load.probe_ms, flags=flags, extra=extra)
+    step = build_step(
+        ramp_step, result, stats, probe_ms=load.probe_ms, flags=flags, measured=measured
+    )
     # a driver that ran more than the step's figures in its window (the handshakes
     # profile: full handshakes, then resumed ones) says how many replies the window saw
-    window_replies = int(result.extra.get("window_replies", step.replies))
+    window_replies = result.figures.window_replies or step.replies
     step = dataclasses.replace(
         step,
         cpu_us_per_req=cpu_us_per_req(stats["server_cpu_s"], window_replies),

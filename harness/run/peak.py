@@ -78,7 +78,7 @@ def connection_step_errors(steps: Sequence[Step]) -> list[int]:
 
     A connection step's `errors["total"]` counts from the ramp's start (the agents'
     counters never reset), so a step's own are the difference from the step before. Its
-    `extra.errors_in_step` is not enough: it covers the hold only, and failures while the
+    `figures.errors_in_step` is not enough: it covers the hold only, and failures while the
     step was being opened fall between two holds, in neither. (Repeats combined take each
     step from the median run, so a difference may fall below 0: no step of one run; it is
     not read as error-free.)"""
@@ -146,7 +146,7 @@ def _summary_at(
         peak_unit="conns" if conns else "req/s",
         peak_offered=best.offered if best else None,
         p99_at_peak_ms=best.latency_ms.get("p99") if best else None,
-        megabytes_per_s_at_peak=best.extra.get("megabytes_per_s") if best else None,
+        megabytes_per_s_at_peak=best.figures.megabytes_per_s if best else None,
         avg_latency_at_peak_ms=best.latency_ms.get("avg") if best else None,
         server_cpu_at_peak_pct=best.server_cpu_pct if best else None,
         cpu_us_per_req=best.cpu_us_per_req if best else None,
@@ -204,12 +204,12 @@ def combine_repeats(cases: Sequence[Case]) -> Case:
                 **merged_latency(runs),  # type: ignore[arg-type]
                 achieved=round(middle, 1),
                 flags=tuple(sorted(flags)),
-                extra={
-                    **median_step.extra,
-                    "repeats": len(runs),
-                    "achieved_runs": achieved,
-                    "spread": round(spread, 4),
-                },
+                figures=dataclasses.replace(
+                    median_step.figures,
+                    repeats=len(runs),
+                    achieved_runs=achieved,
+                    spread=round(spread, 4),
+                ),
             )
         )
     failures = tuple(c.error or "" for c in cases if c.status != "ok")

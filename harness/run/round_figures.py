@@ -94,12 +94,12 @@ def trial_choice(readings: Mapping[float, float]) -> float:
 
 
 def trial_note(steps: Sequence[Step]) -> str | None:
-    """What a case's trial rounds read (`extra.trials` of its first round: `[[load, req/s],
+    """What a case's trial rounds read (`figures.trials` of its first round: `[[load, req/s],
     ...]`), for the summary; None without trials."""
-    trials = next((s.extra["trials"] for s in steps if s.extra.get("trials")), None)
+    trials = next((s.figures.trials for s in steps if s.figures.trials), None)
     if not trials:
         return None
-    chosen = next(s.offered for s in steps if s.extra.get("trials"))
+    chosen = next(s.offered for s in steps if s.figures.trials)
     read = ", ".join(f"{achieved:,.0f} req/s at {figure(load)}" for load, achieved in trials)
     return (
         f"rounds at concurrency {chosen:g}: the ramp's readings tied, the first round read {read}"
@@ -116,12 +116,17 @@ def rounded_pair(interval: Interval | None, digits: int) -> tuple[float, float] 
     return (max(0.0, rounded.low), rounded.high)
 
 
+def _round_of(step: Step, position: int) -> int:
+    """A round's index: its `figures.round`, else its position among the rounds."""
+    return step.figures.round if step.figures.round is not None else position
+
+
 def usable_rounds(rounds: Sequence[Step]) -> list[Step]:
     """The rounds that count: all but those harness.run.precision.round_exclusions keeps
     out (contended or stalled), unless fewer than two would be left (then all of them,
     and the summary's limit_note says so)."""
     excluded = {e.round for e in round_exclusions(rounds)}
-    return [s for i, s in enumerate(rounds) if int(s.extra.get("round", i)) not in excluded]
+    return [s for i, s in enumerate(rounds) if _round_of(s, i) not in excluded]
 
 
 def with_rounds(
@@ -137,7 +142,9 @@ def with_rounds(
     if case.status != "ok" or not rounds:
         return case
     steps = tuple(
-        dataclasses.replace(r.steps[0], extra={**r.steps[0].extra, "round": index})
+        dataclasses.replace(
+            r.steps[0], figures=dataclasses.replace(r.steps[0].figures, round=index)
+        )
         for index, r in rounds
         if r.status == "ok" and r.steps
     )
@@ -163,7 +170,7 @@ def with_rounds(
         per_req = mean_interval([v for s in used if (v := s.cpu_us_per_req) is not None])
         agent_per_req = [v for s in used if (v := s.agent_cpu_us_per_req) is not None]
         width = half_width_pct([s.achieved for s in used])
-        lengths = [s.extra["round_s"] for s in steps if s.extra.get("round_s")]
+        lengths = [s.figures.round_s for s in steps if s.figures.round_s]
         summary = dataclasses.replace(
             summary,
             ramp_peak=case.summary.peak,
@@ -200,7 +207,7 @@ def with_rounds(
 def round_ratio(case: Case, other: Case) -> Interval | None:
     """`case` / `other` by paired rounds (round r against round r, which ran seconds
     apart); None unless at least two rounds pair up."""
-    mine = {s.extra["round"]: s.achieved for s in usable_rounds(case.rounds)}
-    theirs = {s.extra["round"]: s.achieved for s in usable_rounds(other.rounds)}
+    mine = {s.figures.round: s.achieved for s in usable_rounds(case.rounds)}
+    theirs = {s.figures.round: s.achieved for s in usable_rounds(other.rounds)}
     both = sorted(set(mine) & set(theirs))
     return paired_ratio_interval([mine[i] for i in both], [theirs[i] for i in both])

@@ -12,10 +12,11 @@ from drivers.base import DriverResult
 from harness.run.bottleneck import is_contended
 from model.ramps import RampStep
 from model.results import LATENCY_KEYS, Step
+from model.step_figures import RetriedStep, StepFigures
 
 
 def database_cpu(stats: dict[str, Any]) -> dict[str, float]:
-    """`{"db_cpu_pct": …}` for a step's extra when the database was watched, else {}."""
+    """`{"db_cpu_pct": …}` for a step's figures when the database was watched, else {}."""
     return {"db_cpu_pct": stats["db_cpu_pct"]} if stats.get("db_cpu_pct") is not None else {}
 
 
@@ -26,9 +27,10 @@ def build_step(
     *,
     probe_ms: float | None,
     flags: list[str],
-    extra: dict[str, Any],
+    measured: dict[str, Any],
 ) -> Step:
-    """A driver's result and the monitor's statistics as one recorded step."""
+    """A driver's result and the monitor's statistics as one recorded step; `measured`
+    is what the harness measured around it, by StepFigures field (a wrong name: TypeError)."""
     total = result.errors_total
     attempts = result.replies + total
     errors = {"total": total, **{kind: n for kind, n in result.errors.items() if n}}
@@ -52,7 +54,9 @@ def build_step(
         tick_ms=stats["tick_ms"],
         probe_ms=probe_ms,
         flags=tuple(flags),
-        extra={**result.extra, "duration_s": round(result.duration_s, 3), **extra},
+        figures=dataclasses.replace(
+            result.figures, duration_s=round(result.duration_s, 3), **measured
+        ),
     )
 
 
@@ -84,7 +88,7 @@ def failed_step(
         rss_max_bytes=stats["rss_max_bytes"],
         tick_ms=stats["tick_ms"],
         flags=("contended",) if noise and is_contended(noise) else (),
-        extra={"driver_error": reason, **(noise or {}), **database_cpu(stats)},
+        figures=StepFigures(driver_error=reason, **(noise or {}), **database_cpu(stats)),
         bottleneck="unknown",
     )
 
@@ -96,19 +100,25 @@ def step_label(ramp_step: RampStep) -> str:
 
 def is_aborted(step: Step) -> bool:
     """Whether a step's driver produced no result (`failed_step`)."""
-    return "driver_error" in step.extra and step.replies == 0 and step.errors.get("aborted") == 1
+    return (
+        step.figures.driver_error is not None
+        and step.replies == 0
+        and step.errors.get("aborted") == 1
+    )
 
 
 def retried_step(again: Step, *, first: Step, label: str) -> Step:
     """The second attempt at a step whose first gave no figures: what it measured, with the
-    first attempt's error and raw files named (`extra["retried"]`); still no figures, it is
+    first attempt's error and raw files named (`figures.retried`); still no figures, it is
     a lost step (`step_lost`), which the case's status and the summary say."""
-    retried = {"first_error": first.extra.get("driver_error"), "first_raw": f"{label}-*.txt"}
+    retried = RetriedStep(first_error=first.figures.driver_error, first_raw=f"{label}-*.txt")
     flags = set(again.flags)
     if is_aborted(again):
         flags.add("step_lost")
     return dataclasses.replace(
-        again, flags=tuple(sorted(flags)), extra={**again.extra, "retried": retried}
+        again,
+        flags=tuple(sorted(flags)),
+        figures=dataclasses.replace(again.figures, retried=retried),
     )
 
 
