@@ -3,7 +3,8 @@ that did not declare its protocols is started and probed (harness.negotiation), 
 when it answers in HTTP/2 and skipped with what the probe found when it does not.
 
 Each server is a one-file ASGI app on stock hypercorn or uvicorn, as a user runs it (no
-{protocol} in any command); each load is the smoke profile's first h2load step, shortened to a second.
+{protocol} in any command); each load is the smoke profile's first h2load step, shortened
+to a second.
 """
 
 from __future__ import annotations
