@@ -19,7 +19,7 @@ from tests.helpers import DATA_DIR, harness, require_framework, require_tool, re
 SITE_WIDTHS = (1280, 390)  # a desktop window and a phone
 OLDER_RUN = "20261201-041442.429-smoke"  # tests/data/run_v3: harness.run/3, another machine
 SHORT = ("--set", "ramp.duration_s=1", "--set", "rounds=2", "--set", "round_duration_s=1",
-         "--precision", "0")  # fmt: skip
+         "--set", "warmup_s=0", "--set", "cooldown_s=0", "--precision", "0")  # fmt: skip
 
 
 @pytest.fixture(scope="module")
