@@ -157,8 +157,16 @@ def test_a_stop_signal_during_compare_stops_everything_and_marks_the_run_interru
         "--out", str(out), *LONG_STEP_ARGS,
     )  # fmt: skip
     try:
-        wait_until(lambda: find_wrk(str(tmpdir)), 60, "wrk to run")
-        assert find_command(str(tmpdir), "-m servers aiohttp", "--sink-path")
+        # the load's wrk and the server it loads (a `wrk` seen alone may be the harness
+        # reading its version before any server started)
+        wait_until(
+            lambda: (
+                find_wrk(str(tmpdir))
+                and find_command(str(tmpdir), "-m servers aiohttp", "--sink-path")
+            ),
+            60,
+            "wrk to run against the server with its file sink",
+        )
         harness.send_signal(signum)
         started = time.monotonic()
         _, stderr = harness.communicate(timeout=15)
