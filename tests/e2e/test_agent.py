@@ -333,17 +333,17 @@ def test_an_agent_stopped_while_ready_never_holds() -> None:
 def test_agents_reaching_their_targets_apart_still_hold_every_step_together(
     tmp_path: Path, together: bool
 ) -> None:
-    """Two agents at 400/s and 20/s: the fast one reaches each target over a second before
-    the slow one (as a fleet's hosts do at 60,000+), longer than a hold. Holding together,
-    the runner sees both steps held by both; without it, the holds never overlap and it
-    sees none — the branch that shows this test can fail."""
+    """Two agents at 400/s and 20/s: the fast one reaches each target seconds before the
+    slow one (as a fleet's hosts do at 60,000+). Holding together, the runner sees both
+    steps held by both; without it, the holds never overlap and it sees none — the branch
+    that shows this test can fail."""
     require_framework("aiohttp")
-    ramp = ConnectionRamp(start=50, target=100, step=50, hold_s=0.75, open_rate_per_s=420)
+    ramp = ConnectionRamp(start=100, target=200, step=100, hold_s=1.5, open_rate_per_s=420)
     with start_server("aiohttp") as server:
         topology = Topology(ProcessModel("single"), [server], instance_cpus=[None])
         commands = [
             agent_command(
-                AgentShare(index, (f"127.0.0.{2 + index}",), (25, 50)),
+                AgentShare(index, (f"127.0.0.{2 + index}",), (50, 100)),
                 host=server.host, port=server.port, path="/ws", hold_s=ramp.hold_s,
                 open_rate_per_s=rate, payload=None, interval_s=None, processes=1,
                 hold_together=together,
@@ -363,7 +363,7 @@ def test_agents_reaching_their_targets_apart_still_hold_every_step_together(
         finally:
             monitor.stop()
     if together:
-        assert [(s.offered, s.extra["open"]) for s in result.steps] == [(50, 50), (100, 100)]
+        assert [(s.offered, s.extra["open"]) for s in result.steps] == [(100, 100), (200, 200)]
         assert all(s.extra["hold_s"] >= 0.5 for s in result.steps), result.steps
         assert result.cut_short is None
     else:
