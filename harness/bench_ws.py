@@ -475,7 +475,7 @@ def ws_app_run(
                 baseline_rss_bytes=None,
                 on_step=on_step,
                 on_step_done=lambda step: (
-                    held_open.__setitem__(int(step.offered), step.extra["open"]),
+                    held_open.__setitem__(int(step.offered), step.figures.open),
                     watch is not None and watch.step_finished(step),
                 ),
             )

@@ -2,7 +2,7 @@
 Resources in the site's tree, the wait on the reactor's own timer (`callLater`).
 
 `/upload`: twisted.web hands a Resource the whole body (`request.content`, which
-servers.frameworks.twisted.ContractRequest keeps in memory within the contract's limit and
+servers.frameworks.twisted.h1.ContractRequest keeps in memory within the contract's limit and
 refuses past it, as it arrives): the count is its length. That is twisted.web's idiom;
 it has no streaming body for a Resource.
 """
@@ -78,7 +78,7 @@ class DelayResource(_Workload):
         delay_ms = workloads.delay_ms(segments[0].decode("latin-1")) if len(segments) == 1 else None
         if delay_ms is None:
             request.setResponseCode(contract.BAD_REQUEST_STATUS)
-            return self.reply(request, _TEXT, b"400: Bad Request")
+            return self.reply(request, _TEXT, workloads.DELAY_REFUSAL_BODY)
         timer = self.reactor.callLater(delay_ms / 1000, self._answer, request, delay_ms)
         request.notifyFinish().addErrback(lambda _: timer.active() and timer.cancel())
         return NOT_DONE_YET
