@@ -32,16 +32,8 @@ absence of a change, may be why.
 
 p99 and CPU per request are adjusted alike, each over its own family of cases.
 
-**The machine's drift.** This machine's speed moves between runs (2× between days, some
-per cent within an hour), and every case moves with it. The baselines (nginx, Node,
-EventMachine: not the frameworks under study) measure that: when both runs have at least
-MIN_DRIFT_BASELINES of them with a peak, the median of their peaks' ratios B / A is the
-machine's drift, always reported. With `harness diff --machine-drift` each other case's
-B rounds are divided by it before the ratio, the interval and the test; the baselines
-are judged raw and p99 is never adjusted. Not the default: the servers do not all feel a
-drift alike (two quick runs here, the baselines 1.14–1.23× faster, the median 1.19×:
-gevent 1.30×, aiohttp 1.30×, tornado 1.01×), and the interval does not carry the drift's
-own uncertainty, so an adjusted verdict is surer than it should be.
+**The machine's drift** (harness.diff_drift): the baselines' median ratio B / A, always
+reported; with `harness diff --machine-drift` each other case's B rounds are divided by it.
 
 `factor` (default 1.10) is the change that matters: a significant change beyond it
 either way (B/A < 1/factor or > factor) is marked, and one slower beyond it makes the
@@ -54,17 +46,22 @@ Pure functions of results (no I/O), unit-tested on synthetic runs.
 from __future__ import annotations
 
 import dataclasses
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness.diff_change import ALPHA as ALPHA
+from harness.diff_change import Change as Change
+from harness.diff_change import lower_or_higher as lower_or_higher
+from harness.diff_change import measure_change as measure_change
+from harness.diff_drift import MIN_DRIFT_BASELINES as MIN_DRIFT_BASELINES
+from harness.diff_drift import MachineDrift as MachineDrift
+from harness.diff_drift import is_baseline, machine_drift, not_comparable
 from harness.run.analysis import usable_rounds
-from harness.stats import Interval, bootstrap_ratio_interval, holm_adjusted, welch_log_p
+from harness.stats import holm_adjusted
 from model.figures import figure
 from model.results import Case, Run
 
-ALPHA = 0.05
 RULE = (
     f"Welch's t on the rounds' logs, p adjusted for the diff's cases (Holm) < {ALPHA}, "
     "and the ratio's 95 % bootstrap interval excludes 1"
@@ -83,7 +80,6 @@ IDENTITY_KEYS = (
 )
 
 CaseIdentity = tuple[str, str, str, str, str, str, str]
-MIN_DRIFT_BASELINES = 2  # one baseline's own noise (±10 % here) would move every verdict
 
 
 def case_labels(identities: Sequence[CaseIdentity]) -> dict[CaseIdentity, str]:
@@ -120,69 +116,6 @@ def limit_differences(first: Run, second: Run) -> list[str]:
     ]
 
 
-@dataclass(frozen=True)
-class Change:
-    """A figure in run A and run B: the ratio B/A, its interval, the test's p and that p
-    adjusted for the diff's family of cases (None until `diff_runs` adjusts it)."""
-
-    old: float | None
-    new: float | None
-    ratio: float | None
-    interval: Interval | None
-    p: float | None
-    rounds: tuple[int, int]  # usable rounds with the figure in A and in B
-    p_adjusted: float | None = None
-
-    @property
-    def measured(self) -> bool:
-        """Both sides had rounds enough for an interval and a test."""
-        return self.interval is not None and self.p is not None
-
-    @property
-    def p_verdict(self) -> float | None:
-        """The p the verdict reads: adjusted for the diff's cases when it was, else raw."""
-        return self.p_adjusted if self.p_adjusted is not None else self.p
-
-    @property
-    def significant(self) -> bool:
-        """The adjusted p (the raw p before adjustment) < ALPHA and the interval
-        excludes 1.0 (the diff's rule)."""
-        p = self.p_verdict
-        return (
-            self.interval is not None
-            and p is not None
-            and p < ALPHA
-            and self.interval.excludes(1.0)
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        interval = self.interval.rounded(4) if self.interval else None
-        return {
-            "a": self.old,
-            "b": self.new,
-            "ratio": round(self.ratio, 4) if self.ratio is not None else None,
-            "ci": list(interval.as_pair()) if interval else None,
-            "p": round(self.p, 4) if self.p is not None else None,
-            "p_adjusted": round(self.p_adjusted, 4) if self.p_adjusted is not None else None,
-            "rounds": list(self.rounds),
-        }
-
-
-def measure_change(
-    old: float | None, new: float | None, old_rounds: Sequence[float], new_rounds: Sequence[float]
-) -> Change:
-    """The change from `old` to `new`: with two rounds or more on each side, the ratio of
-    the rounds' means, its bootstrap interval and Welch's p on their logs; otherwise the
-    ratio of the two values alone."""
-    rounds = (len(old_rounds), len(new_rounds))
-    interval = bootstrap_ratio_interval(new_rounds, old_rounds)
-    if interval is not None:
-        p = welch_log_p(old_rounds, new_rounds)
-        return Change(old, new, interval.value, interval, p, rounds)
-    ratio = new / old if old and new is not None else None
-    return Change(old, new, ratio, None, None, rounds)
-
-
 def _round_peaks(case: Case) -> list[float]:
     return [s.achieved for s in usable_rounds(case.rounds)]
 
@@ -198,16 +131,6 @@ def _round_cpu_us(case: Case) -> list[float]:
 def _memory_peak_mb(case: Case) -> float | None:
     peak = case.summary.memory_peak_bytes
     return peak / 1e6 if peak is not None else None
-
-
-def lower_or_higher(change: Change) -> str:
-    """A figure where lower is better, in words: `no rounds`, `no significant change`,
-    `lower` or `higher` (a change without rounds is judged on nothing: `no rounds`)."""
-    if not change.measured:
-        return "no rounds"
-    if not change.significant:
-        return "no significant change"
-    return "lower" if (change.ratio or 0) < 1 else "higher"
 
 
 @dataclass(frozen=True)
@@ -257,61 +180,6 @@ class CaseDiff:
         }
 
 
-def _not_comparable(case: Case) -> str | None:
-    """Why a case has nothing to compare (failed, skipped, no peak); None when it has."""
-    if case.status != "ok":
-        return f"{case.status} ({case.error})"
-    return None if case.summary.peak else "no peak"
-
-
-@dataclass(frozen=True)
-class MachineDrift:
-    """How much the machine moved between runs A and B, read from the baselines."""
-
-    factor: float  # the median of the baselines' peak ratios B / A
-    baselines: tuple[tuple[str, float], ...]  # (label, its ratio B / A)
-    applied: bool  # the other cases' B rounds divided by it (False: --no-machine-drift)
-
-    def text(self) -> str:
-        """`the machine moved 1.19× (the baselines' median: nginx 1.14×, …)`."""
-        each = ", ".join(f"{label} {ratio:.2f}×" for label, ratio in self.baselines)
-        how = (
-            "the frameworks are judged against it"
-            if self.applied
-            else "the frameworks' ratios are raw (--machine-drift judges them against it)"
-        )
-        return f"the machine moved {self.factor:.3f}× (the baselines' median: {each}): {how}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "factor": round(self.factor, 4),
-            "baselines": {label: round(ratio, 4) for label, ratio in self.baselines},
-            "applied": self.applied,
-        }
-
-
-def is_baseline(case: Case) -> bool:
-    return case.summary.role == "baseline"
-
-
-def machine_drift(
-    pairs: Sequence[tuple[Case, Case, str]], apply: bool = False
-) -> MachineDrift | None:
-    """The drift from the baselines among `pairs` (case in A, case in B, label), by the
-    module's rule; None with fewer than MIN_DRIFT_BASELINES comparable ones."""
-    ratios = [
-        (label, new.summary.peak / old.summary.peak)
-        for old, new, label in pairs
-        if is_baseline(old)
-        and is_baseline(new)
-        and _not_comparable(old) is None
-        and _not_comparable(new) is None
-    ]
-    if len(ratios) < MIN_DRIFT_BASELINES:
-        return None
-    return MachineDrift(statistics.median(r for _, r in ratios), tuple(ratios), apply)
-
-
 FIGURES = ("peak", "p99", "cpu")  # the figures tested, each adjusted over its own family
 
 
@@ -331,7 +199,7 @@ def diff_case(
     adjusted = adjusted or {}
     identity = old.identity
     sides = (("A", old), ("B", new))
-    why = [f"{side}: {reason}" for side, case in sides if (reason := _not_comparable(case))]
+    why = [f"{side}: {reason}" for side, case in sides if (reason := not_comparable(case))]
     if why:
         empty = Change(old.summary.peak, new.summary.peak, None, None, None, (0, 0))
         return CaseDiff(identity, label, empty, empty, "not comparable", False, "; ".join(why))

@@ -19,20 +19,18 @@ When the server runs in a cgroup of its own (harness.cgroups), the step's server
 the group's usage counter at the step's two ends instead (every process the server
 started, whatever tree or process group it left), and the group's throttling, memory and
 OOM kills are read there too (`cgroup_step`).
+
+The kernel's readings are harness.host_readings'; what a step's window adds up to
+(`step_stats`, `replies_per_second`) is harness.step_stats'.
 """
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import dataclasses
-import itertools
-import os
-import statistics
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,69 +38,22 @@ import psutil
 
 from harness.cgroups.files import CgroupReading
 from harness.cgroups.groups import Cgroup
+from harness.host_readings import CpuSnapshot as CpuSnapshot
+from harness.host_readings import ProcessClock as ProcessClock
+from harness.host_readings import host_socket_readings, read_cpu_snapshot
+from harness.host_readings import parse_proc_stat as parse_proc_stat
+from harness.host_readings import parse_sockstat as parse_sockstat
+from harness.host_readings import run_delay_ns as run_delay_ns
+from harness.step_stats import StepWindow as StepWindow
+from harness.step_stats import cgroup_step as cgroup_step
+from harness.step_stats import merge_telemetry as merge_telemetry
+from harness.step_stats import replies_per_second as replies_per_second
+from harness.step_stats import step_stats as step_stats
+from harness.step_stats import window_cpu_pct as window_cpu_pct
 from model.files import atomic_writer
 
 SAMPLE_INTERVAL_S = 1.0
 TREE_REFRESH_S = 5.0  # how often the monitor looks for new processes in a watched tree
-TELEMETRY_SUMS = (
-    "open",
-    "requests",
-    "messages",
-    "bad",
-    "stored",
-    "sink_errors",
-    "backlog",
-    "gc_collections",
-    "rss_bytes",
-)
-TELEMETRY_MAXIMA = ("tick_avg_ms", "tick_max_ms", "gc_pause_ms")
-PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
-SOCKSTAT_PATH = Path("/proc/net/sockstat")  # this network namespace's sockets
-CONNTRACK_COUNT_PATH = Path("/proc/sys/net/netfilter/nf_conntrack_count")
-
-
-@dataclass(frozen=True)
-class ProcessClock:
-    """One process's CPU seconds (user + system, its reaped children's included) and the
-    CPUs it may run on."""
-
-    cpu_s: float
-    cpus: frozenset[int]
-
-
-@dataclass(frozen=True)
-class CpuSnapshot:
-    """The CPU clocks at one moment: what each CPU has spent busy, and what the processes
-    the harness knows have spent (all since they started)."""
-
-    t: float  # time.monotonic()
-    busy_s: dict[int, float]  # CPU number → busy seconds since boot (parse_proc_stat)
-    harness_s: float  # the harness process's own threads: main, monitor, probe, progress
-    harness_cpus: frozenset[int]
-    reaped_s: float  # its children that ended and were reaped (a step's load generators)
-    descendants: dict[int, ProcessClock]  # every live process it started, and theirs
-
-
-@dataclass(frozen=True)
-class StepWindow:
-    index: int
-    started: float
-    ended: float | None = None
-    cpu_before: CpuSnapshot | None = None
-    cpu_after: CpuSnapshot | None = None
-    # the server tree's CPU seconds per process at the step's start and end
-    # (`_ProcessGroup.cpu_seconds`): its exact CPU over the window (`window_cpu_pct`)
-    server_cpu_s_before: dict[int, float] | None = None
-    server_cpu_s_after: dict[int, float] | None = None
-    # the server's cgroup at the step's start and end (None: it runs in none)
-    server_cgroup_before: CgroupReading | None = None
-    server_cgroup_after: CgroupReading | None = None
-    # the case's load cgroup (every load generator of the step) at its start and end
-    load_cgroup_before: CgroupReading | None = None
-    load_cgroup_after: CgroupReading | None = None
-    # the database's cgroup (FerretDB, PostgreSQL and its backends) at its start and end
-    database_cgroup_before: CgroupReading | None = None
-    database_cgroup_after: CgroupReading | None = None
 
 
 def _reading(cgroup: Cgroup | None) -> CgroupReading | None:
@@ -113,120 +64,6 @@ def _reading(cgroup: Cgroup | None) -> CgroupReading | None:
         return cgroup.read()
     except (OSError, ValueError):
         return None
-
-
-def cgroup_step(before: CgroupReading, after: CgroupReading) -> dict[str, Any]:
-    """What a cgroup counted between two readings: CPU seconds, CFS periods throttled (of
-    those with work) and the time throttled, the OOM kills, and its memory at the end."""
-    return {
-        "cpu_s": round(max(0.0, after.cpu_s - before.cpu_s), 6),
-        "throttled_periods": max(0, after.throttled_periods - before.throttled_periods),
-        "periods": max(0, after.periods - before.periods),
-        "throttled_s": round(max(0.0, after.throttled_s - before.throttled_s), 6),
-        "oom_kills": max(0, after.oom_kills - before.oom_kills),
-        "memory_bytes": after.memory_bytes,
-    }
-
-
-def window_cpu_pct(
-    before: dict[int, float], after: dict[int, float], wall_s: float
-) -> float | None:
-    """% of one core some processes used between two readings of their CPU seconds: each
-    process's gain, one started in between counted from 0 (all its time is the window's);
-    one that ended in between is lost unless its parent reaped it (the parent's clock has
-    it then). None for a window with no wall time."""
-    if wall_s <= 0:
-        return None
-    used_s = sum(max(0.0, cpu_s - before.get(pid, 0.0)) for pid, cpu_s in after.items())
-    return used_s / wall_s * 100.0
-
-
-# /proc/stat's per-CPU columns: user nice system idle iowait irq softirq steal guest guest_nice
-PROC_STAT_BUSY_COLUMNS = (0, 1, 2, 5, 6)  # user, nice, system, irq, softirq (guest is in user)
-
-
-def parse_sockstat(text: str) -> dict[str, int]:
-    """/proc/net/sockstat's TCP line as numbers: `inuse` (sockets), `orphan`, `tw`,
-    `alloc` and `mem` (pages of TCP buffers); empty without one."""
-    for line in text.splitlines():
-        if line.startswith("TCP:"):
-            fields = line.split()[1:]
-            return {fields[i]: int(fields[i + 1]) for i in range(0, len(fields) - 1, 2)}
-    return {}
-
-
-def host_socket_readings() -> dict[str, int]:
-    """This namespace's TCP sockets in use, their buffers in bytes and conntrack's entries
-    (absent where the module is not loaded): O(1) reads, whatever the connections."""
-    readings: dict[str, int] = {}
-    try:
-        tcp = parse_sockstat(SOCKSTAT_PATH.read_text())
-    except OSError:
-        tcp = {}
-    if "inuse" in tcp:
-        readings["tcp_inuse"] = tcp["inuse"]
-    if "mem" in tcp:
-        readings["tcp_buffer_bytes"] = tcp["mem"] * PAGE_BYTES
-    with contextlib.suppress(OSError, ValueError):  # no conntrack module: not counted
-        readings["conntrack_count"] = int(CONNTRACK_COUNT_PATH.read_text())
-    return readings
-
-
-def parse_proc_stat(text: str, ticks_per_s: float) -> dict[int, float]:
-    """Each CPU's busy seconds since boot from /proc/stat's `cpuN` lines.
-
-    Busy is user + nice + system + irq + softirq: without IRQ time accounting (this
-    kernel's tick accounting) a tick in interrupt context is also charged to the task it
-    interrupted, so leaving irq and softirq out would make the harness's own processes
-    look larger than the CPUs' busy time. Idle, iowait and steal (the hypervisor's) are
-    not busy.
-    """
-    busy: dict[int, float] = {}
-    for line in text.splitlines():
-        name, _, rest = line.partition(" ")
-        if not name.startswith("cpu") or name == "cpu":
-            continue
-        columns = [int(v) for v in rest.split()]
-        busy[int(name[3:])] = sum(columns[i] for i in PROC_STAT_BUSY_COLUMNS) / ticks_per_s
-    return busy
-
-
-def _process_clock(process: psutil.Process) -> ProcessClock:
-    times = process.cpu_times()
-    cpu_s = times.user + times.system + times.children_user + times.children_system
-    return ProcessClock(cpu_s, frozenset(process.cpu_affinity() or ()))
-
-
-def read_cpu_snapshot() -> CpuSnapshot:
-    """The CPU clocks now: /proc/stat, this process and everything it started."""
-    me = psutil.Process()
-    times = me.cpu_times()
-    descendants: dict[int, ProcessClock] = {}
-    for child in me.children(recursive=True):
-        try:
-            descendants[child.pid] = _process_clock(child)
-        except psutil.Error:  # it ended meanwhile: its parent's reaped time has it
-            continue
-    return CpuSnapshot(
-        t=time.monotonic(),
-        busy_s=parse_proc_stat(Path("/proc/stat").read_text(), os.sysconf("SC_CLK_TCK")),
-        harness_s=times.user + times.system,
-        harness_cpus=frozenset(os.sched_getaffinity(0)),
-        reaped_s=times.children_user + times.children_system,
-        descendants=descendants,
-    )
-
-
-def run_delay_ns(pid: int) -> int:
-    """Nanoseconds the process's threads have spent runnable but waiting for a CPU (the
-    kernel's /proc/<pid>/task/<tid>/schedstat, second field); 0 when unreadable."""
-    total = 0
-    for path in Path(f"/proc/{pid}/task").glob("*/schedstat"):
-        try:
-            total += int(path.read_text().split()[1])
-        except (OSError, ValueError, IndexError):
-            continue  # the thread ended meanwhile
-    return total
 
 
 class _ProcessGroup:
@@ -494,119 +331,3 @@ class Monitor:
             writer = csv.DictWriter(handle, fieldnames=columns or ["t"])
             writer.writeheader()
             writer.writerows(rows)
-
-
-def merge_telemetry(latest_by_pid: dict[int, dict[str, Any]]) -> dict[str, Any]:
-    """Every worker's newest line as one: counts summed, lags and pauses at their maximum."""
-    if not latest_by_pid:
-        return {}
-    lines = list(latest_by_pid.values())
-    merged: dict[str, Any] = {"workers": len(lines)}
-    for key in TELEMETRY_SUMS:
-        merged["telemetry_" + key if key == "rss_bytes" else key] = sum(
-            int(line.get(key, 0)) for line in lines
-        )
-    for key in TELEMETRY_MAXIMA:
-        merged[key] = max(float(line.get(key, 0.0)) for line in lines)
-    merged["max_open"] = sum(int(line.get("max_open", 0)) for line in lines)
-    return merged
-
-
-def step_stats(
-    rows: list[dict[str, Any]],
-    telemetry: list[dict[str, Any]],
-    window: StepWindow,
-    until: float | None = None,
-) -> dict[str, Any]:
-    """Server/agent/database CPU and server/agent CPU wait (mean), RSS (max), tick lag
-    (mean of avgs, max of maxima), and the sink's records refused (`sink_errors` gained)
-    and waiting (`backlog`, max) in a window; `db_cpu_pct` None when no database was
-    watched. `until`: the samples and telemetry read end there when the window was closed
-    later than the step really ended (a connection ramp's top step, seen closing late)."""
-    end = window.ended or time.time()
-    if until is not None:
-        end = min(end, until)
-    inside = [r for r in rows if window.started < r["t"] <= end + 0.5]
-    lines = [t for t in telemetry if window.started < t["t"] <= end + 0.5]
-    stats: dict[str, Any] = {
-        "server_cpu_pct": None,
-        "agent_cpu_pct": None,
-        "db_cpu_pct": None,
-        "server_cpu_wait_pct": None,
-        "agent_cpu_wait_pct": None,
-        "rss_max_bytes": None,
-        "tick_ms": {"avg": None, "max": None},
-        "sink_errors": None,
-        "backlog_max": None,
-        "server_cpu_s": None,
-        "cgroup": None,
-    }
-    if inside:  # the 1 s samples overlapping the step's edges (charts; fallbacks)
-        stats["server_cpu_pct"] = round(statistics.fmean(r["server_cpu_pct"] for r in inside), 1)
-        stats["agent_cpu_pct"] = round(statistics.fmean(r["agent_cpu_pct"] for r in inside), 1)
-        stats["rss_max_bytes"] = max(r["server_rss_bytes"] for r in inside)
-        for key in ("server_cpu_wait_pct", "agent_cpu_wait_pct"):
-            waits = [r[key] for r in inside if r.get(key) is not None]
-            stats[key] = round(statistics.fmean(waits), 1) if waits else None
-        database = [r["db_cpu_pct"] for r in inside if "db_cpu_pct" in r]
-        if database:
-            stats["db_cpu_pct"] = round(statistics.fmean(database), 1)
-    # the server's CPU is read at the step's two ends: exact over the step, where a mean of
-    # the samples would count the idle second straddling its start (a saturated 2 s step
-    # read 70 % that way)
-    before, after = window.server_cpu_s_before, window.server_cpu_s_after
-    wall_s = (window.ended - window.started) if window.ended is not None else 0.0
-    if before is not None and after and window.ended is not None:
-        exact = window_cpu_pct(before, after, wall_s)
-        if exact is not None:
-            stats["server_cpu_pct"] = round(exact, 1)
-            stats["server_cpu_s"] = round(exact * wall_s / 100.0, 6)
-    # in a cgroup: its usage counter, every process the server started (a daemon that
-    # left the process tree included)
-    if window.server_cgroup_before is not None and window.server_cgroup_after is not None:
-        counted = cgroup_step(window.server_cgroup_before, window.server_cgroup_after)
-        stats["cgroup"] = counted
-        stats["server_cpu_s"] = counted["cpu_s"]
-        if wall_s > 0:
-            stats["server_cpu_pct"] = round(counted["cpu_s"] / wall_s * 100.0, 1)
-    # the database in its group: exact over the step too (its backends forked since included)
-    db_before, db_after = window.database_cgroup_before, window.database_cgroup_after
-    if db_before is not None and db_after is not None and wall_s > 0:
-        db_cpu_s = max(0.0, db_after.cpu_s - db_before.cpu_s)
-        stats["db_cpu_pct"] = round(db_cpu_s / wall_s * 100.0, 1)
-    # sink_errors counts since the server started: the step's share is its gain
-    counted = [r for r in rows if "sink_errors" in r and r["t"] <= end + 0.5]
-    errors = [r["sink_errors"] for r in counted]
-    errors_before = [r["sink_errors"] for r in counted if r["t"] <= window.started]
-    if len(errors) > len(errors_before):  # a telemetry row inside the window
-        stats["sink_errors"] = errors[-1] - (errors_before[-1] if errors_before else errors[0])
-        stats["backlog_max"] = max(r["backlog"] for r in inside if "backlog" in r)
-    if lines:
-        stats["tick_ms"] = {
-            "avg": round(statistics.fmean(t["tick_avg_ms"] for t in lines), 3),
-            "max": round(max(t["tick_max_ms"] for t in lines), 3),
-        }
-    return stats
-
-
-def replies_per_second(telemetry: list[dict[str, Any]], window: StepWindow) -> list[float]:
-    """The server's replies in each whole telemetry interval inside a step's window, per
-    second: each worker's `requests` counter differenced line to line (its lines come once
-    a second), the workers summed by interval. Intervals that straddle the window's start
-    or end (the load starting, stopping) are left out; empty without telemetry."""
-    end = window.ended or time.time()
-    by_pid: dict[int, list[dict[str, Any]]] = {}
-    for line in telemetry:
-        if "requests" in line and "t" in line:
-            by_pid.setdefault(int(line.get("pid", 0)), []).append(line)
-    buckets: dict[int, float] = {}
-    for lines in by_pid.values():
-        lines.sort(key=lambda line: line["t"])
-        for before, after in itertools.pairwise(lines):
-            span_s = after["t"] - before["t"]
-            if span_s <= 0 or before["t"] < window.started or after["t"] > end:
-                continue
-            second = int(after["t"] - window.started)
-            rate = (int(after["requests"]) - int(before["requests"])) / span_s
-            buckets[second] = buckets.get(second, 0.0) + rate
-    return [round(buckets[second], 1) for second in sorted(buckets)]

@@ -6,9 +6,9 @@ first line of every worker is the readiness signal (it also tells the OS-chosen 
 
 A server given as a command (kind `command`: `--server`, a servers file, a plugin) writes
 no such line, so the harness picks a free loopback port for it, fills the command's
-placeholders in, and takes it as ready once its own process tree holds the listening
-socket on that port (servers.listeners, as for memcached and FerretDB: not "something
-answered") and `GET /` gets an HTTP answer, whatever its status.
+placeholders in (harness.server_command), and takes it as ready once its own process tree
+holds the listening socket on that port (servers.listeners, as for memcached and
+FerretDB: not "something answered") and `GET /` gets an HTTP answer, whatever its status.
 
 A server speaks one protocol per start (servers.contract.PROTOCOLS): `protocol` and, for
 the TLS ones, the run's `certificates` become `--protocol/--tls-cert/--tls-key` (a
@@ -20,18 +20,17 @@ refused (`protocol_unsupported`), never started on another one.
 A server is stopped by killing its process group, which a command that daemonizes (a
 double fork and setsid, `setsid -f`, `--daemon`) leaves. Every server therefore carries a
 token of its own in its environment (SERVER_TOKEN_ENV), and `kill` then looks for what
-escaped: a process with the token, or one started since the server that listens on its
-port. Each is named (`escaped`, a warning on stderr, and the readiness error a daemonizing
-command meets: its first process exits before listening) and stopped, SIGTERM then SIGKILL.
+escaped (harness.escaped_processes): a process with the token, or one started since the
+server that listens on its port. Each is named (`escaped`, a warning on stderr, and the
+readiness error a daemonizing command meets: its first process exits before listening)
+and stopped, SIGTERM then SIGKILL.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import json
 import os
-import shlex
 import signal
 import subprocess
 import sys
@@ -42,89 +41,30 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-import psutil
-
 from drivers.processes import kill_group, spawn
 from harness.cgroups.groups import Cgroup
-from harness.secrets import SECRET_FIELD, SecretField, redact, server_environment
-from harness.services.leftovers import stop_processes
+from harness.escaped_processes import SERVER_TOKEN_ENV, stop_escaped
+from harness.secrets import redact, server_environment
+from harness.server_command import FLAG_PLACEHOLDERS as FLAG_PLACEHOLDERS
+from harness.server_command import OPTION_PLACEHOLDERS as OPTION_PLACEHOLDERS
+from harness.server_command import check_listen_address as check_listen_address
+from harness.server_command import command_unsupported as command_unsupported
+from harness.server_command import fill_command as fill_command
+from harness.server_command import placeholder_values as placeholder_values
+from harness.server_command import protocol_args as protocol_args
+from harness.server_command import protocol_unsupported as protocol_unsupported
+from harness.server_command import server_command as server_command
 from harness.tls import Certificates, h2c_answers, tls_handshakes
 from model.errors import UserError
-from servers import FRAMEWORKS, SINK_PLACEHOLDERS, Framework, command_placeholders, listeners
+from servers import FRAMEWORKS, Framework, listeners
 from servers.contract import (
-    GRIDFS_DATABASE,
-    MONGO_BATCH_MAX_RECORDS,
     PROTOCOL_H1,
     PROTOCOL_H2C,
-    PROTOCOLS,
     SHUTDOWN_GRACE_S,
     TLS_PROTOCOLS,
 )
-from servers.core.sinks import DEFAULT_MONGO_URL
 
 READY_TIMEOUT_S = 30.0
-SERVER_TOKEN_ENV = "SERVERBENCH_SERVER_TOKEN"  # each server's own: what escaped carries it
-ESCAPED_STOP_S = 3.0  # for an escaped process to obey SIGTERM before SIGKILL
-
-
-def _describe(process: psutil.Process) -> str:
-    try:
-        return f"pid {process.pid} ({' '.join(process.cmdline()) or process.name()})"
-    except psutil.Error:
-        return f"pid {process.pid}"
-
-
-def escaped_processes(
-    token: str, group: int, port: int = 0, started_at: float = 0.0
-) -> list[psutil.Process]:
-    """The processes of a server that are outside its process group `group` (which its
-    stop killed): those whose environment has `token`, and those started since
-    `started_at` that listen on `port` (0: none looked for). Never this process."""
-    found: dict[int, psutil.Process] = {}
-
-    def outside_group(process: psutil.Process) -> bool:
-        try:
-            return process.status() != psutil.STATUS_ZOMBIE and os.getpgid(process.pid) != group
-        except (psutil.Error, OSError):
-            return False
-
-    for process in psutil.process_iter():
-        if process.pid == os.getpid():
-            continue
-        with contextlib.suppress(psutil.Error):
-            if process.environ().get(SERVER_TOKEN_ENV) == token and outside_group(process):
-                found[process.pid] = process
-    if port:
-        for pid in listeners.other_listeners({port}, {os.getpid()}).values():
-            if pid is None or pid in found:
-                continue
-            with contextlib.suppress(psutil.Error):
-                process = psutil.Process(pid)
-                # started before the server: another program's, never ours to stop
-                if process.create_time() >= started_at - 1.0 and outside_group(process):
-                    found[pid] = process
-    return sorted(found.values(), key=lambda process: process.pid)
-
-
-def check_listen_address(host: str, what: str = "a server") -> str:
-    """`host` when a server may listen there: one IP address written out (a name, or a
-    short form such as `0` or `0.0` that the socket API reads as every address, is
-    refused), neither unspecified (`0.0.0.0`, `::`, `::0`) nor multicast nor broadcast —
-    a server benchmarked here never listens on every address of the machine."""
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        raise UserError(
-            f"{what} listens on an IP address given explicitly (127.0.0.1, ::1, or the "
-            f"address the load hosts reach), not {host!r}"
-        ) from None
-    broadcast = address.version == 4 and address == ipaddress.IPv4Address("255.255.255.255")
-    if address.is_unspecified or address.is_multicast or broadcast:
-        raise UserError(
-            f"{what} listens on one address given explicitly, never {host!r} "
-            "(every address of the machine, or a group)"
-        )
-    return host
 
 
 class ServerProcess:
@@ -226,10 +166,8 @@ class ServerProcess:
         left in its cgroup, the cgroup's owner kills when it removes it)."""
         kill_group(self.process)
         self.process.wait()
-        escaped = escaped_processes(self.token, self.process.pid, self.port, self.started_at)
-        if escaped:
-            names = [_describe(process) for process in escaped]
-            stop_processes(escaped, ESCAPED_STOP_S)
+        names = stop_escaped(self.token, self.process.pid, self.port, self.started_at)
+        if names:
             self.escaped += names
             print(
                 f"harness: warning: {self.framework} left its process group (daemonized): "
@@ -390,24 +328,6 @@ class CommandServerProcess(ServerProcess):
         )
 
 
-# The contract options (SinkStore.server_args, Backends.server_args) and the placeholders
-# they fill; flags without a value are in FLAG_PLACEHOLDERS.
-OPTION_PLACEHOLDERS = {
-    "--sink-path": "sink_path",
-    "--mongo-url": "mongo_url",
-    "--mongo-w": "mongo_w",
-    "--mongo-batch": "mongo_batch",
-    "--mongo-db": "mongo_db",
-    "--files-dir": "files_dir",
-    "--memcached": "memcached",
-    "--mc-socket-port": None,  # the memcached socket service: a command does not serve it
-    "--protocol": "protocol",
-    "--tls-cert": "tls_cert",
-    "--tls-key": "tls_key",
-}
-FLAG_PLACEHOLDERS = {"--durable": "durable"}
-
-
 def spawn_server(
     command: list[str],
     stdout: Any,
@@ -434,90 +354,6 @@ def child_environment(environment: dict[str, str] | None, token: str) -> dict[st
     harness.secrets) and the server's token (SERVER_TOKEN_ENV: what finds a process that
     left its group) added."""
     return {**os.environ, **(environment or {}), SERVER_TOKEN_ENV: token}
-
-
-def placeholder_values(
-    *, host: str, port: int, sink: str, workers: int, extra_args: Sequence[str] = ()
-) -> dict[str, Any]:
-    """What each placeholder of a command stands for in this start (`{secret:NAME}`: the
-    environment variable NAME, learned as a secret: harness.secrets)."""
-    values: dict[str, Any] = {
-        SECRET_FIELD: SecretField(),
-        "python": sys.executable,
-        "host": host,
-        "port": str(port),
-        "sink": sink,
-        "sink_path": "",
-        "mongo_url": DEFAULT_MONGO_URL,
-        "mongo_db": GRIDFS_DATABASE,
-        "mongo_w": "1",
-        "mongo_batch": str(MONGO_BATCH_MAX_RECORDS),
-        "durable": "0",
-        "files_dir": "",
-        "memcached": "127.0.0.1:11211",
-        "workers": str(workers),
-        "protocol": "h1",
-        "tls_cert": "",
-        "tls_key": "",
-    }
-    args = list(extra_args)
-    while args:
-        option = args.pop(0)
-        if option in FLAG_PLACEHOLDERS:
-            values[FLAG_PLACEHOLDERS[option]] = "1"
-        elif option in OPTION_PLACEHOLDERS and args:
-            value = args.pop(0)
-            name = OPTION_PLACEHOLDERS[option]
-            if name is not None:
-                values[name] = value
-        else:
-            raise ValueError(f"no placeholder takes the server option {option!r}")
-    return values
-
-
-def fill_command(template: str, values: dict[str, Any]) -> list[str]:
-    """The argv of a command template: split as a shell would (no shell runs it), then
-    each word's placeholders filled, so a path with spaces stays one argument."""
-    return [word.format(**values) for word in shlex.split(template)]
-
-
-def protocol_unsupported(framework: Framework, protocol: str) -> str | None:
-    """Why `framework` cannot be started on `protocol` (its why_not), or None."""
-    if protocol not in PROTOCOLS:
-        return f"protocol {protocol!r} is not one of {', '.join(PROTOCOLS)}"
-    if protocol not in framework.protocols:
-        return framework.why_not(protocol)
-    return None
-
-
-def protocol_args(protocol: str, certificates: Certificates | None) -> list[str]:
-    """The contract options that start a server on `protocol` (none for h1); UserError
-    when a TLS protocol has no certificates."""
-    if protocol == PROTOCOL_H1:
-        return []
-    if protocol not in TLS_PROTOCOLS:
-        return ["--protocol", protocol]
-    if certificates is None:
-        raise UserError(f"protocol {protocol} needs the run's certificates (harness.tls)")
-    return [
-        "--protocol",
-        protocol,
-        "--tls-cert",
-        str(certificates.cert_path),
-        "--tls-key",
-        str(certificates.key_path),
-    ]
-
-
-def command_unsupported(framework: Framework, *, sink: str, workers: int) -> str | None:
-    """Why a command server cannot run this case (a sink, workers), or None."""
-    names = command_placeholders(framework.command)
-    if sink not in framework.sinks:
-        needed = " or ".join(f"{{{name}}}" for name in SINK_PLACEHOLDERS.get(sink, ("sink",)))
-        return f"{framework.name} has no {sink} sink (its command has no {{sink}} and {needed})"
-    if workers > 1 and "workers" not in names:
-        return f"{framework.name} runs one process only (its command has no {{workers}})"
-    return None
 
 
 def start_command_server(
@@ -566,40 +402,6 @@ def start_command_server(
         server.kill()
         raise
     return server
-
-
-def server_command(
-    framework: str,
-    *,
-    sink: str = "empty",
-    workers: int = 1,
-    loop: str | None = None,
-    host: str = "127.0.0.1",
-    port: int = 0,
-    cpus: str | None = None,
-    extra_args: Sequence[str] = (),
-) -> list[str]:
-    """The command line that runs `framework` behind the contract, pinned when `cpus`."""
-    command = [
-        sys.executable,
-        "-m",
-        "servers",
-        framework,
-        "--host",
-        host,
-        "--port",
-        str(port),
-        "--sink",
-        sink,
-        "--workers",
-        str(workers),
-    ]
-    if loop:
-        command += ["--loop", loop]
-    command += list(extra_args)
-    if cpus is not None:
-        command = ["taskset", "-c", cpus, *command]
-    return command
 
 
 def start_server(

@@ -19,7 +19,9 @@ from model.errors import UserError
 
 if TYPE_CHECKING:  # harness.bench_diff imports scipy: loaded only when a diff is asked for
     from harness.bench_diff import BenchDiff
+    from harness.diff import RunDiff
     from model.bench import BenchRun
+    from model.results import Run
 
 
 def diff(
@@ -39,7 +41,7 @@ def diff(
     by more than `factor`, else 0. Runs from different hosts are refused (UserError)
     unless `allow_other_host`, and then labelled. `pairs` (`--pair A=B`) compares A's
     cases of one framework with B's of another; without `run_b`, two of run A's."""
-    from harness.diff import RULE, diff_runs, host_differences, parse_pair
+    from harness.diff import diff_runs, host_differences, parse_pair
 
     if not factor >= 1.0:
         raise UserError(f"--factor must be at least 1.0 (a change of 10 % is 1.10), not {factor}")
@@ -67,18 +69,40 @@ def diff(
         result = diff_runs(old, new, factor, machine_drift_applied=machine_drift, pairs=named)
     except ValueError as error:  # a pair with no cases
         raise UserError(str(error)) from None
-    if junit is not None or markdown is not None:
-        from harness.outputs import write_output
-        from harness.outputs.junit import diff_junit
-        from harness.outputs.markdown import diff_markdown
-
-        if junit is not None:
-            write_output(junit, diff_junit(result), "--junit")
-        if markdown is not None:
-            write_output(markdown, diff_markdown(result), "--markdown")
+    _write_outputs(result, junit, markdown)
     if as_json:
         print(json.dumps(result.to_dict(), indent=2))
-        return result.exit_status
+    else:
+        _print_run_diff(result, old, new, named, differences)
+    return result.exit_status
+
+
+def _write_outputs(result: RunDiff, junit: Path | None, markdown: Path | None) -> None:
+    """The diff as JUnit XML (--junit) and Markdown (--markdown), when asked."""
+    if junit is None and markdown is None:
+        return
+    from harness.outputs import write_output
+    from harness.outputs.junit import diff_junit
+    from harness.outputs.markdown import diff_markdown
+
+    if junit is not None:
+        write_output(junit, diff_junit(result), "--junit")
+    if markdown is not None:
+        write_output(markdown, diff_markdown(result), "--markdown")
+
+
+def _print_run_diff(
+    result: RunDiff,
+    old: Run,
+    new: Run,
+    named: list[tuple[str, str]],
+    differences: list[str],
+) -> None:
+    """The diff's table (its title names the runs, the pairs, and different hosts and
+    limits), the CPU moves, the notes, the machine's drift and the cases in one run only."""
+    from harness.diff import RULE
+
+    factor = result.factor
     title = f"diff: A {old.run_id} → B {new.run_id} (factor {factor:g})"
     if named:
         title += f", {', '.join(f'{a} → {b}' for a, b in named)}"
@@ -107,7 +131,6 @@ def diff(
     if result.worse:
         names = escape(", ".join(c.label for c in result.worse))
         console.print(f"[red]slower beyond {factor:g}×: {names}[/]")
-    return result.exit_status
 
 
 def _read_bench(path: Path) -> BenchRun | None:

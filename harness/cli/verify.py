@@ -3,14 +3,12 @@ over each protocol asked for (`--protocol h1,h1-tls,h2,h2c`)."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
 from harness.cli.options import (
     JUNIT_OPTION,
@@ -25,8 +23,10 @@ from harness.cli.options import (
 )
 from harness.secrets import redact
 from model.errors import UserError
-from servers import scratch
-from servers.contract import PROTOCOL_H1, PROTOCOLS, TLS_PROTOCOLS
+from servers.contract import PROTOCOL_H1, PROTOCOLS
+
+if TYPE_CHECKING:
+    from harness.verify import Verification
 
 
 def parse_protocols(spec: str) -> list[str]:
@@ -71,9 +71,10 @@ def verify_command(
     the HTTP/2 ones; a server that does not speak a protocol is skipped with its reason.
     Exit 1 on a failure."""
     from harness.frameworks import register_servers, select_frameworks
-    from harness.services.ferretdb import new_database_name, own_database
-    from harness.tls import temporary_certificates, user_certificates
-    from harness.verify import strictly, verify_backends, verify_framework
+    from harness.tls import user_certificates
+    from harness.verify import strictly
+    from harness.verify.batch import verify_servers
+    from harness.verify.console import print_verifications
 
     register_servers(servers, servers_file)
     names = select_frameworks(frameworks)
@@ -83,81 +84,30 @@ def verify_command(
         raise UserError("--tls-cert and --tls-key go together: give both, or neither")
     certificates = user_certificates(str(tls_cert), str(tls_key)) if tls_cert else None
     cpus = check_cpus(server_cpus) if server_cpus else None
-    results = []
-    mongo_db = new_database_name()  # on a user's MongoDB: created here, dropped at the end
-    with contextlib.ExitStack() as stack:
-        if mongo_url is not None and (backends or "mongo" in sink_names):
-            stack.enter_context(own_database(mongo_url, mongo_db))
-        services = None
-        if backends:
-            with console.status("starting FerretDB and memcached for the backend checks…"):
-                workdir = Path(stack.enter_context(scratch.temporary_directory("verify")))
-                services = stack.enter_context(verify_backends(workdir, mongo_url, mongo_db))
-        if certificates is None and any(p in TLS_PROTOCOLS for p in protocols):
-            holder, certificates = temporary_certificates()  # this run's, removed after
-            stack.enter_context(holder)
-        for name in names:
-            for sink in sink_names:
-                for case_protocol in protocols:
-                    what = f"{name} ({sink} sink, {case_protocol})"
-                    with console.status(f"verifying {what}…", spinner="dots"):
-                        results.append(
-                            verify_framework(
-                                name,
-                                sink,
-                                cpus=cpus,
-                                mongo_url=mongo_url,
-                                backends=services,
-                                mongo_db=mongo_db,
-                                protocol=case_protocol,
-                                certificates=certificates,
-                            )
-                        )
+    results = verify_servers(
+        names, sink_names, protocols, cpus=cpus, mongo_url=mongo_url, backends=backends,
+        certificates=certificates, status=console.status,
+    )  # fmt: skip
     if strict_verify:  # a deviation the server does not declare fails
         results = [dataclasses.replace(r, checks=strictly(r.checks, r.framework)) for r in results]
-    if junit is not None or markdown is not None:
-        from harness.outputs import write_output
-        from harness.outputs.junit import verify_junit
-        from harness.outputs.markdown import verify_markdown
-
-        if junit is not None:
-            write_output(junit, redact(verify_junit(results)), "--junit")
-        if markdown is not None:
-            write_output(markdown, redact(verify_markdown(results)), "--markdown")
+    _write_outputs(results, junit, markdown)
     if as_json:
         print(json.dumps(redact([r.to_dict() for r in results]), indent=2))
     else:
-        table = Table("framework", "sink", "protocol", "check", "ok", "detail")
-        for result in results:
-            row = (result.framework, result.sink, result.protocol)
-            if result.skipped:
-                table.add_row(*row, "-", "[yellow]skipped[/]", result.skipped)
-            if result.error:
-                table.add_row(*row, "start", "[red]FAIL[/]", redact(result.error))
-            for check in result.checks:
-                mark = "[green]ok[/]" if check.ok else "[red]FAIL[/]"
-                if check.ok and check.warnings:
-                    mark = f"[yellow]ok, {len(check.warnings)} warning(s)[/]"
-                if not check.supported:
-                    mark = "[dim]not supported[/]"
-                table.add_row(*row, check.name, mark, redact(check.detail))
-        console.print(table)
-        for result in results:  # each finding again, whole on one line (the table wraps it)
-            for check in result.checks:
-                if not check.ok:
-                    said = escape(redact(f"{result.framework}: {check.name}: {check.detail}"))
-                    console.print(f"[red]failed:[/] {said}", soft_wrap=True)
-            for deviation in result.warnings:
-                line = deviation.line(result.framework)
-                said = escape(f"{result.framework}: {line}")
-                console.print(f"[yellow]warning:[/] {said}", soft_wrap=True)
-        passed = sum(r.ok for r in results if not r.skipped)
-        skipped = sum(bool(r.skipped) for r in results)
-        warned = sum(bool(r.ok and r.warnings) for r in results)
-        console.print(
-            f"{passed} of {len(results) - skipped} passed"
-            + (f" ({warned} with warnings: --strict-verify fails them)" if warned else "")
-            + f", {skipped} not offered"
-        )
+        print_verifications(results, console)
     if not all(r.ok for r in results if not r.skipped):
         raise typer.Exit(1)
+
+
+def _write_outputs(results: list[Verification], junit: Path | None, markdown: Path | None) -> None:
+    """The verifications as JUnit XML (--junit) and Markdown (--markdown), when asked."""
+    if junit is None and markdown is None:
+        return
+    from harness.outputs import write_output
+    from harness.outputs.junit import verify_junit
+    from harness.outputs.markdown import verify_markdown
+
+    if junit is not None:
+        write_output(junit, redact(verify_junit(results)), "--junit")
+    if markdown is not None:
+        write_output(markdown, redact(verify_markdown(results)), "--markdown")

@@ -23,7 +23,8 @@ one. A fleet made for a run (attached) records the run's pid: another run or `fl
 meeting it while that run lives is refused, and one whose run was killed is named as
 left over, with `harness fleet down` as its remedy.
 
-Everything it makes is named with the prefix (namespaces `harness-fleet-`, links `hfleet`,
+The network (namespaces, veths, the bridge) is harness.fleet.network's. Everything it
+makes is named with the prefix (namespaces `harness-fleet-`, links `hfleet`,
 processes by the state directory on their command line), and `harness fleet down` removes
 whatever has those names — also after a crash that lost the state file.
 
@@ -36,7 +37,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import ipaddress
 import json
 import os
 import shutil
@@ -53,6 +53,19 @@ import psutil
 
 from drivers.processes import spawn
 from harness.fleet.facts import harness_version
+from harness.fleet.network import BRIDGE as BRIDGE
+from harness.fleet.network import BRIDGE_ADDRESS as BRIDGE_ADDRESS
+from harness.fleet.network import FLEET_PORT_RANGE as FLEET_PORT_RANGE
+from harness.fleet.network import (
+    NAMESPACE_PREFIX,
+    make_network,
+    namespace_pids,
+    our_links,
+    our_namespaces,
+    remove_network,
+)
+from harness.fleet.network import NETWORK as NETWORK
+from harness.fleet.network import host_addresses as host_addresses
 from harness.fleet.security import (
     HARNESS_IDENTITY,
     SCHEDULER_IDENTITY,
@@ -67,16 +80,6 @@ from model.files import write_text_atomically
 STATE_DIR = Path("/run/harness-fleet")
 LOCK_PATH = Path("/run/harness-fleet.lock")  # beside the state: `down` removes STATE_DIR
 STATE_FORMAT = "harness.fleet-state/2"
-NAMESPACE_PREFIX = "harness-fleet-"
-LINK_PREFIX = "hfleet"
-BRIDGE = "hfleet0"
-NETWORK = ipaddress.ip_network("198.51.100.0/24")  # TEST-NET-2: documentation only
-BRIDGE_ADDRESS = "198.51.100.1"
-# Each load host's ephemeral ports: all but the well-known ones (nothing else binds in our
-# namespaces), so an address gives connect() 32,256 even ports rather than 14,116
-# (drivers.agent.plan.connect_ports)
-FLEET_PORT_RANGE = (1024, 65535)
-FIRST_HOST_ADDRESS = 10  # 198.51.100.10 onwards: the hosts' addresses
 READY_TIMEOUT_S = 90.0
 LOCK_TIMEOUT_S = 10.0
 STOP_GRACE_S = 5.0
@@ -172,47 +175,11 @@ def check_not_left_over(state: LocalFleetState) -> None:
         )
 
 
-def host_addresses(index: int, per_host: int) -> list[str]:
-    """Host `index`'s addresses (1-based): 198.51.100.10.. for host 1, then onwards."""
-    first = int(NETWORK.network_address) + FIRST_HOST_ADDRESS + (index - 1) * per_host
-    addresses = [ipaddress.ip_address(first + k) for k in range(per_host)]
-    if addresses[-1] not in NETWORK or addresses[-1] == NETWORK.broadcast_address:
-        raise UserError(f"{index} hosts of {per_host} addresses do not fit in {NETWORK}")
-    return [str(a) for a in addresses]
-
-
-def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30)
-    if check and result.returncode != 0:
-        raise UserError(f"ip {' '.join(args)}: {result.stderr.strip()}")
-    return result
-
-
-def our_namespaces() -> list[str]:
-    output = _ip("netns", "list", check=False).stdout
-    names = [line.split()[0] for line in output.splitlines() if line.strip()]
-    return [name for name in names if name.startswith(NAMESPACE_PREFIX)]
-
-
-def our_links() -> list[str]:
-    output = _ip("-o", "link", "show", check=False).stdout
-    names = [line.split(":")[1].strip().split("@")[0] for line in output.splitlines()]
-    return [name for name in names if name.startswith(LINK_PREFIX)]
-
-
-def _namespace_pids() -> list[int]:
-    pids = []
-    for namespace in our_namespaces():
-        output = _ip("netns", "pids", namespace, check=False).stdout
-        pids.extend(int(p) for p in output.split() if p.isdigit())
-    return pids
-
-
 def our_processes() -> list[psutil.Process]:
     """Live processes of a local fleet: in one of our namespaces, or carrying the state
     directory on their command line (the scheduler and workers' --pid-file). Zombies are
     dead already (left for a parent to reap) and not counted."""
-    pids = set(_namespace_pids())
+    pids = set(namespace_pids())
     marker = str(STATE_DIR)
     for process in psutil.process_iter(["cmdline"]):
         with contextlib.suppress(psutil.Error):
@@ -243,29 +210,6 @@ def _require_root() -> None:
         raise UserError("a local fleet needs root (network namespaces): run it with sudo")
     if shutil.which("ip") is None:
         raise UserError("ip not found: install iproute2")
-
-
-def _make_network(hosts: int, per_host: int) -> dict[str, list[str]]:
-    _ip("link", "add", BRIDGE, "type", "bridge")
-    _ip("addr", "add", f"{BRIDGE_ADDRESS}/{NETWORK.prefixlen}", "dev", BRIDGE)
-    _ip("link", "set", BRIDGE, "up")
-    addresses: dict[str, list[str]] = {}
-    for index in range(1, hosts + 1):
-        namespace = f"{NAMESPACE_PREFIX}{index}"
-        outside, inside = f"{LINK_PREFIX}{index}h", f"{LINK_PREFIX}{index}n"
-        addresses[namespace] = host_addresses(index, per_host)
-        _ip("netns", "add", namespace)
-        _ip("link", "add", outside, "type", "veth", "peer", "name", inside, "netns", namespace)
-        _ip("link", "set", outside, "master", BRIDGE)
-        _ip("link", "set", outside, "up")
-        _ip("-n", namespace, "link", "set", "lo", "up")
-        low, high = FLEET_PORT_RANGE
-        _ip("netns", "exec", namespace, "sysctl", "-q", "-w",
-            f"net.ipv4.ip_local_port_range={low} {high}")  # fmt: skip
-        for address in addresses[namespace]:
-            _ip("-n", namespace, "addr", "add", f"{address}/{NETWORK.prefixlen}", "dev", inside)
-        _ip("-n", namespace, "link", "set", inside, "up")
-    return addresses
 
 
 def _start(command: list[str], log_name: str, detach: bool, env: dict[str, str]) -> None:
@@ -390,7 +334,7 @@ def _make_fleet(hosts: int, addresses_per_host: int, detach: bool) -> LocalFleet
     private_directory(STATE_DIR)
     names = tuple(f"{NAMESPACE_PREFIX}{index}" for index in range(1, hosts + 1))
     _make_certificates(names)
-    addresses = _make_network(hosts, addresses_per_host)
+    addresses = make_network(hosts, addresses_per_host)
     env = {
         **os.environ,
         "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0",
@@ -460,7 +404,7 @@ def _remove_fleet() -> dict[str, list[str]]:
     removed: dict[str, list[str]] = {"processes": [], "namespaces": [], "links": []}
     # the workers first: a worker whose scheduler went first waits to reconnect
     processes = our_processes()
-    in_namespaces = set(_namespace_pids())
+    in_namespaces = set(namespace_pids())
     for group in (
         [p for p in processes if p.pid in in_namespaces],
         [p for p in processes if p.pid not in in_namespaces],
@@ -478,15 +422,7 @@ def _remove_fleet() -> dict[str, list[str]]:
         child = _ATTACHED.pop()
         with contextlib.suppress(subprocess.TimeoutExpired):
             child.wait(STOP_GRACE_S)
-    for namespace in our_namespaces():
-        _ip("netns", "del", namespace, check=False)
-        removed["namespaces"].append(namespace)
-    deadline = time.monotonic() + STOP_GRACE_S
-    while our_links() and time.monotonic() < deadline:
-        for link in our_links():  # the veths go with their namespaces; the bridge stays
-            if _ip("link", "del", link, check=False).returncode == 0:
-                removed["links"].append(link)
-        time.sleep(0.1)
+    removed |= remove_network(STOP_GRACE_S)
     shutil.rmtree(STATE_DIR, ignore_errors=True)
     left = leftovers()
     if any(left.values()):

@@ -9,8 +9,9 @@ import json
 import statistics
 import time
 
-from harness.verify.endpoint import EndpointOrUrl, http_client
+from harness.verify.endpoint import CheckFunction, EndpointOrUrl, http_client
 from harness.verify.failure import UNVERIFIED, excerpt, expect, expect_status
+from harness.verify.malformed import check_malformed_requests
 from harness.verify.wire import expect_still_serving, get_status
 from servers import FRAMEWORKS, contract
 
@@ -185,3 +186,29 @@ def check_sequential_latency(server: EndpointOrUrl) -> str:
         remedy=f"set TCP_NODELAY on every socket of the server, or {UNVERIFIED}",
     )
     return f"median {median_ms:.2f} ms, max {max(latencies_ms):.1f} ms"
+
+
+# The checks of the contract's own routes (the boards' workloads are workloads.py's).
+HTTP_ROUTE_CHECKS: dict[str, CheckFunction] = {
+    "text": check_text_route,
+    "counter": check_counter_route,
+    "log": check_log_route,
+    "not-found": check_not_found,
+    "wrong-method": check_wrong_method,
+    "malformed": check_malformed_requests,
+    "sequential-latency": check_sequential_latency,
+}
+# The route each check needs: a server that does not serve it reports "not supported".
+HTTP_CHECK_ROUTES: dict[str, str] = {
+    "text": contract.ROUTE_TEXT,
+    "counter": contract.ROUTE_COUNTER,
+    "log": contract.ROUTE_LOG,
+    "not-found": contract.ROUTE_TEXT,
+    "wrong-method": contract.ROUTE_COUNTER,
+    "malformed": contract.ROUTE_TEXT,
+    "sequential-latency": contract.ROUTE_TEXT,
+}
+# The HTTP/1.1 checks HTTP/2 has no room for, and why: `not supported` over h2 and h2c.
+HTTP_NOT_OVER_H2: dict[str, str] = {
+    "malformed": "HTTP/1.1 framing; HTTP/2's malformed input is h2-malformed-frames",
+}

@@ -17,7 +17,7 @@ from typing import Any
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
-from harness.verify.endpoint import EndpointOrUrl, endpoint_of, open_connection
+from harness.verify.endpoint import CheckFunction, EndpointOrUrl, endpoint_of, open_connection
 from harness.verify.failure import excerpt, expect, fail
 from harness.verify.severity import Outcome, judge_rule, with_deviations
 from harness.verify.wire import expect_still_serving
@@ -461,3 +461,20 @@ def check_websocket_raw_frames(server: EndpointOrUrl, framework: str = "") -> st
     closed_with = [f"{key} {code}" for key, (_, code) in RAW_FRAME_CASES.items()]
     held = [said for said, deviation in zip(closed_with, deviations, strict=True) if not deviation]
     return with_deviations(f"closed with their codes: {', '.join(held) or 'none'}", deviations)
+
+
+WEBSOCKET_CHECKS: dict[str, CheckFunction] = {
+    "ws-handshake": check_websocket_handshake,
+    "ws-long-message": check_websocket_long_message,
+    "ws-origin": check_websocket_origin,
+    "ws-subprotocol": check_websocket_subprotocol,
+    "ws-1003": check_websocket_binary,
+    "ws-1007": check_websocket_invalid_json,
+    "ws-1009": check_websocket_too_big,
+    "ws-raw-frames": check_websocket_raw_frames,
+}
+# Every WebSocket check needs /ws; none runs over HTTP/2 (RFC 8441 is not in the contract).
+WEBSOCKET_CHECK_ROUTES = dict.fromkeys(WEBSOCKET_CHECKS, contract.ROUTE_WEBSOCKET)
+WEBSOCKET_NOT_OVER_H2 = dict.fromkeys(
+    WEBSOCKET_CHECKS, "WebSocket over HTTP/2 (RFC 8441) is not in the contract"
+)
