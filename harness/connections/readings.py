@@ -14,7 +14,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from harness.connections.breaking import LIMIT_REASONS, RampSecond, delta, total
-from harness.monitor import Monitor, step_stats
+from harness.monitor import Monitor
+from harness.step_stats import step_stats
 from model.results import LATENCY_KEYS, Step
 
 if TYPE_CHECKING:
