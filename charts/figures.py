@@ -556,8 +556,8 @@ def _round_dots(axes: Axes, shown: Sequence[Series], bars: Any) -> list[list[flo
         excluded = {e["round"] for e in one.case.summary.rounds_excluded}
         rounds = one.case.rounds
         x = bar.get_x() + bar.get_width() + 0.06  # just right of the bar, in the gap
-        kept = [s.achieved for s in rounds if s.extra.get("round") not in excluded]
-        out = [s.achieved for s in rounds if s.extra.get("round") in excluded]
+        kept = [s.achieved for s in rounds if s.figures.round not in excluded]
+        out = [s.achieved for s in rounds if s.figures.round in excluded]
         if kept:
             axes.scatter([x] * len(kept), kept, s=12, color="black", zorder=3, gid="round-peaks")
         if out:
@@ -669,7 +669,7 @@ def affinity_figure(series: Sequence[Series], context: str = "") -> Figure:
 
 
 def _open_connections(step: Step) -> float | None:
-    return float(step.extra.get("open", step.offered))
+    return float(step.figures.open if step.figures.open is not None else step.offered)
 
 
 def _rss_mb(step: Step) -> float | None:
@@ -679,8 +679,8 @@ def _rss_mb(step: Step) -> float | None:
 def _rss_kb_per_connection(step: Step) -> float | None:
     """What the connections added to the idle server, per connection (the runner's figure);
     the whole RSS per connection when a result has no baseline."""
-    if step.extra.get("rss_per_connection_bytes") is not None:
-        return step.extra["rss_per_connection_bytes"] / 1e3
+    if step.figures.rss_per_connection_bytes is not None:
+        return step.figures.rss_per_connection_bytes / 1e3
     connections = _open_connections(step)
     if not step.rss_max_bytes or not connections:
         return None

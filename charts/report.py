@@ -304,7 +304,7 @@ def _host_rows(case: Case) -> list[list[str]]:
     """
     rows = []
     for step in case.steps:
-        hosts = step.extra.get("hosts")
+        hosts = step.figures.hosts
         if not hosts:
             continue
         label = f"{figure(step.offered)} {step.unit}"
@@ -329,7 +329,7 @@ def _host_rows(case: Case) -> list[list[str]]:
                 _number(host.get("driver_cpu_pct"), "{:.1f}"),
                 _number(host.get("start_skew_ms"), "{:.1f}"),
             ])  # fmt: skip
-        bound = (step.extra.get("latency_upper_bound_ms") or {}).get("p99")
+        bound = (step.figures.latency_upper_bound_ms or {}).get("p99")
         p99 = step.latency_ms.get("p99")
         merged_p99 = _number(p99, "{:.2f}") if p99 is not None else "≤ " + _number(bound, "{:.2f}")
         rows.append([
@@ -338,7 +338,7 @@ def _host_rows(case: Case) -> list[list[str]]:
             _number(step.latency_ms.get("p50"), "{:.2f}"), merged_p99,
             _number(step.latency_ms.get("max"), "{:.2f}"),
             _number(step.agent_cpu_pct, "{:.1f}"),
-            _number(step.extra.get("start_skew_ms_max"), "{:.1f}"),
+            _number(step.figures.start_skew_ms_max, "{:.1f}"),
         ])  # fmt: skip
     return rows
 

@@ -35,7 +35,7 @@ def resumed_at_peak(case: Case) -> float | None:
     """The handshakes profile's resumed handshakes per second in the peak step (its
     figure is the full handshakes; drivers.handshakes, resumption "both")."""
     peak = next((s for s in case.steps if s.offered == case.summary.peak_offered), None)
-    return peak.extra.get("resumed_per_s") if peak is not None else None
+    return peak.figures.resumed_per_s if peak is not None else None
 
 
 def _status(case: Case, style: Style) -> Cell:

@@ -2,7 +2,7 @@
 
 ab compares every reply's length with the first one and calls a difference a failed
 request ("Length"). When the scenario's replies legitimately differ in length (/counter)
-those are artefacts and are kept apart in `extra.length_mismatches`; otherwise they are
+those are artefacts and are kept apart in `figures.length_mismatches`; otherwise they are
 real errors of kind `length`.
 """
 
@@ -15,6 +15,7 @@ from typing import Self
 
 from drivers.base import DriverOptions, DriverOutputError, DriverResult, Target, no_latency
 from model.ramps import Ramp, RampStep
+from model.step_figures import StepFigures
 
 MAX_REQUESTS_PER_TIMED_STEP = 50_000_000  # ab -t stops at -n; make time the limit
 
@@ -46,9 +47,9 @@ def parse_ab(text: str, body_length_varies: bool = False) -> DriverResult:
     non_2xx_match = _NON_2XX.search(text)
     non_2xx = int(non_2xx_match.group(1)) if non_2xx_match else 0
     errors = {"connect": connect, "read": receive, "other": exceptions, "status": non_2xx}
-    extra: dict[str, object] = {"complete_requests": complete}
+    mismatches = None
     if body_length_varies:
-        extra["length_mismatches"] = length
+        mismatches = length
     else:
         errors["length"] = length
     latency = no_latency()
@@ -64,7 +65,7 @@ def parse_ab(text: str, body_length_varies: bool = False) -> DriverResult:
         duration_s=float(found["taken_s"].group(1)),  # type: ignore[union-attr]
         errors=errors,
         latency_ms=latency,
-        extra=extra,
+        figures=StepFigures(complete_requests=complete, length_mismatches=mismatches),
     )
 
 
@@ -84,7 +85,8 @@ class AbDriver:
 
     def __init__(self, requests_per_step: int | None = None, keep_alive: bool = True) -> None:
         self.requests_per_step = requests_per_step
-        # -n: ab runs until it has sent them, whatever the time (no watchdog: base.scheduled_run_s)
+        # -n: ab runs until it has sent them, whatever the time (no watchdog:
+        # drivers.watchdog.scheduled_run_s)
         self.counts_requests = bool(requests_per_step)
         self.keep_alive = keep_alive
 

@@ -27,7 +27,7 @@ What h2load cannot do, and why it is not used for it:
   latency counts from its actual send: neither is an open-loop request rate (oha is).
 - `-N/-T` (connection inactivity / active timeouts) abort h2load 1.52 in timing mode
   (a libev assertion, `epoll_modify`) when they fire, so h2load runs without a timeout:
-  a stalled request is in flight at the end of the step (`extra["unanswered"]`).
+  a stalled request is in flight at the end of the step (`figures.unanswered`).
 - In timing mode a connection the server resets is not reopened and its requests are not
   counted as errors (h2load reopens only after a graceful close: `Connection: close`,
   GOAWAY); a step in which no request was answered is a failed step, never a zero.
@@ -57,6 +57,7 @@ from typing import NamedTuple, Self
 from drivers import histograms as hdr
 from drivers.base import DriverOptions, DriverOutputError, DriverResult, Target, no_latency
 from model.ramps import Ramp, RampStep
+from model.step_figures import StepFigures
 from servers.contract import (
     PROTOCOL_H1,
     PROTOCOL_H1_TLS,
@@ -172,25 +173,23 @@ def parse_h2load(text: str, requests: Sequence[LoggedRequest] = ()) -> DriverRes
     bytes_read = int(traffic.group(1)) if traffic else 0
     tls_version = _TLS_PROTOCOL.search(text)
     cipher = _CIPHER.search(text)
-    extra: dict[str, object] = {
-        "requests": done,
+    figures = StepFigures(
+        requests=done,
         # in flight when the step ended (at most connections × streams), or lost with a
         # connection the server reset (h2load does not count those: see the docstring)
-        "unanswered": started - done,
-        "bytes_read": bytes_read,
-        "megabytes_per_s": round(bytes_read / duration_s / 1e6, 3) if duration_s else 0.0,
-    }
-    if tls_version is not None:
-        extra["tls_version"] = tls_version.group(1)
-    if cipher is not None:
-        extra["cipher"] = cipher.group(1)
+        unanswered=started - done,
+        bytes_read=bytes_read,
+        megabytes_per_s=round(bytes_read / duration_s / 1e6, 3) if duration_s else 0.0,
+        tls_version=tls_version.group(1) if tls_version is not None else None,
+        cipher=cipher.group(1) if cipher is not None else None,
+    )
     return DriverResult(
         replies=ok,
         duration_s=duration_s,
         errors=errors,
         latency_ms=latency,
         achieved=ok / duration_s if duration_s > 0 else 0.0,
-        extra=extra,
+        figures=figures,
         histograms=histograms,
         negotiated=negotiated,
     )
@@ -331,5 +330,7 @@ class H2loadDriver:
     def parse(self, text: str, target: Target, step: RampStep, workdir: Path) -> DriverResult:
         connections, streams = self.shape(step)
         result = parse_h2load(text, read_log(request_log_path(step, workdir)))
-        shape = {"connections": connections, "streams_per_connection": streams}
-        return dataclasses.replace(result, extra={**result.extra, **shape})
+        shape = dataclasses.replace(
+            result.figures, connections=connections, streams_per_connection=streams
+        )
+        return dataclasses.replace(result, figures=shape)

@@ -8,7 +8,7 @@ the server's certificate verified against the run's CA), `GET /` with `Connectio
 close`, the whole reply read, close. A 2xx reply is one good handshake; the step's rate
 is handshakes per second. With resumption (`tls_resumption = true`) each connection
 offers the session ticket its client's last connection received, and the process counts
-how many the server resumed (`extra["resumed"]`, `resumed_fraction`): a server that
+how many the server resumed (`figures.resumed`, `resumed_fraction`): a server that
 issues no tickets, or ignores them, answers with full handshakes, and that is its
 figure. The reply is read to its end because TLS 1.3 sends its tickets after the
 handshake: a client that closes first never has one to offer.
@@ -36,12 +36,12 @@ limit.
 With `tls_resumption = "both"` (the `handshakes` profile) each step measures both, one
 after the other in one process: full handshakes for the first half of the step, then
 resumed ones for the second half. The step's figures are the full handshakes (its rate
-the full handshakes per second); `extra["resumed_per_s"]`, `extra["resumed_run_fraction"]`
+the full handshakes per second); `figures.resumed_per_s`, `figures.resumed_run_fraction`
 (the share of the second half's connections the server did resume) and
-`extra["resumption_speedup"]` (resumed over full rate) are the second half's.
+`figures.resumption_speedup` (resumed over full rate) are the second half's.
 
 The latency figures are each connection's time from `connect()` to the end of its
-reply (histogram `latency`); `extra["handshake_ms_p50"]`... are from `connect()` to the
+reply (histogram `latency`); `figures.handshake_ms` (`p50`...) is from `connect()` to the
 end of the TLS handshake alone.
 """
 
@@ -64,6 +64,7 @@ from typing import Any, NamedTuple, Self
 from drivers import histograms as hdr
 from drivers.base import DriverOptions, DriverOutputError, DriverResult, Target, no_latency
 from model.ramps import Ramp, RampStep
+from model.step_figures import StepFigures
 from servers.contract import ALPN_FOR_PROTOCOL, PROTOCOL_H1_TLS
 
 REPORT_PREFIX = "HANDSHAKES_JSON "
@@ -213,7 +214,7 @@ def parse_handshakes(text: str) -> DriverResult:
     `negotiated` is h1-tls when the server selected ALPN http/1.1 on every connection,
     None when it selected none (an ALPN-less server: nothing to check); another protocol
     is refused by run_step's check. A second report line (resumption "both") is the
-    resumed half: its rate, resumed share and speed-up go into `extra`.
+    resumed half: its rate, resumed share and speed-up go into its `figures`.
     """
     reports = [
         json.loads(line[len(REPORT_PREFIX) :])
@@ -229,19 +230,18 @@ def parse_handshakes(text: str) -> DriverResult:
     if len(reports) < 2:
         return result
     resumed = _result_of(reports[1])
-    handshakes = resumed.extra["handshakes"]
-    extra = {
-        **result.extra,
-        "resumed_per_s": round(resumed.rate, 1),
-        "resumed_run_fraction": (
-            round(resumed.extra["resumed"] / handshakes, 4) if handshakes else None
-        ),
-        "resumption_speedup": round(resumed.rate / result.rate, 3) if result.rate else None,
+    handshakes = resumed.figures.handshakes
+    resumed_count = resumed.figures.resumed or 0
+    figures = dataclasses.replace(
+        result.figures,
+        resumed_per_s=round(resumed.rate, 1),
+        resumed_run_fraction=round(resumed_count / handshakes, 4) if handshakes else None,
+        resumption_speedup=round(resumed.rate / result.rate, 3) if result.rate else None,
         # every reply of the step's window, both halves: the server's CPU over the window
         # is spent on them all (harness.run.http_case divides it by this)
-        "window_replies": result.replies + resumed.replies,
-    }
-    return dataclasses.replace(result, extra=extra)
+        window_replies=result.replies + resumed.replies,
+    )
+    return dataclasses.replace(result, figures=figures)
 
 
 def _result_of(report: dict[str, Any]) -> DriverResult:
@@ -251,18 +251,14 @@ def _result_of(report: dict[str, Any]) -> DriverResult:
     duration_s = float(report["duration_s"])
     histograms: dict[str, str] = {}
     latency = no_latency()
-    extra: dict[str, Any] = {
-        "handshakes": replies + errors.get("status", 0),
-        "resumed": int(report["resumed"]),
-    }
+    handshakes = replies + errors.get("status", 0)
+    resumed = int(report["resumed"])
     if report["latency"] is not None:
         histograms["latency"] = report["latency"]
         latency = hdr.latency_ms(hdr.decode(report["latency"]))
+    handshake_ms = None
     if report["handshake"] is not None:
-        handshake = hdr.latency_ms(hdr.decode(report["handshake"]))
-        extra.update({f"handshake_ms_{key}": value for key, value in handshake.items()})
-    if extra["handshakes"]:
-        extra["resumed_fraction"] = round(extra["resumed"] / extra["handshakes"], 4)
+        handshake_ms = hdr.latency_ms(hdr.decode(report["handshake"]))
     alpn = set(report["alpn"])
     negotiated = None
     if alpn and alpn != {""}:
@@ -275,7 +271,12 @@ def _result_of(report: dict[str, Any]) -> DriverResult:
         errors=errors,
         latency_ms=latency,
         achieved=replies / duration_s if duration_s > 0 else 0.0,
-        extra=extra,
+        figures=StepFigures(
+            handshakes=handshakes,
+            resumed=resumed,
+            resumed_fraction=round(resumed / handshakes, 4) if handshakes else None,
+            handshake_ms=handshake_ms,
+        ),
         histograms=histograms,
         negotiated=negotiated,
     )

@@ -3,7 +3,7 @@
 httperf multiplexes with select(), so one process holds at most FD_SETSIZE (1,024)
 sockets. A step whose connections could pile up past that (rate × timeout) is split over
 several processes, each with `--client i/n`, rate/n and connections/n, and the result
-says how many ran (`extra.processes`). httperf busy-polls (its own CPU figure is ~100 %
+says how many ran (`figures.processes`). httperf busy-polls (its own CPU figure is ~100 %
 whatever the load), so `driver_bound` for it means "offered fewer connections per second
 than asked", read from its Connection rate line.
 
@@ -21,6 +21,7 @@ from typing import Self
 
 from drivers.base import DriverOptions, DriverOutputError, DriverResult, Target, no_latency
 from model.ramps import Ramp, RampStep, RateRamp
+from model.step_figures import StepFigures
 
 FD_SETSIZE = 1024
 SOCKETS_PER_PROCESS = 1000  # headroom under FD_SETSIZE for stdio and the listening files
@@ -85,15 +86,13 @@ def parse_httperf(text: str) -> DriverResult:
         # autobench's reading: the 5 s reply-rate samples; short runs have none.
         achieved=float(reply_rate_avg) if int(samples) and not status[3] + status[4] else None,
         driver_cpu_pct=float(cpu.group(1)) if cpu else None,
-        extra={
-            "connections": int(connections),
-            "replies_all": int(replies),
-            "connection_rate_per_s": float(connection_rate),
-            "max_concurrent_connections": int(concurrent),
-            "connection_time_median_ms": float(connection_time.group(4))
-            if connection_time
-            else None,
-        },
+        figures=StepFigures(
+            connections=int(connections),
+            replies_all=int(replies),
+            connection_rate_per_s=float(connection_rate),
+            max_concurrent_connections=int(concurrent),
+            connection_time_median_ms=float(connection_time.group(4)) if connection_time else None,
+        ),
     )
 
 

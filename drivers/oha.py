@@ -45,6 +45,7 @@ from drivers.base import (
     cargo_binary,
 )
 from model.ramps import Ramp, RampStep
+from model.step_figures import StepFigures
 from servers.contract import PROTOCOL_H1, PROTOCOL_H1_TLS, PROTOCOL_H2, PROTOCOL_H2C
 
 OHA_VERSION = "1.16.0"
@@ -62,7 +63,8 @@ ERROR_KINDS = (  # first match wins: "Connection reset" is a reset, not a connec
 
 # oha's own cut at the end of `-z`: over HTTP/2 it reports a few (at most one per
 # connection) even with --wait-ongoing-requests-after-deadline, every scheduled request
-# answered. Not the server's doing: kept out of the errors, counted in the extra.
+# answered. Not the server's doing: kept out of the errors, counted in the figures
+# (`aborted_at_deadline`).
 DEADLINE_ABORT = "aborted due to deadline"
 
 
@@ -169,28 +171,28 @@ def parse_oha(
         achieved=replies / duration_s if duration_s > 0 else 0.0,
         latency_uncorrected_ms=hdr.latency_ms(uncorrected),
         histograms=histograms,
-        extra={
-            "requests": len(requests),
-            "offered_per_s": offered_per_s,
-            "sent_per_s": round(sent / duration_s, 1) if duration_s > 0 else 0.0,
+        figures=StepFigures(
+            requests=len(requests),
+            offered_per_s=offered_per_s,
+            sent_per_s=round(sent / duration_s, 1) if duration_s > 0 else 0.0,
             # (sent - due) / due: how far oha was from its schedule over the step
-            "schedule_error": round(sent / duration_s / offered_per_s - 1.0, 4)
+            schedule_error=round(sent / duration_s / offered_per_s - 1.0, 4)
             if duration_s > 0 and offered_per_s > 0
             else None,
-            "connections": connections,
-            "max_in_flight": busiest,
-            "aborted_at_deadline": aborted,
+            connections=connections,
+            max_in_flight=busiest,
+            aborted_at_deadline=aborted,
             # the wait between a request's due time and its send (a free connection)
-            "send_lag_p99_ms": (
+            send_lag_p99_ms=(
                 round(lag.get_value_at_percentile(99) / 1000.0, 3) if requests else None
             ),
-            "bytes_read": int(report["summary"].get("totalData") or 0),
-            "megabytes_per_s": round(
+            bytes_read=int(report["summary"].get("totalData") or 0),
+            megabytes_per_s=round(
                 int(report["summary"].get("totalData") or 0) / duration_s / 1e6, 3
             )
             if duration_s > 0
             else 0.0,
-        },
+        ),
     )
 
 

@@ -27,6 +27,7 @@ from typing import Self
 
 from drivers.base import DriverOptions, DriverOutputError, DriverResult, Target, no_latency
 from model.ramps import Ramp, RampStep
+from model.step_figures import StepFigures
 from servers import scratch
 
 SIEGERC = """\
@@ -63,11 +64,11 @@ def parse_siege(text: str) -> DriverResult:
         duration_s=elapsed_s,
         errors={"other": int(report["failed_transactions"]), "status": transactions - successful},
         latency_ms=latency,
-        extra={
-            "megabytes": float(report["data_transferred"]),
-            "megabytes_per_s": float(report["throughput"]),
-            "availability_pct": float(report["availability"]),
-        },
+        figures=StepFigures(
+            megabytes=float(report["data_transferred"]),
+            megabytes_per_s=float(report["throughput"]),
+            availability_pct=float(report["availability"]),
+        ),
     )
 
 

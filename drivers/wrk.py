@@ -24,6 +24,7 @@ from typing import Self
 from drivers.base import DriverOptions, DriverOutputError, DriverResult, Target
 from model.ramps import Ramp, RampStep
 from model.scenarios import HEADERS, PIPELINING
+from model.step_figures import StepFigures
 
 REPORT_PREFIX = "WRK_JSON "
 
@@ -147,13 +148,13 @@ def parse_wrk(text: str) -> DriverResult:
                     "p99.99": latency_us["p9999"] / 1000.0 if "p9999" in latency_us else None,
                     "max": latency_us["max"] / 1000.0,
                 },
-                extra={
-                    "bytes_read": report["bytes"],
-                    "requests": report["requests"],
-                    "megabytes_per_s": round(report["bytes"] / duration_s / 1e6, 3)
+                figures=StepFigures(
+                    bytes_read=report["bytes"],
+                    requests=report["requests"],
+                    megabytes_per_s=round(report["bytes"] / duration_s / 1e6, 3)
                     if duration_s
                     else 0.0,
-                },
+                ),
             )
     first_line = text.strip().splitlines()[0] if text.strip() else "(no output)"
     raise DriverOutputError(f"wrk output has no {REPORT_PREFIX.strip()} report line: {first_line}")

@@ -256,7 +256,7 @@ class _HoldReadings:
 
     def on_step_done(self, step: Step) -> None:
         """A hold ended: the connections it held."""
-        self.held_open[int(step.offered)] = step.extra["open"]
+        self.held_open[int(step.offered)] = step.figures.open or 0
         if self._watch is not None:
             self._watch.step_finished(step)
 

@@ -1,6 +1,9 @@
-"""The result model, schema `harness.run/5`: Run → Case → Step and Summary, frozen and validated.
+"""The result model, schema `harness.run/6`: Run → Case → Step and Summary, frozen and validated.
 
-The format is described field by field in docs/results.md.
+The format is described field by field in docs/results.md. Here: Run, Case, Negotiated,
+ThresholdResult, and reading and writing run.json; a step is model.steps (its figures
+model.step_figures), the summary model.summary, older schemas' upgraders model.upgrade.
+Every name other modules import from here still is (`__all__`).
 
 Format history (bump SCHEMA on any change; old files are upgraded by `read_run` or refused
 by name):
@@ -60,328 +63,116 @@ by name):
   Also in /5, a connection ramp's closing step: the summary's `closing` (how the agents
   closed every connection at the ramp's end, `orderly` or `drop`, and the server's tick
   lag, GC and open connections while it closed them); `null` in a file from before it.
+- harness.run/6 — a step's figures are typed: the free `extra` dict is gone, and a step
+  (and a round) writes `figures`, an object whose fields model.step_figures.StepFigures
+  declares (units in their names; fields that are null are left out). The fleet's,
+  the cgroup's and the throttling's records keep their shapes; the handshakes driver's
+  `extra.handshake_ms_p50` … `handshake_ms_max` are one record, `figures.handshake_ms`
+  (`p50` … `max`, ms). Read from /5 by `upgrade_run_5`: every `extra` key moves into
+  `figures` under its name (handshake_ms_* folded as above); a key no harness wrote
+  is refused by name when the step is read (a figure without a declared meaning cannot
+  be shown), as /1's unknown summary keys are.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from model.files import write_text_atomically
-from model.ramps import CLOSE_MODES
+from model.step_figures import StepFigures, figures_to_dict
+from model.steps import (
+    BOTTLENECKS,
+    FLAG_MEANINGS,
+    HISTOGRAM_NAMES,
+    LATENCY_KEYS,
+    PERCENTILES,
+    STEP_UNITS,
+    Step,
+    check_finite,
+    step_from_dict,
+)
+from model.summary import (
+    INTERVAL_FIELDS,
+    NOISE_SOURCES,
+    PEAK_UNITS,
+    ROLES,
+    SUMMARY_FIELDS,
+    Summary,
+    summary_from_dict,
+)
+from model.upgrade import (
+    READABLE_SCHEMAS,
+    SCHEMA,
+    SCHEMA_1,
+    SCHEMA_2,
+    SCHEMA_3,
+    SCHEMA_4,
+    SCHEMA_5,
+    UPGRADES,
+    upgrade_run_1,
+    upgrade_run_2,
+    upgrade_run_3,
+    upgrade_run_4,
+    upgrade_run_5,
+)
 from servers.contract import PROTOCOL_H1, PROTOCOLS, TLS_PROTOCOLS
 
-SCHEMA = "harness.run/5"
-SCHEMA_1 = "harness.run/1"
-SCHEMA_2 = "harness.run/2"
-SCHEMA_3 = "harness.run/3"
-SCHEMA_4 = "harness.run/4"
-READABLE_SCHEMAS = (SCHEMA_1, SCHEMA_2, SCHEMA_3, SCHEMA_4, SCHEMA)
+# what other modules import from here, wherever it is defined
+__all__ = [
+    "BOTTLENECKS",
+    "FLAG_MEANINGS",
+    "HISTOGRAM_NAMES",
+    "INTERVAL_FIELDS",
+    "LATENCY_KEYS",
+    "NOISE_SOURCES",
+    "PEAK_UNITS",
+    "PERCENTILES",
+    "READABLE_SCHEMAS",
+    "READ_ERRORS",
+    "ROLES",
+    "RUN_STATUSES",
+    "SCHEMA",
+    "SCHEMA_1",
+    "SCHEMA_2",
+    "SCHEMA_3",
+    "SCHEMA_4",
+    "SCHEMA_5",
+    "STEP_UNITS",
+    "SUMMARY_FIELDS",
+    "UPGRADES",
+    "Case",
+    "CaseStatus",
+    "Negotiated",
+    "Run",
+    "RunStatus",
+    "Step",
+    "StepFigures",
+    "Summary",
+    "ThresholdResult",
+    "case_from_dict",
+    "has_protocol_axis",
+    "read_run",
+    "run_from_dict",
+    "step_from_dict",
+    "summary_from_dict",
+    "threshold_result_from_dict",
+    "upgrade_run_1",
+    "upgrade_run_2",
+    "upgrade_run_3",
+    "upgrade_run_4",
+    "upgrade_run_5",
+    "write_run",
+]
+
 CaseStatus = Literal["ok", "failed", "skipped"]
 # running: under way (or the harness was killed outright before it could say otherwise);
 # unknown: read from a /2 file that recorded no end
 RunStatus = Literal["running", "complete", "interrupted", "failed", "unknown"]
 RUN_STATUSES = ("running", "complete", "interrupted", "failed", "unknown")
-STEP_UNITS = ("req/s", "conns", "concurrency")
-PEAK_UNITS = ("req/s", "conns")
-ROLES = ("framework", "baseline")
-# every latency record has these keys (ms; None where not measured); percentiles by name
-LATENCY_KEYS = ("avg", "p50", "p90", "p99", "p99.9", "p99.99", "max")
-PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p99.9": 99.9, "p99.99": 99.99}
-# the histograms a step may keep (docs/results.md): same basis as latency_ms, and for
-# open-loop drivers the same requests timed from their actual send
-HISTOGRAM_NAMES = ("latency", "latency_uncorrected")
-FLAG_MEANINGS = {
-    "driver_bound": "the load generator limited the step (≥ 90 % of its CPUs, or httperf "
-    "short of the rate asked) while the server was not saturated: the step measures the driver",
-    "noisy": "repeats of this step spread by more than 10 %",
-    "driver_capped": "the driver could not offer the load asked (e.g. httperf's 1,024 sockets)",
-    "limit_capped": "an OS limit (open files, ephemeral ports), not the server, capped the step",
-    "contended": "other processes used > 10 % of a core on the server's or the load's CPUs",
-    "cpu_contended": "the server or the load generator waited >= 10 % of a core for a CPU "
-    "another process held: the machine, not only the server, shaped the step",
-    "step_lost": "the driver gave no figures for the step twice (it was retried once): the "
-    "ramp has a hole there, and its case reads `incomplete`",
-    "throttled": "the server's cgroup was held back by its CPU quota (--cpu-quota) in some "
-    "of the step's CFS periods: extra.cgroup has the periods and the time",
-    "imprecise": "the case's rounds stopped (time budget or max_rounds) before its peak's 95 % "
-    "interval was within the precision asked: summary.imprecise_reason says how wide it is",
-}
-# where an imprecise case's spread comes from (harness.run.precision.noise_source)
-NOISE_SOURCES = ("server", "load generator", "machine", "unknown")
-# which side limited a step (harness.run.analysis.step_bottleneck)
-BOTTLENECKS = ("server", "load generator", "database", "os limit", "none", "unknown")
-# the summary's intervals: [low, high] at 95 % (harness.stats)
-INTERVAL_FIELDS = (
-    "peak_ci",
-    "ratio_to_nginx_ci",
-    "p99_at_peak_ci_ms",
-    "server_cpu_at_peak_ci_pct",
-    "tls_tax_ci",
-    "cpu_us_per_req_ci",
-)
-
-
-def _finite(name: str, value: float | None) -> None:
-    if value is not None and (not isinstance(value, int | float) or not math.isfinite(value)):
-        raise ValueError(f"{name} must be a finite number, not {value!r}")
-
-
-@dataclass(frozen=True)
-class Step:
-    """One ramp step against one framework."""
-
-    offered: float
-    unit: str
-    achieved: float
-    replies: int
-    errors: dict[str, int]
-    error_rate: float
-    latency_ms: dict[str, float | None]
-    server_cpu_pct: float | None = None
-    agent_cpu_pct: float | None = None
-    # open loop: the same requests timed from their actual send (the correction made visible)
-    latency_uncorrected_ms: dict[str, float | None] | None = None
-    histograms: dict[str, str] = field(default_factory=dict)  # name → base64 HdrHistogram (µs)
-    rss_max_bytes: int | None = None
-    tick_ms: dict[str, float | None] = field(default_factory=lambda: {"avg": None, "max": None})
-    probe_ms: float | None = None
-    flags: tuple[str, ...] = ()
-    extra: dict[str, Any] = field(default_factory=dict)  # driver-specific (MB/s, ...)
-    bottleneck: str | None = None  # one of BOTTLENECKS; None: not judged (connection ramps)
-    # CPU µs per reply over the step: the server's (its cgroup's counter, or its process
-    # tree's clocks: summary.cgroup says which) and the load generator's
-    cpu_us_per_req: float | None = None
-    agent_cpu_us_per_req: float | None = None
-
-    def __post_init__(self) -> None:
-        if self.bottleneck is not None and self.bottleneck not in BOTTLENECKS:
-            raise ValueError(
-                f"step bottleneck {self.bottleneck!r} is not one of {', '.join(BOTTLENECKS)}"
-            )
-        if self.unit not in STEP_UNITS:
-            raise ValueError(f"step unit {self.unit!r} is not one of {', '.join(STEP_UNITS)}")
-        for name in (
-            "offered",
-            "achieved",
-            "error_rate",
-            "server_cpu_pct",
-            "agent_cpu_pct",
-            "probe_ms",
-            "cpu_us_per_req",
-            "agent_cpu_us_per_req",
-        ):
-            _finite(name, getattr(self, name))
-        if self.offered < 0 or self.achieved < 0 or self.replies < 0:
-            raise ValueError(f"offered, achieved and replies must be >= 0 ({self})")
-        if "total" not in self.errors:
-            raise ValueError(f"errors must have a 'total', not {self.errors}")
-        if not 0.0 <= self.error_rate <= 1.0:
-            raise ValueError(f"error_rate must be within 0..1, not {self.error_rate}")
-        missing = set(LATENCY_KEYS) - set(self.latency_ms)
-        if missing:
-            raise ValueError(f"latency_ms lacks {sorted(missing)}")
-        if self.latency_uncorrected_ms is not None:
-            missing = set(LATENCY_KEYS) - set(self.latency_uncorrected_ms)
-            if missing:
-                raise ValueError(f"latency_uncorrected_ms lacks {sorted(missing)}")
-        unknown = set(self.histograms) - set(HISTOGRAM_NAMES)
-        if unknown:
-            raise ValueError(f"unknown histograms {sorted(unknown)}")
-        for name, encoded in self.histograms.items():
-            if not isinstance(encoded, str) or not encoded:
-                raise ValueError(f"histogram {name!r} must be a non-empty base64 string")
-        unknown = set(self.flags) - set(FLAG_MEANINGS)
-        if unknown:
-            raise ValueError(f"unknown step flags {sorted(unknown)}")
-
-
-def _non_negative(name: str, value: float | None) -> None:
-    _finite(name, value)
-    if value is not None and value < 0:
-        raise ValueError(f"{name} must be >= 0, not {value!r}")
-
-
-@dataclass(frozen=True)
-class Summary:
-    """A case in one line: its peak and what was measured at it, with the case's context.
-
-    Written by the runner, read by compare's table, the figures and the report. Fields
-    that do not apply to a case are None (docs/results.md lists them with their units).
-    """
-
-    # the peak: rate ramps, the highest offered req/s held error-free at ≥ 95 %; concurrency
-    # ramps, the best error-free req/s; connection ramps, the connections held at the
-    # highest step with no error of its own (harness.run.analysis.connection_peak_step)
-    peak: float | None = None
-    peak_unit: str = "req/s"
-    peak_offered: float | None = None  # the step's offered load (its unit is the step's)
-    p99_at_peak_ms: float | None = None
-    avg_latency_at_peak_ms: float | None = None
-    megabytes_per_s_at_peak: float | None = None
-    server_cpu_at_peak_pct: float | None = None  # % of one core
-    rss_max_bytes: int | None = None  # the server's largest RSS over every step
-    errors_total: int = 0  # over every step
-    flags: tuple[str, ...] = ()  # every step flag raised in the case
-    # set over the run
-    role: str | None = None  # framework or baseline
-    ratio_to_nginx: float | None = None  # peak / nginx's peak in the same run
-    repeats: int = 1
-    failed_repeats: tuple[str, ...] = ()  # the errors of repeats that failed
-    # what the case ran on
-    topology: dict[str, Any] | None = None  # process model and instances (port, CPUs)
-    backends: dict[str, Any] | None = None  # file set, GridFS, memcached as prepared
-    sink_store: dict[str, Any] | None = None  # where the sink's records were counted
-    limit_note: str | None = None  # an OS or backend limit that may cap the figure
-    # connection ramps
-    breaking_point: dict[str, Any] | None = None  # connections, reason, t (and capped_by)
-    memory_per_connection_bytes: float | None = None  # RSS slope over the held steps
-    baseline_rss_bytes: int | None = None  # the idle server before any connection
-    limits: dict[str, Any] | None = None  # agent processes, sockets per process, sources
-    # confirmation rounds (harness.run.rounds): the ramp found the peak (`ramp_peak`, at
-    # `peak_offered`); `rounds` fixed-load runs there, interleaved with the other
-    # frameworks, measured it again. With rounds, `peak`, `p99_at_peak_ms`,
-    # `server_cpu_at_peak_pct` and `ratio_to_nginx` are the rounds' means, each with its
-    # 95 % interval [low, high]; rounds flagged `contended` are left out when two remain.
-    rounds: int = 0
-    rounds_contended: int = 0
-    ramp_peak: float | None = None
-    peak_ci: tuple[float, float] | None = None
-    ratio_to_nginx_ci: tuple[float, float] | None = None
-    p99_at_peak_ci_ms: tuple[float, float] | None = None
-    server_cpu_at_peak_ci_pct: tuple[float, float] | None = None
-    # rate ramps: where p99 leaves its floor (harness.run.analysis.find_knee)
-    knee: dict[str, Any] | None = None  # offered, p99_ms, floor_p99_ms, threshold_ms, ...
-    # the delay scenario (harness.run.delay.held_in_flight): the requests held in flight at
-    # p99 ≤ 2 × the delay — concurrency, p99_ms, limit_ms, req_s — None when no step held
-    held_in_flight: dict[str, Any] | None = None
-    # precision (harness.run.precision): the half-width of `peak_ci` in % of `peak`; the
-    # precision asked (`--precision`, None: a fixed number of rounds); rounds kept out of
-    # the figures, each {"round": i, "reason": ...}; the round length the rounds used
-    # (chosen from the first rounds' spread); and for a case that stopped short
-    # (`imprecise` among its flags) how wide it got and where the noise came from
-    half_width_pct: float | None = None
-    precision_pct: float | None = None
-    rounds_excluded: tuple[dict[str, Any], ...] = ()
-    round_duration_s: float | None = None
-    imprecise_reason: str | None = None
-    noise_source: str | None = None  # one of NOISE_SOURCES
-    noise_note: str | None = None
-    # h1-tls cases: the peak / the same server's h1 peak in the run (the TLS tax), with its
-    # 95 % interval when both ran rounds (paired round by round)
-    tls_tax: float | None = None
-    tls_tax_ci: tuple[float, float] | None = None
-    # the cost of a request (harness.cgroups): the server's CPU µs per reply at the peak
-    # (with rounds: their mean and its 95 % interval), the load generator's, the server's
-    # memory peak (its cgroup's: every process, sockets' buffers where counted), and what
-    # the server's cgroup was (mode v1, v2 or none and why, pinning, limits, throttling)
-    cpu_us_per_req: float | None = None
-    cpu_us_per_req_ci: tuple[float, float] | None = None
-    agent_cpu_us_per_req: float | None = None
-    memory_peak_bytes: int | None = None
-    cgroup: dict[str, Any] | None = None
-    memory_per_connection_kb: float | None = None  # connection ramps: the cgroup's slope
-    # connection ramps: the memory at the top held step — server RSS and cgroup, agents'
-    # RSS, the kernel's slab, TCP buffers, the host's available — and each one's KB per
-    # connection (harness.connections.memory_breakdown)
-    memory_breakdown: dict[str, Any] | None = None
-    # connection ramps: the closing step at the ramp's end, every connection closed at once
-    # (harness.connections.closing_record): `close` (orderly or drop), `connections`,
-    # `open_after`, `close_s`, `tick_max_ms`, `tick_avg_ms`, `gc_collections`,
-    # `gc_pause_ms`, `followed_s`; with repeats, the one with the worst tick
-    closing: dict[str, Any] | None = None
-    # cpu_us_per_req over nginx's in the same run (as ratio_to_nginx pairs its case)
-    cpu_ratio_to_nginx: float | None = None
-    # --cpu-profile: the profiled round at the peak (harness.run.profiled): the sampler,
-    # the CPU µs/request split by category (model.cpu_split), the top frames, the file
-    cpu_profile: dict[str, Any] | None = None
-
-    def __post_init__(self) -> None:
-        if self.peak_unit not in PEAK_UNITS:
-            raise ValueError(f"peak_unit {self.peak_unit!r} is not one of {', '.join(PEAK_UNITS)}")
-        if self.role is not None and self.role not in ROLES:
-            raise ValueError(f"role {self.role!r} is not one of {', '.join(ROLES)}")
-        for name in (
-            "peak",
-            "peak_offered",
-            "p99_at_peak_ms",
-            "avg_latency_at_peak_ms",
-            "megabytes_per_s_at_peak",
-            "server_cpu_at_peak_pct",
-            "rss_max_bytes",
-            "ratio_to_nginx",
-            "baseline_rss_bytes",
-            "half_width_pct",
-            "precision_pct",
-            "round_duration_s",
-            "tls_tax",
-            "cpu_us_per_req",
-            "agent_cpu_us_per_req",
-            "memory_peak_bytes",
-            "cpu_ratio_to_nginx",
-        ):
-            _non_negative(name, getattr(self, name))
-        _finite("memory_per_connection_bytes", self.memory_per_connection_bytes)
-        _finite("memory_per_connection_kb", self.memory_per_connection_kb)
-        if self.cgroup is not None and self.cgroup.get("mode") not in ("v1", "v2", "none"):
-            raise ValueError(f"cgroup mode {self.cgroup.get('mode')!r} is not v1, v2 or none")
-        for name in INTERVAL_FIELDS:
-            pair = getattr(self, name)
-            if pair is not None and (
-                not isinstance(pair, tuple) or len(pair) != 2 or not pair[0] <= pair[1]
-            ):
-                raise ValueError(f"{name} must be a (low, high) pair, not {pair!r}")
-        for name in ("errors_total", "repeats", "rounds", "rounds_contended"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 0:
-                raise ValueError(f"{name} must be a whole number >= 0, not {value!r}")
-        if self.repeats < 1:
-            raise ValueError(f"repeats must be >= 1, not {self.repeats}")
-        if not isinstance(self.flags, tuple) or not isinstance(self.failed_repeats, tuple):
-            raise ValueError("flags and failed_repeats must be tuples")
-        unknown = set(self.flags) - set(FLAG_MEANINGS)
-        if unknown:
-            raise ValueError(f"unknown summary flags {sorted(unknown)}")
-        if self.breaking_point is not None and "connections" not in self.breaking_point:
-            raise ValueError(f"breaking_point lacks 'connections': {self.breaking_point}")
-        if self.knee is not None and "offered" not in self.knee:
-            raise ValueError(f"knee lacks 'offered': {self.knee}")
-        if self.noise_source is not None and self.noise_source not in NOISE_SOURCES:
-            raise ValueError(
-                f"noise_source {self.noise_source!r} is not one of {', '.join(NOISE_SOURCES)}"
-            )
-        if not isinstance(self.rounds_excluded, tuple) or not all(
-            isinstance(e, dict) and {"round", "reason"} <= set(e) for e in self.rounds_excluded
-        ):
-            raise ValueError(
-                "rounds_excluded must be a tuple of {round, reason}, not "
-                f"{self.rounds_excluded!r}"
-            )
-        if ("imprecise" in self.flags) != (self.imprecise_reason is not None):
-            raise ValueError("an imprecise case (flag) needs an imprecise_reason, and only it")
-        if self.closing is not None and (
-            self.closing.get("close") not in CLOSE_MODES or "tick_max_ms" not in self.closing
-        ):
-            raise ValueError(
-                f"closing needs close ({' or '.join(CLOSE_MODES)}) and tick_max_ms: {self.closing}"
-            )
-
-
-SUMMARY_FIELDS = tuple(f.name for f in fields(Summary))
-
-
-def summary_from_dict(data: dict[str, Any]) -> Summary:
-    """A Summary from its JSON form; a key Summary does not know is refused by name."""
-    unknown = sorted(set(data) - set(SUMMARY_FIELDS))
-    if unknown:
-        raise ValueError(f"unknown summary fields {unknown}")
-    names = ("flags", "failed_repeats", "rounds_excluded", *INTERVAL_FIELDS)
-    tuples = {k: tuple(data[k]) for k in names if data.get(k) is not None}
-    return Summary(**{**data, **tuples})
 
 
 @dataclass(frozen=True)
@@ -514,7 +305,7 @@ class ThresholdResult:
     judged_on: str
 
     def __post_init__(self) -> None:
-        _finite("value", self.value)
+        check_finite("value", self.value)
         if self.interval is not None and (
             not isinstance(self.interval, tuple)
             or len(self.interval) != 2
@@ -566,6 +357,10 @@ class Run:
         data = asdict(self)
         first = {key: data.pop(key) for key in ("schema", "run_id", "started", "finished")}
         ending = {key: data.pop(key) for key in ("status", "status_reason")}
+        for case, written in zip(self.cases, data["cases"], strict=True):
+            for name in ("steps", "rounds"):
+                for step, step_data in zip(getattr(case, name), written[name], strict=True):
+                    step_data["figures"] = figures_to_dict(step.figures)
         return {**first, **ending, **data}
 
 
@@ -573,10 +368,6 @@ def has_protocol_axis(cases: Sequence[Case]) -> bool:
     """Whether tables and figures name each case's protocol: a run (or runs) of more than
     one protocol, or of any but h1."""
     return {c.protocol for c in cases} not in (set(), {PROTOCOL_H1})
-
-
-def step_from_dict(data: dict[str, Any]) -> Step:
-    return Step(**{**data, "flags": tuple(data.get("flags", ()))})
 
 
 def case_from_dict(data: dict[str, Any]) -> Case:
@@ -590,81 +381,6 @@ def case_from_dict(data: dict[str, Any]) -> Case:
             "negotiated": Negotiated(**negotiated) if negotiated is not None else None,
         }
     )
-
-
-def upgrade_run_1(data: dict[str, Any]) -> dict[str, Any]:
-    """A harness.run/1 dict as harness.run/2: every summary field present, defaults filled.
-
-    /1 wrote only the summary keys that applied (and `{}` or `{"peak": null}` for a case
-    that measured nothing); /2 writes them all. Every /1 key keeps its name and meaning.
-    """
-    cases = []
-    for case in data.get("cases", ()):
-        summary = case.get("summary") or {}
-        unknown = sorted(set(summary) - set(SUMMARY_FIELDS))
-        if unknown:
-            raise ValueError(f"{SCHEMA_1} summary of {case.get('framework')!r}: unknown {unknown}")
-        filled = {**asdict(Summary()), **summary}
-        for name in ("flags", "failed_repeats"):
-            filled[name] = list(filled[name] or ())
-        cases.append({**case, "summary": filled})
-    return {**data, "schema": SCHEMA_2, "cases": cases}
-
-
-def upgrade_run_2(data: dict[str, Any]) -> dict[str, Any]:
-    """A harness.run/2 dict as harness.run/3: a status from what /2 recorded.
-
-    /2 marked only a Ctrl-C (`config.interrupted`); a run it left without `finished` may
-    have died in any way, or still be running: `unknown`.
-    """
-    config = dict(data.get("config") or {})
-    interrupted = bool(config.pop("interrupted", False))
-    if interrupted:
-        status, reason = "interrupted", "stopped by Ctrl-C (SIGINT)"
-    elif data.get("finished") is None:
-        status, reason = "unknown", f"{SCHEMA_2} recorded no end: killed, failed or running"
-    else:
-        status, reason = "complete", None
-    return {**data, "schema": SCHEMA_3, "config": config, "status": status, "status_reason": reason}
-
-
-def upgrade_run_3(data: dict[str, Any]) -> dict[str, Any]:
-    """A harness.run/3 dict as harness.run/4: the new percentiles `null`, no histograms, no rounds,
-    no intervals, no verdict.
-
-    /3 read only avg, p50, p90, p99 and max from the drivers and kept no histogram, so
-    nothing is lost; `latency_uncorrected_ms` is `null` (no /3 driver was open-loop) and
-    the summary's `knee` is filled with its default (`null`) when the summary is read.
-    """
-    cases = []
-    for case in data.get("cases", ()):
-        steps = []
-        for step in case.get("steps", ()):
-            latency = {**dict.fromkeys(LATENCY_KEYS), **(step.get("latency_ms") or {})}
-            steps.append({**step, "latency_ms": latency})
-        cases.append({**case, "steps": steps})
-    return {**data, "schema": SCHEMA_4, "cases": cases}
-
-
-def upgrade_run_4(data: dict[str, Any]) -> dict[str, Any]:
-    """A harness.run/4 dict as harness.run/5: every case h1, nothing negotiated (/4 spoke
-    cleartext HTTP/1.1 only; a /4 case that says otherwise is refused by name)."""
-    cases = []
-    for case in data.get("cases", ()):
-        for name in ("protocol", "negotiated"):
-            if name in case:
-                raise ValueError(f"{SCHEMA_4} case of {case.get('framework')!r}: unknown {name!r}")
-        cases.append({**case, "protocol": PROTOCOL_H1, "negotiated": None})
-    return {**data, "schema": SCHEMA, "cases": cases}
-
-
-# each readable older schema and the function that brings it one version forward
-UPGRADES = {
-    SCHEMA_1: upgrade_run_1,
-    SCHEMA_2: upgrade_run_2,
-    SCHEMA_3: upgrade_run_3,
-    SCHEMA_4: upgrade_run_4,
-}
 
 
 def run_from_dict(data: dict[str, Any]) -> Run:

@@ -19,6 +19,7 @@ from typing import Self
 from drivers import histograms as hdr
 from drivers.base import DriverOptions, DriverOutputError, DriverResult, Target
 from model.ramps import Ramp, RampStep
+from model.step_figures import StepFigures
 
 REPORT_PREFIX = "MCLOAD_JSON "
 
@@ -45,7 +46,7 @@ def parse_mcload(text: str) -> DriverResult:
                 duration_s=float(report["duration_s"]),
                 errors={kind: int(n) for kind, n in report["errors"].items()},
                 latency_ms=latency,
-                extra={"connections": int(report["connections"])},
+                figures=StepFigures(connections=int(report["connections"])),
                 histograms={"latency": encoded} if encoded else {},
             )
     lines = [line for line in text.strip().splitlines() if line.strip()]

@@ -17,6 +17,7 @@ from harness.connections.breaking import LIMIT_REASONS, RampSecond, delta, total
 from harness.monitor import Monitor
 from harness.step_stats import step_stats
 from model.results import LATENCY_KEYS, Step
+from model.step_figures import CgroupCounters, StepFigures
 
 if TYPE_CHECKING:
     from harness.topology import Topology
@@ -117,23 +118,23 @@ def hold_step(
     open_now = agents["open"]
     rss = stats["rss_max_bytes"]
     limit_capped = any(f"failed_{reason}" in errors for reason in LIMIT_REASONS)
-    extra = {
-        "open": open_now,
-        "errors_in_step": errors_in_step,
-        "messages_out_per_s": round(
+    figures = StepFigures(
+        open=open_now,
+        errors_in_step=errors_in_step,
+        messages_out_per_s=round(
             (agents["messages_sent"] - start.agents["messages_sent"]) / span_s, 1
         ),
-        "messages_in_per_s": round((end.messages - start.messages) / span_s, 1),
+        messages_in_per_s=round((end.messages - start.messages) / span_s, 1),
         # what the connections added to the idle server, per connection
-        "rss_per_connection_bytes": round((rss - (baseline_rss_bytes or 0)) / open_now)
+        rss_per_connection_bytes=round((rss - (baseline_rss_bytes or 0)) / open_now)
         if rss and open_now
         else None,
         **_held_memory(monitor.rows, start, end, stats),
-        **({"cgroup": stats["cgroup"]} if stats.get("cgroup") else {}),
-        "agent_rss_bytes": agents["rss_bytes"],
-        "hold_s": round(span_s, 1),
-        **({"hosts": agents["hosts"]} if "hosts" in agents else {}),
-    }
+        cgroup=CgroupCounters(**stats["cgroup"]) if stats.get("cgroup") else None,
+        agent_rss_bytes=agents["rss_bytes"],
+        hold_s=round(span_s, 1),
+        hosts=agents.get("hosts"),
+    )
     return Step(
         offered=target,
         unit="conns",
@@ -147,7 +148,7 @@ def hold_step(
         rss_max_bytes=rss,
         tick_ms=stats["tick_ms"],
         flags=("limit_capped",) if limit_capped else (),
-        extra=extra,
+        figures=figures,
     )
 
 
@@ -166,7 +167,7 @@ def memory_breakdown(steps: list[Step], idle: dict[str, Any] | None) -> dict[str
     and the whole host — each also as KB per connection (the slope over the held steps,
     from the idle reading `idle`, a monitor row before any connection). None without a
     held step."""
-    held = [s for s in steps if s.extra.get("open")]
+    held = [s for s in steps if s.figures.open]
     if not held:
         return None
     top = held[-1]
@@ -174,41 +175,41 @@ def memory_breakdown(steps: list[Step], idle: dict[str, Any] | None) -> dict[str
 
     def series(read: Callable[[Step], float | None], idle_value: float | None) -> float | None:
         points = [(0.0, float(idle_value))] if idle_value is not None else []
-        points += [(float(s.extra["open"]), float(v)) for s in held if (v := read(s)) is not None]
+        points += [(float(s.figures.open), float(v)) for s in held if (v := read(s)) is not None]
         return _slope_kb(points)
 
     available_idle = idle.get("mem_available_bytes")
     slab_idle = idle.get("kernel_slab_bytes")
-    top_available = top.extra.get("host_available_bytes")
-    top_slab = top.extra.get("kernel_slab_bytes")
+    top_available = top.figures.host_available_bytes
+    top_slab = top.figures.kernel_slab_bytes
     return {
-        "connections": top.extra["open"],
+        "connections": top.figures.open,
         "server_rss_bytes": top.rss_max_bytes,
-        "server_cgroup_bytes": top.extra.get("cgroup_memory_bytes"),
-        "agents_rss_bytes": top.extra.get("agent_rss_bytes"),
+        "server_cgroup_bytes": top.figures.cgroup_memory_bytes,
+        "agents_rss_bytes": top.figures.agent_rss_bytes,
         "kernel_slab_bytes": top_slab,
         "kernel_slab_growth_bytes": top_slab - slab_idle
         if top_slab is not None and slab_idle is not None
         else None,
-        "tcp_buffer_bytes": top.extra.get("tcp_buffer_bytes"),
+        "tcp_buffer_bytes": top.figures.tcp_buffer_bytes,
         "host_available_bytes": top_available,
         "host_used_growth_bytes": available_idle - top_available
         if top_available is not None and available_idle is not None
         else None,
-        "conntrack_count": top.extra.get("conntrack_count"),
+        "conntrack_count": top.figures.conntrack_count,
         "kb_per_connection": {
             "server_rss": series(lambda s: s.rss_max_bytes, idle.get("server_rss_bytes")),
             "server_cgroup": series(
-                lambda s: s.extra.get("cgroup_memory_bytes"),
+                lambda s: s.figures.cgroup_memory_bytes,
                 idle.get("server_cgroup_memory_bytes"),
             ),
-            "agents_rss": series(lambda s: s.extra.get("agent_rss_bytes"), None),
-            "kernel_slab": series(lambda s: s.extra.get("kernel_slab_bytes"), slab_idle),
+            "agents_rss": series(lambda s: s.figures.agent_rss_bytes, None),
+            "kernel_slab": series(lambda s: s.figures.kernel_slab_bytes, slab_idle),
             # the whole box: what it had available, fallen per connection
             "host": series(
                 lambda s: (
-                    -s.extra["host_available_bytes"]
-                    if s.extra.get("host_available_bytes") is not None
+                    -s.figures.host_available_bytes
+                    if s.figures.host_available_bytes is not None
                     else None
                 ),
                 -available_idle if available_idle is not None else None,
@@ -219,12 +220,12 @@ def memory_breakdown(steps: list[Step], idle: dict[str, Any] | None) -> dict[str
 
 def cgroup_kb_per_connection(steps: list[Step], baseline_bytes: int | None) -> float | None:
     """KB of the server's cgroup memory per open connection: the slope of
-    `extra.cgroup_memory_bytes` over the held steps (from the idle group's, when read);
+    `figures.cgroup_memory_bytes` over the held steps (from the idle group's, when read);
     None with fewer than two points (no cgroup)."""
     points = [
-        (s.extra["open"], s.extra["cgroup_memory_bytes"])
+        (s.figures.open, s.figures.cgroup_memory_bytes)
         for s in steps
-        if s.extra.get("cgroup_memory_bytes") is not None and s.extra.get("open")
+        if s.figures.cgroup_memory_bytes is not None and s.figures.open
     ]
     if baseline_bytes is not None and points:
         points.insert(0, (0, baseline_bytes))
@@ -238,7 +239,7 @@ def memory_per_connection(steps: list[Step], baseline_rss_bytes: int | None) -> 
     """Bytes of server RSS per open connection: the slope over the held steps (from the
     idle server's `baseline_rss_bytes`, when read); None with fewer than two points."""
     points = [
-        (s.extra["open"], s.rss_max_bytes) for s in steps if s.rss_max_bytes and s.extra.get("open")
+        (s.figures.open, s.rss_max_bytes) for s in steps if s.rss_max_bytes and s.figures.open
     ]
     if baseline_rss_bytes:
         points.insert(0, (0, baseline_rss_bytes))

@@ -16,8 +16,8 @@ and the mean latency weighted by replies; the maximum is the hosts' maximum. A d
 keeps HdrHistograms (oha: corrected and uncorrected latency) has them added, and the merged
 percentiles are read from the sum — exact. wrk, httperf, ab and siege give percentiles (or
 none), not histograms, and percentiles of parts do not average into the whole's: the merged
-p50/p90/p99 are then left unavailable (null), each host's are kept in `extra.hosts`, and
-`extra.latency_upper_bound_ms` holds the hosts' largest — an upper bound of the merged
+p50/p90/p99 are then left unavailable (null), each host's are kept in `figures.hosts`, and
+`figures.latency_upper_bound_ms` holds the hosts' largest — an upper bound of the merged
 percentile (if no host has more than 1 % of its replies above X, neither has the whole).
 
 The load is split evenly: a concurrency step's connections, a rate step's rate and the
@@ -208,7 +208,7 @@ def write_raw(raw_dir: Path, outcomes: dict[str, HostOutcome]) -> None:
 def host_figures(
     name: str, offered: int, outcome: HostOutcome, load_cpus: int, start: dict[str, Any]
 ) -> dict[str, Any]:
-    """What one host measured, as kept in `extra.hosts` and raw/<label>-hosts.json."""
+    """What one host measured, as kept in `figures.hosts` and raw/<label>-hosts.json."""
     result = outcome.result
     assert result is not None
     cpu_pct = (
@@ -229,7 +229,11 @@ def host_figures(
         "driver_cpu_pct": cpu_pct,
         "load_cpus": load_cpus,
         "driver_bound": cpu_pct is not None and cpu_pct >= DRIVER_BOUND_SHARE * 100.0 * load_cpus,
-        **{k: v for k, v in result.extra.items() if k in ("requests", "bytes_read")},
+        **{
+            k: v
+            for k in ("requests", "bytes_read")
+            if (v := getattr(result.figures, k)) is not None
+        },
         **start,
     }
 
@@ -237,19 +241,24 @@ def host_figures(
 def merge_host_results(results: list[DriverResult], figures: list[dict[str, Any]]) -> DriverResult:
     """The hosts' results as one (exact sums; percentiles: see the module's docstring)."""
     merged = merge_results(results)
-    extra: dict[str, Any] = {**merged.extra, "hosts": figures}
+    upper_bound_ms = None
     if len(results) > 1 and merged.latency_ms["p99"] is None:  # no histograms to add
-        extra["latency_upper_bound_ms"] = {
+        upper_bound_ms = {
             key: max((r.latency_ms[key] for r in results if r.latency_ms[key] is not None),
                      default=None)
             for key in PERCENTILES
         }  # fmt: skip
     skews = [f["start_skew_ms"] for f in figures if f["start_skew_ms"] is not None]
-    extra["start_skew_ms_max"] = max(skews, default=None)
-    extra["driver_bound_hosts"] = [f["host"] for f in figures if f["driver_bound"]]
+    fleet_figures = dataclasses.replace(
+        merged.figures,
+        hosts=figures,
+        latency_upper_bound_ms=upper_bound_ms,
+        start_skew_ms_max=max(skews, default=None),
+        driver_bound_hosts=[f["host"] for f in figures if f["driver_bound"]],
+    )
     cpus = [f["driver_cpu_pct"] for f in figures if f["driver_cpu_pct"] is not None]
     return dataclasses.replace(
-        merged, extra=extra, driver_cpu_pct=round(sum(cpus), 1) if cpus else None
+        merged, figures=fleet_figures, driver_cpu_pct=round(sum(cpus), 1) if cpus else None
     )
 
 

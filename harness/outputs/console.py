@@ -182,7 +182,7 @@ def topology_table(run: Run) -> Table | None:
             *(figure_text(latency.get(k), spec="{:.1f}") for k in ("avg", "p50", "p90", "p99")),
             figure_text(latency.get("max"), spec="{:.1f}"),
             str(best.errors.get("total", 0)),
-            str(best.extra.get("length_mismatches", 0)),
+            str(best.figures.length_mismatches or 0),
         )
     return table
 

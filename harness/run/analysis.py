@@ -99,9 +99,9 @@ def oom_reason(oom_kills: int, memory_max_bytes: int | None) -> str | None:
 def throttle_share(step: Step) -> float:
     """The share of a step's CFS periods in which its quota held the server back (0 when
     unthrottled or unknown)."""
-    counted = step.extra.get("cgroup") or {}
-    periods = counted.get("periods") or 0
-    return (counted.get("throttled_periods") or 0) / periods if periods else 0.0
+    counted = step.figures.cgroup
+    periods = counted.periods if counted is not None else 0
+    return counted.throttled_periods / periods if counted is not None and periods else 0.0
 
 
 def other_cpu_pct(
@@ -180,7 +180,7 @@ def is_driver_bound(
     fall short too, so `step_bottleneck` asks about the server first."""
     if driver.busy_polls:
         asked = step.offered / calls_per_connection
-        offered = result.extra.get("connection_rate_per_s")
+        offered = result.figures.connection_rate_per_s
         return offered is not None and offered < RATE_ACHIEVED_FRACTION * asked
     if agent_cpu_pct is None:
         return False
@@ -193,7 +193,7 @@ def server_saturated(step: Step, *, server_cores: int, server_cpu_count: int) ->
     with it and other processes (a contended step), or its CPU quota held it back in ≥ 10 %
     of the step's periods (`throttled`), or its event loop ran behind."""
     cpu = step.server_cpu_pct
-    others = (step.extra.get("other_cpu_pct") or {}).get("server")
+    others = (step.figures.other_cpu_pct or {}).get("server")
     if cpu is not None:
         if cpu >= SERVER_SATURATED_CPU_FRACTION * 100.0 * server_cores:
             return True
@@ -229,8 +229,8 @@ def step_bottleneck(
         return "none"
     if "limit_capped" in step.flags:
         return "os limit"
-    sink_errors = step.extra.get("sink_errors_in_step") or 0
-    if sink_errors > 0 or (step.extra.get("backlog_max") or 0) >= DATABASE_BACKLOG_RECORDS:
+    sink_errors = step.figures.sink_errors_in_step or 0
+    if sink_errors > 0 or (step.figures.backlog_max or 0) >= DATABASE_BACKLOG_RECORDS:
         return "database"
     if server_saturated(step, server_cores=server_cores, server_cpu_count=server_cpu_count):
         return "server"
@@ -244,7 +244,7 @@ def step_bottleneck(
 def database_bound_note(
     steps: Sequence[Step], *, server_cores: int, database_cores: int
 ) -> str | None:
-    """A note when, in some step, the database (FerretDB + PostgreSQL, `extra.db_cpu_pct`)
+    """A note when, in some step, the database (FerretDB + PostgreSQL, `figures.db_cpu_pct`)
     used at least 90 % of its cores while the server used less than 90 % of its own: then
     the database, not the server, was the bottleneck. `database_cores` is one unless the
     database is pinned (FerretDB on one core is what a single client connection can use);
@@ -252,18 +252,18 @@ def database_bound_note(
     bound = [
         s
         for s in steps
-        if s.extra.get("db_cpu_pct") is not None
+        if s.figures.db_cpu_pct is not None
         and s.server_cpu_pct is not None
-        and s.extra["db_cpu_pct"] >= DATABASE_BOUND_CPU_FRACTION * 100.0 * database_cores
+        and s.figures.db_cpu_pct >= DATABASE_BOUND_CPU_FRACTION * 100.0 * database_cores
         and s.server_cpu_pct < SERVER_HEADROOM_FRACTION * 100.0 * server_cores
     ]
     if not bound:
         return None
-    worst = max(bound, key=lambda s: s.extra["db_cpu_pct"])
+    worst = max(bound, key=lambda s: s.figures.db_cpu_pct)
     return (
         f"the database, not the server, was the bottleneck in {len(bound)} of {len(steps)} "
         f"steps: at {figure(worst.offered)} {worst.unit} FerretDB and PostgreSQL used "
-        f"{worst.extra['db_cpu_pct']:.0f} % CPU while the server used "
+        f"{worst.figures.db_cpu_pct:.0f} % CPU while the server used "
         f"{worst.server_cpu_pct:.0f} % (100 % is one core)"
     )
 
@@ -275,11 +275,11 @@ def behind_schedule(result: DriverResult, *, driver_limited: bool) -> bool:
     replies, which keeps its connections busy too). The step is then `driver_capped`.
     With every connection busy and the driver running freely the server held them up: it
     is saturated, which the step's achieved rate says."""
-    extra = result.extra
-    if "sent_per_s" not in extra or not extra.get("offered_per_s"):
+    figures = result.figures
+    if figures.sent_per_s is None or not figures.offered_per_s:
         return False
-    short = extra["sent_per_s"] < SCHEDULE_KEPT_FRACTION * extra["offered_per_s"]
-    connection_free = extra.get("max_in_flight", 0) < extra.get("connections", 0)
+    short = figures.sent_per_s < SCHEDULE_KEPT_FRACTION * figures.offered_per_s
+    connection_free = (figures.max_in_flight or 0) < (figures.connections or 0)
     return short and (connection_free or driver_limited)
 
 
@@ -350,7 +350,7 @@ def connection_step_errors(steps: Sequence[Step]) -> list[int]:
 
     A connection step's `errors["total"]` counts from the ramp's start (the agents'
     counters never reset), so a step's own are the difference from the step before. Its
-    `extra.errors_in_step` is not enough: it covers the hold only, and failures while the
+    `figures.errors_in_step` is not enough: it covers the hold only, and failures while the
     step was being opened fall between two holds, in neither. (Repeats combined take each
     step from the median run, so a difference may fall below 0: no step of one run; it is
     not read as error-free.)"""
@@ -474,12 +474,12 @@ def trial_choice(readings: Mapping[float, float]) -> float:
 
 
 def trial_note(steps: Sequence[Step]) -> str | None:
-    """What a case's trial rounds read (`extra.trials` of its first round: `[[load, req/s],
+    """What a case's trial rounds read (`figures.trials` of its first round: `[[load, req/s],
     ...]`), for the summary; None without trials."""
-    trials = next((s.extra["trials"] for s in steps if s.extra.get("trials")), None)
+    trials = next((s.figures.trials for s in steps if s.figures.trials), None)
     if not trials:
         return None
-    chosen = next(s.offered for s in steps if s.extra.get("trials"))
+    chosen = next(s.offered for s in steps if s.figures.trials)
     read = ", ".join(f"{achieved:,.0f} req/s at {figure(load)}" for load, achieved in trials)
     return (
         f"rounds at concurrency {chosen:g}: the ramp's readings tied, the first round read {read}"
@@ -499,7 +499,7 @@ def _summary_at(
         peak_unit="conns" if conns else "req/s",
         peak_offered=best.offered if best else None,
         p99_at_peak_ms=best.latency_ms.get("p99") if best else None,
-        megabytes_per_s_at_peak=best.extra.get("megabytes_per_s") if best else None,
+        megabytes_per_s_at_peak=best.figures.megabytes_per_s if best else None,
         avg_latency_at_peak_ms=best.latency_ms.get("avg") if best else None,
         server_cpu_at_peak_pct=best.server_cpu_pct if best else None,
         cpu_us_per_req=best.cpu_us_per_req if best else None,
@@ -557,12 +557,12 @@ def combine_repeats(cases: Sequence[Case]) -> Case:
                 **merged_latency(runs),  # type: ignore[arg-type]
                 achieved=round(middle, 1),
                 flags=tuple(sorted(flags)),
-                extra={
-                    **median_step.extra,
-                    "repeats": len(runs),
-                    "achieved_runs": achieved,
-                    "spread": round(spread, 4),
-                },
+                figures=dataclasses.replace(
+                    median_step.figures,
+                    repeats=len(runs),
+                    achieved_runs=achieved,
+                    spread=round(spread, 4),
+                ),
             )
         )
     failures = tuple(c.error or "" for c in cases if c.status != "ok")
@@ -590,12 +590,17 @@ def _pair(interval: Interval | None, digits: int) -> tuple[float, float] | None:
     return (max(0.0, rounded.low), rounded.high)
 
 
+def _round_of(step: Step, position: int) -> int:
+    """A round's index: its `figures.round`, else its position among the rounds."""
+    return step.figures.round if step.figures.round is not None else position
+
+
 def usable_rounds(rounds: Sequence[Step]) -> list[Step]:
     """The rounds that count: all but those harness.run.precision.round_exclusions keeps
     out (contended or stalled), unless fewer than two would be left (then all of them,
     and the summary's limit_note says so)."""
     excluded = {e.round for e in round_exclusions(rounds)}
-    return [s for i, s in enumerate(rounds) if int(s.extra.get("round", i)) not in excluded]
+    return [s for i, s in enumerate(rounds) if _round_of(s, i) not in excluded]
 
 
 def with_rounds(
@@ -611,7 +616,9 @@ def with_rounds(
     if case.status != "ok" or not rounds:
         return case
     steps = tuple(
-        dataclasses.replace(r.steps[0], extra={**r.steps[0].extra, "round": index})
+        dataclasses.replace(
+            r.steps[0], figures=dataclasses.replace(r.steps[0].figures, round=index)
+        )
         for index, r in rounds
         if r.status == "ok" and r.steps
     )
@@ -637,7 +644,7 @@ def with_rounds(
         per_req = mean_interval([v for s in used if (v := s.cpu_us_per_req) is not None])
         agent_per_req = [v for s in used if (v := s.agent_cpu_us_per_req) is not None]
         width = half_width_pct([s.achieved for s in used])
-        lengths = [s.extra["round_s"] for s in steps if s.extra.get("round_s")]
+        lengths = [s.figures.round_s for s in steps if s.figures.round_s]
         summary = dataclasses.replace(
             summary,
             ramp_peak=case.summary.peak,
@@ -674,8 +681,8 @@ def with_rounds(
 def round_ratio(case: Case, other: Case) -> Interval | None:
     """`case` / `other` by paired rounds (round r against round r, which ran seconds
     apart); None unless at least two rounds pair up."""
-    mine = {s.extra["round"]: s.achieved for s in usable_rounds(case.rounds)}
-    theirs = {s.extra["round"]: s.achieved for s in usable_rounds(other.rounds)}
+    mine = {s.figures.round: s.achieved for s in usable_rounds(case.rounds)}
+    theirs = {s.figures.round: s.achieved for s in usable_rounds(other.rounds)}
     both = sorted(set(mine) & set(theirs))
     return paired_ratio_interval([mine[i] for i in both], [theirs[i] for i in both])
 

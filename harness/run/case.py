@@ -115,7 +115,7 @@ def load_cgroup(ctx: CaseContext) -> Cgroup | None:
         return None
     try:
         return Cgroup.create(support, "load", cpus=ctx.load_cpus)
-    except OSError:  # the load's CPU is then what the harness reaped (extra.agent_cpu_from)
+    except OSError:  # the load's CPU is then what the harness reaped (figures.agent_cpu_from)
         return None
 
 

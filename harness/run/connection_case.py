@@ -79,12 +79,12 @@ def run_connection_case(ctx: CaseContext, server: Topology, monitor: Monitor) ->
     )
     error = None
     if result.lost is not None:
-        open_now = steps[-1].extra["open"] if steps else 0
+        open_now = steps[-1].figures.open if steps else 0
         error = f"{result.lost} at {open_now} connections"
     elif result.server_exit is not None:
         exited = f"server {how_it_ended(result.server_exit)}"
         error = (
-            f"{exited} at {steps[-1].extra['open'] if steps else 0} connections: "
+            f"{exited} at {steps[-1].figures.open if steps else 0} connections: "
             f"{server.stderr_tail()}"
         )
     elif not steps and result.memory_stop is not None:

@@ -40,6 +40,7 @@ from harness.run.ledger import count_before_load
 from harness.topology import Topology
 from model.ramps import ConstantRateRamp, Ramp, RampStep
 from model.results import LATENCY_KEYS, Step
+from model.step_figures import CgroupCounters, RetriedStep, StepFigures, Throttling
 
 if TYPE_CHECKING:
     from harness.fleet.client import Fleet
@@ -310,7 +311,7 @@ def _run_one_step(
     agent_cpu_s, agent_cpu_from = (None, None) if ctx.run.fleet else load_cpu_s(window)
     stats["agent_cpu_pct"] = load_cpu_pct(agent_cpu_s, window, stats["agent_cpu_pct"])
     # a fleet's step is driver-bound when any host's driver was
-    driver_busy = bool(result.extra.get("driver_bound_hosts")) or is_driver_bound(
+    driver_busy = bool(result.figures.driver_bound_hosts) or is_driver_bound(
         driver,
         result,
         ramp_step,
@@ -332,7 +333,8 @@ def _run_one_step(
     held_back = throttled(stats["cgroup"])
     if held_back is not None:
         flags.append("throttled")
-    extra = {
+    # what the harness measured around the step, by StepFigures field
+    measured = {
         "probe_failures": probe.failures,
         "driver_cpu_pct": result.driver_cpu_pct,
         "server_cpu_wait_pct": stats["server_cpu_wait_pct"],
@@ -344,15 +346,15 @@ def _run_one_step(
         "replies_per_s": replies_per_second(server.telemetry_lines(), window),
         **(noise or {}),
         **database_cpu(stats),
-        **({"cgroup": stats["cgroup"]} if stats["cgroup"] is not None else {}),
-        **({"throttled": held_back} if held_back is not None else {}),
+        "cgroup": CgroupCounters(**stats["cgroup"]) if stats["cgroup"] is not None else None,
+        "throttled": Throttling(**held_back) if held_back is not None else None,
         # what the load generator says it spoke, when it says (h2load: h2 or http/1.1)
-        **({"negotiated": result.negotiated} if result.negotiated is not None else {}),
+        "negotiated": result.negotiated,
     }
-    step = build_step(ramp_step, result, stats, probe_ms=probe_ms, flags=flags, extra=extra)
+    step = build_step(ramp_step, result, stats, probe_ms=probe_ms, flags=flags, measured=measured)
     # a driver that ran more than the step's figures in its window (the handshakes
     # profile: full handshakes, then resumed ones) says how many replies the window saw
-    window_replies = int(result.extra.get("window_replies", step.replies))
+    window_replies = result.figures.window_replies or step.replies
     step = dataclasses.replace(
         step,
         cpu_us_per_req=cpu_us_per_req(stats["server_cpu_s"], window_replies),
@@ -430,7 +432,7 @@ def outside_tree_s(window: StepWindow) -> float:
 
 
 def database_cpu(stats: dict[str, Any]) -> dict[str, float]:
-    """`{"db_cpu_pct": …}` for a step's extra when the database was watched, else {}."""
+    """`{"db_cpu_pct": …}` for a step's figures when the database was watched, else {}."""
     return {"db_cpu_pct": stats["db_cpu_pct"]} if stats.get("db_cpu_pct") is not None else {}
 
 
@@ -441,9 +443,10 @@ def build_step(
     *,
     probe_ms: float | None,
     flags: list[str],
-    extra: dict[str, Any],
+    measured: dict[str, Any],
 ) -> Step:
-    """A driver's result and the monitor's statistics as one recorded step."""
+    """A driver's result and the monitor's statistics as one recorded step; `measured`
+    is what the harness measured around it, by StepFigures field (a wrong name: TypeError)."""
     total = result.errors_total
     attempts = result.replies + total
     errors = {"total": total, **{kind: n for kind, n in result.errors.items() if n}}
@@ -467,7 +470,9 @@ def build_step(
         tick_ms=stats["tick_ms"],
         probe_ms=probe_ms,
         flags=tuple(flags),
-        extra={**result.extra, "duration_s": round(result.duration_s, 3), **extra},
+        figures=dataclasses.replace(
+            result.figures, duration_s=round(result.duration_s, 3), **measured
+        ),
     )
 
 
@@ -499,7 +504,7 @@ def failed_step(
         rss_max_bytes=stats["rss_max_bytes"],
         tick_ms=stats["tick_ms"],
         flags=("contended",) if noise and is_contended(noise) else (),
-        extra={"driver_error": reason, **(noise or {}), **database_cpu(stats)},
+        figures=StepFigures(driver_error=reason, **(noise or {}), **database_cpu(stats)),
         bottleneck="unknown",
     )
 
@@ -511,19 +516,25 @@ def step_label(ramp_step: RampStep) -> str:
 
 def is_aborted(step: Step) -> bool:
     """Whether a step's driver produced no result (`failed_step`)."""
-    return "driver_error" in step.extra and step.replies == 0 and step.errors.get("aborted") == 1
+    return (
+        step.figures.driver_error is not None
+        and step.replies == 0
+        and step.errors.get("aborted") == 1
+    )
 
 
 def retried_step(again: Step, *, first: Step, label: str) -> Step:
     """The second attempt at a step whose first gave no figures: what it measured, with the
-    first attempt's error and raw files named (`extra["retried"]`); still no figures, it is
+    first attempt's error and raw files named (`figures.retried`); still no figures, it is
     a lost step (`step_lost`), which the case's status and the summary say."""
-    retried = {"first_error": first.extra.get("driver_error"), "first_raw": f"{label}-*.txt"}
+    retried = RetriedStep(first_error=first.figures.driver_error, first_raw=f"{label}-*.txt")
     flags = set(again.flags)
     if is_aborted(again):
         flags.add("step_lost")
     return dataclasses.replace(
-        again, flags=tuple(sorted(flags)), extra={**again.extra, "retried": retried}
+        again,
+        flags=tuple(sorted(flags)),
+        figures=dataclasses.replace(again.figures, retried=retried),
     )
 
 

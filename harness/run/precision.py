@@ -11,7 +11,7 @@ precision (`--precision PCT`, harness.run.rounds.run_rounds):
   would not fit in the time budget (`--max-time`, estimated from the rounds so far).
   A case that stops short is `imprecise`, with the width it reached.
 - **round length** (`round_length_s`): from the first rounds' per-second replies
-  (the server's telemetry `requests` counter, `extra.replies_per_s`). A round's mean
+  (the server's telemetry `requests` counter, `figures.replies_per_s`). A round's mean
   varies from two sources: how the server settles at each start (`a`, which no length
   changes) and what its per-second rate does within the round (`c / d` for a round of
   `d` seconds: GC, timers, telemetry, any periodic work not averaged out). Rounds cost
@@ -100,7 +100,7 @@ def per_second_spread(steps: Sequence[Step]) -> tuple[float, float] | None:
     round has two per-second readings (a server without telemetry)."""
     variances, lengths = [], []
     for step in steps:
-        rates = step.extra.get("replies_per_s") or []
+        rates = step.figures.replies_per_s or []
         if len(rates) >= 2:
             variances.append(statistics.variance(rates))
             lengths.append(len(rates))
@@ -151,24 +151,24 @@ def periodic_dip_s(steps: Sequence[Step]) -> float | None:
     below DIP_FRACTION of its round's median) in some of the rounds but not all, a dip
     every `seconds per round × rounds / rounds with one` s, which a round must cover to
     catch as many dips as the next; None when every round or none has one."""
-    judged = [s for s in steps if len(s.extra.get("replies_per_s") or []) >= 2]
+    judged = [s for s in steps if len(s.figures.replies_per_s or []) >= 2]
     if len(judged) < 2:
         return None
     dipped = 0
     for step in judged:
-        rates = step.extra["replies_per_s"]
+        rates = step.figures.replies_per_s
         middle = statistics.median(rates)
         dipped += any(rate < DIP_FRACTION * middle for rate in rates)
     if dipped in (0, len(judged)):
         return None
-    seconds = statistics.fmean(len(s.extra["replies_per_s"]) + 1 for s in judged)
+    seconds = statistics.fmean(len(s.figures.replies_per_s) + 1 for s in judged)
     return seconds * len(judged) / dipped
 
 
 def stalled_seconds(step: Step) -> list[int]:
     """The seconds (0-based within the round) whose replies were below STALL_FRACTION of
     the round's median per-second replies."""
-    rates = step.extra.get("replies_per_s") or []
+    rates = step.figures.replies_per_s or []
     if len(rates) < 2:
         return []
     middle = statistics.median(rates)
@@ -179,7 +179,7 @@ def stalled_seconds(step: Step) -> list[int]:
 class Exclusion:
     """A round kept out of a case's figures, and why."""
 
-    round: int  # 0-based, as the step's extra.round
+    round: int  # 0-based, as the step's figures.round
     reason: str
 
     def to_dict(self) -> dict[str, object]:
@@ -188,7 +188,7 @@ class Exclusion:
 
 def round_exclusions(rounds: Sequence[Step]) -> list[Exclusion]:
     """The rounds to keep out, each with its reason (module docstring); none when fewer
-    than two rounds would be left. `rounds` carry their index in `extra.round`."""
+    than two rounds would be left. `rounds` carry their index in `figures.round`."""
     stalls = {i: stalled_seconds(s) for i, s in enumerate(rounds)}
     stalled = [i for i, seconds in stalls.items() if seconds]
     server_stalls = len(stalled) > STALL_OWN_FRACTION * len(rounds)
@@ -196,7 +196,7 @@ def round_exclusions(rounds: Sequence[Step]) -> list[Exclusion]:
     for i, step in enumerate(rounds):
         reasons = [text for flag, text in EXCLUDING_FLAGS.items() if flag in step.flags]
         if stalls[i] and not server_stalls:
-            rates = step.extra["replies_per_s"]
+            rates = step.figures.replies_per_s
             worst = min(rates[j] for j in stalls[i])
             middle = statistics.median(rates)
             reasons.append(
@@ -204,7 +204,11 @@ def round_exclusions(rounds: Sequence[Step]) -> list[Exclusion]:
                 f"median ({worst:,.0f} against {middle:,.0f} replies/s)"
             )
         if reasons:
-            excluded.append(Exclusion(int(step.extra.get("round", i)), "; ".join(reasons)))
+            excluded.append(
+                Exclusion(
+                    step.figures.round if step.figures.round is not None else i, "; ".join(reasons)
+                )
+            )
     if len(rounds) - len(excluded) < 2:
         return []
     return excluded
@@ -245,14 +249,14 @@ def _machine(step: Step) -> bool:
 
 
 def _load_generator(step: Step) -> bool:
-    wait = step.extra.get("agent_cpu_wait_pct")
+    wait = step.figures.agent_cpu_wait_pct
     return bool({"driver_bound", "driver_capped"} & set(step.flags)) or (
         wait is not None and wait >= 10.0
     )
 
 
 def _other_cpu(step: Step) -> float:
-    others: Mapping[str, float] = step.extra.get("other_cpu_pct") or {}
+    others: Mapping[str, float] = step.figures.other_cpu_pct or {}
     return max(others.values(), default=0.0)
 
 
@@ -316,7 +320,7 @@ def still_warming(steps: Sequence[Step]) -> bool:
     """Whether the server was still warming up when its rounds began: in at least half of
     the rounds with per-second replies, the first whole second fell below
     WARMING_FRACTION of the median of the rest (JITs, caches, pools settling)."""
-    readings = [s.extra.get("replies_per_s") or [] for s in steps]
+    readings = [s.figures.replies_per_s or [] for s in steps]
     judged = [r for r in readings if len(r) >= 3]
     if not judged:
         return False

@@ -114,7 +114,8 @@ def run_round(
     model = parse_process_model(case.process_model)
     measured = run_case(round_run, case.framework, mode, 0, model, label, case.protocol)
     steps = tuple(
-        dataclasses.replace(s, extra={**s.extra, "round_s": length_s}) for s in measured.steps
+        dataclasses.replace(s, figures=dataclasses.replace(s.figures, round_s=length_s))
+        for s in measured.steps
     )
     return dataclasses.replace(measured, steps=steps)
 
@@ -129,7 +130,7 @@ def tried_round(
 ) -> tuple[Case, float]:
     """The first round of a case whose ramp readings tied (`analysis.trial_loads`): one
     round at each of `loads`, the one `analysis.trial_choice` picks kept as the round, with
-    every trial's reading in its step's `extra.trials`; returns it and its wall seconds. A
+    every trial's reading in its step's `figures.trials`; returns it and its wall seconds. A
     failed trial is left out of the choice; if all failed, the first failure is returned.
     A fresh server per load, as every round: one server stepping through the loads was
     tried and favoured its later, warmer step (a spin server's trial read 103k at 10
@@ -147,14 +148,14 @@ def tried_round(
     _, kept, wall_s = next(t for t in tried if t[0] == chosen)
     trials = [[load, round(achieved, 1)] for load, achieved in readings.items()]
     step = kept.steps[0]
-    step = dataclasses.replace(step, extra={**step.extra, "trials": trials})
+    step = dataclasses.replace(step, figures=dataclasses.replace(step.figures, trials=trials))
     return dataclasses.replace(kept, steps=(step, *kept.steps[1:])), wall_s
 
 
 def round_steps(measured: Sequence[tuple[int, Case]]) -> list[Step]:
     """A case's rounds so far as steps carrying their round index (ok rounds only)."""
     return [
-        dataclasses.replace(c.steps[0], extra={**c.steps[0].extra, "round": i})
+        dataclasses.replace(c.steps[0], figures=dataclasses.replace(c.steps[0].figures, round=i))
         for i, c in measured
         if c.status == "ok" and c.steps
     ]

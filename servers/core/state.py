@@ -94,6 +94,14 @@ class ServerState:
             "body": body,
         }
 
+    def request_record(
+        self, method: str, path: str, headers: dict[str, str], body: bytes
+    ) -> dict[str, Any]:
+        """A `/log` request's record. Its body is stored as UTF-8 text, each byte sequence
+        that is not UTF-8 replaced by U+FFFD: a record holds text (a JSON line, a BSON
+        string), and every server stores the same text for the same bytes."""
+        return self.make_record(method, path, headers, body.decode("utf-8", "replace"))
+
     # -- event-loop lag --------------------------------------------------------------
     def tick(self) -> None:
         """Called by the framework's own 10 ms timer; the lag is the gap minus 10 ms."""

@@ -27,6 +27,29 @@ WS_LINGER_S = 2.0
 WS_LINGER_MAX_BYTES = 16 * contract.WS_MAX_MESSAGE_BYTES
 
 
+class LingerDrain:
+    """One lingering close's bounds: it ends once WS_LINGER_MAX_BYTES were read and
+    dropped (`drop` says so), or WS_LINGER_S after it began (`remaining_s`, for a runtime
+    that waits on the socket itself; one with timers arms its own with WS_LINGER_S). The
+    client's EOF ends it too, and, where the runtime walks the frames, its close frame.
+    """
+
+    __slots__ = ("_ends_at_s", "dropped_bytes")
+
+    def __init__(self, started_s: float = 0.0) -> None:
+        self.dropped_bytes = 0
+        self._ends_at_s = started_s + WS_LINGER_S
+
+    def drop(self, data_bytes: int) -> bool:
+        """Count `data_bytes` more read and dropped; False once enough were: close now."""
+        self.dropped_bytes += data_bytes
+        return self.dropped_bytes < WS_LINGER_MAX_BYTES
+
+    def remaining_s(self, now_s: float) -> float:
+        """How long the linger may still wait, on the clock `started_s` was read from."""
+        return self._ends_at_s - now_s
+
+
 def websocket_close_code(message: str | bytes) -> int | None:
     """The close code a WebSocket message earns, or None when it is a valid JSON object.
 

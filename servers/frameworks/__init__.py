@@ -1,5 +1,11 @@
 """One module per framework: thin and idiomatic, differing only where the framework does.
 
+A framework with more to say is a package split by concern (twisted: h1, h2, site, routes,
+websocket; tornado: handlers, websocket, server; aiohttp: routes, websocket), its
+`__init__` the module named here. The rules every server shares are written once in
+servers.core (the WebSocket message rule, the body limit, the shutdown's budget, the
+lingering close, ...): a framework module only calls them in its framework's idiom.
+
 Each module is imported only by the server process that runs it (gevent and eventlet
 monkey-patch at import) and offers one function, `serve(worker: Worker) -> None`:
 serve HTTP on `worker.listener` (already listening; TCP_NODELAY inherited on accept) and

@@ -35,8 +35,8 @@ from eventlet import greenio, greenthread, hubs, tpool, wsgi
 from eventlet.green import threading as green_threading
 from eventlet.queue import Queue
 
-from servers import contract
 from servers.contract import ServerOptions
+from servers.core.shutdown import CONNECTIONS_GRACE_S
 from servers.core.state import ServerState
 from servers.core.tls import server_context
 from servers.frameworks import Worker
@@ -345,7 +345,7 @@ def serve(worker: Worker) -> None:
     with eventlet.Timeout(1.0, False):  # a client that reads nothing cannot hold us here
         app.close_websockets()
     mc_service.close_connections()  # each ends at once, or after its get (≤ 2 s)
-    with eventlet.Timeout(contract.SHUTDOWN_GRACE_S / 2, False):
+    with eventlet.Timeout(CONNECTIONS_GRACE_S, False):
         pool.waitall()
         mc_pool.waitall()
     # Out of time: cut the rest (a blocked read, even eventlet's body discard, sees EOF).

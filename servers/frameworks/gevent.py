@@ -29,7 +29,7 @@ from gevent.pool import Pool
 from gevent.pywsgi import WSGIHandler, WSGIServer
 from gevent.server import StreamServer
 
-from servers import contract
+from servers.core.shutdown import CONNECTIONS_GRACE_S
 from servers.core.state import ServerState
 from servers.core.tls import server_context
 from servers.frameworks import Worker
@@ -265,7 +265,7 @@ def serve(worker: Worker) -> None:
         app.close_websockets()
     server.close_connections(idle_only=True)
     mc_service.close_connections()  # each ends at once, or after its get (≤ 2 s)
-    server.pool.join(timeout=contract.SHUTDOWN_GRACE_S / 2)
+    server.pool.join(timeout=CONNECTIONS_GRACE_S)
     # Out of time: cut the rest (a blocked read, even pywsgi's body discard, sees EOF).
     server.close_connections(idle_only=False)
     server.pool.kill(block=True, timeout=1.0)

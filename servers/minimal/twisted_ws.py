@@ -15,7 +15,7 @@ ORIGIN_LINE = re.compile(rb"(?im)^origin:[^\r\n]*\r\n")
 class Echo(WebSocketServerProtocol):
     def processHandshake(self) -> None:
         # autobahn refuses an Origin without a host part (the agent's `agent`); ours drops
-        # the header before autobahn reads it too (servers/frameworks/twisted.py)
+        # the header before autobahn reads it too (servers/frameworks/twisted/routes.py)
         self.data = ORIGIN_LINE.sub(b"", self.data)
         super().processHandshake()
 

@@ -131,19 +131,19 @@ def test_connection_ramp_end_to_end(tmp_path: Path) -> None:
     assert case.summary.peak == 100
     assert case.summary.breaking_point is None
     assert case.summary.limits["agent_processes"] == 1
-    assert case.steps[-1].extra["messages_in_per_s"] > 0
+    assert case.steps[-1].figures.messages_in_per_s > 0
     assert case.steps[-1].tick_ms["max"] is not None
     # memory at the top step: the server's, the agents', the kernel's and the host's
     breakdown = case.summary.memory_breakdown
     assert breakdown is not None and breakdown["connections"] == 100
     assert breakdown["server_rss_bytes"] == case.steps[-1].rss_max_bytes > 0
-    assert breakdown["agents_rss_bytes"] == case.steps[-1].extra["agent_rss_bytes"] > 0
+    assert breakdown["agents_rss_bytes"] == case.steps[-1].figures.agent_rss_bytes > 0
     assert breakdown["kernel_slab_bytes"] > 0 and breakdown["host_available_bytes"] > 0
     assert breakdown["kernel_slab_growth_bytes"] is not None
     assert set(breakdown["kb_per_connection"]) == {
         "server_rss", "server_cgroup", "agents_rss", "kernel_slab", "host",
     }  # fmt: skip
-    assert all("host_available_bytes" in s.extra for s in case.steps)
+    assert all(s.figures.host_available_bytes is not None for s in case.steps)
     # the top step's window ends where the agents began closing, not after the closing
     # (it once ran to the agents' exit, and read the closing's stall as the hold's tick)
     case_dir = next(
@@ -358,8 +358,8 @@ def test_agents_reaching_their_targets_apart_still_hold_every_step_together(
         finally:
             monitor.stop()
     if together:
-        assert [(s.offered, s.extra["open"]) for s in result.steps] == [(100, 100), (200, 200)]
-        assert all(s.extra["hold_s"] >= 0.5 for s in result.steps), result.steps
+        assert [(s.offered, s.figures.open) for s in result.steps] == [(100, 100), (200, 200)]
+        assert all(s.figures.hold_s >= 0.5 for s in result.steps), result.steps
         assert result.cut_short is None
     else:
         assert len(result.steps) < 2 and result.cut_short is not None

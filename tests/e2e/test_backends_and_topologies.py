@@ -103,7 +103,7 @@ def test_file_scenario_with_siege_uses_random_urls(tmp_path: Path) -> None:
     )  # fmt: skip
     [case] = ok_cases(run)
     # siege reports MB/s for every step (its own failures, if any, are counted as errors)
-    assert all(step["extra"]["megabytes_per_s"] > 0 for step in case["steps"]), case["steps"]
+    assert all(step["figures"]["megabytes_per_s"] > 0 for step in case["steps"]), case["steps"]
     urls = list(tmp_path.glob("*/*/ramp/raw/urls.txt"))
     assert urls and len(urls[0].read_text().split()) == 100
 

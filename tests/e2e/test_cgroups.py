@@ -113,9 +113,9 @@ def test_a_daemon_outside_the_process_group_is_counted_in_the_cgroup_only(
         assert with_group.server_cpu_pct is not None and without.server_cpu_pct is not None
         assert without.server_cpu_pct < 0.5 * with_group.server_cpu_pct
         # wrk ran in the case's load group: its CPU read there; without cgroups, reaped
-        assert with_group.extra["agent_cpu_from"] == "cgroup"
+        assert with_group.figures.agent_cpu_from == "cgroup"
         assert with_group.agent_cpu_us_per_req is not None and with_group.agent_cpu_us_per_req > 0
-        assert without.extra["agent_cpu_from"] == "reaped"
+        assert without.figures.agent_cpu_from == "reaped"
 
 
 def test_a_cpu_quota_of_half_a_core_halves_a_saturated_servers_peak(
@@ -151,10 +151,10 @@ def test_a_cpu_quota_of_half_a_core_halves_a_saturated_servers_peak(
     assert half.summary.cgroup["throttled_periods"] > 0
     for step in half.steps:
         assert "throttled" in step.flags
-        assert step.extra["throttled"]["periods"] > 0
+        assert step.figures.throttled.periods > 0
         # held back for a measurable time — unless another process kept the server below
         # its quota most of the step (CI read 0.0 s over 2 periods with the server at 47 %)
-        assert step.extra["throttled"]["time_s"] > 0 or "cpu_contended" in step.flags
+        assert step.figures.throttled.time_s > 0 or "cpu_contended" in step.flags
         assert step.bottleneck == "server"
     assert all("throttled" not in step.flags for step in free.steps)
     # a request costs what it costs, capped or not, within the host's drift above

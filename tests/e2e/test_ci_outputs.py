@@ -97,7 +97,7 @@ def test_a_gated_compare_writes_junit_and_markdown_ci_reads(tmp_path: Path) -> N
     for case in run.cases:
         passes = sorted(p.name for p in (run_dir / case.key).iterdir())
         # round 1 tried at each load where the smoke ramp's two read within 15 %
-        trials = case.rounds[0].extra.get("trials") or []
+        trials = case.rounds[0].figures.trials or []
         first = [f"round-1-of-2-trial-at-{load:g}" for load, _ in trials] or ["round-1-of-2"]
         assert passes == sorted(["ramp", *first, "round-2-of-2"]), passes
         assert (run_dir / case.key / "round-2-of-2" / "monitor.csv").is_file()

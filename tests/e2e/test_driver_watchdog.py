@@ -89,13 +89,13 @@ def test_an_overrunning_siege_is_stopped_by_sigint_and_its_totals_are_the_figure
         took_s = time.monotonic() - started
     signalled_after_s = 1 + 1.0 + OVERRUN_MARGIN_S
     assert took_s < signalled_after_s + STOP_GRACE_S, "siege was not stopped at its deadline"
-    assert result.extra["stopped_by"] == "SIGINT"
+    assert result.figures.stopped_by == "SIGINT"
     # it overran its 1 s step by the margin (and the time it took to answer the signal)
-    assert 1.0 + OVERRUN_MARGIN_S <= result.extra["overran_s"] < 1.0 + OVERRUN_MARGIN_S + 5
+    assert 1.0 + OVERRUN_MARGIN_S <= result.figures.overran_s < 1.0 + OVERRUN_MARGIN_S + 5
     assert result.replies > 0 and result.errors_total == 0
     # the duration is the one siege measured up to the signal, not the step's 1 s
     assert signalled_after_s - 1 <= result.duration_s <= took_s + 0.5
-    assert "megabytes_per_s" in result.extra
+    assert result.figures.megabytes_per_s is not None
     raw = (tmp_path / "step000-0.txt").read_text()
     assert '"transactions"' in raw
 
@@ -130,12 +130,12 @@ def test_many_short_siege_steps_lose_none(tmp_path: Path, step_count: int) -> No
     assert len(steps) == step_count
     lost = [s["offered"] for s in steps if "step_lost" in s["flags"]]
     assert not lost, f"steps lost at {lost}"
-    assert all(s["replies"] > 0 and "megabytes_per_s" in s["extra"] for s in steps), [
-        (s["offered"], s["extra"].get("driver_error")) for s in steps if not s["replies"]
+    assert all(s["replies"] > 0 and "megabytes_per_s" in s["figures"] for s in steps), [
+        (s["offered"], s["figures"].get("driver_error")) for s in steps if not s["replies"]
     ]
     # what the watchdog and the retry did, if anything, is in the run, never silent
-    overruns = [s["extra"]["overran_s"] for s in steps if "overran_s" in s["extra"]]
-    retried = [s["extra"]["retried"] for s in steps if "retried" in s["extra"]]
+    overruns = [s["figures"]["overran_s"] for s in steps if "overran_s" in s["figures"]]
+    retried = [s["figures"]["retried"] for s in steps if "retried" in s["figures"]]
     print(json.dumps({"overruns_s": overruns, "retried": retried}))
 
 
@@ -200,7 +200,7 @@ def test_h2load_with_a_client_connected_after_its_duration_is_stopped_with_its_t
             took_s = time.monotonic() - started
         finally:
             proxy.close()
-    assert result.extra["stopped_by"] == CLOSED_CONNECTIONS
+    assert result.figures.stopped_by == CLOSED_CONNECTIONS
     assert took_s < 1 + 1.0 + OVERRUN_MARGIN_S + STOP_GRACE_S
     assert result.replies > 0 and result.duration_s == 1.0  # h2load's main duration
     assert result.rate == pytest.approx(result.replies)

@@ -398,7 +398,7 @@ def test_a_killed_server_fails_its_case_at_once_and_the_run_goes_on(
     assert "during step 0" in (first.error or "")
     [step] = first.steps
     # the step stopped for the server's (or the balancer's) sake
-    assert who in step.extra["driver_error"]
+    assert who in step.figures.driver_error
     _, killed_at = reporter.killed[0]
     # noticed at once, not when the 10 s step ends (a worker's peer stops within the grace)
     assert reporter.cases_finished[0] - killed_at < contract.SHUTDOWN_GRACE_S + 2
@@ -431,7 +431,7 @@ def test_a_killed_load_generator_fails_its_step_with_the_reason_and_nothing_hang
     wrk_pid, killed_at = reporter.killed[0]
     # the step had no figures, so it ran once more: measured, the first
     # attempt's reason kept beside them
-    assert step.extra["retried"]["first_error"] == f"wrk (pid {wrk_pid}) was killed by SIGKILL"
+    assert step.figures.retried.first_error == f"wrk (pid {wrk_pid}) was killed by SIGKILL"
     assert step.replies > 0 and "step_lost" not in step.flags
     assert case.status_text == "ok"
     # no hang: the retry's 20 s step, then the case ends
@@ -449,8 +449,8 @@ def test_a_step_killed_twice_is_lost_and_its_case_says_so(tmp_path: Path) -> Non
     [case] = run.cases
     [step] = case.steps
     (first_pid, _), (second_pid, _) = reporter.killed
-    assert step.extra["driver_error"] == f"wrk (pid {second_pid}) was killed by SIGKILL"
-    assert step.extra["retried"]["first_error"] == f"wrk (pid {first_pid}) was killed by SIGKILL"
+    assert step.figures.driver_error == f"wrk (pid {second_pid}) was killed by SIGKILL"
+    assert step.figures.retried.first_error == f"wrk (pid {first_pid}) was killed by SIGKILL"
     assert step.errors == {"total": 1, "aborted": 1}
     assert "step_lost" in step.flags and "step_lost" in case.summary.flags
     assert case.status == "ok" and case.status_text == "incomplete: 1 step lost"

@@ -188,19 +188,19 @@ def test_a_smoke_compare_through_the_fleet_sums_the_hosts(
     assert [h["name"] for h in run.config["fleet"]["hosts"]] == list(HOSTS)
     assert [s.offered for s in case.steps] == [10, 20]
     for index, step in enumerate(case.steps):
-        hosts = step.extra["hosts"]
+        hosts = step.figures.hosts
         assert [h["host"] for h in hosts] == list(HOSTS)
         assert sum(h["offered"] for h in hosts) == step.offered
         assert all(h["replies"] > 0 for h in hosts)
         # merged counts are exactly the sums of the hosts' counts
         assert step.replies == sum(h["replies"] for h in hosts)
-        assert step.extra["requests"] == sum(h["requests"] for h in hosts)
-        assert step.extra["bytes_read"] == sum(h["bytes_read"] for h in hosts)
+        assert step.figures.requests == sum(h["requests"] for h in hosts)
+        assert step.figures.bytes_read == sum(h["bytes_read"] for h in hosts)
         host_errors = sum(n for h in hosts for k, n in h["errors"].items() if k != "driver")
         assert step.errors["total"] == host_errors
         # percentiles of parts are not averaged: unavailable, bounded by the largest
         assert step.latency_ms["p99"] is None
-        bound = step.extra["latency_upper_bound_ms"]["p99"]
+        bound = step.figures.latency_upper_bound_ms["p99"]
         assert bound == max(h["latency_ms"]["p99"] for h in hosts)
         assert step.latency_ms["max"] == max(h["latency_ms"]["max"] for h in hosts)
         assert all(h["start_skew_ms"] is not None for h in hosts)
@@ -222,7 +222,7 @@ def test_a_connection_ramp_splits_over_the_hosts_own_addresses(
     )
     assert [s.offered for s in case.steps] == [50, 100]
     for step in case.steps:
-        hosts = step.extra["hosts"]
+        hosts = step.figures.hosts
         assert sorted(hosts) == list(HOSTS)
         assert step.achieved == step.offered == sum(h["open"] for h in hosts.values())
         assert step.errors["total"] == 0
@@ -306,7 +306,7 @@ def test_every_driver_splits_its_step_over_the_hosts_and_merges_exactly(
     )
     assert case.steps
     for step in case.steps:
-        hosts = step.extra["hosts"]
+        hosts = step.figures.hosts
         assert [h["host"] for h in hosts] == list(HOSTS)
         assert sum(h["offered"] for h in hosts) == step.offered
         assert all(h["replies"] > 0 for h in hosts)
@@ -316,12 +316,12 @@ def test_every_driver_splits_its_step_over_the_hosts_and_merges_exactly(
         maxima = [h["latency_ms"]["max"] for h in hosts if h["latency_ms"]["max"] is not None]
         assert step.latency_ms["max"] == (max(maxima) if maxima else None)  # httperf: none
         if driver == "ab":  # the request count was split, not repeated on every host
-            assert step.extra["complete_requests"] == 2000
+            assert step.figures.complete_requests == 2000
         if driver == "oha":  # histograms added: the merged p99 is read from their sum
             merged = hdr.decode(step.histograms["latency"])
             assert merged.get_total_count() == step.replies + step.errors.get("status", 0)
             assert step.latency_ms["p99"] == hdr.latency_ms(merged)["p99"]
-            assert "latency_upper_bound_ms" not in step.extra
+            assert step.figures.latency_upper_bound_ms is None
         else:  # percentiles of parts are not averaged
             assert step.latency_ms["p99"] is None
 
@@ -352,7 +352,7 @@ def test_killing_a_worker_mid_step_fails_that_step_by_name(
     assert case.error is not None and f"host {HOSTS[1]} lost" in case.error, case.error
     [step] = case.steps
     assert step.errors.get("aborted") == 1
-    assert f"host {HOSTS[1]} lost" in step.extra["driver_error"]
+    assert f"host {HOSTS[1]} lost" in step.figures.driver_error
     # the other host's load was stopped with the step: no wrk left in any namespace
     for namespace in HOSTS:
         output = subprocess.run(

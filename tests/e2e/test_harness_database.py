@@ -179,7 +179,7 @@ def test_the_mongo_sink_on_postgresql_loses_nothing_and_records_the_databases_cp
     assert stored_in["postgresql"]["settings"]["plan_cache_mode"] == "force_custom_plan"
     # FerretDB and PostgreSQL worked for every record: their CPU shows in every step, read
     # from their own cgroup where the run may make one (removed with the run)
-    assert all(step.extra["db_cpu_pct"] > 0 for step in case.steps), case.steps
+    assert all(step.figures.db_cpu_pct > 0 for step in case.steps), case.steps
     group = run.config["database_cgroup"]
     if detect_support().usable:
         assert group is not None and group.endswith("-database"), run.config

@@ -33,7 +33,7 @@ NOT_COPIED = (
     "JSON_COMP_ITEMS",
     "JSON_COMP_DOCUMENT",
     "GZIP_LEVEL",
-    # Twisted's HTTP/2 bounds (servers/frameworks/twisted.py): Node's http2 keeps its own
+    # Twisted's HTTP/2 bounds (servers/frameworks/twisted/h2.py): Node's http2 keeps its own
     "H2_LIMITS",
     "H2_SMALL_DATA_BYTES",
     "H2_MAX_HEADER_BLOCK_BYTES",

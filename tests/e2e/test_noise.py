@@ -96,11 +96,11 @@ def test_a_burner_on_the_server_cpu_flags_its_step_contended(tmp_path: Path) -> 
     [case] = run.cases
     assert case.status == "ok", case.error
     burned, after = case.steps
-    others = burned.extra["other_cpu_pct"]["server"]
+    others = burned.figures.other_cpu_pct["server"]
     print(
         f"burner {reporter.burner_pct:.1f} % of a core; other_cpu_pct: burned step",
-        burned.extra["other_cpu_pct"], "next step", after.extra["other_cpu_pct"],
-        "; harness_cpu_pct", burned.extra["harness_cpu_pct"], after.extra["harness_cpu_pct"],
+        burned.figures.other_cpu_pct, "next step", after.figures.other_cpu_pct,
+        "; harness_cpu_pct", burned.figures.harness_cpu_pct, after.figures.harness_cpu_pct,
     )  # fmt: skip
     # everything the burner used on the server's CPU is someone else's (its share is
     # taken over a little more than the window: a lower bound), less 5 % for rounding
@@ -110,6 +110,6 @@ def test_a_burner_on_the_server_cpu_flags_its_step_contended(tmp_path: Path) -> 
     # CPUs too (its figure is printed above).
     for step in case.steps:
         assert step.bottleneck in BOTTLENECKS
-        assert 0.0 <= step.extra["harness_cpu_pct"] < 100.0
+        assert 0.0 <= step.figures.harness_cpu_pct < 100.0
     assert reporter.harness_cpus == {int(plan.load_cpus)}  # the observer on the load CPU
     assert os.sched_getaffinity(0) != reporter.harness_cpus  # and free again after the run

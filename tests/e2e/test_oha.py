@@ -39,8 +39,8 @@ def test_a_step_is_sent_on_schedule_and_keeps_both_histograms(tmp_path: Path) ->
         result = oha_step(server.port, 500, 2.0, tmp_path)
     assert result.errors_total == 0
     assert result.replies == pytest.approx(1000, abs=20)  # 500 req/s for 2 s
-    assert abs(result.extra["schedule_error"]) < 0.02
-    assert result.extra["max_in_flight"] <= 50
+    assert abs(result.figures.schedule_error) < 0.02
+    assert result.figures.max_in_flight <= 50
     corrected = hdr.decode(result.histograms["latency"])
     uncorrected = hdr.decode(result.histograms["latency_uncorrected"])
     assert corrected.get_total_count() == uncorrected.get_total_count() == result.replies
@@ -80,7 +80,7 @@ def test_a_paused_server_shows_in_the_corrected_tail(tmp_path: Path) -> None:
                 os.killpg(group, signal.SIGCONT)
     corrected, uncorrected = result.latency_ms, result.latency_uncorrected_ms
     assert uncorrected is not None
-    print(f"stalled step: corrected {corrected}, uncorrected {uncorrected}, {result.extra}")
+    print(f"stalled step: corrected {corrected}, uncorrected {uncorrected}, {result.figures}")
     assert result.errors_total == 0
     assert corrected["p99.9"] is not None and corrected["p99.9"] >= 300.0
     assert corrected["p99"] is not None and corrected["p99"] >= 300.0

@@ -128,7 +128,7 @@ def test_rounds_stop_as_soon_as_a_case_is_precise_or_the_budget_is_spent(tmp_pat
     (case,) = read_run(run_dir).cases
     summary = case.summary
     assert summary.precision_pct == 10.0 and summary.rounds == len(case.rounds) >= 2
-    assert all(s.extra["round_s"] >= 3.0 and s.extra["replies_per_s"] for s in case.rounds)
+    assert all(s.figures.round_s >= 3.0 and s.figures.replies_per_s for s in case.rounds)
     peaks = [s.achieved for s in usable_rounds(case.rounds)]
     if "imprecise" in summary.flags:
         assert summary.imprecise_reason and summary.imprecise_reason.endswith("asked ±10 %")

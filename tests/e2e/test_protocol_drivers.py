@@ -123,9 +123,9 @@ def test_h2load_multiplexes_streams_over_fewer_connections(
     require_tool("h2load")
     driver = H2loadDriver(threads=1, multiplexed_connections=2)
     result = one_step(driver, target(nginx_ports.tls, "h2", certificates), tmp_path, 20)
-    assert (result.extra["connections"], result.extra["streams_per_connection"]) == (2, 10)
+    assert (result.figures.connections, result.figures.streams_per_connection) == (2, 10)
     assert result.replies > 0 and result.errors_total == 0
-    assert 0 <= result.extra["unanswered"] <= 20  # at most what was in flight at the end
+    assert 0 <= result.figures.unanswered <= 20  # at most what was in flight at the end
 
 
 def test_an_h2_step_that_falls_back_to_http11_fails(
@@ -178,9 +178,9 @@ def test_handshakes_full_or_resumed(
     assert result.replies > 0 and result.errors_total == 0
     assert result.negotiated == "h1-tls"
     if resumption:  # nginx issues TLS 1.3 tickets: all but each client's first resume
-        assert result.extra["resumed"] == result.extra["handshakes"] - 2
+        assert result.figures.resumed == result.figures.handshakes - 2
     else:
-        assert result.extra["resumed"] == 0
+        assert result.figures.resumed == 0
 
 
 def test_handshakes_full_then_resumed_in_one_step(
@@ -191,11 +191,11 @@ def test_handshakes_full_then_resumed_in_one_step(
     to = target(nginx_ports.tls_h1_only, "h1-tls", certificates)
     result = one_step(HandshakesDriver(resumption="both"), to, tmp_path, 2)
     assert result.replies > 0 and result.errors_total == 0
-    assert result.extra["resumed"] == 0
-    assert result.extra["resumed_per_s"] > 0
+    assert result.figures.resumed == 0
+    assert result.figures.resumed_per_s > 0
     # every connection but each client's first in the second half was resumed
-    assert result.extra["resumed_run_fraction"] > 0.5
-    assert result.extra["resumption_speedup"] > 0
+    assert result.figures.resumed_run_fraction > 0.5
+    assert result.figures.resumption_speedup > 0
 
 
 def test_handshakes_on_a_cleartext_port_are_errors(

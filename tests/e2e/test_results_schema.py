@@ -21,6 +21,7 @@ from model.results import (
     SCHEMA_2,
     SCHEMA_3,
     SCHEMA_4,
+    SCHEMA_5,
     Case,
     Negotiated,
     Run,
@@ -69,7 +70,7 @@ def test_a_run_1_file_rewritten_is_run_2_and_reads_back_equal(tmp_path: Path) ->
     assert read_run(tmp_path) == run
 
 
-@pytest.mark.parametrize("name", [*RUNS_1, "run_v2", "run_v3", "run_v4"])
+@pytest.mark.parametrize("name", [*RUNS_1, "run_v2", "run_v3", "run_v4", "run_v5"])
 def test_harness_report_draws_an_older_run_directory(tmp_path: Path, name: str) -> None:
     run_dir = tmp_path / name
     shutil.copytree(DATA / name, run_dir)
@@ -84,7 +85,9 @@ def test_harness_report_draws_an_older_run_directory(tmp_path: Path, name: str) 
     assert (run_dir / "report.html").stat().st_size > 1000
     assert list((run_dir / "charts").glob("*.png"))
     written = json.loads((run_dir / "run.json").read_text())["schema"]
-    on_disk = {"run_v2": SCHEMA_2, "run_v3": SCHEMA_3, "run_v4": SCHEMA_4}.get(name, SCHEMA_1)
+    on_disk = {"run_v2": SCHEMA_2, "run_v3": SCHEMA_3, "run_v4": SCHEMA_4, "run_v5": SCHEMA_5}.get(
+        name, SCHEMA_1
+    )
     assert written == on_disk  # not rewritten
     assert "status: complete" in (run_dir / "report.html").read_text()
 
@@ -181,7 +184,7 @@ def test_the_status_is_written_beside_the_times_and_reads_back(tmp_path: Path) -
     assert list(written)[:6] == [
         "schema", "run_id", "started", "finished", "status", "status_reason",
     ]  # fmt: skip
-    assert written["schema"] == SCHEMA == "harness.run/5"
+    assert written["schema"] == SCHEMA == "harness.run/6"
     assert read_run(tmp_path) == run
 
 

@@ -139,8 +139,8 @@ def test_repeat_interleaves_and_keeps_the_median(tmp_path: Path) -> None:
     run = Runner(plan).run()
     [case] = run.cases
     [step] = case.steps
-    assert step.extra["repeats"] == 2
-    assert len(step.extra["achieved_runs"]) == 2
+    assert step.figures.repeats == 2
+    assert len(step.figures.achieved_runs) == 2
     assert case.summary.repeats == 2
     # one folder for the case, a ramp folder a repeat inside it
     [case_dir] = [p for p in plan.out_dir.iterdir() if p.is_dir()]
@@ -181,7 +181,7 @@ def test_rounds_run_interleaved_at_each_peak_and_give_intervals(tmp_path: Path) 
     for case in run.cases:
         assert case.status == "ok", case.error
         assert [s.offered for s in case.rounds] == [case.summary.peak_offered] * 3
-        assert [s.extra["round"] for s in case.rounds] == [0, 1, 2]
+        assert [s.figures.round for s in case.rounds] == [0, 1, 2]
         low, high = case.summary.peak_ci or (None, None)
         assert low is not None and high is not None and low <= case.summary.peak <= high
         assert case.summary.ramp_peak == summarize(case.steps).peak  # the ramp's reading
@@ -234,7 +234,7 @@ def test_tied_ramp_loads_are_tried_in_the_first_round_and_the_rounds_go_on_at_on
             "aiohttp [both] round 1 of 2",
             "aiohttp [both] round 2 of 2",
         ]
-        assert "trials" not in first.extra
+        assert first.figures.trials is None
         ramp_choice = min(load for load, v in ramp.items() if v >= 0.95 * max(ramp.values()))
         assert first.offered == second.offered == ramp_choice
         return
@@ -244,7 +244,7 @@ def test_tied_ramp_loads_are_tried_in_the_first_round_and_the_rounds_go_on_at_on
         "aiohttp [both] round 1 of 2, trial at 11",
         "aiohttp [both] round 2 of 2",
     ]
-    trials = dict(first.extra["trials"])
+    trials = dict(first.figures.trials)
     assert sorted(trials) == [10, 11] and all(v > 0 for v in trials.values())
     chosen = min(load for load, v in trials.items() if v >= 0.95 * max(trials.values()))
     assert first.offered == second.offered == case.summary.peak_offered == chosen

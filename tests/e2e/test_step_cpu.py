@@ -42,7 +42,7 @@ def test_a_server_saturated_for_a_two_second_step_reads_at_least_90_percent(
     # counted part of it
     assert len(case.steps) == 2
     if any("contended" in step.flags for step in case.steps):  # others held its CPU
-        pytest.skip(f"other processes used the server's CPU: {[s.extra for s in case.steps]}")
+        pytest.skip(f"other processes used the server's CPU: {[s.figures for s in case.steps]}")
     for step in case.steps:
         assert step.server_cpu_pct is not None and step.server_cpu_pct >= 90.0, step
         assert step.bottleneck == "server"

@@ -208,7 +208,7 @@ def test_compare_over_h2_skips_a_server_without_it_and_records_alpn_h2(tmp_path:
     assert nginx.negotiated is not None
     assert (nginx.negotiated.alpn, nginx.negotiated.tls_version) == ("h2", "TLSv1.3")
     assert nginx.negotiated.ca_trusted is False  # h2load verifies no certificate
-    assert all(step.extra.get("negotiated") == "h2" for step in nginx.steps)
+    assert all(step.figures.negotiated == "h2" for step in nginx.steps)
 
 
 def test_the_runner_skips_h2_on_a_server_without_it_and_never_starts_it(tmp_path: Path) -> None:

@@ -54,7 +54,7 @@ def test_a_workload_profile_measures_every_server_with_intervals(
             # wrk counts each of the 16 pipelined responses, not each write: a response's
             # bytes, not 16 of them, per reply
             step = case.steps[-1]
-            per_reply = step.extra["bytes_read"] / step.extra["requests"]
+            per_reply = step.figures.bytes_read / step.figures.requests
             assert 100 < per_reply < 300, per_reply
         if profile == "delay":
             delay_ms = delay_ms_of(SCENARIOS[case.scenario].path)

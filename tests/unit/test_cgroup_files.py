@@ -31,6 +31,7 @@ from harness.run.analysis import (
     with_rounds,
 )
 from model.results import LATENCY_KEYS, Step, Summary
+from model.step_figures import figures_from_dict
 from tests.helpers import one_step_case
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "cgroups"
@@ -149,12 +150,13 @@ def step(achieved: float, cpu_us: float | None = None, **extra: object) -> Step:
         latency_ms=dict.fromkeys(LATENCY_KEYS, 1.0),
         server_cpu_pct=50.0,
         cpu_us_per_req=cpu_us,
-        extra=dict(extra),
+        figures=figures_from_dict(dict(extra)),
     )
 
 
 def test_a_server_held_back_by_its_quota_is_saturated_at_half_a_core() -> None:
-    held = step(500, cgroup={"throttled_periods": 20, "periods": 21, "throttled_s": 1.0})
+    counted = {"cpu_s": 0.5, "oom_kills": 0, "memory_bytes": None}
+    held = step(500, cgroup={**counted, "throttled_periods": 20, "periods": 21, "throttled_s": 1.0})
     assert server_saturated(held, server_cores=1, server_cpu_count=1)
     assert not server_saturated(step(500), server_cores=1, server_cpu_count=1)
 
@@ -185,7 +187,7 @@ def held(open_now: int, memory_bytes: int | None) -> Step:
     extra: dict[str, object] = {"open": open_now}
     if memory_bytes is not None:
         extra["cgroup_memory_bytes"] = memory_bytes
-    return dataclasses.replace(step(open_now), unit="conns", extra=extra)
+    return dataclasses.replace(step(open_now), unit="conns", figures=figures_from_dict(extra))
 
 
 def test_kb_per_connection_is_the_cgroup_memorys_slope() -> None:

@@ -21,6 +21,7 @@ from harness.run.analysis import with_baseline_ratios
 from harness.run.verdict import verdict
 from model.errors import UserError
 from model.results import Case, Run, Step, Summary, write_run
+from model.step_figures import StepFigures, figures_from_dict
 from tests.helpers import synthetic_case, synthetic_run
 
 HOST = {"cpu_model": "Test CPU", "cores": 2, "memory_bytes": 1 << 34, "kernel": "6.1"}
@@ -37,7 +38,7 @@ def make_step(
     flags: tuple[str, ...] = (),
     rss: int | None = 40_000_000,
     tick_max: float | None = 3.0,
-    extra: dict | None = None,
+    figures: dict | None = None,
 ) -> Step:
     attempts = int(achieved) + errors
     return Step(
@@ -62,7 +63,7 @@ def make_step(
         tick_ms={"avg": 0.5, "max": tick_max},
         probe_ms=1.2,
         flags=flags,
-        extra=extra or {},
+        figures=figures_from_dict(figures or {}),
     )
 
 
@@ -202,7 +203,12 @@ def test_affinity_matrix_gets_grouped_bars() -> None:
 def test_connection_ramp_marks_the_breaking_point() -> None:
     steps = tuple(
         make_step(
-            n, 0, unit="conns", rss=30_000_000 + n * 10_000, tick_max=n / 10, extra={"open": n}
+            n,
+            0,
+            unit="conns",
+            rss=30_000_000 + n * 10_000,
+            tick_max=n / 10,
+            figures={"open": n},
         )
         for n in (1000, 5000, 10000)
     )
@@ -223,7 +229,7 @@ def _x_labels(figure) -> list[str]:
 
 def test_load_axes_read_with_thousands_separators() -> None:
     connections = tuple(
-        make_step(n, 0, unit="conns", rss=30_000_000 + n * 4_000, extra={"open": n})
+        make_step(n, 0, unit="conns", rss=30_000_000 + n * 4_000, figures={"open": n})
         for n in (250_000, 500_000, 750_000, 1_000_000)
     )
     rates = tuple(make_step(r, r, unit="req/s", errors=r // 100) for r in (5_000, 10_000, 20_000))
@@ -489,7 +495,7 @@ def test_a_run_without_a_verdict_has_no_verdict_box(tmp_path: Path) -> None:
 
 def test_peak_bars_show_each_rounds_peak_as_a_dot_kept_out_rounds_hollow() -> None:
     rounds = tuple(
-        dataclasses.replace(make_step(50, peak), extra={"round": i})
+        dataclasses.replace(make_step(50, peak), figures=StepFigures(round=i))
         for i, peak in enumerate((9000.0, 9400.0, 12500.0))
     )
     summary = Summary(

@@ -4,6 +4,8 @@ breaking point (harness.connections, harness.monitor)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from harness.connections import (
     RampSecond,
     find_breaking_point,
@@ -13,6 +15,7 @@ from harness.connections import (
 )
 from harness.monitor import parse_sockstat
 from model.results import LATENCY_KEYS, Step
+from model.step_figures import StepFigures
 
 # /proc/net/sockstat on this box with ~200,000 sockets of a 100,000-connection ramp open
 SOCKSTAT = """sockets: used 200418
@@ -41,14 +44,14 @@ def held(open_now: int, *, server_kb: float, agents_kb: float, slab_kb: float) -
         error_rate=0.0,
         latency_ms=dict.fromkeys(LATENCY_KEYS),
         rss_max_bytes=rss,
-        extra={
-            "open": open_now,
-            "agent_rss_bytes": agents,
-            "kernel_slab_bytes": slab,
-            "host_available_bytes": 20_000_000_000 - total,
-            "tcp_buffer_bytes": 83 * 4096,
-            "cgroup_memory_bytes": rss + int(open_now * 3.5 * KB),
-        },
+        figures=StepFigures(
+            open=open_now,
+            agent_rss_bytes=agents,
+            kernel_slab_bytes=slab,
+            host_available_bytes=20_000_000_000 - total,
+            tcp_buffer_bytes=83 * 4096,
+            cgroup_memory_bytes=rss + int(open_now * 3.5 * KB),
+        ),
     )
 
 
@@ -77,7 +80,7 @@ def test_the_breakdown_is_the_top_step_with_each_share_per_connection() -> None:
     assert breakdown is not None
     assert breakdown["connections"] == 100_000
     assert breakdown["server_rss_bytes"] == steps[-1].rss_max_bytes
-    assert breakdown["agents_rss_bytes"] == steps[-1].extra["agent_rss_bytes"]
+    assert breakdown["agents_rss_bytes"] == steps[-1].figures.agent_rss_bytes
     assert breakdown["kernel_slab_growth_bytes"] == int(100_000 * 9.3 * KB)
     assert breakdown["host_used_growth_bytes"] == int(100_000 * (9.0 + 2.6 + 9.3) * KB)
     per = breakdown["kb_per_connection"]
@@ -91,8 +94,12 @@ def test_the_breakdown_is_the_top_step_with_each_share_per_connection() -> None:
 def test_no_held_step_no_breakdown_and_missing_readings_are_none() -> None:
     assert memory_breakdown([], IDLE) is None
     bare = held(10_000, server_kb=9.0, agents_kb=2.6, slab_kb=9.3)
-    for key in ("kernel_slab_bytes", "host_available_bytes"):
-        del bare.extra[key]
+    bare = dataclasses.replace(
+        bare,
+        figures=dataclasses.replace(
+            bare.figures, kernel_slab_bytes=None, host_available_bytes=None
+        ),
+    )
     breakdown = memory_breakdown([bare], None)
     assert breakdown is not None
     assert breakdown["kernel_slab_growth_bytes"] is None

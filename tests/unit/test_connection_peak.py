@@ -2,7 +2,7 @@
 read from one step (harness.run.analysis.connection_peak_step).
 
 Steps are built as harness.connections builds them: `errors["total"]` counts from the
-ramp's start (the agents' counters never reset), `extra.errors_in_step` the hold only.
+ramp's start (the agents' counters never reset), `figures.errors_in_step` the hold only.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from harness.run.analysis import connection_peak_step, connection_step_errors, s
 from harness.run.connection_case import connection_summary
 from model.ramps import ConnectionRamp
 from model.results import LATENCY_KEYS, Step, Summary
+from model.step_figures import StepFigures
 
 
 def held_step(
@@ -33,7 +34,7 @@ def held_step(
         latency_ms=dict.fromkeys(LATENCY_KEYS),
         server_cpu_pct=server_cpu_pct,
         rss_max_bytes=100_000_000 + open_now * 15_000,
-        extra={"open": open_now, "errors_in_step": errors_in_hold},
+        figures=StepFigures(open=open_now, errors_in_step=errors_in_hold),
     )
 
 

@@ -16,6 +16,7 @@ from harness.run_options import RunOptions
 from harness.services import database, postgres
 from model.errors import UserError
 from model.results import Step
+from model.step_figures import StepFigures
 
 
 def step(offered: float, server_cpu: float, db_cpu: float | None) -> Step:
@@ -28,7 +29,7 @@ def step(offered: float, server_cpu: float, db_cpu: float | None) -> Step:
         error_rate=0.0,
         latency_ms=dict.fromkeys(("avg", "p50", "p90", "p99", "p99.9", "p99.99", "max"), 1.0),
         server_cpu_pct=server_cpu,
-        extra={} if db_cpu is None else {"db_cpu_pct": db_cpu},
+        figures=StepFigures(db_cpu_pct=db_cpu),
     )
 
 

@@ -20,6 +20,7 @@ from harness.fleet.steps import merge_host_results, split_evenly
 from harness.fleet.tasks import StepSignals
 from harness.server_process import check_listen_address
 from model.errors import UserError
+from model.step_figures import StepFigures
 
 
 def test_fleet_specs_parse_and_bad_ones_are_named() -> None:
@@ -116,7 +117,7 @@ def result(replies: int, p99: float, maximum: float) -> DriverResult:
         duration_s=2.0,
         errors={"connect": 0, "timeout": replies // 100},
         latency_ms={"avg": p99 / 2, "p50": p99 / 3, "p90": p99 / 1.5, "p99": p99, "max": maximum},
-        extra={"requests": replies + 3, "bytes_read": replies * 100},
+        figures=StepFigures(requests=replies + 3, bytes_read=replies * 100),
     )
 
 
@@ -129,13 +130,13 @@ def test_merged_counts_are_exact_and_percentiles_are_not_averaged() -> None:
     merged = merge_host_results(parts, figures)
     assert merged.replies == 4000
     assert merged.errors == {"connect": 0, "timeout": 40}
-    assert merged.extra["requests"] == 4006 and merged.extra["bytes_read"] == 400_000
+    assert merged.figures.requests == 4006 and merged.figures.bytes_read == 400_000
     assert merged.latency_ms["max"] == 30.0
     assert merged.latency_ms["avg"] == pytest.approx((5.0 * 1000 + 10.0 * 3000) / 4000)
     # never a mean of percentiles: unavailable, bounded above by the largest host's
     assert merged.latency_ms["p99"] is None and merged.latency_ms["p50"] is None
-    assert merged.extra["latency_upper_bound_ms"]["p99"] == 20.0
-    assert merged.extra["hosts"] == figures and merged.extra["start_skew_ms_max"] == 3.5
+    assert merged.figures.latency_upper_bound_ms["p99"] == 20.0
+    assert merged.figures.hosts == figures and merged.figures.start_skew_ms_max == 3.5
     assert merged.driver_cpu_pct == 80.0
 
 
@@ -158,7 +159,7 @@ def test_hosts_histograms_are_added_and_their_percentiles_read_from_the_sum() ->
     whole = hdr.histogram_of(fast + slow)
     assert merged.latency_ms == hdr.latency_ms(whole)
     assert merged.latency_ms["p99"] == pytest.approx(2.0, rel=1e-3)  # 0.5 % above: 2 ms
-    assert "latency_upper_bound_ms" not in merged.extra
+    assert merged.figures.latency_upper_bound_ms is None
 
 
 def test_every_driver_but_mcload_runs_on_a_fleet() -> None:

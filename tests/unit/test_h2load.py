@@ -40,8 +40,8 @@ def test_h2_step_reads_its_latency_from_the_request_log() -> None:
     assert histogram.get_total_count() == 4129
     assert result.latency_ms["max"] == pytest.approx(5.386, rel=0.01)  # h2load says 5.39ms
     assert 0.069 <= result.latency_ms["p50"] <= result.latency_ms["p99"] <= 5.39  # type: ignore[operator]
-    assert result.extra["unanswered"] == 8  # 2 connections × 4 streams in flight at the end
-    assert result.extra["tls_version"] == "TLSv1.3"
+    assert result.figures.unanswered == 8  # 2 connections × 4 streams in flight at the end
+    assert result.figures.tls_version == "TLSv1.3"
 
 
 @pytest.mark.parametrize(

@@ -26,16 +26,16 @@ def test_full_handshakes_are_counted_and_none_resumed() -> None:
     assert result.rate == pytest.approx(34 / 0.514513)
     assert result.errors_total == 0
     assert result.negotiated == "h1-tls"
-    assert (result.extra["resumed"], result.extra["resumed_fraction"]) == (0, 0.0)
+    assert (result.figures.resumed, result.figures.resumed_fraction) == (0, 0.0)
     assert hdr.decode(result.histograms["latency"]).get_total_count() == 34
-    assert 0 < result.extra["handshake_ms_p50"] <= result.latency_ms["p50"]  # type: ignore[operator]
+    assert 0 < result.figures.handshake_ms["p50"] <= result.latency_ms["p50"]  # type: ignore[operator]
 
 
 def test_resumption_counts_what_the_server_resumed() -> None:
     result = parse_handshakes(captured("handshakes_resumed.txt"))  # two clients
     assert result.replies == 34
-    assert result.extra["resumed"] == 32  # each client's first connection has no ticket
-    assert result.extra["resumed_fraction"] == pytest.approx(32 / 34, abs=1e-4)
+    assert result.figures.resumed == 32  # each client's first connection has no ticket
+    assert result.figures.resumed_fraction == pytest.approx(32 / 34, abs=1e-4)
 
 
 def test_both_halves_give_the_full_rate_and_the_resumed_one_beside_it() -> None:
@@ -47,12 +47,12 @@ def test_both_halves_give_the_full_rate_and_the_resumed_one_beside_it() -> None:
         parse_handshakes(captured("handshakes_resumed.txt")),
     )
     assert result.replies == full.replies and result.rate == full.rate
-    assert result.extra["resumed"] == 0  # the step's own figures are the full handshakes
-    assert result.extra["resumed_per_s"] == round(resumed.rate, 1)
-    assert result.extra["resumed_run_fraction"] == pytest.approx(32 / 34, abs=1e-4)
-    assert result.extra["resumption_speedup"] == round(resumed.rate / full.rate, 3)
+    assert result.figures.resumed == 0  # the step's own figures are the full handshakes
+    assert result.figures.resumed_per_s == round(resumed.rate, 1)
+    assert result.figures.resumed_run_fraction == pytest.approx(32 / 34, abs=1e-4)
+    assert result.figures.resumption_speedup == round(resumed.rate / full.rate, 3)
     # the server's CPU over the step is spent on both halves' replies
-    assert result.extra["window_replies"] == full.replies + resumed.replies > full.replies
+    assert result.figures.window_replies == full.replies + resumed.replies > full.replies
 
 
 @pytest.mark.parametrize(

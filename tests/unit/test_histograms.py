@@ -19,6 +19,7 @@ from harness.run.analysis import (
 )
 from model.ramps import ConstantRateRamp
 from model.results import LATENCY_KEYS, Case, Step
+from model.step_figures import StepFigures
 
 
 def histogram_of_ms(values_ms: list[float]) -> str:
@@ -171,13 +172,17 @@ def test_a_step_validates_its_histograms_and_uncorrected_latency() -> None:
 
 # -- open loop: whose limit a missed schedule is ------------------------------------------
 def oha_result(sent_per_s: float, max_in_flight: int) -> DriverResult:
-    extra = {"offered_per_s": 20_000, "sent_per_s": sent_per_s, "connections": 100}
     return DriverResult(
         replies=int(sent_per_s),
         duration_s=1.0,
         errors={},
         latency_ms=no_latency(),
-        extra={**extra, "max_in_flight": max_in_flight},
+        figures=StepFigures(
+            offered_per_s=20_000,
+            sent_per_s=sent_per_s,
+            connections=100,
+            max_in_flight=max_in_flight,
+        ),
     )
 
 

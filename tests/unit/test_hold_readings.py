@@ -45,9 +45,9 @@ def test_a_hold_becomes_a_step_with_its_errors_and_the_memory_read_while_held() 
     )
     assert step.errors == {"total": 8, "failed_too_many_open_files": 3, "closed_1006": 5}
     assert step.flags == ("limit_capped",)  # a failure on the load side's open files
-    assert step.extra["errors_in_step"] == 3  # the drops were there at the hold's start
-    assert step.extra["messages_out_per_s"] == 100.0 and step.extra["messages_in_per_s"] == 50.0
+    assert step.figures.errors_in_step == 3  # the drops were there at the hold's start
+    assert step.figures.messages_out_per_s == 100.0 and step.figures.messages_in_per_s == 50.0
     # the last reading up to the agents' last line (13.0), not the window's end
-    assert step.extra["cgroup_memory_bytes"] == 200
-    assert step.extra["host_available_bytes"] == 9_000 and step.extra["kernel_slab_bytes"] == 7
-    assert step.rss_max_bytes is None and step.extra["rss_per_connection_bytes"] is None
+    assert step.figures.cgroup_memory_bytes == 200
+    assert step.figures.host_available_bytes == 9_000 and step.figures.kernel_slab_bytes == 7
+    assert step.rss_max_bytes is None and step.figures.rss_per_connection_bytes is None

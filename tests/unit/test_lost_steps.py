@@ -7,6 +7,7 @@ from harness.run.analysis import summarize
 from harness.run.http_case import failed_step, is_aborted, retried_step
 from model.ramps import RampStep
 from model.results import Case
+from model.step_figures import RetriedStep
 from tests.unit.test_ramps_and_results import make_step
 
 RAMP_STEP = RampStep(3, offered=30, unit="concurrency", duration_s=2)
@@ -30,10 +31,10 @@ def test_a_retry_that_measured_keeps_its_figures_and_names_the_first_attempt() -
     first = failed_step(RAMP_STEP, "siege stopped: did not stop within 5 s of SIGINT", STATS)
     step = retried_step(make_step(), first=first, label="step003")
     assert step.replies == 90005 and "step_lost" not in step.flags
-    assert step.extra["retried"] == {
-        "first_error": "siege stopped: did not stop within 5 s of SIGINT",
-        "first_raw": "step003-*.txt",
-    }
+    assert step.figures.retried == RetriedStep(
+        first_error="siege stopped: did not stop within 5 s of SIGINT",
+        first_raw="step003-*.txt",
+    )
 
 
 def test_a_retry_with_no_figures_either_is_a_lost_step_and_the_case_reads_incomplete() -> None:

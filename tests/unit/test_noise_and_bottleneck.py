@@ -27,6 +27,7 @@ from harness.run.analysis import (
 )
 from harness.run.http_case import load_cpu_pct
 from model.results import Step
+from model.step_figures import figures_from_dict
 
 DATA = Path(__file__).parent.parent / "data"
 SERVER, LOAD, BOTH = frozenset({0}), frozenset({1}), frozenset({0, 1})
@@ -128,7 +129,7 @@ def step(
         server_cpu_pct=server_cpu,
         tick_ms={"avg": tick_avg, "max": None},
         flags=flags,
-        extra=dict(extra),
+        figures=figures_from_dict(dict(extra)),
     )
 
 

@@ -15,6 +15,7 @@ from drivers.oha import STORING_LINE as STORING
 from drivers.oha import Request, error_kind, max_in_flight, parse_oha
 from drivers.siege import parse_siege
 from drivers.wrk import parse_wrk
+from model.step_figures import StepFigures
 from tests.helpers import DATA_DIR
 
 DATA = DATA_DIR
@@ -60,8 +61,8 @@ def test_httperf_run_with_reply_rate_samples() -> None:
     assert result.rate == pytest.approx(4986.0)  # autobench's avg reply rate
     assert result.errors_total == 0
     assert result.latency_ms["avg"] == pytest.approx(1.1)
-    assert result.extra["connection_rate_per_s"] == pytest.approx(499.6)
-    assert result.extra["max_concurrent_connections"] == 54
+    assert result.figures.connection_rate_per_s == pytest.approx(499.6)
+    assert result.figures.max_concurrent_connections == 54
 
 
 def test_httperf_short_run_without_samples_uses_replies_over_duration() -> None:
@@ -118,7 +119,7 @@ def test_ab_length_failures_are_artefacts_when_bodies_vary() -> None:
     varying = parse_ab(text, body_length_varies=True)
     assert varying.errors_total == 0
     assert varying.replies == 2000
-    assert varying.extra["length_mismatches"] == 1999
+    assert varying.figures.length_mismatches == 1999
     fixed = parse_ab(text, body_length_varies=False)
     assert fixed.errors["length"] == 1999
     assert fixed.replies == 1
@@ -148,7 +149,7 @@ def test_siege_json_report() -> None:
     assert result.replies == 10776
     assert result.duration_s == pytest.approx(2.26)
     assert result.latency_ms["avg"] == pytest.approx(60.0)
-    assert result.extra["megabytes_per_s"] == pytest.approx(0.12)
+    assert result.figures.megabytes_per_s == pytest.approx(0.12)
 
 
 def test_siege_4xx_are_status_errors() -> None:
@@ -167,8 +168,8 @@ def test_merge_adds_counts_and_weights_latency() -> None:
     errors_a = {"timeout": 1, "driver_fd_unavailable": 5}
     latency_a = {**no_latency(), "avg": 1.0, "max": 4.0}
     latency_b = {**no_latency(), "avg": 3.0, "max": 9.0}
-    a = DriverResult(100, 2.0, errors_a, latency_a, extra={"connections": 10})
-    b = DriverResult(300, 2.5, {"timeout": 2}, latency_b, extra={"connections": 30})
+    a = DriverResult(100, 2.0, errors_a, latency_a, figures=StepFigures(connections=10))
+    b = DriverResult(300, 2.5, {"timeout": 2}, latency_b, figures=StepFigures(connections=30))
     merged = merge_results([a, b])
     assert merged.replies == 400
     assert merged.errors == {"timeout": 3, "driver_fd_unavailable": 5}
@@ -177,7 +178,7 @@ def test_merge_adds_counts_and_weights_latency() -> None:
     assert merged.latency_ms["avg"] == pytest.approx(2.5)
     assert merged.latency_ms["max"] == 9.0
     assert merged.rate == pytest.approx(100 / 2.0 + 300 / 2.5)
-    assert merged.extra == {"processes": 2, "connections": 40}
+    assert merged.figures == StepFigures(processes=2, connections=40)
 
 
 # -- oha ---------------------------------------------------------------------------------
@@ -197,8 +198,8 @@ def test_oha_clean_step_reads_both_latencies_from_its_request_log() -> None:
     )
     assert result.replies == 999 and result.errors_total == 0
     assert result.rate == pytest.approx(999.0)
-    assert result.extra["schedule_error"] == pytest.approx(-0.001)
-    assert result.extra["max_in_flight"] <= 20
+    assert result.figures.schedule_error == pytest.approx(-0.001)
+    assert result.figures.max_in_flight <= 20
     # the histogram's percentiles agree with oha's own (from the intended send) to 3 %
     report = json.loads(STORING.sub("", captured("oha_ok.txt")))
     assert result.latency_ms["p50"] == pytest.approx(
@@ -249,7 +250,7 @@ def test_oha_h2_deadline_aborts_are_its_own_not_the_servers() -> None:
         connections=4,
     )
     assert result.replies == 200 and result.errors_total == 0
-    assert result.extra["aborted_at_deadline"] == 3
+    assert result.figures.aborted_at_deadline == 3
 
 
 def test_oha_error_messages_map_to_the_common_kinds() -> None:

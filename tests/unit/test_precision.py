@@ -29,14 +29,15 @@ from harness.run.precision import (
 )
 from model.errors import UserError
 from model.results import Case, Run, Summary, read_run, write_run
+from model.step_figures import figures_from_dict
 from tests.helpers import one_step_case
 from tests.unit.test_rounds_and_intervals import step
 
 
 def timed(achieved: float, per_s: list[float], **extra: object) -> object:
-    """A round step with its per-second replies (and any other extra)."""
+    """A round step with its per-second replies (and any other figures)."""
     one = step(achieved, flags=tuple(extra.pop("flags", ())))  # type: ignore[arg-type]
-    return dataclasses.replace(one, extra={"replies_per_s": per_s, **extra})
+    return dataclasses.replace(one, figures=figures_from_dict({"replies_per_s": per_s, **extra}))
 
 
 def test_the_half_width_is_a_share_of_the_mean() -> None:

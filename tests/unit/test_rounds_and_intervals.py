@@ -32,6 +32,7 @@ from harness.stats import (
 from model.errors import UserError
 from model.ramps import ConcurrencyRamp, RateRamp
 from model.results import Case, Step, Summary
+from model.step_figures import StepFigures
 from tests.helpers import one_step_case
 
 
@@ -158,7 +159,7 @@ def test_rounds_give_the_peak_its_mean_and_interval_and_keep_the_ramps_peak() ->
     assert (summary.rounds, summary.ramp_peak, summary.peak) == (3, 1500.0, 1100.0)
     assert summary.peak_ci is not None and summary.peak_ci[0] < 1100 < summary.peak_ci[1]
     assert summary.p99_at_peak_ci_ms == (5.0, 5.0)
-    assert [s.extra["round"] for s in measured.rounds] == [0, 1, 2]
+    assert [s.figures.round for s in measured.rounds] == [0, 1, 2]
 
 
 def test_contended_rounds_are_left_out_while_two_remain() -> None:
@@ -237,7 +238,7 @@ def test_tied_ramp_loads_are_tried_and_the_longer_readings_choose() -> None:
 def test_a_cases_trials_are_said_in_its_summary() -> None:
     case = ramp_case((50, 58_000.0), (200, 61_600.0))
     kept = dataclasses.replace(
-        step(62_514.0), offered=50, extra={"trials": [[50, 62_514.0], [200, 55_485.0]]}
+        step(62_514.0), offered=50, figures=StepFigures(trials=[[50, 62_514.0], [200, 55_485.0]])
     )
     rounds = [(0, one_step_case("gevent", kept, case.summary))]
     rounds += [

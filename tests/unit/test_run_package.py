@@ -14,6 +14,7 @@ from harness.run.connection_case import connection_summary, run_connection_case
 from harness.run.http_case import run_http_case
 from model.ramps import RAMP_KINDS, ConnectionRamp, RampStep
 from model.results import LATENCY_KEYS, Case, Step, Summary
+from model.step_figures import StepFigures
 
 
 def test_every_ramp_kind_has_a_case_kind() -> None:
@@ -86,7 +87,7 @@ def test_driver_bound_by_cpu_for_closed_loop_drivers() -> None:
 
 def test_driver_bound_by_offered_rate_for_busy_polling_drivers() -> None:
     def bound(rate: float | None) -> bool:
-        result = DriverResult(100, 1.0, {}, {}, extra={"connection_rate_per_s": rate})
+        result = DriverResult(100, 1.0, {}, {}, figures=StepFigures(connection_rate_per_s=rate))
         return is_driver_bound(
             driver(True),  # type: ignore[arg-type]
             result,
@@ -109,7 +110,7 @@ def held(open_now: int, rss: int, errors_in_step: int = 0) -> Step:
         error_rate=0.0,
         latency_ms=dict.fromkeys(LATENCY_KEYS),
         rss_max_bytes=rss,
-        extra={"open": open_now, "errors_in_step": errors_in_step},
+        figures=StepFigures(open=open_now, errors_in_step=errors_in_step),
     )
 
 

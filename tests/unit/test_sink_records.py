@@ -168,3 +168,10 @@ def test_durable_is_a_profile_setting_the_server_is_given() -> None:
     with SinkStore("file", durable=True) as store:
         assert store.server_args()[-1] == "--durable"
         assert store.describe()["durable"] is True
+
+
+def test_a_request_body_is_stored_as_utf8_text_with_bytes_that_are_not_replaced() -> None:
+    state = ServerState("test", "none")
+    stored = state.request_record("POST", "/log", {"X": "\xff"}, b"caf\xc3\xa9 \xff!")
+    assert stored["body"] == "café \ufffd!"
+    assert (stored["method"], stored["path"], stored["headers"]) == ("POST", "/log", {"X": "\xff"})

@@ -8,7 +8,10 @@ import pytest
 
 from servers import contract
 from servers.core.websocket import (
+    WS_LINGER_MAX_BYTES,
+    WS_LINGER_S,
     ClientFrameWatch,
+    LingerDrain,
     frame_header_error,
     peer_close_code_valid,
     websocket_close_code,
@@ -96,3 +99,11 @@ def test_a_header_declaring_more_than_the_limit_closes_1009_before_the_payload()
     ws.receive_data(ws_frame(0x1, b"", declared_length=2**31))
     [event] = ws.events()
     assert isinstance(event, CloseConnection) and event.code == 1009
+
+
+def test_a_linger_ends_once_enough_was_dropped_or_its_time_is_up() -> None:
+    linger = LingerDrain(started_s=100.0)
+    assert linger.drop(WS_LINGER_MAX_BYTES - 1)
+    assert not linger.drop(1)
+    assert linger.remaining_s(100.0) == WS_LINGER_S
+    assert linger.remaining_s(100.0 + WS_LINGER_S) <= 0

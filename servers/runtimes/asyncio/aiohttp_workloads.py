@@ -25,7 +25,8 @@ def add_workload_routes(
     closed: Callable[[web.Request], web.Response],
 ) -> None:
     """Add the workload routes to `app`, after the studies' (`/` is matched first);
-    `too_large` answers 413 and closes, `closed` closes at once (aiohttp.py's)."""
+    `too_large` answers 413 and closes, `closed` closes at once
+    (servers.frameworks.aiohttp.routes)."""
 
     async def json_route(request: web.Request) -> web.Response:
         state.requests += 1

@@ -42,14 +42,14 @@ from servers import contract
 from servers.core import memcache, static
 from servers.core.backends import BackendUnavailable
 from servers.core.framing import framing_error
+from servers.core.shutdown import WS_SHUTDOWN_REASON
 from servers.core.sinks import SinkUnavailable
 from servers.core.state import ServerState
 from servers.core.websocket import (
-    WS_LINGER_MAX_BYTES,
-    WS_LINGER_S,
-    websocket_close_code,
+    LingerDrain,
     websocket_handshake_status,
 )
+from servers.core.ws_messages import take_message
 from servers.runtimes.green.backends import GreenBackends, read_file
 from servers.runtimes.green.deadlines import ClientDeadlines, ClientTimeout
 from servers.runtimes.green.workloads import workload_routes
@@ -298,11 +298,8 @@ class GreenApp:
                 # is no record (gevent raises instead, caught above).
                 return refuse(environ, start_response, 400)
             method = environ["REQUEST_METHOD"]
-            record = state.make_record(
-                method,
-                environ["PATH_INFO"],
-                connection.request_headers(environ),
-                body.decode("utf-8", "replace"),
+            record = state.request_record(
+                method, environ["PATH_INFO"], connection.request_headers(environ), body
             )
             try:
                 sink.store_and_wait(record)  # blocks this green thread only
@@ -583,7 +580,7 @@ class WebSocketSession:
         # If the session is sending right now, it sees the flag before its next read.
         if self._send_lock.acquire(blocking=False):
             try:
-                self._close_locked(contract.WS_CLOSE_GOING_AWAY, "server shutdown")
+                self._close_locked(contract.WS_CLOSE_GOING_AWAY, WS_SHUTDOWN_REASON)
             except OSError:
                 pass
             finally:
@@ -603,7 +600,7 @@ class WebSocketSession:
         yield_at = time.monotonic() + _YIELD_EVERY_S
         while ws.state is not ConnectionState.CLOSED:
             if self._going_away and ws.state is ConnectionState.OPEN:
-                self._close(contract.WS_CLOSE_GOING_AWAY, "server shutdown")
+                self._close(contract.WS_CLOSE_GOING_AWAY, WS_SHUTDOWN_REASON)
             if ws.state is ConnectionState.LOCAL_CLOSING:
                 # Waiting for the client's close frame: bounded, whatever it still sends.
                 if closing_deadline is None:
@@ -639,21 +636,10 @@ class WebSocketSession:
                     text = parts[0] if len(parts) == 1 else "".join(parts)
                     parts.clear()
                     size = 0
-                    close_code = websocket_close_code(text)
-                    if close_code is None:
-                        state.messages += 1
-                        taken = self._sink.store(
-                            state.make_record(
-                                contract.WEBSOCKET_RECORD_METHOD,
-                                contract.ROUTE_WEBSOCKET,
-                                {},
-                                text,
-                            )
-                        )
-                        if not taken:  # the sink's queue is full: counted in sink_errors
-                            self._close(contract.WS_CLOSE_TRY_AGAIN_LATER, "sink busy")
-                    else:
-                        state.bad += 1
+                    close_code = take_message(state, self._sink, text)
+                    if close_code == contract.WS_CLOSE_TRY_AGAIN_LATER:
+                        self._close(close_code, "sink busy")
+                    elif close_code is not None:
                         self._close(close_code)
                 elif isinstance(event, BytesMessage):
                     if ws.state is ConnectionState.OPEN:
@@ -684,11 +670,10 @@ class WebSocketSession:
         resets the connection, and over TLS the reset cost clients the 1009)."""
         # On an SSL socket this drops TLS (no close_notify): what is drained is not read.
         self._sock.shutdown(socket.SHUT_WR)
-        deadline = time.monotonic() + WS_LINGER_S
+        linger = LingerDrain(time.monotonic())
         yield_at = time.monotonic() + _YIELD_EVERY_S
-        drained_bytes = 0
-        while drained_bytes < WS_LINGER_MAX_BYTES:
-            remaining_s = deadline - time.monotonic()
+        while True:
+            remaining_s = linger.remaining_s(time.monotonic())
             if remaining_s <= 0:
                 return
             self._sock.settimeout(remaining_s)
@@ -697,9 +682,8 @@ class WebSocketSession:
             except BlockingIOError:  # eventlet's SSL socket, TLS dropped, does not wait
                 select.select([self._sock], [], [], remaining_s)
                 continue
-            if not data:
+            if not data or not linger.drop(len(data)):
                 return
-            drained_bytes += len(data)
             if time.monotonic() >= yield_at:  # a client sending without pause starves none
                 yield_at = _yield_to_the_loop()
 

@@ -2,7 +2,7 @@
 Resources in the site's tree, the wait on the reactor's own timer (`callLater`).
 
 `/upload`: twisted.web hands a Resource the whole body (`request.content`, which
-servers.frameworks.twisted.ContractRequest keeps in memory within the contract's limit and
+servers.frameworks.twisted.h1.ContractRequest keeps in memory within the contract's limit and
 refuses past it, as it arrives): the count is its length. That is twisted.web's idiom;
 it has no streaming body for a Resource.
 """
