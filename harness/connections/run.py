@@ -21,6 +21,7 @@ from harness.connections.closing import first_closing_t, follow_closing
 from harness.connections.machine import (
     BeginStep,
     EndAgents,
+    FinishStep,
     RampMachine,
     RampSample,
     RampState,
@@ -126,7 +127,7 @@ def run_connection_ramp(
             elif isinstance(action, BeginStep):
                 on_step(action.index, action.target)
                 monitor.begin_step(action.index)
-            else:
+            elif isinstance(action, FinishStep):
                 step = hold_step(
                     targets[action.index].offered, action.start, action.end, monitor=monitor,
                     server=server, baseline_rss_bytes=baseline_rss_bytes, until=action.until,
