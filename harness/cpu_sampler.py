@@ -9,12 +9,19 @@ hardware PMU is exposed (a VM), and samples only what runs on a CPU.
 The sampler runs on the load's CPUs (taskset), never the server's; its own CPU seconds
 (user + system, read from its exit's rusage) are kept, and a sampler that cannot attach
 says why in one line (`error`) instead of failing the case.
+
+py-spy is waited for until it says it samples (or exits), not for a fixed time: with
+native frames it checks that it can read a whole stack before it starts, and on a
+greenlet server (eventlet) under load that check fails often enough for its few retries
+to run out after a second or more; it then exits, and is started again without native
+frames. Each attempt keeps its own log.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -29,7 +36,10 @@ from drivers.processes import spawn
 from model.stacks import Folded, fold_perf_script, merged, parse_pyspy_raw
 
 SAMPLE_RATE_HZ = 99
-ATTACH_WAIT_S = 1.0  # py-spy and perf attach in well under this; a failure shows by then
+ATTACH_WAIT_S = 1.0  # perf attaches in well under this (it says nothing when it has)
+PYSPY_ATTACH_TIMEOUT_S = 20.0  # py-spy with native frames on a loaded machine: seconds
+PYSPY_SAMPLING = "Sampling process"  # py-spy's line once it has attached and samples
+PYSPY_COUNTS = re.compile(r"Samples: (?P<samples>\d+) Errors: (?P<errors>\d+)")
 STOP_WAIT_S = 15.0
 PMU_DEVICE = Path("/sys/bus/event_source/devices/cpu")
 
@@ -128,21 +138,41 @@ class CpuSampler:
             retries = [
                 (argv, pid) for argv, pid in commands if Path(argv[-1]) in {o for _, o in failed}
             ]
-            self._launch([([a for a in argv if a != "--native"], pid) for argv, pid in retries])
+            without = [([a for a in argv if a != "--native"], pid) for argv, pid in retries]
+            self._launch(without, log_suffix="-without-native")
         for process, _ in self.processes:
             if process.poll() is not None:
                 self.error = f"{self.sampler} could not attach: {self._log_tail(process)}"
 
-    def _launch(self, commands: list[tuple[list[str], int]]) -> None:
-        """Start each sampler command (its output after `-o`), then wait for them to attach."""
+    def _launch(self, commands: list[tuple[list[str], int]], log_suffix: str = "") -> None:
+        """Start each sampler command (its output after `-o`), then wait for them to attach
+        (each log `<sampler>-<pid><log_suffix>.log`)."""
+        started = []
         for argv, pid in commands:
             output = Path(argv[argv.index("-o") + 1])
-            log_path = self.out_dir / f"{self.sampler}-{pid}.log"
+            log_path = self.out_dir / f"{self.sampler}-{pid}{log_suffix}.log"
             with log_path.open("wb") as log:  # spawn: it dies with the harness, as every child
                 process = spawn(self._command(argv), stdout=log, stderr=log)
             self.processes.append((process, output))
             self.logs[process.pid] = log_path
-        time.sleep(ATTACH_WAIT_S)
+            started.append(process)
+        if self.sampler != "py-spy":
+            time.sleep(ATTACH_WAIT_S)
+            return
+        deadline = time.monotonic() + PYSPY_ATTACH_TIMEOUT_S
+        while time.monotonic() < deadline and not all(
+            process.poll() is not None or PYSPY_SAMPLING in self._log_text(process)
+            for process in started
+        ):
+            time.sleep(0.05)
+
+    def _log_text(self, process: subprocess.Popen[bytes]) -> str:
+        """What `process` has written to its log so far ("" when there is none)."""
+        log = self.logs.get(process.pid)
+        try:
+            return log.read_text(errors="replace") if log is not None else ""
+        except OSError:
+            return ""
 
     def _pyspy(self, program: str, pid: int, output: Path) -> list[str]:
         rate = str(SAMPLE_RATE_HZ)
@@ -150,12 +180,7 @@ class CpuSampler:
         return [program, "record", "--format", "raw", "-r", rate, "--pid", str(pid), *options]
 
     def _log_tail(self, process: subprocess.Popen[bytes]) -> str:
-        log = self.logs.get(process.pid)
-        try:
-            text = log.read_text(errors="replace") if log is not None else ""
-            lines = [line for line in text.splitlines() if line.strip()]
-        except OSError:
-            lines = []
+        lines = [line for line in self._log_text(process).splitlines() if line.strip()]
         errors = [line for line in lines if line.lstrip().startswith("Error")]
         if errors:  # py-spy's own message, before its backtrace
             return errors[0].strip()
@@ -179,10 +204,25 @@ class CpuSampler:
                 "no native frames (they failed here)" if self.without_native else "native frames"
             )
             result.note = f"py-spy (99 Hz; {frames}, idle frames left out, subprocesses)"
+            lost = self._pyspy_lost()
+            if lost:
+                result.note += f"; {lost}"
         if result.error is None and not result.folded:
             result.error = f"{self.sampler} gave no samples: {self._log_tail(self.processes[0][0])}"
         self.result = result
         return result
+
+    def _pyspy_lost(self) -> str | None:
+        """How many of py-spy's samples it could not read (its last line says), if any:
+        those stacks are missing from the split (a greenlet's, most often)."""
+        samples = errors = 0
+        for process, _ in self.processes:
+            for match in PYSPY_COUNTS.finditer(self._log_text(process)):
+                samples += int(match["samples"])
+                errors += int(match["errors"])
+        if not errors:
+            return None
+        return f"{errors} of {samples} samples could not be read"
 
     def _read(self, output: Path) -> Folded:
         if not output.exists():

@@ -9,9 +9,10 @@ The categories:
   other system-call wrappers a stack ends in (a sample taken in a system call ends there);
 - runtime: the language's machinery — the CPython interpreter and its GC (libpython), the
   standard library's event loop and selectors (asyncio, selectors, ssl's wrappers),
-  uvloop, gevent's hub, Twisted's reactor, libev, V8 and Node's own code, the Ruby VM;
+  uvloop, gevent's hub, Twisted's reactor, libev, V8 and Node's own code, the Ruby VM,
+  and this project's own hub, reactor and loop runner (servers/runtimes);
 - framework: the framework's own code (its package's paths; nginx's own binary);
-- handler: this project's servers/ code — the handlers and the sinks (servers.core.sinks);
+- handler: this project's other servers/ code — the handlers and the sinks;
 - other: everything else — other libraries, OpenSSL, frames no rule names.
 
 A stack's category is decided by its leaf if that is kernel; else by its innermost frame
@@ -68,10 +69,13 @@ FRAMEWORK_MODULES = re.compile(r"^nginx$")
 RUNTIME_PACKAGES = frozenset(
     {*sys.stdlib_module_names, "uvloop", "greenlet", "node:internal", "internal", "node:"}
 )
-# parts of a framework that are its event loop: runtime, not framework
+# parts of a framework that are its event loop: runtime, not framework; and this
+# project's own event-loop glue (a bounded epoll hub, reactor or loop runner: a py-spy
+# stack without native frames ends in its poll), not handler
 RUNTIME_PATHS = re.compile(
     r"^gevent/(hub|_hub|libev|libuv|_ffi|_greenlet|_abstract_linkable|_hub_local)|"
-    r"^twisted/internet/|^eventlet/hubs/|^tornado/(ioloop|platform/asyncio)"
+    r"^twisted/internet/|^eventlet/hubs/|^tornado/(ioloop|platform/asyncio)|"
+    r"^servers/runtimes/(green/eventlet_hub|twisted/reactor|asyncio/loop)\.py"
 )
 HANDLER_PACKAGES = frozenset({"servers"})  # this project's servers: handlers and sinks
 # a framework's own packages (its name when not listed)

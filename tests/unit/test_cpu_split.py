@@ -108,6 +108,9 @@ def test_sampled_figure_is_samples_times_period_over_replies() -> None:
         ("/usr/lib/python3.11/selectors.py:468", "tornado", "runtime"),
         ("<frozen runpy>:88", "tornado", "runtime"),
         ("psutil/_common.py:682", "aiohttp", "other"),
+        ("servers/runtimes/green/eventlet_hub.py:25", "eventlet", "runtime"),
+        ("/work/x/servers/runtimes/twisted/reactor.py:40", "twisted", "runtime"),
+        ("servers/runtimes/green/app.py:25", "eventlet", "handler"),
     ],
 )
 def test_source_rules(path: str, framework: str, category: str) -> None:
