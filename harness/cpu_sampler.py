@@ -3,8 +3,9 @@
 Python servers are sampled with py-spy (`record --format raw`: collapsed stacks, native
 frames, idle frames left out, its subprocesses too), the others (nginx, Node, Ruby) with
 `perf record -F 99 -e cpu-clock -g` on every process of the tree, folded from `perf
-script` by model.stacks. cpu-clock is the kernel's software timer: it works where no
-hardware PMU is exposed (a VM), and samples only what runs on a CPU.
+script` by model.stacks (Node's JS frames named from the symbol map a server started for
+the round writes: sampled_server_environment). cpu-clock is the kernel's software timer:
+it works where no hardware PMU is exposed (a VM), and samples only what runs on a CPU.
 
 The sampler runs on the load's CPUs (taskset), never the server's; its own CPU seconds
 (user + system, read from its exit's rusage) are kept, and a sampler that cannot attach
@@ -33,7 +34,7 @@ from pathlib import Path
 import psutil
 
 from drivers.processes import spawn
-from model.stacks import Folded, fold_perf_script, merged, parse_pyspy_raw
+from model.stacks import Folded, PerfMap, fold_perf_script, merged, parse_perf_map, parse_pyspy_raw
 
 SAMPLE_RATE_HZ = 99
 ATTACH_WAIT_S = 1.0  # perf attaches in well under this (it says nothing when it has)
@@ -42,6 +43,11 @@ PYSPY_SAMPLING = "Sampling process"  # py-spy's line once it has attached and sa
 PYSPY_COUNTS = re.compile(r"Samples: (?P<samples>\d+) Errors: (?P<errors>\d+)")
 STOP_WAIT_S = 15.0
 PMU_DEVICE = Path("/sys/bus/event_source/devices/cpu")
+# a server started for a profiled round: Node writes its JIT's symbol map for perf
+# (/tmp/perf-PID.map, functions only) and runs interpreted functions in native frames of
+# their own, so its JS frames have names; a normal round's server pays for neither
+NODE_PROFILED_OPTIONS = "--perf-basic-prof-only-functions --interpreted-frames-native-stack"
+PERF_MAP = re.compile(r"\((?P<path>/tmp/perf-\d+\.map)\)$", re.MULTILINE)
 
 
 @dataclass
@@ -76,6 +82,13 @@ def process_tree(root_pids: list[int]) -> list[int]:
         except psutil.Error:
             continue
     return sorted(set(pids))
+
+
+def sampled_server_environment() -> dict[str, str]:
+    """What a server started for a profiled round gets in its environment (the harness's
+    own NODE_OPTIONS kept): named JS frames for perf (NODE_PROFILED_OPTIONS)."""
+    options = [os.environ.get("NODE_OPTIONS", "").strip(), NODE_PROFILED_OPTIONS]
+    return {"NODE_OPTIONS": " ".join(filter(None, options))}
 
 
 def clock_note() -> str:
@@ -237,7 +250,23 @@ class CpuSampler:
             errors="replace",
             check=False,
         )
-        return fold_perf_script(script.stdout)
+        return fold_perf_script(script.stdout, self._perf_maps(script.stdout))
+
+    def _perf_maps(self, script: str) -> dict[str, PerfMap]:
+        """The JIT symbol maps the sampled processes wrote (Node's, named by `perf
+        script`), read; each moved beside the samples (a server's map would otherwise stay
+        in /tmp after it, one per profiled round)."""
+        maps: dict[str, PerfMap] = {}
+        for path in sorted({match["path"] for match in PERF_MAP.finditer(script)}):
+            source = Path(path)
+            try:
+                text = source.read_text(errors="replace")
+            except OSError:
+                continue
+            (self.out_dir / source.name).write_text(text)
+            source.unlink(missing_ok=True)
+            maps[path] = parse_perf_map(text)
+        return maps
 
 
 def _interrupt_and_reap(process: subprocess.Popen[bytes]) -> float:

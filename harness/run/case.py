@@ -35,6 +35,7 @@ from drivers.processes import set_load_cgroup_procs
 from harness import affinity as cpu_affinity
 from harness.cgroups.files import CgroupReading
 from harness.cgroups.groups import Cgroup
+from harness.cpu_sampler import sampled_server_environment
 from harness.monitor import Monitor
 from harness.negotiation import not_negotiated, on_trial
 from harness.run.analysis import oom_reason
@@ -310,6 +311,8 @@ def _run_in_cgroup(
             protocol=ctx.protocol,
             certificates=run.certificates,
             cgroup=group,
+            # a profiled round's server names its JIT's frames for the sampler
+            environment=sampled_server_environment() if run.step_sampler else None,
         )
     except UserError as error:
         model, protocol = ctx.process_model, ctx.protocol

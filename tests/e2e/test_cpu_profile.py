@@ -1,9 +1,10 @@
 """--cpu-profile end to end: a smoke compare of aiohttp and eventlet (py-spy; eventlet's
-greenlets defeat its native frames, so it is sampled without) and nginx (perf on the
-software clock) gets one more, sampled round per case, kept out of the intervals; each
-case's CPU µs/request split by category, the parts summing to it, the sampler's own CPU
-beside it, the stacks kept as profile.folded and listed in FILES.md; and a server given
-as a command that spends its requests in one function has that function on top."""
+greenlets defeat its native frames, so it is sampled without), nginx and node-express
+(perf on the software clock; Node started to name its JS frames for it) gets one more,
+sampled round per case, kept out of the intervals; each case's CPU µs/request split by
+category, the parts summing to it, the sampler's own CPU beside it, the stacks kept as
+profile.folded and listed in FILES.md; and a server given as a command that spends its
+requests in one function has that function on top."""
 
 from __future__ import annotations
 
@@ -20,10 +21,10 @@ from tests.helpers import harness, require_tools
 
 
 def test_a_smoke_compare_splits_each_servers_cpu_per_request(tmp_path: Path) -> None:
-    require_tools("wrk", "nginx", "py-spy", "perf")
+    require_tools("wrk", "nginx", "node", "py-spy", "perf")
     markdown = tmp_path / "run.md"
     done = harness(
-        "compare", "--frameworks", "aiohttp,eventlet,nginx", "--profile", "smoke",
+        "compare", "--frameworks", "aiohttp,eventlet,nginx,node-express", "--profile", "smoke",
         "--cpu-profile", "--results", str(tmp_path / "runs"), "--markdown", str(markdown),
         timeout_s=300,
     )  # fmt: skip
@@ -48,10 +49,15 @@ def test_a_smoke_compare_splits_each_servers_cpu_per_request(tmp_path: Path) -> 
         folded = parse_folded((run_dir / profile["file"]).read_text())
         assert total_samples(folded) == profile["samples"] > 0
         assert profile["file"].endswith("profiled-round/profile.folded")
-    assert samplers == {"aiohttp": "py-spy", "eventlet": "py-spy", "nginx": "perf"}
+    assert samplers == {
+        "aiohttp": "py-spy", "eventlet": "py-spy", "nginx": "perf", "node-express": "perf"
+    }  # fmt: skip
     nginx = next(c for c in run.cases if c.framework == "nginx").summary.cpu_profile
     assert "software cpu-clock" in nginx["note"]
     assert nginx["parts_us"]["kernel"] > nginx["parts_us"]["handler"]
+    express = next(c for c in run.cases if c.framework == "node-express").summary.cpu_profile
+    assert express["parts_us"]["framework"] > 0  # JS frames named: Express, Node's HTTP
+    assert any(".js)" in f["frame"] for f in express["top_frames"]), express["top_frames"]
     assert "profile.folded" in (run_dir / "FILES.md").read_text()
     assert "CPU per request: where the µs go" in done.stdout
     assert "**CPU per request**" in markdown.read_text()
