@@ -5,11 +5,13 @@ boards' workloads (`/json`, `/plaintext`, `/delay/{ms}`, `/upload`, `/json-comp`
 
 Written in Starlette's idiom; what must be identical to our servers is reused: the
 counters and records (servers.core.state), the sinks (servers.runtimes.asyncio.sinks:
-the file sink's batching on a worker thread, pymongo's async client), the WebSocket
-rules (servers.core.websocket). The server does the HTTP parsing and the WebSocket
-framing (uvicorn: httptools and websockets' sans-I/O protocol; Granian: hyper and
-tungstenite); one contract rule httptools does not keep is kept here: headers over
-`MAX_HEADER_BYTES` are refused with 431 (httptools takes 200 kB of them).
+the file sink's batching on a worker thread, pymongo's async client), the body limit
+(servers.core.body_limit), the WebSocket rules (servers.core.websocket,
+servers.core.ws_messages) and the workloads' (servers.core.workloads). The server does
+the HTTP parsing and the WebSocket framing (uvicorn: httptools and websockets' sans-I/O
+protocol; Granian: hyper and tungstenite); one contract rule httptools does not keep is
+kept here: headers over `MAX_HEADER_BYTES` are refused with 431 (httptools takes 200 kB
+of them).
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -30,8 +31,16 @@ from servers import contract
 from servers.contenders.environment import options_from_environment
 from servers.contenders.state import process_state
 from servers.core import workloads
+from servers.core.body_limit import (
+    TOO_LARGE_BODY,
+    TOO_LARGE_STATUS,
+    BodyCounter,
+    declared_too_large,
+)
 from servers.core.sinks import SinkUnavailable
-from servers.core.websocket import websocket_close_code, websocket_handshake_status
+from servers.core.state import ServerState
+from servers.core.websocket import websocket_handshake_status
+from servers.core.ws_messages import take_message
 from servers.runtimes.asyncio.sinks import AsyncSink, open_async_sink
 
 MAX_HEADER_BYTES = 64 * 1024  # aiohttp's and Node's order of magnitude
@@ -51,6 +60,11 @@ def _plain(status: int, body: bytes, **headers: str) -> Response:
     return Response(body, status_code=status, media_type=TEXT, headers=headers or None)
 
 
+def _too_large() -> Response:
+    """413, then close: the rest of the body is not read."""
+    return _plain(TOO_LARGE_STATUS, TOO_LARGE_BODY, connection="close")
+
+
 async def text(request: Request) -> Response:
     return Response(contract.TEXT_BODY, media_type=TEXT)
 
@@ -62,21 +76,17 @@ async def counter(request: Request) -> Response:
 
 async def log(request: Request) -> Response:
     declared = request.headers.get("content-length")
-    if declared is not None and int(declared) > contract.LOG_MAX_BODY_BYTES:
-        return _plain(413, b"413: Request Entity Too Large", connection="close")  # unread
+    if declared_too_large(int(declared) if declared is not None else None):
+        return _too_large()  # unread
     chunks: list[bytes] = []
-    size = 0
+    counter = BodyCounter()
     async for chunk in request.stream():
-        size += len(chunk)
-        if size > contract.LOG_MAX_BODY_BYTES:  # a chunked body past the limit
-            return _plain(413, b"413: Request Entity Too Large", connection="close")
+        if not counter.take(len(chunk)):  # a chunked body past the limit
+            return _too_large()
         chunks.append(chunk)
     state = process_state()
-    record = state.make_record(
-        request.method,
-        request.url.path,
-        dict(request.headers),
-        b"".join(chunks).decode("utf-8", "replace"),
+    record = state.request_record(
+        request.method, request.url.path, dict(request.headers), b"".join(chunks)
     )
     assert _sink is not None
     try:
@@ -108,23 +118,21 @@ async def json_comp(request: Request) -> Response:
 async def delay(request: Request) -> Response:
     delay_ms = workloads.delay_ms(request.path_params["ms"])
     if delay_ms is None:
-        return _plain(contract.BAD_REQUEST_STATUS, b"400: Bad Request")
+        return _plain(contract.BAD_REQUEST_STATUS, workloads.DELAY_REFUSAL_BODY)
     await asyncio.sleep(delay_ms / 1000)  # the server's own loop's timer
     return Response(b"%d" % delay_ms, media_type=TEXT)
 
 
 async def upload(request: Request) -> Response:
     """`POST /upload`: the body streamed in, counted and dropped; over the limit 413."""
-    too_big = b"413: Request Entity Too Large"
     declared = request.headers.get("content-length")
     if workloads.upload_refusal(int(declared) if declared else None) is not None:
-        return _plain(413, too_big, connection="close")  # unread
-    body_bytes = 0
+        return _too_large()  # unread
+    counter = workloads.upload_counter()
     async for chunk in request.stream():
-        body_bytes += len(chunk)
-        if body_bytes > contract.UPLOAD_MAX_BODY_BYTES:  # a chunked body
-            return _plain(413, too_big, connection="close")
-    return Response(workloads.upload_reply(body_bytes), media_type=TEXT)
+        if not counter.take(len(chunk)):  # a chunked body
+            return _too_large()
+    return Response(workloads.upload_reply(counter.received_bytes), media_type=TEXT)
 
 
 WORKLOAD_ROUTES = [
@@ -156,8 +164,8 @@ async def websocket(ws: WebSocket) -> None:
         state.connection_closed()
 
 
-async def _session(ws: WebSocket, state: Any) -> None:
-    """Each text message judged and stored; anything else closes with its code."""
+async def _session(ws: WebSocket, state: ServerState) -> None:
+    """Each message judged and stored (take_message) until one earns a close."""
     assert _sink is not None
     while True:
         try:
@@ -167,24 +175,16 @@ async def _session(ws: WebSocket, state: Any) -> None:
         if message["type"] == "websocket.disconnect":
             return
         data = message.get("text")
-        if data is None:
-            code: int | None = contract.WS_CLOSE_UNSUPPORTED_DATA
-        elif len(data) > MAX_MESSAGE // 4 and _utf8_size(data) > MAX_MESSAGE:
+        if data is not None and len(data) > MAX_MESSAGE // 4 and _utf8_size(data) > MAX_MESSAGE:
             # Granian's WebSocket (tungstenite) takes messages up to 64 MiB and has no
             # option for less: the limit is judged here, on the whole message
-            code = contract.WS_CLOSE_TOO_BIG
-        else:
-            code = websocket_close_code(data)
-        if code is not None:
             state.bad += 1
-            await ws.close(code)
-            return
-        state.messages += 1
-        record = state.make_record(
-            contract.WEBSOCKET_RECORD_METHOD, contract.ROUTE_WEBSOCKET, {}, data
-        )
-        if not _sink.store(record):  # the sink's queue is full: counted in sink_errors
-            await ws.close(contract.WS_CLOSE_TRY_AGAIN_LATER)
+            close_code: int | None = contract.WS_CLOSE_TOO_BIG
+        else:  # a binary message (bytes) earns its 1003 there
+            binary = message.get("bytes") or b""
+            close_code = take_message(state, _sink, data if data is not None else binary)
+        if close_code is not None:
+            await ws.close(close_code)
             return
 
 

@@ -4,8 +4,9 @@
 gunicorn parses HTTP (its parser refuses ambiguous framing and oversized headers itself);
 gevent's monkey-patching (done by the worker before the app is imported) makes the sinks'
 blocking calls block one greenlet only. What must be identical to our servers is reused:
-the counters and records (servers.core.state), the green sinks (servers.runtimes.green.sinks:
-the file sink's writes on a real thread, pymongo on green sockets).
+the counters and records (servers.core.state), the body limit (servers.core.body_limit),
+the green sinks (servers.runtimes.green.sinks: the file sink's writes on a real thread,
+pymongo on green sockets).
 
 WSGI has no WebSocket, but gunicorn hands the app its connection (`gunicorn.socket`), as
 Flask-Sock and simple-websocket use it: `/ws` answers the handshake itself on that socket,
@@ -32,6 +33,7 @@ from gunicorn.workers.ggevent import GeventWorker
 from servers import contract
 from servers.contenders.environment import options_from_environment
 from servers.contenders.state import process_state
+from servers.core.body_limit import TOO_LARGE_BODY, TOO_LARGE_STATUS, declared_too_large
 from servers.core.sinks import SinkUnavailable
 from servers.runtimes.green.app import WebSocketSession, websocket_handshake
 from servers.runtimes.green.gevent_runtime import gevent_runtime
@@ -78,8 +80,18 @@ def _error(start_response: StartResponse, code: int) -> list[bytes]:
     return _answer(start_response, code, f"{code}: {HTTPStatus(code).phrase}".encode())
 
 
+def _too_large(start_response: StartResponse) -> list[bytes]:
+    """413, then close: the rest of the body is not read."""
+    return _refuse({}, start_response, TOO_LARGE_STATUS)
+
+
 def _refuse(environ: Environ, start_response: StartResponse, code: int) -> list[bytes]:
-    body = f"{code}: {HTTPStatus(code).phrase}".encode()
+    """`code`, then close. A 413's body is the contract's wherever Python's phrase for it
+    moved (3.13 calls it "Content Too Large")."""
+    if code == TOO_LARGE_STATUS:
+        body = TOO_LARGE_BODY
+    else:
+        body = f"{code}: {HTTPStatus(code).phrase}".encode()
     return _answer(start_response, code, body, extra=[("Connection", "close")])
 
 
@@ -155,12 +167,11 @@ def application(environ: Environ, start_response: StartResponse) -> Iterable[byt
 
 def _log(environ: Environ, start_response: StartResponse, method: str) -> Iterable[bytes]:
     declared = environ.get("CONTENT_LENGTH")
-    too_big = b"413: Request Entity Too Large"
-    if declared and int(declared) > contract.LOG_MAX_BODY_BYTES:
-        return _answer(start_response, 413, too_big, extra=[("Connection", "close")])
+    if declared_too_large(int(declared) if declared else None):
+        return _too_large(start_response)  # unread
     body = environ["wsgi.input"].read(contract.LOG_MAX_BODY_BYTES + 1)
-    if len(body) > contract.LOG_MAX_BODY_BYTES:  # a chunked body
-        return _answer(start_response, 413, too_big, extra=[("Connection", "close")])
+    if len(body) > contract.LOG_MAX_BODY_BYTES:  # a chunked body past the limit
+        return _too_large(start_response)
     headers = {
         key[5:].replace("_", "-").title(): value
         for key, value in environ.items()
@@ -170,8 +181,7 @@ def _log(environ: Environ, start_response: StartResponse, method: str) -> Iterab
         headers["Content-Type"] = environ["CONTENT_TYPE"]
     if declared:
         headers["Content-Length"] = declared
-    state = process_state()
-    record = state.make_record(method, contract.ROUTE_LOG, headers, body.decode("utf-8", "replace"))
+    record = process_state().request_record(method, contract.ROUTE_LOG, headers, body)
     try:
         worker_sink().store_and_wait(record)  # blocks this greenlet only
     except SinkUnavailable:

@@ -7,10 +7,13 @@ import gzip
 import json
 
 from servers import contract
+from servers.core.body_limit import TOO_LARGE_STATUS, BodyCounter, declared_too_large
 
 # Serialized once: the document is fixed; what the route costs is its compression.
 JSON_COMP_BODY = json.dumps(contract.JSON_COMP_DOCUMENT, separators=(",", ":")).encode()
 VARY = ("Vary", "Accept-Encoding")
+# The body of the 400 answering a `/delay/{ms}` segment that `delay_ms` refuses.
+DELAY_REFUSAL_BODY = b"400: Bad Request"
 
 
 def json_body() -> bytes:
@@ -50,10 +53,17 @@ def json_comp_body(gzipped: bool) -> bytes:
 
 def upload_refusal(declared_bytes: int | None) -> int | None:
     """413 when a declared Content-Length is over contract.UPLOAD_MAX_BODY_BYTES (before
-    any of the body is read), else None."""
-    if declared_bytes is not None and declared_bytes > contract.UPLOAD_MAX_BODY_BYTES:
-        return 413
+    any of the body is read), else None. Answered with servers.core.body_limit's body, and
+    the connection closed, as a `/log` body over its limit."""
+    if declared_too_large(declared_bytes, contract.UPLOAD_MAX_BODY_BYTES):
+        return TOO_LARGE_STATUS
     return None
+
+
+def upload_counter() -> BodyCounter:
+    """Counts an `/upload` body as it arrives (a chunked one has no declared length):
+    `take` is False once it is over contract.UPLOAD_MAX_BODY_BYTES (then 413, as above)."""
+    return BodyCounter(contract.UPLOAD_MAX_BODY_BYTES)
 
 
 def upload_reply(body_bytes: int) -> bytes:

@@ -23,3 +23,11 @@ def test_a_counted_body_is_refused_once_past_the_limit() -> None:
     assert counter.take(1)  # exactly the limit is taken
     assert not counter.take(1)
     assert counter.received_bytes == LIMIT + 1
+
+
+def test_another_limit_is_judged_by_the_same_rule() -> None:
+    assert declared_too_large(11, limit_bytes=10)
+    assert not declared_too_large(10, limit_bytes=10)
+    counter = BodyCounter(limit_bytes=10)
+    assert counter.take(10)
+    assert not counter.take(1)

@@ -66,6 +66,15 @@ def test_an_upload_over_the_limit_is_refused_before_it_is_read() -> None:
     assert max(contract.UPLOAD_SIZES_BYTES) <= contract.UPLOAD_MAX_BODY_BYTES
 
 
+def test_a_chunked_upload_is_counted_to_its_own_limit() -> None:
+    counter = workloads.upload_counter()
+    assert counter.take(contract.UPLOAD_MAX_BODY_BYTES)
+    assert not counter.take(1)
+    assert workloads.upload_reply(counter.received_bytes) == b"%d" % (
+        contract.UPLOAD_MAX_BODY_BYTES + 1
+    )
+
+
 def test_the_workload_scenarios_ask_for_what_their_boards_do() -> None:
     assert SCENARIOS["plaintext"].pipeline_depth == contract.PIPELINE_DEPTH == 16
     assert SCENARIOS["plaintext"].needs == {PIPELINING}

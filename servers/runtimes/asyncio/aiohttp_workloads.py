@@ -40,7 +40,8 @@ def add_workload_routes(
         state.requests += 1
         delay_ms = workloads.delay_ms(request.match_info["ms"])
         if delay_ms is None:
-            return web.Response(status=contract.BAD_REQUEST_STATUS, text="400: Bad Request")
+            refusal = workloads.DELAY_REFUSAL_BODY.decode()
+            return web.Response(status=contract.BAD_REQUEST_STATUS, text=refusal)
         await asyncio.sleep(delay_ms / 1000)
         return web.Response(body=b"%d" % delay_ms, content_type=TEXT)
 
@@ -48,16 +49,16 @@ def add_workload_routes(
         state.requests += 1
         if workloads.upload_refusal(request.content_length) is not None:
             return too_large()  # before any of the body is read
-        body_bytes = 0
+        counter = workloads.upload_counter()
         try:
             async with asyncio.timeout(body_timeout_s):
                 async for chunk in request.content.iter_any():
-                    body_bytes += len(chunk)
-                    if body_bytes > contract.UPLOAD_MAX_BODY_BYTES:  # a chunked body
+                    if not counter.take(len(chunk)):  # a chunked body
                         return too_large()
         except TimeoutError:  # the body missed its deadline
             return closed(request)
-        return web.Response(body=workloads.upload_reply(body_bytes), content_type=TEXT)
+        reply = workloads.upload_reply(counter.received_bytes)
+        return web.Response(body=reply, content_type=TEXT)
 
     async def json_comp(request: web.Request) -> web.Response:
         state.requests += 1

@@ -11,6 +11,7 @@ import tornado.web
 
 from servers import contract
 from servers.core import workloads
+from servers.core.body_limit import TOO_LARGE_BODY, TOO_LARGE_STATUS
 from servers.core.state import ServerState
 
 
@@ -58,7 +59,7 @@ class DelayHandler(_WorkloadHandler):
         delay_ms = workloads.delay_ms(segment)
         if delay_ms is None:
             self.set_status(contract.BAD_REQUEST_STATUS)
-            self.reply(contract.TEXT_CONTENT_TYPE, b"400: Bad Request")
+            self.reply(contract.TEXT_CONTENT_TYPE, workloads.DELAY_REFUSAL_BODY)
             return
         await tornado.gen.sleep(delay_ms / 1000)
         self.reply(contract.TEXT_CONTENT_TYPE, b"%d" % delay_ms)
@@ -70,7 +71,7 @@ class UploadHandler(_WorkloadHandler):
     the connection closed (a declared length before any of the body is read)."""
 
     def prepare(self) -> None:
-        self.body_bytes = 0
+        self.body_counter = workloads.upload_counter()
         # a single length is digits by now (tornado judges it once this returns)
         declared = self.request.headers.get("Content-Length", "")
         if workloads.upload_refusal(int(declared) if declared.isdigit() else None):
@@ -82,19 +83,19 @@ class UploadHandler(_WorkloadHandler):
     def data_received(self, chunk: bytes) -> None:
         if self._finished:
             return
-        self.body_bytes += len(chunk)
-        if self.body_bytes > contract.UPLOAD_MAX_BODY_BYTES:  # a chunked body
+        if not self.body_counter.take(len(chunk)):  # a chunked body
             self.too_large()
 
     def too_large(self) -> None:
-        self.set_status(413)
+        self.set_status(TOO_LARGE_STATUS)
         self.set_header("Connection", "close")
-        self.reply(contract.TEXT_CONTENT_TYPE, b"413: Request Entity Too Large")
+        self.reply(contract.TEXT_CONTENT_TYPE, TOO_LARGE_BODY)
 
     def post(self) -> None:
         if self._finished:  # refused 413 already
             return
-        self.reply(contract.TEXT_CONTENT_TYPE, workloads.upload_reply(self.body_bytes))
+        body_bytes = self.body_counter.received_bytes
+        self.reply(contract.TEXT_CONTENT_TYPE, workloads.upload_reply(body_bytes))
 
 
 def workload_handlers(context: dict[str, Any]) -> list[tuple[str, type, dict[str, Any]]]:

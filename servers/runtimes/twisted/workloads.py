@@ -78,7 +78,7 @@ class DelayResource(_Workload):
         delay_ms = workloads.delay_ms(segments[0].decode("latin-1")) if len(segments) == 1 else None
         if delay_ms is None:
             request.setResponseCode(contract.BAD_REQUEST_STATUS)
-            return self.reply(request, _TEXT, b"400: Bad Request")
+            return self.reply(request, _TEXT, workloads.DELAY_REFUSAL_BODY)
         timer = self.reactor.callLater(delay_ms / 1000, self._answer, request, delay_ms)
         request.notifyFinish().addErrback(lambda _: timer.active() and timer.cancel())
         return NOT_DONE_YET
