@@ -95,3 +95,29 @@ def test_a_sampler_that_cannot_attach_says_why_in_one_line(tmp_path: Path) -> No
     assert result.sampler == "perf" and not result.folded
     assert result.error is not None and result.error.startswith("perf could not attach: ")
     assert "\n" not in result.error
+
+
+def test_bench_http_profiles_ours_and_the_minimal_app_out_of_the_ratio(tmp_path: Path) -> None:
+    import json
+
+    require_tools("wrk", "py-spy")
+    done = harness(
+        "bench", "http", "--frameworks", "aiohttp", "--rounds", "2", "--precision", "0",
+        "--duration", "1", "--cpu-profile", "--json", "--results", str(tmp_path),
+        timeout_s=180,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    (row,) = json.loads(done.stdout)
+    assert row["rounds"] == 2 and len(row["ours_per_round"]) == 2  # the sampled runs apart
+    profiles = row["cpu_profile"]
+    assert set(profiles) == {"ours", "minimal"}
+    (run_dir,) = tmp_path.iterdir()
+    for app, profile in profiles.items():
+        assert profile["error"] is None, profile
+        assert profile["sampler"] == "py-spy" and profile["samples"] > 0
+        assert sum(profile["parts_us"].values()) == pytest.approx(
+            profile["cpu_us_per_req"], rel=0.01
+        )
+        assert profile["parts_us"]["framework"] > 0, (app, profile["top_frames"])
+        assert profile["file"] == f"aiohttp-h1-profiled/{app}/profile.folded"
+        assert (run_dir / profile["file"]).is_file()

@@ -286,3 +286,23 @@ def test_a_round_the_sampler_slowed_says_so() -> None:
     )
     assert slowed_note(7770.0, 8858.0) is None
     assert slowed_note(None, 8858.0) is None
+
+
+def test_bench_split_table_has_a_row_per_app_of_each_profiled_case() -> None:
+    from charts.cpu_tables import BENCH_CPU_SPLIT, bench_profiles
+    from model.bench import BenchCase, BenchFigure
+
+    record = _profiled_case("aiohttp", parse_pyspy_raw(PYSPY_RAW)).summary.cpu_profile
+    figure = BenchFigure("req_per_s", "higher", 0.95, (900.0,), (1000.0,), 0.9, None, "within")
+    profiled = BenchCase(
+        "aiohttp", None, "h1", 1, (figure,), {"cpu_profile": {"ours": record, "minimal": record}}
+    )
+    plain = BenchCase("tornado", None, "h1", 1, (figure,))
+    rendered = BENCH_CPU_SPLIT.render(bench_profiles([profiled, plain]), "compact")
+    assert [(row[0].text, row[1].text) for row in rendered.cells] == [
+        ("aiohttp", "ours"),
+        ("aiohttp", "minimal"),
+    ]
+    row = dict(zip(rendered.headers, (c.joined for c in rendered.cells[0]), strict=True))
+    assert row["CPU µs/req"] == "8.1" and row["sum (diff)"].startswith("8.1")
+    assert row["sampled µs/req"] == "9.28 (-3 %)"
