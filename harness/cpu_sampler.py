@@ -12,10 +12,11 @@ The sampler runs on the load's CPUs (taskset), never the server's; its own CPU s
 says why in one line (`error`) instead of failing the case.
 
 py-spy is waited for until it says it samples (or exits), not for a fixed time: with
-native frames it checks that it can read a whole stack before it starts, and on a
-greenlet server (eventlet) under load that check fails often enough for its few retries
-to run out after a second or more; it then exits, and is started again without native
-frames. Each attempt keeps its own log.
+native frames it checks that it can read a whole stack before it starts; on eventlet
+(whose hub runs in a greenlet: py-spy cannot merge the native and Python frames of a
+switched stack) that check fails, and its few retries run out only after a second or
+more on a loaded machine. It then exits and is started again without native frames. Each
+attempt keeps its own log.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -89,6 +90,20 @@ def sampled_server_environment() -> dict[str, str]:
     own NODE_OPTIONS kept): named JS frames for perf (NODE_PROFILED_OPTIONS)."""
     options = [os.environ.get("NODE_OPTIONS", "").strip(), NODE_PROFILED_OPTIONS]
     return {"NODE_OPTIONS": " ".join(filter(None, options))}
+
+
+def pyspy_lost(logs: Sequence[str]) -> str | None:
+    """How many samples the py-spy runs whose `logs` these are could not read (each says
+    on its last line), if any: those stacks are missing from the split (a greenlet's,
+    most often)."""
+    samples = errors = 0
+    for log in logs:
+        for match in PYSPY_COUNTS.finditer(log):
+            samples += int(match["samples"])
+            errors += int(match["errors"])
+    if not errors:
+        return None
+    return f"{errors} of {samples} samples could not be read"
 
 
 def clock_note() -> str:
@@ -217,25 +232,13 @@ class CpuSampler:
                 "no native frames (they failed here)" if self.without_native else "native frames"
             )
             result.note = f"py-spy (99 Hz; {frames}, idle frames left out, subprocesses)"
-            lost = self._pyspy_lost()
+            lost = pyspy_lost([self._log_text(process) for process, _ in self.processes])
             if lost:
                 result.note += f"; {lost}"
         if result.error is None and not result.folded:
             result.error = f"{self.sampler} gave no samples: {self._log_tail(self.processes[0][0])}"
         self.result = result
         return result
-
-    def _pyspy_lost(self) -> str | None:
-        """How many of py-spy's samples it could not read (its last line says), if any:
-        those stacks are missing from the split (a greenlet's, most often)."""
-        samples = errors = 0
-        for process, _ in self.processes:
-            for match in PYSPY_COUNTS.finditer(self._log_text(process)):
-                samples += int(match["samples"])
-                errors += int(match["errors"])
-        if not errors:
-            return None
-        return f"{errors} of {samples} samples could not be read"
 
     def _read(self, output: Path) -> Folded:
         if not output.exists():

@@ -306,3 +306,18 @@ def test_bench_split_table_has_a_row_per_app_of_each_profiled_case() -> None:
     row = dict(zip(rendered.headers, (c.joined for c in rendered.cells[0]), strict=True))
     assert row["CPU µs/req"] == "8.1" and row["sum (diff)"].startswith("8.1")
     assert row["sampled µs/req"] == "9.28 (-3 %)"
+
+
+def test_the_samples_py_spy_could_not_read_are_counted_over_its_runs() -> None:
+    from harness.cpu_sampler import pyspy_lost
+
+    ended = (
+        "py-spy> Sampling process 99 times a second. Press Control-C to exit.\n\n"
+        "py-spy> Stopped sampling because Control-C pressed\n"
+        "py-spy> Wrote raw flamegraph data to '/x/py-spy-7.txt'. Samples: {} Errors: {}\n"
+    )
+    assert pyspy_lost([ended.format(237, 91), ended.format(63, 0)]) == (
+        "91 of 300 samples could not be read"
+    )
+    assert pyspy_lost([ended.format(363, 0)]) is None
+    assert pyspy_lost(["Error: No python processes found in process 7"]) is None
