@@ -16,9 +16,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from harness.cpu_sampler import CpuSampler, SamplerResult
-from harness.run.analysis import combine_repeats
 from harness.run.context import RunContext
 from harness.run.outputs import case_folder
+from harness.run.peak import combine_repeats
 from harness.run.rounds import run_round
 from model.cpu_split import cpu_parts_us, sampled_us_per_req, split_stacks
 from model.results import Case
