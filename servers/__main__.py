@@ -34,8 +34,8 @@ from servers.frameworks import Worker
 from servers.workers import open_listeners, supervise
 
 
-def parse_options(argv: list[str]) -> ServerOptions:
-    """The contract's command line, as ServerOptions; a bad value exits with one line."""
+def argument_parser() -> argparse.ArgumentParser:
+    """The contract's command line: every option a server takes (docs/contract.md)."""
     parser = argparse.ArgumentParser(prog="python -m servers", description=__doc__)
     parser.add_argument("framework", choices=sorted(FRAMEWORKS))
     parser.add_argument("--host", default="127.0.0.1")
@@ -78,6 +78,12 @@ def parse_options(argv: list[str]) -> ServerOptions:
     )
     parser.add_argument("--tls-cert", help="PEM certificate chain (h1-tls, h2)")
     parser.add_argument("--tls-key", help="PEM private key (h1-tls, h2)")
+    return parser
+
+
+def parse_options(argv: list[str]) -> ServerOptions:
+    """The contract's command line, as ServerOptions; a bad value exits with one line."""
+    parser = argument_parser()
     args = parser.parse_args(argv)
     framework = FRAMEWORKS[args.framework]
     loop = args.loop or framework.loops[0]

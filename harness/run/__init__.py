@@ -2,22 +2,33 @@
 
 - plan.py: the Plan, run ids, default CPUs, the Reporter protocol
 - loop.py: `Runner`, the loop over cases that writes run.json after each
-- case.py: one case's lifecycle (start, verify, measure, stop) and CASE_KINDS, the case
-  kind for each ramp kind:
-  - http_case.py: HTTP steps (rate and concurrency ramps)
+- case.py: one case as a pipeline of phases (pipeline.py: the phases, `CaseEnd`, the
+  runner that releases what they opened on every path), each phase in its own module:
+  - case_prepare.py: prepare (can the framework run it; its folder and sink store)
+  - case_server.py: start and stop (the server in its cgroup, its monitor)
+  - case_verify.py: probe (what it negotiates, a command's routes) and verify
+  - case_measure.py: measure (CASE_KINDS, the case kind for each ramp kind), annotate,
+    reconcile
+  - case_state.py: what the phases find, and the outcome as the recorded Case
+  - http_case.py: HTTP steps (rate and concurrency ramps, the memcached scenario's), with
+    step_runners.py (who runs a step's load), step_records.py, step_cpu.py
   - connection_case.py: connection ramps (WebSocket scenarios, with harness.connections)
 - context.py: RunContext and CaseContext (frozen), Measured (what a case kind returns)
-- analysis.py: the peak, repeats combined, ratios to nginx, the driver-bound test
+- analysis.py: every figure below named in one place:
+  - bottleneck.py: what limited a step (noise, driver, server, quota, database)
+  - peak.py: the peak and what was measured there, the knee, repeats combined
+  - round_figures.py: confirmation rounds as figures, with their intervals
+  - ratios.py: ratios to nginx, the TLS tax
 - rounds.py: confirmation rounds at each peak, interleaved, to a precision when asked
 - precision.py: the precision's rules (stopping, round length, outlier rounds, the noise
   source), pure
-- ledger.py: nothing lost, the sink reconciled with what was acknowledged
+- ledger.py: nothing lost, the sink audited against what was acknowledged
 - outputs.py: steps.csv
 """
 
-from harness.run.analysis import combine_repeats, summarize, with_baseline_ratios
 from harness.run.case import CASE_KINDS
 from harness.run.loop import Runner
+from harness.run.peak import combine_repeats, summarize
 from harness.run.plan import (
     Plan,
     Reporter,
@@ -26,6 +37,7 @@ from harness.run.plan import (
     default_cpus,
     new_run_id,
 )
+from harness.run.ratios import with_baseline_ratios
 
 __all__ = [
     "CASE_KINDS",

@@ -22,9 +22,9 @@ from harness.connections import (
 )
 from harness.fleet.agents import FleetAgents
 from harness.monitor import Monitor
-from harness.run.analysis import summarize
 from harness.run.context import CaseContext, Measured
 from harness.run.ledger import count_before_load
+from harness.run.peak import summarize
 from harness.topology import Topology
 from model.figures import figure
 from model.ramps import ConnectionRamp

@@ -1,8 +1,11 @@
-"""HTTP steps (rate and concurrency ramps): the driver restarts for each step.
+"""HTTP steps (rate and concurrency ramps, and the memcached service's, which its driver
+speaks over the same steps): the driver restarts for each step.
 
 Warm up at the first step's load (not recorded), count the sink, then for each step run
 the driver with the monitor and the probe watching; a server that exits fails the case
-with the steps it finished.
+with the steps it finished. Who runs a step's load is in harness.run.step_runners, how a
+step is recorded in harness.run.step_records, its window's CPU readings in
+harness.run.step_cpu.
 """
 
 from __future__ import annotations
@@ -11,50 +14,78 @@ import dataclasses
 import os
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 from drivers import build_driver
-from drivers.base import Driver, DriverOptions, DriverOutputError, DriverResult, Target, run_step
+from drivers.base import Driver, DriverOutputError, DriverResult, Target
 from harness import affinity as cpu_affinity
 from harness.cpu_sampler import sampling
-from harness.fleet.steps import HostLost, run_fleet_step, split_evenly
+from harness.fleet.steps import HostLost
 from harness.monitor import Monitor, StepWindow, replies_per_second, step_stats
 from harness.probe import Probe
-from harness.run.analysis import (
+from harness.run.bottleneck import (
     behind_schedule,
     cpu_contended,
     cpu_us_per_req,
     database_bound_note,
     is_contended,
     is_driver_bound,
-    reaped_cpu_s,
     step_bottleneck,
-    step_holds,
-    step_noise,
-    summarize,
     throttled,
 )
 from harness.run.context import CaseContext, Measured
 from harness.run.delay import delay_ms_of, held_in_flight
 from harness.run.ledger import count_before_load
+from harness.run.peak import step_holds, summarize
+from harness.run.step_cpu import cpus_of, load_cpu_pct, load_cpu_s, outside_tree_s, step_noise_of
+from harness.run.step_records import (
+    build_step,
+    database_cpu,
+    failed_step,
+    is_aborted,
+    retried_step,
+    rounded_latency,
+    step_label,
+    warmup_step,
+)
+from harness.run.step_runners import (
+    StepRunner,
+    calls_per_connection,
+    driver_options,
+    fleet_runner,
+    local_runner,
+    request_timeout_s,
+)
 from harness.topology import Topology
-from model.ramps import ConstantRateRamp, Ramp, RampStep
-from model.results import LATENCY_KEYS, Step
-from model.step_figures import CgroupCounters, RetriedStep, StepFigures, Throttling
+from model.ramps import Ramp, RampStep
+from model.results import Step, Summary
+from model.step_figures import CgroupCounters, Throttling
 
-if TYPE_CHECKING:
-    from harness.fleet.client import Fleet
-    from harness.profile import Profile
-
-
-def calls_per_connection(ramp: Ramp) -> int:
-    """Requests per connection: a rate ramp's setting; one for the others."""
-    return ramp.calls_per_connection if ramp.kind == "rate" else 1  # type: ignore[union-attr]
-
-
-def request_timeout_s(ramp: Ramp, profile_timeout_s: float) -> float:
-    """A rate ramp carries its own timeout (autobench's); the others use the profile's."""
-    return ramp.timeout_s if ramp.kind == "rate" else profile_timeout_s  # type: ignore[union-attr]
+# moved to their own modules; named here still for the code that imports them from here
+__all__ = [
+    "StepRunner",
+    "build_step",
+    "calls_per_connection",
+    "cpus_of",
+    "driver_options",
+    "failed_step",
+    "fleet_runner",
+    "is_aborted",
+    "load_cpu_pct",
+    "load_cpu_s",
+    "local_runner",
+    "outside_tree_s",
+    "request_timeout_s",
+    "retried_step",
+    "rounded_latency",
+    "run_http_case",
+    "saturated",
+    "server_exit",
+    "step_label",
+    "step_noise_of",
+    "warmup_step",
+]
 
 
 def saturated(ramp: Ramp, step: Step) -> bool:
@@ -69,129 +100,54 @@ def server_exit(server: Topology) -> str | None:
     return server.process.exit_reason()
 
 
-# Runs one step's load: (step, label, on_start, abort, on_end) -> the merged result;
-# on_end is called when the load has ended, before its output is parsed (if at all)
-StepRunner = Callable[
-    [
-        RampStep,
-        str,
-        Callable[[list[int]], None] | None,
-        Callable[[], str | None] | None,
-        Callable[[], None] | None,
-    ],
-    DriverResult,
-]
-
-
-def local_runner(ctx: CaseContext, driver: Driver, target: Target) -> StepRunner:
-    """The step's driver processes on this machine, on the load CPUs."""
-
-    def run(
-        step: RampStep,
-        label: str,
-        on_start: Callable[[list[int]], None] | None,
-        abort: Callable[[], str | None] | None,
-        on_end: Callable[[], None] | None = None,
-    ) -> DriverResult:
-        return run_step(
-            driver, step, target, ctx.load_cpus, ctx.raw_dir, label, on_start, abort, on_end
-        )
-
-    return run
-
-
-def driver_options(profile: Profile) -> DriverOptions:
-    """What the profile tells its driver beyond the ramp (drivers.base.DriverOptions)."""
-    return {
-        "requests_per_step": profile.requests_per_step,
-        "multiplexed_connections": profile.multiplexed_connections,
-        "tls_resumption": profile.tls_resumption,
-    }
-
-
-def fleet_runner(ctx: CaseContext, fleet: Fleet, target: Target) -> StepRunner:
-    """The step split over the fleet's hosts, each driver sized for its host: a namespace
-    host shares this machine's load CPUs with the others (and is pinned to them), a real
-    machine uses all its cores."""
-    profile = ctx.profile
-    load_cpus = {
-        host.name: max(1, ctx.load_cpu_count // len(fleet.hosts))
-        if fleet.local
-        else int(host.facts["cores"])
-        for host in fleet.hosts
-    }
-    # what a driver is made with for the whole step, split as the step's load is: ab's
-    # request count, and the connections oha keeps open for a constant-rate ramp
-    names = [host.name for host in fleet.hosts]
-    requests = split_evenly(profile.requests_per_step or 0, len(names))
-    ramp = profile.ramp
-    oha_connections = ramp.connections if isinstance(ramp, ConstantRateRamp) else 0
-    opened = split_evenly(oha_connections, len(names))
-    drivers = {}
-    for name, host_requests, host_opened in zip(names, requests, opened, strict=True):
-        options: DriverOptions = {
-            **driver_options(profile),
-            "requests_per_step": max(1, host_requests) if profile.requests_per_step else None,
-        }
-        host_ramp = ramp
-        if isinstance(ramp, ConstantRateRamp):
-            host_ramp = dataclasses.replace(ramp, connections=max(1, host_opened))
-        drivers[name] = build_driver(profile.driver, host_ramp, load_cpus[name], options)
-    cpus = ctx.load_cpus if fleet.local else None
-
-    def run(
-        step: RampStep,
-        label: str,
-        on_start: Callable[[list[int]], None] | None,
-        abort: Callable[[], str | None] | None,
-        on_end: Callable[[], None] | None = None,  # the hosts parse: the window ends after
-    ) -> DriverResult:
-        return run_fleet_step(
-            fleet, drivers, load_cpus, step, target, cpus, ctx.raw_dir, label, abort
-        )
-
-    return run
-
-
-def run_http_case(ctx: CaseContext, server: Topology, monitor: Monitor) -> Measured:
-    """Every step of the profile's ramp against the server, one driver run per step (on
-    this machine, or split over the fleet's hosts)."""
-    profile, scenario, backends = ctx.profile, ctx.scenario, ctx.run.backends
-    steps = list(profile.ramp)
-    driver = build_driver(
-        profile.driver,
-        profile.ramp,
-        ctx.load_cpu_count,
-        driver_options(profile),
-    )
-    target = Target(
+def http_target(ctx: CaseContext, server: Topology) -> Target:
+    """What the steps' driver loads: the server's port (the memcached service's own port
+    for the memcached scenario), the scenario's paths and the case's protocol."""
+    scenario, backends = ctx.scenario, ctx.run.backends
+    return Target(
         server.host,
         server.mc_port() if scenario.protocol == "memcached" else server.port,
         scenario,
-        request_timeout_s(profile.ramp, profile.timeout_s),
+        request_timeout_s(ctx.profile.ramp, ctx.profile.timeout_s),
         paths=backends.paths(scenario) if backends else (),
         expected_body=backends.expected_body(scenario) if backends else None,
         protocol=ctx.protocol,
         # the run's CA (a user's own certificate: None, the system's trust)
         ca_path=ctx.run.certificates.ca_path if ctx.run.certificates else None,
     )
-    # where the load ran, read once from the first driver process
-    seen: dict[str, str | None] = {"agent": None}
 
-    def note_agent(pids: list[int]) -> None:
-        monitor.set_agent_pids(pids)
-        if seen["agent"] is None and pids:
+
+class AgentCpus:
+    """Where the load ran, read once from the first driver process; every driver
+    process joins the monitor's watch."""
+
+    def __init__(self, monitor: Monitor) -> None:
+        self.monitor = monitor
+        self.cpus: str | None = None
+
+    def note(self, pids: list[int]) -> None:
+        """The step's driver processes started (a StepRunner's `on_start`)."""
+        self.monitor.set_agent_pids(pids)
+        if self.cpus is None and pids:
             time.sleep(0.05)  # taskset has exec'd the driver by now
-            seen["agent"] = cpu_affinity.cpus_allowed(pids[0])
+            self.cpus = cpu_affinity.cpus_allowed(pids[0])
 
+
+def run_http_case(ctx: CaseContext, server: Topology, monitor: Monitor) -> Measured:
+    """Every step of the profile's ramp against the server, one driver run per step (on
+    this machine, or split over the fleet's hosts)."""
+    profile = ctx.profile
+    steps = list(profile.ramp)
+    driver = build_driver(profile.driver, profile.ramp, ctx.load_cpu_count, driver_options(profile))
+    target = http_target(ctx, server)
+    agent = AgentCpus(monitor)
     fleet = ctx.run.fleet
     runner = (
         local_runner(ctx, driver, target) if fleet is None else fleet_runner(ctx, fleet, target)
     )
     if profile.warmup_s > 0:
-        warm = warmup_step(steps[0], profile.warmup_s)
         try:
-            runner(warm, "warmup", None, None)
+            runner(warmup_step(steps[0], profile.warmup_s), "warmup", None, None)
         except HostLost as lost:  # the fleet is short of a host before the first step
             return Measured((), summarize([]), None, error=f"{lost} during the warm-up")
         except DriverOutputError:  # a failed warm-up says nothing the steps will not say
@@ -199,40 +155,54 @@ def run_http_case(ctx: CaseContext, server: Topology, monitor: Monitor) -> Measu
     stored_before = count_before_load(ctx.store)  # what warm-up and verify stored is not counted
     recorded: list[Step] = []
     for ramp_step in steps:
-        with sampling(ctx.run.step_sampler, lambda: server.pids):
-            step, lost = _run_one_step(ctx, driver, runner, ramp_step, server, monitor, note_agent)
-        if lost is None and is_aborted(step) and server_exit(server) is None:
-            # no figures, the server alive: the driver failed (siege's end-of-run hang
-            # killed past its grace); once more, both attempts' raw output kept
-            again, lost = _run_one_step(
-                ctx, driver, runner, ramp_step, server, monitor, note_agent, attempt="retry"
-            )
-            step = retried_step(again, first=step, label=step_label(ramp_step))
-        recorded.append(step)
-        ctx.run.reporter.step_finished(step=recorded[-1])
-        if lost is not None:  # the load from here on would not be the load asked for
-            return Measured(
-                tuple(recorded),
-                summarize(recorded),
-                seen["agent"],
-                error=f"{lost} during step {ramp_step.index}",
-                stored_before=stored_before,
-            )
-        exited = server_exit(server)
-        if exited is not None:
-            return Measured(
-                tuple(recorded),
-                summarize(recorded),
-                seen["agent"],
-                error=f"{exited} during step {ramp_step.index}: {server.stderr_tail()}",
-                stored_before=stored_before,
-            )
+        error = _ramp_step(ctx, driver, runner, ramp_step, server, monitor, agent, recorded)
+        if error is not None:
+            return Measured(tuple(recorded), summarize(recorded), agent.cpus, error, stored_before)
         if saturated(profile.ramp, recorded[-1]):
             break  # a ramp to saturation: the next, higher rates would only queue up
         if profile.cooldown_s:
             time.sleep(profile.cooldown_s)
+    summary = http_summary(ctx, server, recorded)
+    return Measured(tuple(recorded), summary, agent.cpus, stored_before=stored_before)
+
+
+def _ramp_step(
+    ctx: CaseContext,
+    driver: Driver,
+    runner: StepRunner,
+    ramp_step: RampStep,
+    server: Topology,
+    monitor: Monitor,
+    agent: AgentCpus,
+    recorded: list[Step],
+) -> str | None:
+    """One ramp step, recorded into `recorded` (once retried when its driver gave no
+    figures while the server lives); why the case cannot go on, or None."""
+    with sampling(ctx.run.step_sampler, lambda: server.pids):
+        step, lost = _run_one_step(ctx, driver, runner, ramp_step, server, monitor, agent.note)
+    if lost is None and is_aborted(step) and server_exit(server) is None:
+        # no figures, the server alive: the driver failed (siege's end-of-run hang
+        # killed past its grace); once more, both attempts' raw output kept
+        again, lost = _run_one_step(
+            ctx, driver, runner, ramp_step, server, monitor, agent.note, attempt="retry"
+        )
+        step = retried_step(again, first=step, label=step_label(ramp_step))
+    recorded.append(step)
+    ctx.run.reporter.step_finished(step=step)
+    if lost is not None:  # the load from here on would not be the load asked for
+        return f"{lost} during step {ramp_step.index}"
+    exited = server_exit(server)
+    if exited is not None:
+        return f"{exited} during step {ramp_step.index}: {server.stderr_tail()}"
+    return None
+
+
+def http_summary(ctx: CaseContext, server: Topology, recorded: list[Step]) -> Summary:
+    """The steps' summary with the topology, the delay scenario's requests in flight, the
+    backends and the notes on what bounded the case."""
+    backends = ctx.run.backends
     summary = dataclasses.replace(summarize(recorded), topology=server.describe())
-    delay_ms = delay_ms_of(scenario.path)
+    delay_ms = delay_ms_of(ctx.scenario.path)
     if delay_ms is not None:  # the delay scenario: how many requests it holds in flight
         summary = dataclasses.replace(summary, held_in_flight=held_in_flight(recorded, delay_ms))
     notes = [backends.limit_note() if backends else None, _database_note(ctx, recorded)]
@@ -241,7 +211,7 @@ def run_http_case(ctx: CaseContext, server: Topology, monitor: Monitor) -> Measu
     notes = [summary.limit_note, *notes]
     if any(notes):
         summary = dataclasses.replace(summary, limit_note="; ".join(n for n in notes if n))
-    return Measured(tuple(recorded), summary, seen["agent"], stored_before=stored_before)
+    return summary
 
 
 def _database_note(ctx: CaseContext, steps: list[Step]) -> str | None:
@@ -259,26 +229,34 @@ def _database_note(ctx: CaseContext, steps: list[Step]) -> str | None:
     )
 
 
-def _run_one_step(
+@dataclass(frozen=True)
+class StepLoad:
+    """What one step's load window gave: the driver's result (None: it gave none, and
+    `reason` says why), the load host lost in it, the probe's readings and the window."""
+
+    result: DriverResult | None
+    reason: str
+    lost: HostLost | None
+    probe_ms: float | None
+    probe_failures: int
+    window: StepWindow
+
+
+def _load_step(
     ctx: CaseContext,
-    driver: Driver,
     runner: StepRunner,
     ramp_step: RampStep,
     server: Topology,
     monitor: Monitor,
     note_agent: Callable[[list[int]], None],
-    attempt: str = "",
-) -> tuple[Step, HostLost | None]:
-    """One step, recorded; and the load host lost during it, if one was. `attempt` names a
-    second attempt in the raw files' labels (`step003-retry-0.txt`)."""
-    ctx.run.reporter.step_started(
-        index=ramp_step.index, offered=ramp_step.offered, unit=ramp_step.unit
-    )
+    attempt: str,
+) -> StepLoad:
+    """The step's load run with the probe and the monitor watching; its window closes when
+    the load ends (not after the output is parsed)."""
     probe = Probe(server.url, ctx.profile.probe_interval_s, ctx.protocol, ctx.run.certificates)
     ended: dict[str, Any] = {}
 
     def end_window() -> None:
-        """The step's window closes when its load ends (not after the output is parsed)."""
         if not ended:
             ended["probe_ms"] = probe.stop()
             ended["window"] = monitor.end_step()
@@ -299,14 +277,48 @@ def _run_one_step(
         lost = error if isinstance(error, HostLost) else None
     finally:
         end_window()
-    probe_ms, window = ended["probe_ms"], ended["window"]
+    return StepLoad(result, reason, lost, ended["probe_ms"], probe.failures, ended["window"])
+
+
+def _run_one_step(
+    ctx: CaseContext,
+    driver: Driver,
+    runner: StepRunner,
+    ramp_step: RampStep,
+    server: Topology,
+    monitor: Monitor,
+    note_agent: Callable[[list[int]], None],
+    attempt: str = "",
+) -> tuple[Step, HostLost | None]:
+    """One step, recorded; and the load host lost during it, if one was. `attempt` names a
+    second attempt in the raw files' labels (`step003-retry-0.txt`)."""
+    ctx.run.reporter.step_started(
+        index=ramp_step.index, offered=ramp_step.offered, unit=ramp_step.unit
+    )
+    load = _load_step(ctx, runner, ramp_step, server, monitor, note_agent, attempt)
+    result, window = load.result, load.window
     stats = step_stats(monitor.rows, server.telemetry_lines(), window)
     if ctx.run.fleet is not None:  # the load ran on the hosts: their drivers' CPU, summed
         stats["agent_cpu_pct"] = result.driver_cpu_pct if result is not None else None
-    server_cpus = cpus_of(ctx.server_cpus)
-    noise = step_noise_of(window, server_cpus, cpus_of(ctx.load_cpus))
+    noise = step_noise_of(window, cpus_of(ctx.server_cpus), cpus_of(ctx.load_cpus))
     if result is None:
-        return failed_step(ramp_step, reason, stats, noise), lost
+        return failed_step(ramp_step, load.reason, stats, noise), load.lost
+    return _judged_step(ctx, driver, ramp_step, load, stats, noise, server), None
+
+
+def _judged_step(
+    ctx: CaseContext,
+    driver: Driver,
+    ramp_step: RampStep,
+    load: StepLoad,
+    stats: dict[str, Any],
+    noise: dict[str, Any] | None,
+    server: Topology,
+) -> Step:
+    """A step whose driver gave a result, with its flags (contended, driver_capped,
+    cpu_contended, throttled, driver_bound), its CPU per request and its bottleneck."""
+    result, window = load.result, load.window
+    assert result is not None
     flags = ["contended"] if noise and is_contended(noise) else []
     agent_cpu_s, agent_cpu_from = (None, None) if ctx.run.fleet else load_cpu_s(window)
     stats["agent_cpu_pct"] = load_cpu_pct(agent_cpu_s, window, stats["agent_cpu_pct"])
@@ -319,12 +331,7 @@ def _run_one_step(
         load_cpu_count=ctx.load_cpu_count,
         calls_per_connection=calls_per_connection(ctx.profile.ramp),
     )
-    if stats["cgroup"] and stats["server_cpu_wait_pct"] is not None and window.ended is not None:
-        # a throttled server waits for its quota, not for a CPU someone else held
-        quota_wait_pct = stats["cgroup"]["throttled_s"] / (window.ended - window.started) * 100
-        stats["server_cpu_wait_pct"] = round(
-            max(0.0, stats["server_cpu_wait_pct"] - quota_wait_pct), 1
-        )
+    stats["server_cpu_wait_pct"] = _cpu_wait_beyond_quota(stats, window)
     contended, driver_waited = cpu_contended(stats)
     if result.driver_errors or behind_schedule(result, driver_limited=driver_busy or driver_waited):
         flags.append("driver_capped")
@@ -335,7 +342,7 @@ def _run_one_step(
         flags.append("throttled")
     # what the harness measured around the step, by StepFigures field
     measured = {
-        "probe_failures": probe.failures,
+        "probe_failures": load.probe_failures,
         "driver_cpu_pct": result.driver_cpu_pct,
         "server_cpu_wait_pct": stats["server_cpu_wait_pct"],
         "agent_cpu_wait_pct": stats["agent_cpu_wait_pct"],
@@ -351,7 +358,9 @@ def _run_one_step(
         # what the load generator says it spoke, when it says (h2load: h2 or http/1.1)
         "negotiated": result.negotiated,
     }
-    step = build_step(ramp_step, result, stats, probe_ms=probe_ms, flags=flags, measured=measured)
+    step = build_step(
+        ramp_step, result, stats, probe_ms=load.probe_ms, flags=flags, measured=measured
+    )
     # a driver that ran more than the step's figures in its window (the handshakes
     # profile: full handshakes, then resumed ones) says how many replies the window saw
     window_replies = result.figures.window_replies or step.replies
@@ -360,7 +369,24 @@ def _run_one_step(
         cpu_us_per_req=cpu_us_per_req(stats["server_cpu_s"], window_replies),
         agent_cpu_us_per_req=cpu_us_per_req(agent_cpu_s, window_replies),
     )
+    return _with_bottleneck(ctx, step, flags, driver_busy)
+
+
+def _cpu_wait_beyond_quota(stats: dict[str, Any], window: StepWindow) -> float | None:
+    """The server's CPU wait less the time its quota throttled it: a throttled server
+    waits for its quota, not for a CPU someone else held."""
+    wait_pct = stats["server_cpu_wait_pct"]
+    if not stats["cgroup"] or wait_pct is None or window.ended is None:
+        return wait_pct
+    quota_wait_pct = stats["cgroup"]["throttled_s"] / (window.ended - window.started) * 100
+    return round(max(0.0, wait_pct - quota_wait_pct), 1)
+
+
+def _with_bottleneck(ctx: CaseContext, step: Step, flags: list[str], driver_busy: bool) -> Step:
+    """The step with its bottleneck and its flags (driver_bound when the load generator
+    limited it and was busy)."""
     model = ctx.process_model
+    server_cpus = cpus_of(ctx.server_cpus)
     bottleneck = step_bottleneck(
         step,
         # a balancer shares the instances' CPUs
@@ -370,177 +396,4 @@ def _run_one_step(
     )
     if bottleneck == "load generator" and driver_busy:
         flags.append("driver_bound")
-    return dataclasses.replace(step, flags=tuple(sorted(flags)), bottleneck=bottleneck), None
-
-
-def cpus_of(cpu_list: str | None) -> frozenset[int]:
-    """The CPUs a `taskset -c` list names; None (unpinned): every CPU a child may use."""
-    if cpu_list is None:
-        return cpu_affinity.unpinned_cpus()
-    return frozenset(cpu_affinity.parse_cpu_list(cpu_list))
-
-
-def load_cpu_pct(
-    cpu_s: float | None, window: StepWindow, sampled_pct: float | None
-) -> float | None:
-    """`cpu_s` as % of one core over the step's window, exact as the server's CPU is; the
-    mean of the 1 s samples (`sampled_pct`) only where no CPU time was read. The samples'
-    mean read h2load at 71-74 % of its core in rounds where its cgroup counted 97-100 %
-    (their first sample straddles the gap before the step), so no step was driver_bound."""
-    if cpu_s is None or window.ended is None or window.ended <= window.started:
-        return sampled_pct
-    return round(100.0 * cpu_s / (window.ended - window.started), 1)
-
-
-def load_cpu_s(window: StepWindow) -> tuple[float | None, str | None]:
-    """The CPU seconds a local step's load generators used, and where that was read: their
-    cgroup's counter over the window (`cgroup`: every process they ran, whatever became of
-    it), else the children the harness reaped in it (`reaped`: they end and are reaped
-    inside the window, their own children included once reaped by them)."""
-    before, after = window.load_cgroup_before, window.load_cgroup_after
-    if before is not None and after is not None:
-        return max(0.0, after.cpu_s - before.cpu_s), "cgroup"
-    reaped = reaped_cpu_s(window.cpu_before, window.cpu_after)
-    return reaped, "reaped" if reaped is not None else None
-
-
-def step_noise_of(
-    window: StepWindow, server_cpus: frozenset[int], load_cpus: frozenset[int]
-) -> dict[str, Any] | None:
-    """`other_cpu_pct` and `harness_cpu_pct` of a step window (None without its clocks)."""
-    if window.cpu_before is None or window.cpu_after is None:
-        return None
-    return step_noise(
-        window.cpu_before,
-        window.cpu_after,
-        server_cpus=server_cpus,
-        load_cpus=load_cpus,
-        reaped_cpus=load_cpus,  # the children reaped in a step are its load generators
-        outside_tree_s=outside_tree_s(window),
-    )
-
-
-def outside_tree_s(window: StepWindow) -> float:
-    """CPU seconds the server's cgroup counted in the window beyond its process tree's
-    clocks (0 without a cgroup)."""
-    before, after = window.server_cgroup_before, window.server_cgroup_after
-    tree_before, tree_after = window.server_cpu_s_before, window.server_cpu_s_after
-    if before is None or after is None or tree_before is None or tree_after is None:
-        return 0.0
-    tree_s = sum(max(0.0, cpu_s - tree_before.get(pid, 0.0)) for pid, cpu_s in tree_after.items())
-    return max(0.0, after.cpu_s - before.cpu_s - tree_s)
-
-
-def database_cpu(stats: dict[str, Any]) -> dict[str, float]:
-    """`{"db_cpu_pct": …}` for a step's figures when the database was watched, else {}."""
-    return {"db_cpu_pct": stats["db_cpu_pct"]} if stats.get("db_cpu_pct") is not None else {}
-
-
-def build_step(
-    ramp_step: RampStep,
-    result: DriverResult,
-    stats: dict[str, Any],
-    *,
-    probe_ms: float | None,
-    flags: list[str],
-    measured: dict[str, Any],
-) -> Step:
-    """A driver's result and the monitor's statistics as one recorded step; `measured`
-    is what the harness measured around it, by StepFigures field (a wrong name: TypeError)."""
-    total = result.errors_total
-    attempts = result.replies + total
-    errors = {"total": total, **{kind: n for kind, n in result.errors.items() if n}}
-    return Step(
-        offered=ramp_step.offered,
-        unit=ramp_step.unit,
-        achieved=round(result.rate, 1),
-        replies=result.replies,
-        errors=errors,
-        error_rate=round(total / attempts, 6) if attempts else 0.0,
-        latency_ms=rounded_latency(result.latency_ms),
-        latency_uncorrected_ms=(
-            rounded_latency(result.latency_uncorrected_ms)
-            if result.latency_uncorrected_ms is not None
-            else None
-        ),
-        histograms=dict(result.histograms),
-        server_cpu_pct=stats["server_cpu_pct"],
-        agent_cpu_pct=stats["agent_cpu_pct"],
-        rss_max_bytes=stats["rss_max_bytes"],
-        tick_ms=stats["tick_ms"],
-        probe_ms=probe_ms,
-        flags=tuple(flags),
-        figures=dataclasses.replace(
-            result.figures, duration_s=round(result.duration_s, 3), **measured
-        ),
-    )
-
-
-def rounded_latency(latency_ms: dict[str, float | None]) -> dict[str, float | None]:
-    """Every latency key (None where the driver gave none), to the microsecond."""
-    return {
-        key: (round(value, 3) if value is not None else None)
-        for key, value in {**dict.fromkeys(LATENCY_KEYS), **latency_ms}.items()
-    }
-
-
-def failed_step(
-    ramp_step: RampStep,
-    reason: str,
-    stats: dict[str, Any],
-    noise: dict[str, Any] | None = None,
-) -> Step:
-    """A step whose driver produced no result (it aborted: refused, timed out)."""
-    return Step(
-        offered=ramp_step.offered,
-        unit=ramp_step.unit,
-        achieved=0.0,
-        replies=0,
-        errors={"total": 1, "aborted": 1},
-        error_rate=1.0,
-        latency_ms=dict.fromkeys(LATENCY_KEYS),
-        server_cpu_pct=stats["server_cpu_pct"],
-        agent_cpu_pct=stats["agent_cpu_pct"],
-        rss_max_bytes=stats["rss_max_bytes"],
-        tick_ms=stats["tick_ms"],
-        flags=("contended",) if noise and is_contended(noise) else (),
-        figures=StepFigures(driver_error=reason, **(noise or {}), **database_cpu(stats)),
-        bottleneck="unknown",
-    )
-
-
-def step_label(ramp_step: RampStep) -> str:
-    """The name of a step's raw files: `step003` (then `-0.txt`, one per driver process)."""
-    return f"step{ramp_step.index:03d}"
-
-
-def is_aborted(step: Step) -> bool:
-    """Whether a step's driver produced no result (`failed_step`)."""
-    return (
-        step.figures.driver_error is not None
-        and step.replies == 0
-        and step.errors.get("aborted") == 1
-    )
-
-
-def retried_step(again: Step, *, first: Step, label: str) -> Step:
-    """The second attempt at a step whose first gave no figures: what it measured, with the
-    first attempt's error and raw files named (`figures.retried`); still no figures, it is
-    a lost step (`step_lost`), which the case's status and the summary say."""
-    retried = RetriedStep(first_error=first.figures.driver_error, first_raw=f"{label}-*.txt")
-    flags = set(again.flags)
-    if is_aborted(again):
-        flags.add("step_lost")
-    return dataclasses.replace(
-        again,
-        flags=tuple(sorted(flags)),
-        figures=dataclasses.replace(again.figures, retried=retried),
-    )
-
-
-def warmup_step(first: RampStep, warmup_s: float) -> RampStep:
-    """The first step's load for `warmup_s` (not recorded): caches, JITs, pools settle."""
-    connections = None
-    if first.connections is not None and first.duration_s:
-        connections = max(1, round(first.connections * warmup_s / first.duration_s))
-    return dataclasses.replace(first, index=-1, duration_s=warmup_s, connections=connections)
+    return dataclasses.replace(step, flags=tuple(sorted(flags)), bottleneck=bottleneck)

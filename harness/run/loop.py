@@ -23,10 +23,10 @@ from harness.affinity import harness_pinned
 from harness.cgroups.groups import Cgroup, CgroupSupport, adopted, run_support
 from harness.doctor import host_facts
 from harness.lifecycle import interrupt_reason
-from harness.run.analysis import combine_repeats, with_baseline_ratios, with_rounds, with_tls_tax
 from harness.run.case import run_case
 from harness.run.context import RunContext
 from harness.run.outputs import write_files_index, write_steps_csv
+from harness.run.peak import combine_repeats
 from harness.run.plan import Plan, Reporter, SilentReporter, now_iso
 from harness.run.profiled import (
     CPU_PROFILE_NOTE,
@@ -34,6 +34,8 @@ from harness.run.profiled import (
     run_profiled_round,
     with_profiles,
 )
+from harness.run.ratios import with_baseline_ratios, with_tls_tax
+from harness.run.round_figures import with_rounds
 from harness.run.rounds import has_rounds, run_rounds
 from harness.run.verdict import verdict
 from harness.secrets import redactor

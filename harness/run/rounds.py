@@ -25,7 +25,6 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import TypeVar
 
 from harness.profile import Profile
-from harness.run.analysis import rounds_offered, trial_choice, trial_loads, usable_rounds
 from harness.run.case import run_case
 from harness.run.context import RunContext
 from harness.run.precision import (
@@ -38,6 +37,7 @@ from harness.run.precision import (
     round_warmup_s,
     still_running,
 )
+from harness.run.round_figures import rounds_offered, trial_choice, trial_loads, usable_rounds
 from harness.topology import parse_process_model
 from model.figures import figure
 from model.ramps import Ramp

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from charts.columns import figure_text
-from harness.run.analysis import round_ratio
+from harness.run.round_figures import round_ratio
 from harness.stats import Interval
 from model.results import Case
 

@@ -24,10 +24,13 @@ from harness.compare import build_plan
 from harness.lifecycle import Interrupted, signals_as_interrupts
 from harness.monitor import Monitor
 from harness.profile import load_profile
-from harness.run import case as case_module
+from harness.run import case_server
 from harness.run import loop as loop_module
+from harness.run.case import SERVED_PHASES
+from harness.run.case_state import CaseState
 from harness.run.context import CaseContext, RunContext
 from harness.run.outputs import write_steps_csv
+from harness.run.pipeline import run_pipeline
 from harness.run.plan import Plan, SilentReporter
 from harness.run_options import RunOptions
 from harness.topology import ProcessModel
@@ -224,12 +227,12 @@ def test_the_server_is_stopped_when_the_monitor_cannot_be_made(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fault: BaseException
 ) -> None:
     server = FakeTopology()
-    monkeypatch.setattr(case_module, "start_topology", lambda *a, **k: server)
+    monkeypatch.setattr(case_server, "start_topology", lambda *a, **k: server)
 
     def no_monitor(*args: Any, **kwargs: Any) -> Monitor:
         raise fault
 
-    monkeypatch.setattr(case_module, "Monitor", no_monitor)
+    monkeypatch.setattr(case_server, "Monitor", no_monitor)
     profile = load_profile("smoke")
     plan = Plan(profile, ("aiohttp",), "0", "1", tmp_path, "run-1", verify=False)
     ctx = CaseContext(
@@ -243,6 +246,7 @@ def test_the_server_is_stopped_when_the_monitor_cannot_be_made(
         case_dir=tmp_path / "case",
         store=SimpleNamespace(server_args=list),  # type: ignore[arg-type]
     )
+    state = CaseState(ctx.run, "aiohttp", "both", ctx.process_model, "h1", ctx=ctx)
     with pytest.raises(type(fault)):
-        case_module._run_with_sink(ctx)
+        run_pipeline(state, SERVED_PHASES)
     assert server.stopped

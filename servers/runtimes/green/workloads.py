@@ -12,11 +12,8 @@ from typing import Any, Protocol
 from servers import contract
 from servers.core import workloads
 from servers.runtimes.green.deadlines import ClientTimeout
+from servers.runtimes.green.interfaces import Environ, Routes, StartResponse
 
-Environ = dict[str, Any]
-StartResponse = Callable[..., Any]
-Handler = Callable[[Environ, StartResponse], Iterable[bytes]]
-Routes = dict[str, dict[str, Handler]]
 UPLOAD_READ_BYTES = 64 * 1024
 _OK = "200 OK"
 
