@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from charts.columns import Column, Style, TableSpec
+from model.bench import BenchCase
 from model.cpu_split import CATEGORIES, CpuMove, cpu_moves
 from model.figures import figure
 from model.results import Case, Run
@@ -142,5 +143,57 @@ CPU_MOVES = TableSpec[CpuMove](
         Column("A", **_us(lambda m: m.a_us)),
         Column("B", **_us(lambda m: m.b_us)),
         Column("B − A", value=lambda m: m.delta_us, format=lambda v, s: f"{v:+,.2f}", numeric=True),
+    ),
+)
+
+
+BENCH_PROFILED_CAPTION = (
+    "split of each app's CPU µs/request (its process tree's CPU over the replies of one "
+    "more run after the rounds, sampled, kept out of the ratio); sampled and sampler as "
+    "in compare's table"
+)
+
+
+def bench_profiles(cases: Sequence[BenchCase]) -> list[dict[str, Any]]:
+    """`harness bench http --cpu-profile`'s records, one row per app: the record with the
+    server (`server`) and the app (`app`: ours, minimal)."""
+    return [
+        {**record, "server": _bench_server(case), "app": app}
+        for case in cases
+        for app, record in (case.details.get("cpu_profile") or {}).items()
+    ]
+
+
+def _bench_server(case: BenchCase) -> str:
+    return case.framework + (f" {case.protocol}" if case.protocol != "h1" else "")
+
+
+def _bench_part(category: str) -> Column[dict[str, Any]]:
+    return Column(
+        category,
+        value=lambda row: (row.get("parts_us") or {}).get(category),
+        format=lambda v, style: figure(v),
+        numeric=True,
+    )
+
+
+BENCH_CPU_SPLIT = TableSpec[dict[str, Any]](
+    title="CPU per request: where the µs go (one sampled run of each app)",
+    columns=(
+        Column("server", value=lambda row: row["server"]),
+        Column("app", value=lambda row: row["app"]),
+        Column("sampler", value=lambda row: row.get("sampler")),
+        Column("CPU µs/req", **_us(lambda row: row.get("split_of_us_per_req"))),
+        *(_bench_part(category) for category in CATEGORIES),
+        Column("sum (diff)", value=lambda row: row, format=_sum_text, numeric=True),
+        Column("sampled µs/req", value=lambda row: row, format=_sampled_text, numeric=True),
+        Column("sampler µs/req", **_us(lambda row: row.get("sampler_cpu_us_per_req"))),
+        Column("req/s", **_us(lambda row: row.get("achieved"))),
+        Column(
+            "not sampled",
+            value=lambda row: row.get("error") or "",
+            shown=lambda rows: any(row.get("error") for row in rows),
+            wraps=True,
+        ),
     ),
 )

@@ -9,7 +9,9 @@ past `rounds` (the minimum) until that interval's half-width is within `precisio
 of the ratio, `max_rounds` have run, or the next round would end past `max_time_s`
 (harness.run.precision's rules). The rounds measure the same two processes: the interval
 covers their run-to-run spread, not how each settles at another start. A plugin's or a
-command's server is measured against its own `minimal_command`.
+command's server is measured against its own `minimal_command`. With a `profile_dir`
+(`--cpu-profile`), one more run of each app, sampled, after the rounds and out of the
+ratio (harness.bench_profile).
 
 On a protocol other than h1 both apps speak it: our server, and a minimal command whose
 placeholders carry it (harness.frameworks.command_protocols); the builtin minimal apps
@@ -34,6 +36,7 @@ from drivers.base import Target, run_step
 from drivers.processes import kill_group, spawn
 from drivers.wrk import WrkDriver
 from harness.bench_live import BenchWatch, app_run
+from harness.bench_profile import profile_apps
 from harness.frameworks import command_protocols
 from harness.run.precision import imprecise_reason, round_fits
 from harness.server_process import protocol_unsupported, start_command_server, start_server
@@ -73,6 +76,8 @@ class BenchResult:
     # each round's req/s, in round order (round i: ours_per_round[i], minimal_per_round[i])
     ours_per_round: tuple[float, ...] = ()
     minimal_per_round: tuple[float, ...] = ()
+    # --cpu-profile: each app's sampled run (harness.bench_profile), by app
+    cpu_profile: dict[str, dict[str, Any]] | None = None
 
     @property
     def half_width_pct(self) -> float | None:
@@ -224,10 +229,12 @@ def bench_framework(
     protocol: str = PROTOCOL_H1,
     certificates: Certificates | None = None,
     watch: BenchWatch | None = None,
+    profile_dir: Path | None = None,
 ) -> BenchResult:
     """Interleaved wrk runs against our server and the minimal app, both on `protocol`
     (TLS: serving `certificates`), the order alternating, until the paired ratio is
-    within `precision_pct` % (module docstring); each run and round told to `watch`."""
+    within `precision_pct` % (module docstring); each run and round told to `watch`;
+    then, with `profile_dir`, each app sampled through one more run."""
     started = time.monotonic()
     with (
         minimal_app(framework, server_cpus, protocol, certificates) as (port, minimal_pid),
@@ -280,8 +287,13 @@ def bench_framework(
             if watch is not None:
                 watch.round_finished("req_per_s", measured["ours"], measured["minimal"])
             round_s = time.monotonic() - began
+        pids = {"ours": ours.pid, "minimal": minimal_pid}
+        apps = {name: (pids[name], target) for name, target in targets.items()}
+        profiles = profile_dir and profile_apps(
+            framework, apps, driver, step, load_cpus, Path(raw_dir), profile_dir
+        )
     result = bench_summary(framework, loop, measured["ours"], measured["minimal"], precision_pct)
-    return dataclasses.replace(result, protocol=protocol)
+    return dataclasses.replace(result, protocol=protocol, cpu_profile=profiles or None)
 
 
 def _sampled(ours: ServerProcess, minimal_pid: int, app: str) -> tuple[list[int], Any]:

@@ -69,6 +69,8 @@ def http_case(result: BenchResult) -> BenchCase:
         "half_width_pct": result.half_width_pct,
         "imprecise_reason": result.imprecise_reason,
     }
+    if result.cpu_profile is not None:  # --cpu-profile: each app's sampled run, by app
+        details["cpu_profile"] = result.cpu_profile
     return BenchCase(
         result.framework, result.loop, result.protocol, result.rounds, (figure,), details
     )

@@ -58,6 +58,7 @@ class HttpBenchOptions:
     precision_pct: float = 3.0
     max_time_s: float = 240.0
     max_rounds: int = 60
+    cpu_profile: bool = False  # each app sampled through one more run (harness.bench_profile)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "common", _with_cpus(self.common))
@@ -68,6 +69,7 @@ class HttpBenchOptions:
             "duration_s": self.duration_s, "precision_pct": self.precision_pct,
             "max_time_s": self.max_time_s, "max_rounds": self.max_rounds,
             "protocol": self.common.protocol or "h1", "tls_cert": bool(self.common.tls_cert),
+            "cpu_profile": self.cpu_profile,
         }  # fmt: skip
         return shared_config(self.common) | own
 

@@ -38,13 +38,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import statistics
 import threading
 import time
-from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -52,15 +49,35 @@ import psutil
 
 from drivers.agent.plan import FD_HEADROOM
 from harness.bench_live import BenchWatch, app_run, ws_round_finished
+from harness.bench_ws_figures import (
+    APPS,
+    RATIO_LIMIT,
+    HeldStep,
+    WsAppRun,
+    WsBenchResult,
+    WsRatio,
+    cpu_us_per_connection,
+    failed_reasons_of,
+    slope_kb_per_connection,
+    verdict,
+    ws_bench_summary,
+    ws_ratio,
+)
 from harness.cgroups.groups import Cgroup, run_support
 from harness.connection_plan import REUSEPORT_SPREAD
-from harness.connections import AgentGroup, LocalAgents, run_connection_ramp
+from harness.connections import (
+    AgentGroup,
+    ConnectionRampResult,
+    LocalAgents,
+    run_connection_ramp,
+)
+from harness.measured import measured_value
 from harness.monitor import Monitor
 from harness.server_process import ServerProcess, start_command_server, start_server
-from harness.stats import Interval, paired_ratio_interval
 from harness.topology import ProcessModel, Topology, parse_process_model
 from model.errors import UserError
 from model.ramps import ConnectionRamp
+from model.results import Step
 from model.scenarios import SCENARIOS
 from servers import FRAMEWORKS, listeners, scratch
 from servers.minimal import WEBSOCKET_MINIMALS
@@ -68,25 +85,48 @@ from servers.minimal import WEBSOCKET_MINIMALS
 if TYPE_CHECKING:
     from harness.fleet.client import Fleet
 
+# the figures (pure) are in harness.bench_ws_figures, importable from here too
+__all__ = [
+    "APPS",
+    "IDLE_S",
+    "RATIO_LIMIT",
+    "READ_AT_HOLD_SHARE",
+    "WS_BENCH_CONNECTIONS",
+    "WS_BENCH_HOLD_S",
+    "WS_BENCH_OPEN_RATE_MAX",
+    "WS_BENCH_OPEN_RATE_MAX_WORKERS",
+    "WS_BENCH_OPEN_S",
+    "WS_BENCH_ROUNDS",
+    "WS_BENCH_STEPS",
+    "HeldStep",
+    "WsAppRun",
+    "WsBenchResult",
+    "WsRatio",
+    "bench_ws_framework",
+    "cpu_us_per_connection",
+    "failed_reasons_of",
+    "minimal_ws_command",
+    "slope_kb_per_connection",
+    "verdict",
+    "ws_app_run",
+    "ws_bench_summary",
+    "ws_bench_unsupported",
+    "ws_ramp",
+    "ws_ratio",
+    "ws_workers",
+]
+
 WS_BENCH_CONNECTIONS = 15_000
 WS_BENCH_ROUNDS = 3
 WS_BENCH_STEPS = 5
 WS_BENCH_HOLD_S = 3.0
 WS_BENCH_OPEN_S = 10.0  # the open rate opens the top step in about this long
-# ...but no faster than one server core handshakes: 290-520 µs of CPU per opened connection
-# on this machine (15,000 connections, quiet), so ~2,000 a second at most; 1,500 a
-# second is the rate the 15,000 table ran at
-WS_BENCH_OPEN_RATE_MAX = 1_500.0
-# ...and past one process (the apps as workers, ~100,000 connections), 800 a second: there
-# the opening costs more per connection (tornado 950 µs ours, 870 µs minimal at 100,000 on
-# a local fleet, 2026-12-05), so at 1,500 a second the workers' accept queues grew for the
-# whole step and 17-413 handshakes a round waited past the agent's 10 s; at 800 none did
-# (tornado and gevent, 2 rounds each, every connection held)
-WS_BENCH_OPEN_RATE_MAX_WORKERS = 800.0
-RATIO_LIMIT = 1.25  # the bench's bar: ours within 1.25× of the minimal server
+# ...but no faster than one server core handshakes, and slower past one process, where an
+# opening costs more per connection (harness/data/measured.toml says what was measured)
+WS_BENCH_OPEN_RATE_MAX = measured_value("ws_bench.open_rate_max", "connections/s")
+WS_BENCH_OPEN_RATE_MAX_WORKERS = measured_value("ws_bench.open_rate_max_workers", "connections/s")
 IDLE_S = 2.0  # after the app is ready, before the first connection: its idle CPU read
 READ_AT_HOLD_SHARE = 1 / 3  # each hold's reading: this far into it
-APPS = ("ours", "minimal")
 
 
 def minimal_ws_command(framework: str) -> str:
@@ -114,225 +154,6 @@ def ws_bench_unsupported(framework: str) -> str | None:
     return (
         f"{framework} has no minimal WebSocket server (servers/minimal has "
         f"{', '.join(WEBSOCKET_MINIMALS)})"
-    )
-
-
-# -- figures (pure) ----------------------------------------------------------------------
-@dataclass(frozen=True)
-class HeldStep:
-    """One held step of one app's run: connections open and the app's memory then."""
-
-    connections: int
-    cgroup_bytes: int | None
-    rss_bytes: int
-
-
-@dataclass(frozen=True)
-class WsAppRun:
-    """One app's run in one round: what it held and what that cost it."""
-
-    app: str  # ours or minimal
-    target: int  # connections asked for at the top step
-    held: int  # connections open at the top step
-    opened: int  # handshakes completed up to the top step
-    failed: int  # connections that failed or that the app dropped
-    kb_per_connection: float | None  # cgroup memory slope
-    rss_kb_per_connection: float | None  # process-tree RSS slope (the cross-check)
-    cpu_us_per_connection: float | None  # CPU from the first connection to the top hold
-    cpu_source: str  # cgroup or process tree
-    # why the ramp ended before its top step's hold (the agents' watchdogs), if it did
-    cut_short: str | None = None
-    # `failed` by reason: failed_<why> (never opened) and closed_<why> (dropped by the app)
-    failed_reasons: dict[str, int] = dataclasses.field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if self.app not in APPS:
-            raise ValueError(f"app {self.app!r} is not one of {APPS}")
-        if min(self.target, self.held, self.opened, self.failed) < 0:
-            raise ValueError(f"negative connection counts in {self}")
-
-
-def slope_kb_per_connection(points: list[tuple[int, float]]) -> float | None:
-    """KB per connection: the least-squares slope of bytes over open connections; None
-    with fewer than two distinct connection counts."""
-    if len({x for x, _ in points}) < 2:
-        return None
-    xs = [float(x) for x, _ in points]
-    slope = statistics.linear_regression(xs, [float(y) for _, y in points]).slope
-    return round(slope / 1024, 3)
-
-
-def cpu_us_per_connection(
-    cpu_before_s: float, cpu_after_s: float, opened: int, idle_cpu_s: float = 0.0
-) -> float | None:
-    """CPU µs per opened connection over a span, less `idle_cpu_s` (what the app spends
-    idle over as long: its timers); None when none opened."""
-    if opened <= 0:
-        return None
-    return round(max(0.0, cpu_after_s - cpu_before_s - idle_cpu_s) / opened * 1e6, 2)
-
-
-def verdict(interval: Interval | None, limit: float = RATIO_LIMIT) -> tuple[str, str | None]:
-    """The ratio against `limit`: `within` when its 95 % interval lies at or under it,
-    `above` when wholly over it, else `undecided` with the reason."""
-    if interval is None:
-        return "undecided", "no interval: fewer than two rounds with both figures"
-    if interval.high <= limit:
-        return "within", None
-    if interval.low > limit:
-        return "above", None
-    return "undecided", (
-        f"the 95 % interval [{interval.low:.2f}, {interval.high:.2f}] straddles {limit:g}×: "
-        "more rounds narrow it"
-    )
-
-
-@dataclass(frozen=True)
-class WsRatio:
-    """ours / minimal for one figure: the rounds' means, the paired ratio and its
-    interval, and the verdict against RATIO_LIMIT."""
-
-    ours: float | None
-    minimal: float | None
-    ratio: float | None
-    ci: tuple[float, float] | None
-    verdict: str  # within, above, undecided
-    reason: str | None = None
-
-
-def ws_ratio(ours: list[float | None], minimal: list[float | None]) -> WsRatio:
-    """The paired figure of the rounds (`ours[i]` and `minimal[i]` ran in round i)."""
-    interval = paired_ratio_interval(ours, minimal)  # type: ignore[arg-type]
-    ours_known = [v for v in ours if v is not None]
-    minimal_known = [v for v in minimal if v is not None]
-    ours_mean = round(statistics.fmean(ours_known), 3) if ours_known else None
-    minimal_mean = round(statistics.fmean(minimal_known), 3) if minimal_known else None
-    ratio = interval.value if interval else None
-    if ratio is None and ours_mean and minimal_mean and minimal_mean > 0:
-        ratio = ours_mean / minimal_mean
-    word, reason = verdict(interval)
-    return WsRatio(
-        ours_mean,
-        minimal_mean,
-        round(ratio, 4) if ratio is not None else None,
-        interval.rounded(4).as_pair() if interval else None,
-        word,
-        reason,
-    )
-
-
-@dataclass(frozen=True)
-class WsBenchResult:
-    """Our server against the minimal WebSocket server of its runtime, over the rounds."""
-
-    framework: str
-    loop: str | None
-    connections: int  # asked for at the top step
-    rounds: int
-    memory: WsRatio  # KB per connection (cgroup; RSS where there is no cgroup)
-    memory_source: str  # cgroup or rss
-    rss: WsRatio  # KB per connection by RSS: the cross-check
-    cpu: WsRatio  # CPU µs per opened connection
-    cpu_source: str  # cgroup or process tree
-    ours_held_min: int  # the fewest connections each app held at the top step, of its rounds
-    minimal_held_min: int
-    failed: dict[str, int]  # connections failed or dropped, per app, over every round
-    # the same by reason, per app, over every round (failed_<why>, closed_<why>)
-    failed_reasons: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
-    ours_runs: tuple[WsAppRun, ...] = ()  # each round's figures (round i: [i] of each)
-    minimal_runs: tuple[WsAppRun, ...] = ()
-    server_processes: int = 1  # each app's processes on the port (workers)
-    load: str = "local"  # where the agents ran: here, or the fleet's hosts
-
-    @property
-    def note(self) -> str | None:
-        """What makes the figures partial: an app that did not hold every connection."""
-        short = [
-            f"{app} held {held:,} of {self.connections:,}"
-            for app, held in (("ours", self.ours_held_min), ("minimal", self.minimal_held_min))
-            if held < self.connections
-        ]
-        failed = [
-            f"{app} {count:,} failed{_reasons_said(self.failed_reasons.get(app, {}))}"
-            for app, count in self.failed.items()
-            if count
-        ]
-        runs = self.ours_runs + self.minimal_runs
-        cut = list(dict.fromkeys(f"{r.app}: {r.cut_short}" for r in runs if r.cut_short))
-        return "; ".join(short + failed + cut) or None
-
-
-def _reasons_said(reasons: dict[str, int]) -> str:
-    """' (handshake_timeout 200, closed_reset 14)': the failures by reason, most first."""
-    if not reasons:
-        return ""
-    ranked = sorted(reasons.items(), key=lambda item: (-item[1], item[0]))
-    return " (" + ", ".join(f"{why.removeprefix('failed_')} {n:,}" for why, n in ranked) + ")"
-
-
-def failed_reasons_of(errors: dict[str, float]) -> dict[str, int]:
-    """A connection step's errors by reason (its `total` left out, zeros dropped)."""
-    return {why: int(n) for why, n in errors.items() if why != "total" and n}
-
-
-def _sum_reasons(runs: list[WsAppRun]) -> dict[str, int]:
-    return dict(sum((Counter(r.failed_reasons) for r in runs), Counter()))
-
-
-def ws_bench_summary(
-    framework: str,
-    loop: str | None,
-    ours: list[WsAppRun],
-    minimal: list[WsAppRun],
-    *,
-    server_processes: int = 1,
-    load: str = "local",
-) -> WsBenchResult:
-    """The bench's figures from its paired runs (`ours[i]` and `minimal[i]`: round i). A
-    round where either app held fewer connections than asked is still counted, and said
-    (`note`); its verdicts are then `undecided`."""
-    if not ours or len(ours) != len(minimal):
-        raise ValueError(f"{len(ours)} runs of ours and {len(minimal)} of minimal: need pairs")
-    by_cgroup = all(r.kb_per_connection is not None for r in ours + minimal)
-    memory = ws_ratio(
-        [r.kb_per_connection if by_cgroup else r.rss_kb_per_connection for r in ours],
-        [r.kb_per_connection if by_cgroup else r.rss_kb_per_connection for r in minimal],
-    )
-    rss = ws_ratio(
-        [r.rss_kb_per_connection for r in ours], [r.rss_kb_per_connection for r in minimal]
-    )
-    cpu = ws_ratio(
-        [r.cpu_us_per_connection for r in ours], [r.cpu_us_per_connection for r in minimal]
-    )
-    target = ours[0].target
-    result = WsBenchResult(
-        framework,
-        loop,
-        target,
-        len(ours),
-        memory,
-        "cgroup" if by_cgroup else "rss",
-        rss,
-        cpu,
-        ours[0].cpu_source,
-        min(r.held for r in ours),
-        min(r.held for r in minimal),
-        {"ours": sum(r.failed for r in ours), "minimal": sum(r.failed for r in minimal)},
-        {"ours": _sum_reasons(ours), "minimal": _sum_reasons(minimal)},
-        tuple(ours),
-        tuple(minimal),
-        server_processes,
-        load,
-    )
-    note = result.note
-    if note is None:
-        return result
-    return dataclasses.replace(
-        result,
-        **{
-            name: dataclasses.replace(figure, verdict="undecided", reason=note)
-            for name, figure in (("memory", memory), ("rss", rss), ("cpu", cpu))
-        },
     )
 
 
@@ -404,6 +225,72 @@ def _start_app(
     )
 
 
+class _HoldReadings:
+    """What one app's run reads as its ramp goes: the app's memory a third of the way
+    into each hold (a timer per hold), the connections each step held, and the app's CPU
+    when the top step's hold begins (the opening's end)."""
+
+    def __init__(
+        self, server: ServerProcess, group: Cgroup | None, ramp: ConnectionRamp,
+        watch: BenchWatch | None,
+    ) -> None:  # fmt: skip
+        self._server, self._group, self._watch = server, group, watch
+        self._hold_s = ramp.hold_s
+        self._top = len(list(ramp)) - 1
+        self._timers: list[threading.Timer] = []
+        self.memory: dict[int, HeldStep] = {}  # by step index
+        self.held_open: dict[int, int] = {}  # connections held, by step target
+        self.top_cpu: tuple[float, float] | None = None  # (monotonic s, the app's CPU s)
+
+    def on_step(self, index: int, offered: float) -> None:
+        """A hold began: its memory is read READ_AT_HOLD_SHARE into it."""
+        if self._watch is not None:
+            self._watch.step_started(index, offered, "conns")
+        if index == self._top:  # the opening ends: its CPU
+            cpu_s = _cpu_s(self._server, self._group)
+            self.top_cpu = (time.monotonic(), cpu_s)
+        timer = threading.Timer(self._hold_s * READ_AT_HOLD_SHARE, self._read_memory, (index,))
+        timer.daemon = True
+        self._timers.append(timer)
+        timer.start()
+
+    def on_step_done(self, step: Step) -> None:
+        """A hold ended: the connections it held."""
+        self.held_open[int(step.offered)] = step.figures.open or 0
+        if self._watch is not None:
+            self._watch.step_finished(step)
+
+    def join(self) -> None:
+        """Wait for every reading begun."""
+        for timer in self._timers:
+            timer.join()
+
+    def _read_memory(self, index: int) -> None:
+        memory = self._group.read().memory_bytes if self._group is not None else None
+        self.memory[index] = HeldStep(0, memory, _rss_bytes(self._server))
+
+
+def _idle_cpu_per_s(server: ServerProcess, group: Cgroup | None) -> float:
+    """The app's CPU seconds per second over IDLE_S idle: what its timers cost."""
+    idle_from = (time.monotonic(), _cpu_s(server, group))
+    time.sleep(IDLE_S)
+    idle_to = (time.monotonic(), _cpu_s(server, group))
+    return (idle_to[1] - idle_from[1]) / (idle_to[0] - idle_from[0])
+
+
+def _start_agents(
+    ramp: ConnectionRamp, topology: Topology, agent_cpus: str | None, raw_dir: Path,
+    workers: int, fleet: Fleet | None,
+) -> AgentGroup:  # fmt: skip
+    """The ramp's agents (the ws-idle scenario): here, or on `fleet`'s hosts."""
+    scenario = SCENARIOS["ws-idle"]
+    if fleet is None:
+        return LocalAgents.for_ramp(ramp, scenario, topology, agent_cpus, raw_dir, workers)
+    from harness.fleet.agents import FleetAgents  # Dask's client only when asked for
+
+    return FleetAgents(fleet, ramp, scenario, topology, agent_cpus, raw_dir, workers)
+
+
 def ws_app_run(
     framework: str,
     app: str,
@@ -420,68 +307,27 @@ def ws_app_run(
     """Start `app` (ours or minimal) afresh in its own cgroup, hold the ramp's idle
     connections with the agent, read its memory at each hold and its CPU over the opening
     (module docstring); it is stopped and its cgroup removed before this returns."""
-    scenario = SCENARIOS["ws-idle"]
-    targets = [int(step.offered) for step in ramp]
-    top = len(targets) - 1
-    readings: dict[int, HeldStep] = {}
-    held_open: dict[int, int] = {}
-    cpu_at: dict[str, float] = {}
-    timers: list[threading.Timer] = []
     host = fleet.server_address if fleet is not None else "127.0.0.1"
     model = parse_process_model(f"workers:{workers}") if workers > 1 else ProcessModel("single")
     with _app_group(server_cpus) as group:
         server = _start_app(framework, app, loop, server_cpus, group, workers=workers, host=host)
         topology = Topology(model, [server], instance_cpus=[server_cpus])
         monitor = Monitor(server.latest_telemetry, on_sample=watch.sample if watch else None)
+        readings = _HoldReadings(server, group, ramp, watch)
         try:
             monitor.set_server_cgroup(group)
             monitor.start(topology.pids)
-            idle_from = (time.monotonic(), _cpu_s(server, group))
-            time.sleep(IDLE_S)  # the app idle: what its timers cost per second
-            idle_to = (time.monotonic(), _cpu_s(server, group))
-            idle_cpu_per_s = (idle_to[1] - idle_from[1]) / (idle_to[0] - idle_from[0])
-
-            def read_memory(index: int) -> None:
-                memory = group.read().memory_bytes if group is not None else None
-                readings[index] = HeldStep(0, memory, _rss_bytes(server))
-
-            def on_step(index: int, offered: float) -> None:
-                if watch is not None:
-                    watch.step_started(index, offered, "conns")
-                if index == top:  # the opening ends: its CPU
-                    cpu_at["top"] = _cpu_s(server, group)
-                    cpu_at["top_t"] = time.monotonic()
-                timer = threading.Timer(ramp.hold_s * READ_AT_HOLD_SHARE, read_memory, (index,))
-                timer.daemon = True
-                timers.append(timer)
-                timer.start()
-
-            agents: AgentGroup
-            if fleet is None:
-                agents = LocalAgents.for_ramp(
-                    ramp, scenario, topology, agent_cpus, raw_dir, workers
-                )
-            else:  # Dask's client only when asked for
-                from harness.fleet.agents import FleetAgents
-
-                agents = FleetAgents(fleet, ramp, scenario, topology, agent_cpus, raw_dir, workers)
-            cpu_at["start"] = _cpu_s(server, group)
-            cpu_at["start_t"] = time.monotonic()
+            idle_cpu_per_s = _idle_cpu_per_s(server, group)
+            agents = _start_agents(ramp, topology, agent_cpus, raw_dir, workers, fleet)
+            start_cpu_s = _cpu_s(server, group)
+            start_cpu = (time.monotonic(), start_cpu_s)
             result = run_connection_ramp(
-                ramp=ramp,
-                agents=agents,
-                server=topology,
-                monitor=monitor,
-                baseline_rss_bytes=None,
-                on_step=on_step,
-                on_step_done=lambda step: (
-                    held_open.__setitem__(int(step.offered), step.figures.open),
-                    watch is not None and watch.step_finished(step),
-                ),
-            )
+                ramp=ramp, agents=agents, server=topology, monitor=monitor,
+                baseline_rss_bytes=None, on_step=readings.on_step,
+                on_step_done=readings.on_step_done,
+            )  # fmt: skip
         finally:
-            for timer in timers:
-                timer.join()
+            readings.join()
             monitor.stop()
             topology.stop()
         if result.server_exit is not None:
@@ -489,37 +335,40 @@ def ws_app_run(
                 f"{framework} {app} WebSocket server ended during the ramp "
                 f"({result.server_exit}): {server.stderr_tail()}"
             )
-    steps = result.steps
+    cpu_us = None
+    if readings.top_cpu is not None:
+        (start_t, start_s), (top_t, top_s) = start_cpu, readings.top_cpu
+        opened = result.steps[-1].replies if result.steps else 0
+        idle_cpu_s = idle_cpu_per_s * (top_t - start_t)
+        cpu_us = cpu_us_per_connection(start_s, top_s, opened, idle_cpu_s=idle_cpu_s)
+    return _app_run_figures(app, ramp, readings, result, cpu_us, by_cgroup=group is not None)
+
+
+def _app_run_figures(
+    app: str, ramp: ConnectionRamp, readings: _HoldReadings, result: ConnectionRampResult,
+    cpu_us: float | None, *, by_cgroup: bool,
+) -> WsAppRun:  # fmt: skip
+    """One app's run from its ramp and what was read at each hold."""
+    targets = [int(step.offered) for step in ramp]
     points = [
-        dataclasses.replace(readings[index], connections=held_open.get(target, 0))
+        dataclasses.replace(readings.memory[index], connections=readings.held_open.get(target, 0))
         for index, target in enumerate(targets)
-        if index in readings and held_open.get(target)
+        if index in readings.memory and readings.held_open.get(target)
     ]
-    last = steps[-1] if steps else None
-    opened = last.replies if last is not None else 0
-    failed = int(last.errors["total"]) if last is not None else 0
+    last = result.steps[-1] if result.steps else None
     cgroup_points = [(p.connections, p.cgroup_bytes) for p in points if p.cgroup_bytes is not None]
     return WsAppRun(
         app=app,
         target=targets[-1],
-        held=held_open.get(targets[-1], 0),
-        opened=opened,
-        failed=failed,
-        kb_per_connection=slope_kb_per_connection(cgroup_points) if group is not None else None,
+        held=readings.held_open.get(targets[-1], 0),
+        opened=last.replies if last is not None else 0,
+        failed=int(last.errors["total"]) if last is not None else 0,
+        kb_per_connection=slope_kb_per_connection(cgroup_points) if by_cgroup else None,
         rss_kb_per_connection=slope_kb_per_connection(
             [(p.connections, p.rss_bytes) for p in points]
         ),
-        cpu_us_per_connection=(
-            cpu_us_per_connection(
-                cpu_at["start"],
-                cpu_at["top"],
-                opened,
-                idle_cpu_s=idle_cpu_per_s * (cpu_at["top_t"] - cpu_at["start_t"]),
-            )
-            if "top" in cpu_at
-            else None
-        ),
-        cpu_source="cgroup" if group is not None else "process tree",
+        cpu_us_per_connection=cpu_us,
+        cpu_source="cgroup" if by_cgroup else "process tree",
         cut_short=result.watchdog_note,
         failed_reasons=failed_reasons_of(last.errors) if last is not None else {},
     )

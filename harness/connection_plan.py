@@ -2,9 +2,9 @@
 hosts, memory, conntrack entries and time (`harness plan-connections`).
 
 Pure arithmetic: the host's facts come in as `ConnectionHost` (read at the edge by
-harness.doctor.connection_host) and the memory of a connection from the measured table
-below; nothing here reads /proc or starts anything. A plan that cannot fit names the
-limit (`plan_refusal`).
+harness.doctor.connection_host) and the memory of a connection as measured
+(harness/data/measured.toml); nothing here reads /proc or starts anything. A plan that
+cannot fit names the limit (`plan_refusal`).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from drivers.agent.plan import FD_HEADROOM, SOURCES_PER_PROCESS, connect_ports
+from harness.measured import measured_value, measurements_under
 from model.errors import UserError
 from model.ramps import ConnectionRamp
 
@@ -30,7 +31,7 @@ class ServerMemory:
     kb_per_connection: float  # the slope of the server's RSS over the connections held
     rss_mb_at_measured: float  # the whole server's RSS at the measured point
     measured_connections: int  # the measured point: connections
-    measured_workers: int = 56  # and server workers
+    measured_workers: int  # and server workers
 
     @property
     def idle_process_bytes(self) -> int:
@@ -41,37 +42,21 @@ class ServerMemory:
         return max(0, round((rss_bytes - connections_bytes) / self.measured_workers))
 
 
-# Measured on this project's 2-core, 23 GB box (README, "Load from many hosts"), each
-# server on 56 workers through `--fleet local:8` (8 hosts × 4 addresses), idle connections
-# (ws-idle) opened at 450/s, quiet machine, one run each:
-# - node-http 20261206-034115.200-ws-ramp and twisted 20261206-042558.765-ws-ramp held
-#   1,000,000 (RSS summed over the workers; Twisted's WebSocket protocol sheds autobahn's
-#   per-connection copies since 2026-12-06); node-express 20261206-074810.262-ws-ramp too;
-# - the breaking-point runs, each at its top held step: eventlet
-#   20261206-051022.268-ws-ramp, gevent 20261206-070318.154-ws-ramp, aiohttp (asyncio's
-#   loop) 20261206-073303.481-ws-ramp, tornado 20261206-072226.759-ws-ramp. On 8 workers
-#   at 100,000 they had read 42.1, 30.1, 14.8 (uvloop) and 18.2 KB: a worker's heap grown
-#   past its first connections costs less for each next one.
-# A framework not here has no measurement to plan from.
+# Measured once on this project's development box, each with its provenance (host, date,
+# command, runs): harness/data/measured.toml (harness.measured). A framework not there has
+# no measurement to plan from.
 SERVER_MEMORY: dict[str, ServerMemory] = {
-    "node-http": ServerMemory(4.2, rss_mb_at_measured=7459, measured_connections=1_000_000),
-    "node-express": ServerMemory(4.0, rss_mb_at_measured=7617, measured_connections=1_000_000),
-    "twisted": ServerMemory(3.0, rss_mb_at_measured=6733, measured_connections=1_000_000),
-    "aiohttp": ServerMemory(14.2, rss_mb_at_measured=6586, measured_connections=300_000),
-    "tornado": ServerMemory(17.6, rss_mb_at_measured=5314, measured_connections=200_000),
-    "gevent": ServerMemory(15.5, rss_mb_at_measured=9298, measured_connections=400_000),
-    "eventlet": ServerMemory(20.6, rss_mb_at_measured=11663, measured_connections=400_000),
+    name: ServerMemory(
+        entry.value,
+        rss_mb_at_measured=entry.at["server_rss_mb"],
+        measured_connections=int(entry.at["connections"]),
+        measured_workers=int(entry.at["server_workers"]),
+    )
+    for name, entry in measurements_under("server_memory.", "KiB/connection").items()
 }
-# The agents, the two 1,000,000 runs: 3.10 GB over 56 agent processes (17,858 connections
-# each), 3.0 KB per connection taken whole (the processes' own ~25 MB included), which
-# errs on the safe side as long as a process holds ~18,000-19,900 connections, as a
-# plan's do (at 100,000 over 8 processes it was 3.7).
-AGENT_KB_PER_CONNECTION = 3.1
-# The kernel's slab grew by 8.2 KB per connection in both 1,000,000 runs (9.3 at 100,000 in
-# run 20261201-114020.828-ws-ramp), both ends (the agent's socket and the server's) on this
-# box: socket, inode, file and epoll objects. /proc/net/sockstat cannot give it: its `mem`
-# counts TCP buffer pages only, about none for an idle connection.
-KERNEL_KB_PER_CONNECTION = 8.3
+# the agents' RSS and the kernel's slab (both ends of a loopback connection) per connection
+AGENT_KB_PER_CONNECTION = measured_value("agent_kb_per_connection", "KiB/connection")
+KERNEL_KB_PER_CONNECTION = measured_value("kernel_kb_per_connection", "KiB/connection")
 # SO_REUSEPORT spreads connections over the workers unevenly: room for the fullest one
 REUSEPORT_SPREAD = 1.10
 
@@ -189,6 +174,30 @@ def plan_frameworks(spec: str, registered: Iterable[str] = ()) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def framework_plan(
+    name: str, connections: int, *, per_process: int, others_bytes: int, available_bytes: int
+) -> FrameworkPlan:
+    """Server `name`'s share of a plan: `connections` over processes of `per_process`
+    each (with SO_REUSEPORT's spread), its memory (SERVER_MEMORY's) with `others_bytes`
+    (the agents' and the kernel's) against `available_bytes`."""
+    memory = SERVER_MEMORY[name]
+    processes = math.ceil(connections / per_process)
+    workers = max(processes, math.ceil(connections * REUSEPORT_SPREAD / per_process))
+    server_bytes = round(
+        connections * memory.kb_per_connection * KIB + workers * memory.idle_process_bytes
+    )
+    total = server_bytes + others_bytes
+    return FrameworkPlan(
+        framework=name,
+        server_processes_min=processes,
+        server_workers=workers,
+        kb_per_connection=memory.kb_per_connection,
+        server_bytes=server_bytes,
+        memory_total_bytes=total,
+        memory_fits=total <= available_bytes,
+    )
+
+
 def plan_connections(
     connections: int,
     frameworks: Sequence[str],
@@ -232,26 +241,16 @@ def plan_connections(
         hold_s=ramp_hold_s,
         open_rate_per_s=open_rate_per_s,
     )
-    plans = []
-    for name in frameworks:
-        memory = SERVER_MEMORY[name]
-        processes = math.ceil(connections / per_process)
-        workers = max(processes, math.ceil(connections * REUSEPORT_SPREAD / per_process))
-        server_bytes = round(
-            connections * memory.kb_per_connection * KIB + workers * memory.idle_process_bytes
+    plans = [
+        framework_plan(
+            name,
+            connections,
+            per_process=per_process,
+            others_bytes=agent_bytes + kernel_bytes,
+            available_bytes=host.memory_available_bytes,
         )
-        total = server_bytes + agent_bytes + kernel_bytes
-        plans.append(
-            FrameworkPlan(
-                framework=name,
-                server_processes_min=processes,
-                server_workers=workers,
-                kb_per_connection=memory.kb_per_connection,
-                server_bytes=server_bytes,
-                memory_total_bytes=total,
-                memory_fits=total <= host.memory_available_bytes,
-            )
-        )
+        for name in frameworks
+    ]
     return ConnectionPlan(
         connections=connections,
         host=host,

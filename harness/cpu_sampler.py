@@ -3,35 +3,52 @@
 Python servers are sampled with py-spy (`record --format raw`: collapsed stacks, native
 frames, idle frames left out, its subprocesses too), the others (nginx, Node, Ruby) with
 `perf record -F 99 -e cpu-clock -g` on every process of the tree, folded from `perf
-script` by model.stacks. cpu-clock is the kernel's software timer: it works where no
-hardware PMU is exposed (a VM), and samples only what runs on a CPU.
+script` by model.stacks (Node's JS frames named from the symbol map a server started for
+the round writes: sampled_server_environment). cpu-clock is the kernel's software timer:
+it works where no hardware PMU is exposed (a VM), and samples only what runs on a CPU.
 
 The sampler runs on the load's CPUs (taskset), never the server's; its own CPU seconds
 (user + system, read from its exit's rusage) are kept, and a sampler that cannot attach
 says why in one line (`error`) instead of failing the case.
+
+py-spy is waited for until it says it samples (or exits), not for a fixed time: with
+native frames it checks that it can read a whole stack before it starts; on eventlet
+(whose hub runs in a greenlet: py-spy cannot merge the native and Python frames of a
+switched stack) that check fails, and its few retries run out only after a second or
+more on a loaded machine. It then exits and is started again without native frames. Each
+attempt keeps its own log.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
 
 from drivers.processes import spawn
-from model.stacks import Folded, fold_perf_script, merged, parse_pyspy_raw
+from model.stacks import Folded, PerfMap, fold_perf_script, merged, parse_perf_map, parse_pyspy_raw
 
 SAMPLE_RATE_HZ = 99
-ATTACH_WAIT_S = 1.0  # py-spy and perf attach in well under this; a failure shows by then
+ATTACH_WAIT_S = 1.0  # perf attaches in well under this (it says nothing when it has)
+PYSPY_ATTACH_TIMEOUT_S = 20.0  # py-spy with native frames on a loaded machine: seconds
+PYSPY_SAMPLING = "Sampling process"  # py-spy's line once it has attached and samples
+PYSPY_COUNTS = re.compile(r"Samples: (?P<samples>\d+) Errors: (?P<errors>\d+)")
 STOP_WAIT_S = 15.0
 PMU_DEVICE = Path("/sys/bus/event_source/devices/cpu")
+# a server started for a profiled round: Node writes its JIT's symbol map for perf
+# (/tmp/perf-PID.map, functions only) and runs interpreted functions in native frames of
+# their own, so its JS frames have names; a normal round's server pays for neither
+NODE_PROFILED_OPTIONS = "--perf-basic-prof-only-functions --interpreted-frames-native-stack"
+PERF_MAP = re.compile(r"\((?P<path>/tmp/perf-\d+\.map)\)$", re.MULTILINE)
 
 
 @dataclass
@@ -66,6 +83,27 @@ def process_tree(root_pids: list[int]) -> list[int]:
         except psutil.Error:
             continue
     return sorted(set(pids))
+
+
+def sampled_server_environment() -> dict[str, str]:
+    """What a server started for a profiled round gets in its environment (the harness's
+    own NODE_OPTIONS kept): named JS frames for perf (NODE_PROFILED_OPTIONS)."""
+    options = [os.environ.get("NODE_OPTIONS", "").strip(), NODE_PROFILED_OPTIONS]
+    return {"NODE_OPTIONS": " ".join(filter(None, options))}
+
+
+def pyspy_lost(logs: Sequence[str]) -> str | None:
+    """How many samples the py-spy runs whose `logs` these are could not read (each says
+    on its last line), if any: those stacks are missing from the split (a greenlet's,
+    most often)."""
+    samples = errors = 0
+    for log in logs:
+        for match in PYSPY_COUNTS.finditer(log):
+            samples += int(match["samples"])
+            errors += int(match["errors"])
+    if not errors:
+        return None
+    return f"{errors} of {samples} samples could not be read"
 
 
 def clock_note() -> str:
@@ -128,21 +166,41 @@ class CpuSampler:
             retries = [
                 (argv, pid) for argv, pid in commands if Path(argv[-1]) in {o for _, o in failed}
             ]
-            self._launch([([a for a in argv if a != "--native"], pid) for argv, pid in retries])
+            without = [([a for a in argv if a != "--native"], pid) for argv, pid in retries]
+            self._launch(without, log_suffix="-without-native")
         for process, _ in self.processes:
             if process.poll() is not None:
                 self.error = f"{self.sampler} could not attach: {self._log_tail(process)}"
 
-    def _launch(self, commands: list[tuple[list[str], int]]) -> None:
-        """Start each sampler command (its output after `-o`), then wait for them to attach."""
+    def _launch(self, commands: list[tuple[list[str], int]], log_suffix: str = "") -> None:
+        """Start each sampler command (its output after `-o`), then wait for them to attach
+        (each log `<sampler>-<pid><log_suffix>.log`)."""
+        started = []
         for argv, pid in commands:
             output = Path(argv[argv.index("-o") + 1])
-            log_path = self.out_dir / f"{self.sampler}-{pid}.log"
+            log_path = self.out_dir / f"{self.sampler}-{pid}{log_suffix}.log"
             with log_path.open("wb") as log:  # spawn: it dies with the harness, as every child
                 process = spawn(self._command(argv), stdout=log, stderr=log)
             self.processes.append((process, output))
             self.logs[process.pid] = log_path
-        time.sleep(ATTACH_WAIT_S)
+            started.append(process)
+        if self.sampler != "py-spy":
+            time.sleep(ATTACH_WAIT_S)
+            return
+        deadline = time.monotonic() + PYSPY_ATTACH_TIMEOUT_S
+        while time.monotonic() < deadline and not all(
+            process.poll() is not None or PYSPY_SAMPLING in self._log_text(process)
+            for process in started
+        ):
+            time.sleep(0.05)
+
+    def _log_text(self, process: subprocess.Popen[bytes]) -> str:
+        """What `process` has written to its log so far ("" when there is none)."""
+        log = self.logs.get(process.pid)
+        try:
+            return log.read_text(errors="replace") if log is not None else ""
+        except OSError:
+            return ""
 
     def _pyspy(self, program: str, pid: int, output: Path) -> list[str]:
         rate = str(SAMPLE_RATE_HZ)
@@ -150,12 +208,7 @@ class CpuSampler:
         return [program, "record", "--format", "raw", "-r", rate, "--pid", str(pid), *options]
 
     def _log_tail(self, process: subprocess.Popen[bytes]) -> str:
-        log = self.logs.get(process.pid)
-        try:
-            text = log.read_text(errors="replace") if log is not None else ""
-            lines = [line for line in text.splitlines() if line.strip()]
-        except OSError:
-            lines = []
+        lines = [line for line in self._log_text(process).splitlines() if line.strip()]
         errors = [line for line in lines if line.lstrip().startswith("Error")]
         if errors:  # py-spy's own message, before its backtrace
             return errors[0].strip()
@@ -179,6 +232,9 @@ class CpuSampler:
                 "no native frames (they failed here)" if self.without_native else "native frames"
             )
             result.note = f"py-spy (99 Hz; {frames}, idle frames left out, subprocesses)"
+            lost = pyspy_lost([self._log_text(process) for process, _ in self.processes])
+            if lost:
+                result.note += f"; {lost}"
         if result.error is None and not result.folded:
             result.error = f"{self.sampler} gave no samples: {self._log_tail(self.processes[0][0])}"
         self.result = result
@@ -197,7 +253,23 @@ class CpuSampler:
             errors="replace",
             check=False,
         )
-        return fold_perf_script(script.stdout)
+        return fold_perf_script(script.stdout, self._perf_maps(script.stdout))
+
+    def _perf_maps(self, script: str) -> dict[str, PerfMap]:
+        """The JIT symbol maps the sampled processes wrote (Node's, named by `perf
+        script`), read; each moved beside the samples (a server's map would otherwise stay
+        in /tmp after it, one per profiled round)."""
+        maps: dict[str, PerfMap] = {}
+        for path in sorted({match["path"] for match in PERF_MAP.finditer(script)}):
+            source = Path(path)
+            try:
+                text = source.read_text(errors="replace")
+            except OSError:
+                continue
+            (self.out_dir / source.name).write_text(text)
+            source.unlink(missing_ok=True)
+            maps[path] = parse_perf_map(text)
+        return maps
 
 
 def _interrupt_and_reap(process: subprocess.Popen[bytes]) -> float:

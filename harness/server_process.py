@@ -38,7 +38,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from drivers.processes import kill_group, spawn
@@ -369,11 +369,12 @@ def start_command_server(
     certificates: Certificates | None = None,
     cgroup: Cgroup | None = None,
     host: str = "127.0.0.1",
+    environment: Mapping[str, str] | None = None,
 ) -> CommandServerProcess:
     """Start `template` (the command or the minimal app of `framework`) on a free port of
     `host` (loopback unless a fleet's load hosts must reach it), pinned by taskset when
-    `cpus`, in `cgroup` when given, speaking `protocol` (TLS: with `certificates`), and
-    wait until it is ready."""
+    `cpus`, in `cgroup` when given, speaking `protocol` (TLS: with `certificates`), with
+    `environment` added to its own, and wait until it is ready."""
     check_listen_address(host)
     port = listeners.free_port(host)
     args = [*extra_args, *protocol_args(protocol, certificates)]
@@ -386,13 +387,13 @@ def start_command_server(
         raise UserError(f"{framework.name}: command {template!r}: {error}") from None
     # {mongo_url} fills the command's own words (on its command line, so `ps` shows it);
     # the environment gives the URL to a command that reads MONGO_URL_ENV instead
-    _, environment = server_environment(args)
+    _, secrets = server_environment(args)
     if cpus is not None:
         command = ["taskset", "-c", cpus, *command]
     try:
         server = CommandServerProcess(
-            command, framework.name, workers, port, protocol, certificates, environment, cgroup,
-            host,
+            command, framework.name, workers, port, protocol, certificates,
+            {**(environment or {}), **secrets}, cgroup, host,
         )  # fmt: skip
     except OSError as error:  # the program is not there
         raise UserError(f"{framework.name}: cannot run {redact(command[0])!r}: {error}") from None
@@ -417,11 +418,13 @@ def start_server(
     protocol: str = PROTOCOL_H1,
     certificates: Certificates | None = None,
     cgroup: Cgroup | None = None,
+    environment: Mapping[str, str] | None = None,
 ) -> ServerProcess:
     """Start a server on an OS-chosen port of `host` (loopback unless a fleet's load hosts
     must reach it: then the address they reach, given explicitly) speaking `protocol`
     (the TLS ones with `certificates`: harness.tls), in `cgroup` when given (it joins
-    before it execs: harness.cgroups), and wait until it listens (a command server: on a
+    before it execs: harness.cgroups), with `environment` added to its own (a profiled
+    round's: harness.cpu_sampler), and wait until it listens (a command server: on a
     port the harness picked). UserError `not supported: …` when the framework does not
     speak `protocol`."""
     check_listen_address(host)
@@ -444,15 +447,17 @@ def start_server(
             protocol=protocol,
             certificates=certificates,
             cgroup=cgroup,
+            environment=environment,
         )
     # the MongoDB URL (which may hold a password) in the environment, not on `ps`
-    args, environment = server_environment([*extra_args, *protocol_args(protocol, certificates)])
+    args, secrets = server_environment([*extra_args, *protocol_args(protocol, certificates)])
     command = server_command(
         framework, sink=sink, workers=workers, loop=loop, host=host, cpus=cpus, extra_args=args
     )
     server = ServerProcess(
-        command, framework, workers, host, protocol, certificates, environment, cgroup
-    )
+        command, framework, workers, host, protocol, certificates,
+        {**(environment or {}), **secrets}, cgroup,
+    )  # fmt: skip
     try:
         server.wait_ready(ready_timeout_s)
     except BaseException:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -255,12 +255,13 @@ def start_topology(
     protocol: str = PROTOCOL_H1,
     certificates: Certificates | None = None,
     cgroup: Cgroup | None = None,
+    environment: Mapping[str, str] | None = None,
 ) -> Topology:
     """Start the instances (and the balancer) of `model` listening on `host` (the balancer
     there, its instances behind it on loopback), speaking `protocol`; everything is stopped
     on failure. With `cgroup` every process joins it; its cpuset pins a single instance
     (no taskset then), while the instances of `lb:N` keep their own CPU sets by taskset
-    inside it."""
+    inside it. Every instance gets `environment` added to its own."""
     why = topology_unsupported(model, protocol)
     if why is not None:
         raise UserError(f"not supported: {why}")
@@ -276,6 +277,7 @@ def start_topology(
             protocol=protocol,
             certificates=certificates,
             cgroup=cgroup,
+            environment=environment,
         )
         return Topology(model, [server], instance_cpus=[server_cpus])
     from harness.services.balancer import LoadBalancer
@@ -293,6 +295,7 @@ def start_topology(
                     cpus=cpus,
                     extra_args=extra_args,
                     cgroup=cgroup,
+                    environment=environment,
                 )
             )
         balancer = LoadBalancer(

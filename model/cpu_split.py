@@ -9,15 +9,18 @@ The categories:
   other system-call wrappers a stack ends in (a sample taken in a system call ends there);
 - runtime: the language's machinery — the CPython interpreter and its GC (libpython), the
   standard library's event loop and selectors (asyncio, selectors, ssl's wrappers),
-  uvloop, gevent's hub, Twisted's reactor, libev, V8 and Node's own code, the Ruby VM;
+  uvloop, gevent's hub, Twisted's reactor, libev, V8 and Node's own code, the Ruby VM,
+  and this project's own hub, reactor and loop runner (servers/runtimes);
 - framework: the framework's own code (its package's paths; nginx's own binary);
-- handler: this project's servers/ code — the handlers and the sinks (servers.core.sinks);
+- handler: this project's other servers/ code — the handlers and the sinks;
 - other: everything else — other libraries, OpenSSL, frames no rule names.
 
 A stack's category is decided by its leaf if that is kernel; else by its innermost frame
-that has a source path (a .py, .js or .rb file: the code being run, whatever native
-frames the interpreter ran it in); else by its leaf's module. The decisive frame is also
-what the top-frames table lists.
+that has a source path (a .py, .js or .rb file, or Node's own `node:` module: the code
+being run, whatever native frames the interpreter ran it in) unless a runtime's own
+native work (its GC, V8's C++) lies under it; else by its leaf's module. Node's JS frames
+have paths only when it ran with --perf-basic-prof (harness.cpu_sampler asks for it).
+The decisive frame is also what the top-frames table lists.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ IDLE = "idle"  # a py-spy stack waiting in the event loop's poll: dropped, not C
 
 # a frame: `symbol (module or path[:line])`
 _FRAME = re.compile(r"^(?P<symbol>.*?)\s*\((?P<where>[^()]*)\)$")
-_SOURCE = re.compile(r"\.(py|pyx|js|mjs|cjs|rb)(:\d+)?$")
+_SOURCE = re.compile(r"\.(py|pyx|js|mjs|cjs|rb)(:\d+)?$|^node:")  # node: Node's own modules
 _LINE = re.compile(r":\d+\)$")
 _NATIVE_SOURCE = re.compile(r"\.(c|h|cc|cpp)(:\d+)?$")
 
@@ -64,21 +67,39 @@ RUNTIME_NATIVE_SOURCES = re.compile(
     r"^(_asynciomodule|selectmodule|gcmodule|obmalloc|ceval|ceval_gil|gc)\.c"
 )
 FRAMEWORK_MODULES = re.compile(r"^nginx$")
+# Node's C++ (its bindings to libuv: the stream writes, the timers) and V8's collector and
+# compilers: runtime even under a JS function's frame, as CPython's GC is under Python's.
+# V8's other C++ (an inline cache's miss, a property's slow path) is the JS code's own
+# work, as CPython's eval loop is the Python code's
+# Node's HTTP parser (llhttp, in node's binary): the framework's, as NODE_HTTP's JS is
+FRAMEWORK_NATIVE_SYMBOLS = re.compile(r"^(node::\(anonymous namespace\)::Parser::|llhttp_)")
+RUNTIME_NATIVE_SYMBOLS = re.compile(
+    r"^(node::|uv_|v8::internal::(Heap|Scavenger|MarkCompact|MinorMarkCompact|MinorMS|"
+    r"Sweeper|IncrementalMarking|ConcurrentMarking|MemoryAllocator|GlobalHandles|"
+    r"compiler::|maglev::|baseline::|Compiler|Parser))"
+)
 # interpreted code by its top-level package (paths as py-spy prints them, or absolute)
 RUNTIME_PACKAGES = frozenset(
     {*sys.stdlib_module_names, "uvloop", "greenlet", "node:internal", "internal", "node:"}
 )
-# parts of a framework that are its event loop: runtime, not framework
+# parts of a framework that are its event loop: runtime, not framework; and this
+# project's own event-loop glue (a bounded epoll hub, reactor or loop runner: a py-spy
+# stack without native frames ends in its poll), not handler
 RUNTIME_PATHS = re.compile(
     r"^gevent/(hub|_hub|libev|libuv|_ffi|_greenlet|_abstract_linkable|_hub_local)|"
-    r"^twisted/internet/|^eventlet/hubs/|^tornado/(ioloop|platform/asyncio)"
+    r"^twisted/internet/|^eventlet/hubs/|^tornado/(ioloop|platform/asyncio)|"
+    r"^servers/runtimes/(green/eventlet_hub|twisted/reactor|asyncio/loop)\.py"
 )
 HANDLER_PACKAGES = frozenset({"servers"})  # this project's servers: handlers and sinks
+# Node's HTTP server (its JS modules; the parser is native, llhttp, inside node): the
+# framework of both Node servers, as aiohttp's own HTTP code is aiohttp's
+NODE_HTTP = ("node:_http_server", "node:_http_common", "node:_http_incoming",
+             "node:_http_outgoing", "node:http")  # fmt: skip
 # a framework's own packages (its name when not listed)
 FRAMEWORK_PACKAGES = {
     "aiohttp": ("aiohttp", "multidict", "yarl", "propcache", "frozenlist", "aiosignal"),
-    "node-http": ("node-http",),
-    "node-express": ("express", "router", "body-parser"),
+    "node-http": NODE_HTTP,
+    "node-express": ("express", "router", "body-parser", *NODE_HTTP),
 }
 _PACKAGE_ROOTS = re.compile(r"^.*/(site-packages|dist-packages|node_modules|lib/python3[.\d]*)/")
 
@@ -113,7 +134,7 @@ def source_category(path: str, framework: str) -> str:
         return "handler"
     if package in FRAMEWORK_PACKAGES.get(framework, (framework,)):
         return "framework"
-    if package in RUNTIME_PACKAGES:
+    if package in RUNTIME_PACKAGES or package.startswith("node:"):
         return "runtime"
     return "other"
 
@@ -157,10 +178,12 @@ def stack_category(stack: str, framework: str, kernel_frames: bool = False) -> t
     if not kernel_frames and native_category(where) == "kernel" and not is_source(leaf):
         return (IDLE if _asleep(frames) else "kernel"), leaf
     for frame in reversed(frames):
-        frame_where = frame_parts(frame)[1]
+        symbol, frame_where = frame_parts(frame)
         if is_source(frame):
             return source_category(frame_where, framework), frame
-        if RUNTIME_NATIVE_SOURCES.search(frame_where):
+        if FRAMEWORK_NATIVE_SYMBOLS.match(symbol):
+            return "framework", frame
+        if RUNTIME_NATIVE_SOURCES.search(frame_where) or RUNTIME_NATIVE_SYMBOLS.match(symbol):
             return "runtime", frame
     if _NATIVE_SOURCE.search(where):
         return "other", leaf

@@ -33,6 +33,13 @@ from servers import FRAMEWORKS, contract
 DATA_DIR = Path(__file__).parent / "data"
 
 
+# The smoke profile's two steps, shortened for tests that need a measured step, not a
+# long one: 1 s steps, no warm-up, no cool-down, through `--set` (users' smoke unchanged)
+SHORT_SMOKE = ("--set", "ramp.duration_s=1", "--set", "warmup_s=0", "--set", "cooldown_s=0")
+# ...and one step (concurrency 10) where the test needs no second one
+ONE_STEP_SMOKE = (*SHORT_SMOKE, "--set", "ramp.stop=10")
+
+
 def require_framework(name: str) -> None:
     """Skip a framework that is not installed, except in CI where every one must be."""
     missing = FRAMEWORKS[name].missing()

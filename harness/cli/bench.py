@@ -19,6 +19,7 @@ import typer
 from typer.core import TyperGroup
 
 from charts.bench_tables import BENCH_HTTP, BENCH_WS
+from charts.cpu_tables import BENCH_CPU_SPLIT, BENCH_PROFILED_CAPTION, bench_profiles
 from harness.cli.live_options import LIVE_OPTION, PROMETHEUS_OPTION
 from harness.cli.options import (
     AGENT_CPUS_OPTION,
@@ -113,6 +114,12 @@ def http_command(
         help="Per framework, for --precision, once --rounds ran (0: none).",
     ),
     max_rounds: int = typer.Option(60, help="Rounds per framework, at most."),
+    cpu_profile: bool = typer.Option(
+        False,
+        "--cpu-profile",
+        help="After the rounds, one more run of each app with a CPU sampler on it (out of "
+        "the ratio): where its CPU µs per request go.",
+    ),
     as_json: bool = JSON_OPTION,
     results: Path = RESULTS_OPTION,
     servers: list[str] = SERVER_OPTION,
@@ -141,8 +148,9 @@ def http_command(
         live_address=live_address, prometheus_address=prometheus_address,
     )  # fmt: skip
     options = HttpBenchOptions(
-        common, connections, rounds, duration_s, precision_pct, max_time_s, max_rounds
-    )
+        common, connections, rounds, duration_s, precision_pct, max_time_s, max_rounds,
+        cpu_profile,
+    )  # fmt: skip
     bench_http(options, as_json=as_json)
 
 
@@ -178,6 +186,10 @@ def _http_results(plan: HttpBenchPlan, live: LiveSession | None, *, as_json: boo
         print(json.dumps(rows, indent=2))
     else:
         console.print(rich_table(BENCH_HTTP.render(recorder.run.cases, "compact")))
+        if any("cpu_profile" in case.details for case in recorder.run.cases):
+            rows = bench_profiles(recorder.run.cases)
+            console.print(rich_table(BENCH_CPU_SPLIT.render(rows, "compact")))
+            _say(BENCH_PROFILED_CAPTION)
     _say_kept(recorder, as_json)
     return recorder
 
@@ -226,6 +238,8 @@ def _measure_http(
                     rounds=options.rounds, precision_pct=options.precision_pct or None,
                     max_rounds=options.max_rounds, max_time_s=options.max_time_s or None,
                     protocol=protocol, certificates=certificates, watch=watch,
+                    profile_dir=recorder.directory / f"{name}-{protocol}-profiled"
+                    if options.cpu_profile else None,
                 )  # fmt: skip
             results.append(result)
             recorder.add(http_case(result))

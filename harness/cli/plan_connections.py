@@ -85,14 +85,7 @@ def plan_connections_command(
 
 def _print_plan(plan: ConnectionPlan) -> None:
     """The plan as two tables: what it needs, then memory per server."""
-    from drivers.agent.plan import FD_HEADROOM
-    from harness.connection_plan import (
-        AGENT_KB_PER_CONNECTION,
-        KERNEL_KB_PER_CONNECTION,
-        REUSEPORT_SPREAD,
-        conntrack_fits,
-        gigabytes,
-    )
+    from harness.connection_plan import gigabytes
 
     host = plan.host
     console.print(
@@ -102,95 +95,130 @@ def _print_plan(plan: ConnectionPlan) -> None:
         highlight=False,
     )
     needs = Table("need", "plan", show_header=False)
+    for need, said in _process_needs(plan) + _network_needs(plan) + _host_needs(plan):
+        needs.add_row(need, said)
+    console.print(needs, highlight=False)
+    _print_memory(plan)
+
+
+def _process_needs(plan: ConnectionPlan) -> list[tuple[str, str]]:
+    """Connections per process, then server and agent processes."""
+    from drivers.agent.plan import FD_HEADROOM
+    from harness.connection_plan import REUSEPORT_SPREAD
+
+    host = plan.host
     agent_note = (
         ""
         if plan.agent_connections_per_process == plan.server_connections_per_process
         else f"; an agent process {plan.agent_connections_per_process:,} (its addresses' ports)"
     )
-    needs.add_row(
-        "per process",
-        f"{plan.server_connections_per_process:,} connections: open files "
-        f"{host.open_files:,} (hard limit {host.open_files_hard:,}) less {FD_HEADROOM} for "
-        f"the process itself{agent_note}",
-    )
     # every server holds as many connections per process: the first one's counts are all's
     workers = plan.frameworks[0].server_workers
     minimum = plan.frameworks[0].server_processes_min
-    needs.add_row(
-        "server processes",
-        f"at least {minimum:,}: --process-model workers:{workers} "
-        f"({(REUSEPORT_SPREAD - 1) * 100:.0f} % more for SO_REUSEPORT's uneven spread)",
-    )
     per_host = plan.agent_processes // plan.fleet_hosts
-    needs.add_row(
-        "agent processes",
-        f"{plan.agent_processes:,}: {per_host} on each of {plan.fleet_hosts} load hosts"
-        if plan.fleet_hosts > 1
-        else f"{plan.agent_processes:,} on this machine",
-    )
+    return [
+        (
+            "per process",
+            f"{plan.server_connections_per_process:,} connections: open files "
+            f"{host.open_files:,} (hard limit {host.open_files_hard:,}) less {FD_HEADROOM} for "
+            f"the process itself{agent_note}",
+        ),
+        (
+            "server processes",
+            f"at least {minimum:,}: --process-model workers:{workers} "
+            f"({(REUSEPORT_SPREAD - 1) * 100:.0f} % more for SO_REUSEPORT's uneven spread)",
+        ),
+        (
+            "agent processes",
+            f"{plan.agent_processes:,}: {per_host} on each of {plan.fleet_hosts} load hosts"
+            if plan.fleet_hosts > 1
+            else f"{plan.agent_processes:,} on this machine",
+        ),
+    ]
+
+
+def _network_needs(plan: ConnectionPlan) -> list[tuple[str, str]]:
+    """Source addresses, load hosts and conntrack entries."""
+    from harness.connection_plan import conntrack_fits
+
+    host = plan.host
     low, high = host.port_range
-    needs.add_row(
-        "source addresses",
-        f"{plan.source_addresses:,}: {host.ports_per_address:,} ports each toward one server "
-        f"address:port (the even ports of {low}-{high}, the range fleet up sets: connect() "
-        "takes even ports first and slows to a crawl once they are gone)",
-    )
-    needs.add_row(
-        "load hosts",
-        f"{plan.fleet_hosts} of {plan.addresses_per_host} addresses: harness fleet up "
-        f"--hosts {plan.fleet_hosts} --addresses-per-host {plan.addresses_per_host}"
-        if plan.fleet_hosts > 1
-        else "this machine: its agents connect from 127.0.0.x, no fleet needed",
-    )
-    tracked = {
-        True: "tracked here"
-        + (
+    limit = f"nf_conntrack_max {host.conntrack_max:,}" if host.conntrack_max else "no table"
+    return [
+        (
+            "source addresses",
+            f"{plan.source_addresses:,}: {host.ports_per_address:,} ports each toward one "
+            f"server address:port (the even ports of {low}-{high}, the range fleet up sets: "
+            "connect() takes even ports first and slows to a crawl once they are gone)",
+        ),
+        (
+            "load hosts",
+            f"{plan.fleet_hosts} of {plan.addresses_per_host} addresses: harness fleet up "
+            f"--hosts {plan.fleet_hosts} --addresses-per-host {plan.addresses_per_host}"
+            if plan.fleet_hosts > 1
+            else "this machine: its agents connect from 127.0.0.x, no fleet needed",
+        ),
+        (
+            "conntrack",
+            f"{plan.conntrack_entries:,} entries, {limit}: {_conntrack_said(plan)}"
+            + ("" if conntrack_fits(plan) else ": does not fit"),
+        ),
+    ]
+
+
+def _conntrack_said(plan: ConnectionPlan) -> str:
+    """Whether the plan's connections would be tracked here, and what tells."""
+    host = plan.host
+    if plan.conntrack_tracked is None:
+        return "may be tracked (nothing tells; counted as tracked)"
+    if plan.conntrack_tracked:
+        return "tracked here" + (
             f" ({host.conntrack_count:,} entries now)"
             if host.conntrack_count
             else " (a loopback connection took an entry)"
+        )
+    return "not tracked here" + (
+        " (no conntrack module)"
+        if host.conntrack_max is None
+        else " (a loopback connection took no entry)"
+    )
+
+
+def _host_needs(plan: ConnectionPlan) -> list[tuple[str, str]]:
+    """The CPUs, somaxconn and the ramp's time."""
+    host = plan.host
+    return [
+        (
+            "CPUs",
+            f"{host.cpu_count} here, shared by {plan.frameworks[0].server_workers} server "
+            f"workers and {plan.agent_processes} agent processes",
         ),
-        False: "not tracked here"
-        + (
-            " (no conntrack module)"
-            if host.conntrack_max is None
-            else " (a loopback connection took no entry)"
+        (
+            "somaxconn",
+            f"{host.somaxconn:,}: each listening socket's accept queue (handshakes waiting, "
+            "not connections held)",
         ),
-        None: "may be tracked (nothing tells; counted as tracked)",
-    }[plan.conntrack_tracked]
-    limit = f"nf_conntrack_max {host.conntrack_max:,}" if host.conntrack_max else "no table"
-    needs.add_row(
-        "conntrack",
-        f"{plan.conntrack_entries:,} entries, {limit}: {tracked}"
-        + ("" if conntrack_fits(plan) else ": does not fit"),
+        (
+            "time",
+            f"opening at {plan.open_rate_per_s:g}/s: {_duration(plan.opening_s)}; the ramp "
+            f"({plan.ramp_steps:,} steps of {plan.ramp_step:,}, {plan.ramp_hold_s:g} s holds): "
+            f"{_duration(plan.ramp_s)}",
+        ),
+    ]
+
+
+def _print_memory(plan: ConnectionPlan) -> None:
+    """Memory per server: its connections' and workers', the agents', the kernel's."""
+    from harness.connection_plan import (
+        AGENT_KB_PER_CONNECTION,
+        KERNEL_KB_PER_CONNECTION,
+        gigabytes,
     )
-    needs.add_row(
-        "CPUs",
-        f"{host.cpu_count} here, shared by {workers} server workers and "
-        f"{plan.agent_processes} agent processes",
-    )
-    needs.add_row(
-        "somaxconn",
-        f"{host.somaxconn:,}: each listening socket's accept queue (handshakes waiting, "
-        "not connections held)",
-    )
-    needs.add_row(
-        "time",
-        f"opening at {plan.open_rate_per_s:g}/s: {_duration(plan.opening_s)}; the ramp "
-        f"({plan.ramp_steps:,} steps of {plan.ramp_step:,}, {plan.ramp_hold_s:g} s holds): "
-        f"{_duration(plan.ramp_s)}",
-    )
-    console.print(needs, highlight=False)
+
     memory = Table(
-        "framework",
-        "KB/conn",
-        "workers",
-        "server",
-        "agents",
-        "kernel",
-        "total",
-        "available",
+        "framework", "KB/conn", "workers", "server", "agents", "kernel", "total", "available",
         "fits",
-    )
+    )  # fmt: skip
     console.print(
         f"memory: per connection the server's measured KB, the agents' "
         f"{AGENT_KB_PER_CONNECTION} KB and the kernel's {KERNEL_KB_PER_CONNECTION} KB (both "
@@ -206,7 +234,7 @@ def _print_plan(plan: ConnectionPlan) -> None:
             gigabytes(plan.agent_bytes),
             gigabytes(plan.kernel_bytes),
             gigabytes(framework.memory_total_bytes),
-            gigabytes(host.memory_available_bytes),
+            gigabytes(plan.host.memory_available_bytes),
             "yes" if framework.memory_fits else "no",
         )
     console.print(memory, highlight=False)

@@ -14,6 +14,7 @@ from drivers.processes import set_load_cgroup_procs
 from harness import affinity as cpu_affinity
 from harness.cgroups.files import CgroupReading
 from harness.cgroups.groups import Cgroup
+from harness.cpu_sampler import sampled_server_environment
 from harness.monitor import Monitor
 from harness.run.case_state import CaseState
 from harness.run.context import CaseContext
@@ -123,6 +124,8 @@ def start(state: CaseState) -> CaseEnd | None:
             protocol=ctx.protocol,
             certificates=run.certificates,
             cgroup=state.group,
+            # a profiled round's server names its JIT's frames for the sampler
+            environment=sampled_server_environment() if run.step_sampler else None,
         )
     except UserError as error:
         return CaseEnd("start", "failed", str(error))

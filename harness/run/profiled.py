@@ -104,21 +104,44 @@ def profile_record(
     (`case_cpu_us`; without it the round's own), the round's measured and sampled figures
     (how far apart), the sampler's own CPU, the top frames."""
     step = measured.steps[0] if measured.steps else None
-    replies = step.replies if step is not None else 0
+    return sampled_record(
+        framework,
+        result,
+        file=f"{folder}/{PROFILE_FILE}",
+        replies=step.replies if step is not None else 0,
+        achieved=step.achieved if step is not None else None,
+        cpu_us_per_req=step.cpu_us_per_req if step is not None else None,
+        case_cpu_us=case_cpu_us,
+    )
+
+
+def sampled_record(
+    framework: str,
+    result: SamplerResult,
+    *,
+    file: str,
+    replies: int,
+    achieved: float | None,
+    cpu_us_per_req: float | None,
+    case_cpu_us: float | None = None,
+) -> dict[str, Any]:
+    """A sampled run's record (a profiled round's, a bench's profiled run's): `result`
+    split by category over the run's `replies`, against its measured `cpu_us_per_req`
+    (the figure split: `case_cpu_us` when given), its stacks kept as `file`."""
     record: dict[str, Any] = {
         "sampler": result.sampler,
         "note": result.note,
         "error": result.error,
         "sample_rate_hz": result.sample_rate_hz,
         "samples": total_samples(result.folded),
-        "achieved": step.achieved if step is not None else None,
+        "achieved": achieved,
         "replies": replies,
-        "cpu_us_per_req": step.cpu_us_per_req if step is not None else None,
+        "cpu_us_per_req": cpu_us_per_req,
         "sampler_cpu_s": result.sampler_cpu_s,
         "sampler_cpu_us_per_req": round(result.sampler_cpu_s * 1e6 / replies, 2)
         if replies
         else None,
-        "file": f"{folder}/{PROFILE_FILE}" if result.folded else None,
+        "file": file if result.folded else None,
     }
     split = split_stacks(result.folded, framework, kernel_frames=result.sampler == "perf")
     measured_us = record["cpu_us_per_req"]

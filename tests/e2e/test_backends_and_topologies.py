@@ -24,7 +24,7 @@ from model.ramps import RampStep
 from model.results import read_run
 from model.scenarios import SCENARIOS
 from servers import FRAMEWORKS, baselines
-from tests.helpers import harness, require_framework, require_tools
+from tests.helpers import ONE_STEP_SMOKE, harness, require_framework, require_tools
 
 
 # -- the file set ------------------------------------------------------------------------
@@ -66,9 +66,12 @@ def test_baselines_select_the_baselines_and_all_includes_them() -> None:
 
 # -- compare runs against real backends -------------------------------------------------
 def compare(tmp_path: Path, *args: str, timeout_s: float = 600) -> dict:
+    """A smoke compare of one short step (what these tests check is in every step), without
+    the verify pass (the servers' backend routes: test_files_gridfs_memcached)."""
     result = harness(
-        "compare", "--profile", "smoke", "--out", str(tmp_path), *args, timeout_s=timeout_s
-    )
+        "compare", "--profile", "smoke", *ONE_STEP_SMOKE, "--no-verify", "--out", str(tmp_path),
+        *args, timeout_s=timeout_s,
+    )  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     [run_dir] = list(tmp_path.iterdir())
     return json.loads((run_dir / "run.json").read_text())

@@ -3,7 +3,7 @@
 serves (the rest `not supported`) and measured by the smoke profile.
 
 Every server here is a real process on a loopback port; every load is the smoke
-profile's two short wrk steps.
+profile's first wrk step, shortened to a second (a measured step is what they check).
 """
 
 from __future__ import annotations
@@ -17,7 +17,14 @@ from pathlib import Path
 import pytest
 
 from model.results import read_run
-from tests.helpers import contenders_path, harness, require_ferretdb, require_tools, write_plugin
+from tests.helpers import (
+    ONE_STEP_SMOKE,
+    contenders_path,
+    harness,
+    require_ferretdb,
+    require_tools,
+    write_plugin,
+)
 
 # A one-file ASGI app, as a user would write it: the contract's `/` and nothing else
 # (other paths 404, other methods 405, oversized headers 431: httptools takes them).
@@ -91,8 +98,8 @@ def test_a_command_given_with_server_is_verified_and_measured(tmp_path: Path) ->
 
     results = tmp_path / "results"
     compared = harness(
-        "compare", "--profile", "smoke", "--frameworks", "oneapp", "--server", server,
-        "--out", str(results), timeout_s=240,
+        "compare", "--profile", "smoke", *ONE_STEP_SMOKE, "--frameworks", "oneapp",
+        "--server", server, "--out", str(results), timeout_s=240,
     )  # fmt: skip
     assert compared.returncode == 0, compared.stdout + compared.stderr
     assert "no telemetry line" in compared.stdout
@@ -114,8 +121,8 @@ def test_a_command_given_with_server_is_verified_and_measured(tmp_path: Path) ->
 
     skipped_results = tmp_path / "skipped"
     skipped = harness(
-        "compare", "--profile", "smoke", "--frameworks", "oneapp", "--server", server,
-        "--scenario", "log", "--out", str(skipped_results), timeout_s=120,
+        "compare", "--profile", "smoke", *ONE_STEP_SMOKE, "--frameworks", "oneapp",
+        "--server", server, "--scenario", "log", "--out", str(skipped_results), timeout_s=120,
     )  # fmt: skip
     run, _ = only_run(skipped_results)
     [case] = run.cases
@@ -165,7 +172,8 @@ def test_a_plugin_package_is_listed_with_its_origin_and_runs_in_a_compare(
 
     results = tmp_path / "results"
     compared = harness(
-        "compare", "--profile", "smoke", "--frameworks", "byo-plugin", "--out", str(results),
+        "compare", "--profile", "smoke", *ONE_STEP_SMOKE, "--frameworks", "byo-plugin",
+        "--out", str(results),
         timeout_s=240,
     )  # fmt: skip
     assert compared.returncode == 0, compared.stdout + compared.stderr
@@ -309,10 +317,10 @@ def uvicorn_app(directory: Path, module: str, source: str) -> tuple[str, Path]:
 
 
 def smoke_compare(results: Path, name: str, *extra: str) -> subprocess.CompletedProcess[str]:
-    """`harness compare --profile smoke --frameworks NAME` into `results`."""
+    """`harness compare --profile smoke --frameworks NAME` into `results`, one short step."""
     return harness(
-        "compare", "--profile", "smoke", "--frameworks", name, "--out", str(results),
-        *extra, timeout_s=240,
+        "compare", "--profile", "smoke", *ONE_STEP_SMOKE, "--frameworks", name,
+        "--out", str(results), *extra, timeout_s=240,
     )  # fmt: skip
 
 

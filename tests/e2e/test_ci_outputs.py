@@ -14,9 +14,9 @@ from markdown_it import MarkdownIt
 
 from harness.run.outputs import ramp_dir
 from model.results import read_run
-from tests.helpers import harness, require_framework, require_tools
+from tests.helpers import SHORT_SMOKE, harness, require_framework, require_tools
 
-SHORT = ("--set", "ramp.duration_s=1", "--set", "rounds=2", "--set", "round_duration_s=1")
+SHORT = (*SHORT_SMOKE, "--set", "rounds=2", "--set", "round_duration_s=1")
 
 
 class Tables(HTMLParser):

@@ -9,7 +9,7 @@ import pytest
 
 from harness.profile import setting_keys
 from servers import FRAMEWORKS
-from tests.helpers import harness, require_framework, require_tools
+from tests.helpers import ONE_STEP_SMOKE, harness, require_framework, require_tools
 
 
 def test_list_names_every_framework_with_versions() -> None:
@@ -122,8 +122,9 @@ def test_set_scenario_and_sink_are_measured(tmp_path: Path) -> None:
     require_framework("aiohttp")
     require_tools("wrk")
     result = harness(
-        "compare", "--frameworks", "aiohttp", "--profile", "smoke", "--set", "scenario=log",
-        "--set", "sink=file", "--results", str(tmp_path), timeout_s=180,
+        "compare", "--frameworks", "aiohttp", "--profile", "smoke", *ONE_STEP_SMOKE,
+        "--set", "scenario=log", "--set", "sink=file", "--no-verify",
+        "--results", str(tmp_path), timeout_s=180,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     [run_json] = tmp_path.glob("*/run.json")

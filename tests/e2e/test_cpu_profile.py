@@ -1,8 +1,10 @@
-"""--cpu-profile end to end: a smoke compare of aiohttp (py-spy) and nginx (perf on the
-software clock) gets one more, sampled round per case, kept out of the intervals; each
-case's CPU µs/request split by category, the parts summing to it, the sampler's own CPU
-beside it, the stacks kept as profile.folded and listed in FILES.md; and a server given
-as a command that spends its requests in one function has that function on top."""
+"""--cpu-profile end to end: a smoke compare of aiohttp and eventlet (py-spy; eventlet's
+greenlets defeat its native frames, so it is sampled without), nginx and node-express
+(perf on the software clock; Node started to name its JS frames for it) gets one more,
+sampled round per case, kept out of the intervals; each case's CPU µs/request split by
+category, the parts summing to it, the sampler's own CPU beside it, the stacks kept as
+profile.folded and listed in FILES.md; and a server given as a command that spends its
+requests in one function has that function on top."""
 
 from __future__ import annotations
 
@@ -19,11 +21,12 @@ from tests.helpers import harness, require_tools
 
 
 def test_a_smoke_compare_splits_each_servers_cpu_per_request(tmp_path: Path) -> None:
-    require_tools("wrk", "nginx", "py-spy", "perf")
+    require_tools("wrk", "nginx", "node", "py-spy", "perf")
     markdown = tmp_path / "run.md"
     done = harness(
-        "compare", "--frameworks", "aiohttp,nginx", "--profile", "smoke", "--cpu-profile",
-        "--results", str(tmp_path / "runs"), "--markdown", str(markdown), timeout_s=240,
+        "compare", "--frameworks", "aiohttp,eventlet,nginx,node-express", "--profile", "smoke",
+        "--cpu-profile", "--results", str(tmp_path / "runs"), "--markdown", str(markdown),
+        timeout_s=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     (run_dir,) = (tmp_path / "runs").iterdir()
@@ -46,10 +49,18 @@ def test_a_smoke_compare_splits_each_servers_cpu_per_request(tmp_path: Path) -> 
         folded = parse_folded((run_dir / profile["file"]).read_text())
         assert total_samples(folded) == profile["samples"] > 0
         assert profile["file"].endswith("profiled-round/profile.folded")
-    assert samplers == {"aiohttp": "py-spy", "nginx": "perf"}
+    assert samplers == {
+        "aiohttp": "py-spy", "eventlet": "py-spy", "nginx": "perf", "node-express": "perf"
+    }  # fmt: skip
     nginx = next(c for c in run.cases if c.framework == "nginx").summary.cpu_profile
     assert "software cpu-clock" in nginx["note"]
     assert nginx["parts_us"]["kernel"] > nginx["parts_us"]["handler"]
+    # py-spy cannot merge native frames on eventlet's greenlets: it samples without them
+    eventlet = next(c for c in run.cases if c.framework == "eventlet").summary.cpu_profile
+    assert "no native frames" in eventlet["note"], eventlet["note"]
+    express = next(c for c in run.cases if c.framework == "node-express").summary.cpu_profile
+    assert express["parts_us"]["framework"] > 0  # JS frames named: Express, Node's HTTP
+    assert any(".js)" in f["frame"] for f in express["top_frames"]), express["top_frames"]
     assert "profile.folded" in (run_dir / "FILES.md").read_text()
     assert "CPU per request: where the µs go" in done.stdout
     assert "**CPU per request**" in markdown.read_text()
@@ -87,3 +98,29 @@ def test_a_sampler_that_cannot_attach_says_why_in_one_line(tmp_path: Path) -> No
     assert result.sampler == "perf" and not result.folded
     assert result.error is not None and result.error.startswith("perf could not attach: ")
     assert "\n" not in result.error
+
+
+def test_bench_http_profiles_ours_and_the_minimal_app_out_of_the_ratio(tmp_path: Path) -> None:
+    import json
+
+    require_tools("wrk", "py-spy")
+    done = harness(
+        "bench", "http", "--frameworks", "aiohttp", "--rounds", "2", "--precision", "0",
+        "--duration", "1", "--cpu-profile", "--json", "--results", str(tmp_path),
+        timeout_s=180,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    (row,) = json.loads(done.stdout)
+    assert row["rounds"] == 2 and len(row["ours_per_round"]) == 2  # the sampled runs apart
+    profiles = row["cpu_profile"]
+    assert set(profiles) == {"ours", "minimal"}
+    (run_dir,) = tmp_path.iterdir()
+    for app, profile in profiles.items():
+        assert profile["error"] is None, profile
+        assert profile["sampler"] == "py-spy" and profile["samples"] > 0
+        assert sum(profile["parts_us"].values()) == pytest.approx(
+            profile["cpu_us_per_req"], rel=0.01
+        )
+        assert profile["parts_us"]["framework"] > 0, (app, profile["top_frames"])
+        assert profile["file"] == f"aiohttp-h1-profiled/{app}/profile.folded"
+        assert (run_dir / profile["file"]).is_file()

@@ -1,7 +1,8 @@
-"""Thresholds and diff through the `harness` console script: one real compare (smoke,
-two rounds, aiohttp) whose failing threshold gives exit 3, and the diff of its run with
-itself; the other commands' exit statuses on run.json files written with model.results
-(their other options are tested in-process in tests/unit/test_diff_and_history.py)."""
+"""Thresholds and diff through the `harness` console script: one real compare (smoke's
+first step, two 1 s rounds, aiohttp) whose failing threshold gives exit 3, and the diff of
+its run with itself; the other commands' exit statuses on run.json files written with
+model.results (their other options are tested in-process in
+tests/unit/test_diff_and_history.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 from model.results import read_run, write_run
 from tests.helpers import (
+    ONE_STEP_SMOKE,
     SYNTHETIC_HOST,
     harness,
     require_framework,
@@ -25,7 +27,8 @@ def test_a_failing_threshold_exits_3_after_writing_everything(tmp_path: Path) ->
     require_framework("aiohttp")
     require_tools("wrk")
     result = harness(
-        "compare", "--frameworks", "aiohttp", "--profile", "smoke", "--set", "rounds=2",
+        "compare", "--frameworks", "aiohttp", "--profile", "smoke", *ONE_STEP_SMOKE,
+        "--set", "rounds=2", "--set", "round_duration_s=1", "--no-verify",
         "--threshold", "aiohttp: peak >= 1e9", "--threshold", "*: lost == 0",
         "--threshold", "gevent: peak >= 1",
         "--out", str(tmp_path), timeout_s=110,

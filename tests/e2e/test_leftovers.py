@@ -25,7 +25,7 @@ import pytest
 from harness.services.memcached import Memcached
 from model.results import read_run
 from servers import scratch
-from tests.helpers import harness, require_tool, require_tools, write_plugin
+from tests.helpers import ONE_STEP_SMOKE, harness, require_tool, require_tools, write_plugin
 
 
 def test_memcached_never_runs_as_root() -> None:
@@ -135,8 +135,8 @@ def test_a_server_command_that_daemonizes_is_named_and_stopped(tmp_path: Path) -
     server = f"daemonapp={sys.executable} {script} {{host}} {{port}}"
     results = tmp_path / "results"
     ran = harness(
-        "run", "--framework", "daemonapp", "--profile", "smoke", "--server", server,
-        "--out", str(results), timeout_s=180,
+        "run", "--framework", "daemonapp", "--profile", "smoke", *ONE_STEP_SMOKE,
+        "--server", server, "--out", str(results), timeout_s=180,
     )  # fmt: skip
     [run_dir] = list(results.iterdir())
     [case] = read_run(run_dir).cases

@@ -37,6 +37,10 @@ URL_WAIT_S = 60.0  # the harness imports, then prints the URLs before anything e
 RUN_TIMEOUT_S = 150.0
 # longer steps than smoke's 2 s, so two looks a few seconds apart fall in one case
 LONGER_STEPS = ("--set", "ramp.duration_s=4")
+# no warm-up or cool-down around the steps: the watchers look at the steps themselves
+NO_PAUSES = ("--set", "warmup_s=0", "--set", "cooldown_s=0")
+# one step (concurrency 10) where the test needs one case under load, not a ramp
+ONE_STEP = ("--set", "ramp.stop=10")
 
 
 @dataclass
@@ -182,8 +186,9 @@ def test_the_live_page_changes_as_the_run_goes(tmp_path: Path) -> None:
     require_framework("tornado")
     screens = Path(os.environ.get("LIVE_SCREENSHOTS", tmp_path))
     with (
-        live_compare(tmp_path, "--frameworks", "aiohttp,tornado", "--live", "0", *LONGER_STEPS)
-        as run,
+        live_compare(
+            tmp_path, "--frameworks", "aiohttp,tornado", "--live", "0", *LONGER_STEPS, *NO_PAUSES
+        ) as run,
         chromium(tmp_path / "chromium-profile") as browser,
     ):  # fmt: skip
         url = run.url("live page:")
@@ -257,9 +262,11 @@ def test_prometheus_scrapes_grow_and_name_the_case(tmp_path: Path) -> None:
     servers' threads run where the rest of the harness does."""
     require_tools("wrk")
     require_framework("aiohttp")
+    # smoke's two steps, of 4 s: with one, a loaded machine ended the run before a scrape
     with live_compare(
-        tmp_path, "--frameworks", "aiohttp", "--live", "0", "--prometheus", "0", *LONGER_STEPS
-    ) as run:
+        tmp_path, "--frameworks", "aiohttp", "--live", "0", "--prometheus", "0",
+        *LONGER_STEPS, *NO_PAUSES,
+    ) as run:  # fmt: skip
         url = run.url("prometheus metrics:")
         assert url.startswith("http://127.0.0.1:") and url.endswith("/metrics")
         deadline = time.monotonic() + URL_WAIT_S
@@ -334,7 +341,7 @@ def test_watchers_change_nothing_in_the_run(tmp_path: Path) -> None:
     require_tools("wrk")
     require_framework("aiohttp")
     plain = harness(
-        "compare", "--frameworks", "aiohttp", "--profile", "smoke",
+        "compare", "--frameworks", "aiohttp", "--profile", "smoke", *ONE_STEP, *NO_PAUSES,
         "--out", str(tmp_path / "plain"), timeout_s=RUN_TIMEOUT_S,
     )  # fmt: skip
     assert plain.returncode == 0, plain.stdout + plain.stderr
@@ -343,7 +350,9 @@ def test_watchers_change_nothing_in_the_run(tmp_path: Path) -> None:
     stop = threading.Event()
     watched = tmp_path / "watched"
     watched.mkdir()
-    with live_compare(watched, "--frameworks", "aiohttp", "--live", "0") as run:
+    with live_compare(
+        watched, "--frameworks", "aiohttp", "--live", "0", *ONE_STEP, *NO_PAUSES
+    ) as run:
         url = run.url("live page:")
         streams = hold_streams(url, 20, stop)
         browser = Browser(tmp_path / "chromium-profile")
@@ -366,7 +375,9 @@ def test_state_json_is_the_events_state(tmp_path: Path) -> None:
     read instead of the page)."""
     require_tools("wrk")
     require_framework("aiohttp")
-    with live_compare(tmp_path, "--frameworks", "aiohttp", "--live", "0") as run:
+    with live_compare(
+        tmp_path, "--frameworks", "aiohttp", "--live", "0", *ONE_STEP, *NO_PAUSES
+    ) as run:
         url = run.url("live page:")
         deadline = time.monotonic() + URL_WAIT_S
         while True:

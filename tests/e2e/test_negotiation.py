@@ -3,7 +3,8 @@ that did not declare its protocols is started and probed (harness.negotiation), 
 when it answers in HTTP/2 and skipped with what the probe found when it does not.
 
 Each server is a one-file ASGI app on stock hypercorn or uvicorn, as a user runs it (no
-{protocol} in any command); each load is the smoke profile's two short h2load steps.
+{protocol} in any command); each load is the smoke profile's first h2load step, shortened
+to a second.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from model.results import Run, read_run
-from tests.helpers import harness, require_tools
+from tests.helpers import ONE_STEP_SMOKE, harness, require_tools
 
 # the contract's `/` and nothing else, as a user would write it
 ONE_FILE_APP = """
@@ -58,8 +59,8 @@ def hypercorn(app: Path, tail: str) -> str:
 
 def compare(results: Path, frameworks: str, protocol: str, *options: str) -> Run:
     done = harness(
-        "compare", "--profile", "smoke", "--frameworks", frameworks, "--protocol", protocol,
-        "--out", str(results), *options, timeout_s=COMPARE_TIMEOUT_S,
+        "compare", "--profile", "smoke", *ONE_STEP_SMOKE, "--frameworks", frameworks,
+        "--protocol", protocol, "--out", str(results), *options, timeout_s=COMPARE_TIMEOUT_S,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     [run_dir] = list(results.iterdir())

@@ -25,7 +25,7 @@ import pytest
 from harness.run.analysis import usable_rounds
 from harness.run.precision import case_precise
 from model.results import read_run
-from tests.helpers import harness, require_framework, require_tools
+from tests.helpers import ONE_STEP_SMOKE, harness, require_framework, require_tools
 from tests.spin_server import spin
 
 SPIN_SERVER = Path(__file__).resolve().parent.parent / "spin_server.py"
@@ -111,16 +111,21 @@ def test_a_server_made_ten_percent_slower_is_found_slower(tmp_path: Path) -> Non
     assert diffed.returncode == 1  # slower beyond the factor
 
 
+ROUND_S = 2.0  # two whole seconds of telemetry in each round
+
+
 def test_rounds_stop_as_soon_as_a_case_is_precise_or_the_budget_is_spent(tmp_path: Path) -> None:
-    """aiohttp (its telemetry gives per-second replies) to ±10 %, at least 3 rounds, within
-    35 s of run: the rounds stopped at the first that made the case precise, or it is
-    `imprecise` with its reason and noise source; every round says its length and seconds."""
+    """aiohttp (its telemetry gives per-second replies) to ±10 %, at least 3 rounds of 2 s,
+    within 20 s of run after a one-step ramp: the rounds stopped at the first that made the
+    case precise, or it is `imprecise` with its reason and noise source; every round says
+    its length and seconds."""
     require_framework("aiohttp")
     require_tools("wrk")
     result = harness(
-        "run", "--framework", "aiohttp", "--profile", "smoke", "--precision", "10",
-        "--max-time", "35", "--set", "rounds=3", "--set", "round_duration_s=3", "--no-verify",
-        "--out", str(tmp_path), timeout_s=150,
+        "run", "--framework", "aiohttp", "--profile", "smoke", *ONE_STEP_SMOKE,
+        "--precision", "10", "--max-time", "20", "--set", "rounds=3",
+        "--set", f"round_duration_s={ROUND_S}", "--no-verify", "--out", str(tmp_path),
+        timeout_s=150,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     assert "precision: ±10 % asked" in result.stdout
@@ -128,7 +133,7 @@ def test_rounds_stop_as_soon_as_a_case_is_precise_or_the_budget_is_spent(tmp_pat
     (case,) = read_run(run_dir).cases
     summary = case.summary
     assert summary.precision_pct == 10.0 and summary.rounds == len(case.rounds) >= 2
-    assert all(s.figures.round_s >= 3.0 and s.figures.replies_per_s for s in case.rounds)
+    assert all(s.figures.round_s >= ROUND_S and s.figures.replies_per_s for s in case.rounds)
     peaks = [s.achieved for s in usable_rounds(case.rounds)]
     if "imprecise" in summary.flags:
         assert summary.imprecise_reason and summary.imprecise_reason.endswith("asked ±10 %")

@@ -13,7 +13,14 @@ from typing import Any
 
 from charts.render import render
 from tests.browser import WIDTHS, assert_sound_at, check_page, chromium
-from tests.helpers import DATA_DIR, harness, require_framework, require_tool, require_tools
+from tests.helpers import (
+    DATA_DIR,
+    SHORT_SMOKE,
+    harness,
+    require_framework,
+    require_tool,
+    require_tools,
+)
 
 
 def assert_page_is_sound(report: Path, figures: int, profile_dir: Path) -> dict[str, Any]:
@@ -28,15 +35,16 @@ def assert_page_is_sound(report: Path, figures: int, profile_dir: Path) -> dict[
 
 
 def test_a_real_runs_report_opens_whole_in_chromium(tmp_path: Path) -> None:
-    """aiohttp and nginx, smoke profile, two rounds each: a report with a verdict and
-    intervals, written by `harness compare` itself."""
+    """aiohttp and nginx, smoke profile (1 s steps), two rounds of 1 s each: a report with
+    a verdict and intervals, written by `harness compare` itself."""
     require_tool("chromium")
     require_framework("aiohttp")
     require_framework("nginx")
     require_tools("wrk")
     result = harness(
-        "compare", "--frameworks", "aiohttp,nginx", "--profile", "smoke", "--set", "rounds=2",
-        "--out", str(tmp_path / "results"), timeout_s=170,
+        "compare", "--frameworks", "aiohttp,nginx", "--profile", "smoke", *SHORT_SMOKE,
+        "--set", "rounds=2", "--set", "round_duration_s=1", "--out", str(tmp_path / "results"),
+        timeout_s=170,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     (run_dir,) = (tmp_path / "results").iterdir()

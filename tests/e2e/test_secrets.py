@@ -24,7 +24,7 @@ from harness.services.ferretdb import FerretDB, new_database_name
 from harness.services.sink_store import SinkStore
 from servers import FRAMEWORKS, contract, listeners
 from servers.plugins import load_plugins
-from tests.helpers import require_ferretdb, require_framework, require_tools
+from tests.helpers import ONE_STEP_SMOKE, require_ferretdb, require_framework, require_tools
 
 # a run's secrets: distinctive, so a hit is ours and not another process's
 PASSWORD = f"secret-{secrets.token_hex(6)}"
@@ -91,7 +91,7 @@ def test_a_run_with_a_password_leaves_it_nowhere(user_url: str, tmp_path: Path) 
     out = tmp_path / "out"
     command = [
         executable, "compare", "--frameworks", "aiohttp,leaky", "--server", leaky,
-        "--profile", "smoke", "--scenario", "log", "--sink", "mongo",
+        "--profile", "smoke", *ONE_STEP_SMOKE, "--scenario", "log", "--sink", "mongo",
         "--mongo-url", user_url, "--out", str(out),
     ]  # fmt: skip
     stdout, stderr = tmp_path / "stdout.txt", tmp_path / "stderr.txt"

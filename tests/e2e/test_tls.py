@@ -26,7 +26,7 @@ from harness.tls import h2c_answers, make_certificates, probe_tls, user_certific
 from model.errors import UserError
 from model.results import read_run
 from servers import contract
-from tests.helpers import fresh_registry, harness, require_tools
+from tests.helpers import ONE_STEP_SMOKE, fresh_registry, harness, require_tools
 
 # A one-file ASGI app as a user would write it (tests/e2e/test_byo_servers.py has its twin):
 # the contract's `/`, other paths 404, other methods 405, oversized headers 431.
@@ -130,7 +130,7 @@ def test_compare_on_h1_and_h1_tls_gives_a_case_each_with_what_tls_negotiated(
     out = tmp_path / "results"
     done = harness(
         "compare", "--frameworks", "tlsapp", "--servers", str(servers), "--protocol", "h1,h1-tls",
-        "--profile", "smoke", "--out", str(out), timeout_s=300,
+        "--profile", "smoke", *ONE_STEP_SMOKE, "--out", str(out), timeout_s=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     run, run_dir = only_run(out)
@@ -174,7 +174,7 @@ def test_a_protocol_a_server_does_not_speak_is_skipped_not_supported(tmp_path: P
     out = tmp_path / "results"
     done = harness(
         "compare", "--frameworks", "plainapp", "--server", server, "--protocol", "h1,h1-tls",
-        "--profile", "smoke", "--out", str(out), timeout_s=300,
+        "--profile", "smoke", *ONE_STEP_SMOKE, "--out", str(out), timeout_s=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     run, _ = only_run(out)
@@ -193,7 +193,7 @@ def test_compare_over_h2_skips_a_server_without_it_and_records_alpn_h2(tmp_path:
     out = tmp_path / "results"
     done = harness(
         "compare", "--frameworks", "plainapp,nginx", "--server", server, "--protocol", "h2",
-        "--profile", "smoke", "--out", str(out), timeout_s=300,
+        "--profile", "smoke", *ONE_STEP_SMOKE, "--out", str(out), timeout_s=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     # the profile's wrk does not speak h2: the run takes h2load and says so (no --driver)

@@ -19,7 +19,13 @@ from harness.services.sink_store import SinkStore
 from model.errors import UserError
 from model.results import read_run
 from servers import FRAMEWORKS, contract
-from tests.helpers import harness, require_ferretdb, require_framework, require_tools
+from tests.helpers import (
+    ONE_STEP_SMOKE,
+    harness,
+    require_ferretdb,
+    require_framework,
+    require_tools,
+)
 
 PLANTED = {"_id": "the user's", "note": "must survive the harness"}
 # what the harness used to drop in `harness`: the mongo sink's and the GridFS bucket's
@@ -57,6 +63,7 @@ def test_a_run_with_mongo_url_keeps_the_users_data(user_mongodb, tmp_path: Path)
         "aiohttp",
         "--profile",
         "smoke",
+        *ONE_STEP_SMOKE,
         "--scenario",
         "log",
         "--sink",

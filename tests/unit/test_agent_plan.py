@@ -8,12 +8,17 @@ import json
 from drivers.agent.client import text_frame
 from drivers.agent.payloads import PAYLOADS
 from drivers.agent.plan import combine_agent_lines, split_schedule
-from harness.connections import _Second, closing_record, closing_timeout_s, find_breaking_point
+from harness.connections import (
+    RampSecond,
+    closing_record,
+    closing_timeout_s,
+    find_breaking_point,
+)
 
 
 def second(
     t: float, open_: int, tick: float = 5.0, failed: int = 0, attempts: int | None = None
-) -> _Second:
+) -> RampSecond:
     agents = {
         "open": open_,
         "opened": open_,
@@ -21,7 +26,7 @@ def second(
         "failed": {"timeout": failed} if failed else {},
         "closed_by_server": {},
     }
-    return _Second(t, agents, tick, 0)
+    return RampSecond(t, agents, tick, 0)
 
 
 def test_text_frames_are_masked_and_sized() -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 from harness.connections import (
-    _Second,
+    RampSecond,
     find_breaking_point,
     memory_break,
     memory_breakdown,
@@ -120,7 +120,7 @@ def test_a_memory_break_names_the_limit_and_the_figures() -> None:
     assert found["reason"].startswith("memory: 1.02 GiB available, under the 1.18 GiB")
 
 
-def second(t: float, open_: int, failed: dict[str, int]) -> _Second:
+def second(t: float, open_: int, failed: dict[str, int]) -> RampSecond:
     agents = {
         "open": open_,
         "opened": open_,
@@ -128,7 +128,7 @@ def second(t: float, open_: int, failed: dict[str, int]) -> _Second:
         "failed": failed,
         "closed_by_server": {},
     }
-    return _Second(t, agents, 5.0, 0)
+    return RampSecond(t, agents, 5.0, 0)
 
 
 def test_a_break_on_an_os_limit_names_it() -> None:

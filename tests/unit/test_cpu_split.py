@@ -108,6 +108,9 @@ def test_sampled_figure_is_samples_times_period_over_replies() -> None:
         ("/usr/lib/python3.11/selectors.py:468", "tornado", "runtime"),
         ("<frozen runpy>:88", "tornado", "runtime"),
         ("psutil/_common.py:682", "aiohttp", "other"),
+        ("servers/runtimes/green/eventlet_hub.py:25", "eventlet", "runtime"),
+        ("/work/x/servers/runtimes/twisted/reactor.py:40", "twisted", "runtime"),
+        ("servers/runtimes/green/app.py:25", "eventlet", "handler"),
     ],
 )
 def test_source_rules(path: str, framework: str, category: str) -> None:
@@ -283,3 +286,38 @@ def test_a_round_the_sampler_slowed_says_so() -> None:
     )
     assert slowed_note(7770.0, 8858.0) is None
     assert slowed_note(None, 8858.0) is None
+
+
+def test_bench_split_table_has_a_row_per_app_of_each_profiled_case() -> None:
+    from charts.cpu_tables import BENCH_CPU_SPLIT, bench_profiles
+    from model.bench import BenchCase, BenchFigure
+
+    record = _profiled_case("aiohttp", parse_pyspy_raw(PYSPY_RAW)).summary.cpu_profile
+    figure = BenchFigure("req_per_s", "higher", 0.95, (900.0,), (1000.0,), 0.9, None, "within")
+    profiled = BenchCase(
+        "aiohttp", None, "h1", 1, (figure,), {"cpu_profile": {"ours": record, "minimal": record}}
+    )
+    plain = BenchCase("tornado", None, "h1", 1, (figure,))
+    rendered = BENCH_CPU_SPLIT.render(bench_profiles([profiled, plain]), "compact")
+    assert [(row[0].text, row[1].text) for row in rendered.cells] == [
+        ("aiohttp", "ours"),
+        ("aiohttp", "minimal"),
+    ]
+    row = dict(zip(rendered.headers, (c.joined for c in rendered.cells[0]), strict=True))
+    assert row["CPU µs/req"] == "8.1" and row["sum (diff)"].startswith("8.1")
+    assert row["sampled µs/req"] == "9.28 (-3 %)"
+
+
+def test_the_samples_py_spy_could_not_read_are_counted_over_its_runs() -> None:
+    from harness.cpu_sampler import pyspy_lost
+
+    ended = (
+        "py-spy> Sampling process 99 times a second. Press Control-C to exit.\n\n"
+        "py-spy> Stopped sampling because Control-C pressed\n"
+        "py-spy> Wrote raw flamegraph data to '/x/py-spy-7.txt'. Samples: {} Errors: {}\n"
+    )
+    assert pyspy_lost([ended.format(237, 91), ended.format(63, 0)]) == (
+        "91 of 300 samples could not be read"
+    )
+    assert pyspy_lost([ended.format(363, 0)]) is None
+    assert pyspy_lost(["Error: No python processes found in process 7"]) is None
