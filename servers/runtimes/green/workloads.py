@@ -31,12 +31,12 @@ def workload_routes(
     state: Any,
     deadlines: Callable[[Environ], BodyDeadlines],
     headers: Callable[[str, bytes], list[tuple[str, str]]],
-    plain: Callable[..., Iterable[bytes]],
+    plain: Callable[[StartResponse, int], Iterable[bytes]],
     refuse: Callable[[Environ, StartResponse, int], Iterable[bytes]],
 ) -> tuple[Routes, Routes]:
     """The workload routes (exact ones, prefix ones) as GreenApp's route tables hold them:
     `state` counts their requests, `deadlines` is a request's body deadline, `headers` a
-    reply's header list, `plain` an error answer, `refuse` one that closes."""
+    reply's header list, `plain` an error answer (its default body), `refuse` one that closes."""
 
     def answer(
         start_response: StartResponse, content_type: str, body: bytes, *extra: tuple[str, str]
@@ -71,7 +71,8 @@ def workload_routes(
         state.requests += 1
         delay_ms = workloads.delay_ms(environ["PATH_INFO"][delay_start:])
         if delay_ms is None:
-            return plain(start_response, contract.BAD_REQUEST_STATUS, workloads.DELAY_REFUSAL_BODY)
+            # error_replies' body for 400: workloads.DELAY_REFUSAL_BODY
+            return plain(start_response, contract.BAD_REQUEST_STATUS)
         time.sleep(delay_ms / 1000)  # green: this request's thread only
         return answer(start_response, contract.TEXT_CONTENT_TYPE, b"%d" % delay_ms)
 
