@@ -83,6 +83,9 @@ def test_importing_one_driver_loads_no_other_driver_and_nothing_of_the_harness()
         "drivers.base",
         "drivers.histograms",  # latency figures every driver reports: shared
         "drivers.processes",  # how every child is started: shared, like drivers.base
+        "drivers.protocol",  # drivers.base's parts: the driver's interface,
+        "drivers.result",  # what a driver returns,
+        "drivers.watchdog",  # and the step run under a deadline
         "drivers.wrk",
         "model",
         "model.errors",
@@ -91,6 +94,10 @@ def test_importing_one_driver_loads_no_other_driver_and_nothing_of_the_harness()
         "model.ramps",
         "model.results",  # LATENCY_KEYS: the latency record every driver fills
         "model.scenarios",
+        "model.step_figures",  # the typed figures a driver fills
+        "model.steps",  # model.results' parts: a step,
+        "model.summary",  # a case's summary,
+        "model.upgrade",  # and the older schemas read
         "servers",
         "servers.contract",
     }
