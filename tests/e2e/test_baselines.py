@@ -11,6 +11,7 @@ from __future__ import annotations
 import email.utils
 import os
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -248,6 +249,30 @@ def test_em_keep_alive_and_pipelining(em_server: ServerProcess) -> None:
         (last,) = read_replies(sock, 1)
         assert b"Connection: close" in last
         assert closed_by_peer(sock)
+
+
+def test_em_pipelining_client_that_reads_late_gets_every_answer(em_server: ServerProcess) -> None:
+    """A client that pipelines more answers than the sockets' buffers hold before reading
+    any: the server stops reading it (tests/e2e/test_h2_attacks.py checks that), reads on
+    once the client reads, and answers every request, in order."""
+    request = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"
+    status_line = b"HTTP/1.1 200 OK\r\n"
+    count = 200_000  # ~30 MB of answers, over the buffers of both ends of a loopback socket
+    with socket.create_connection(("127.0.0.1", em_server.port), 5) as sock:
+        sender = threading.Thread(target=sock.sendall, args=(request * count,))
+        sender.start()
+        sender.join(1.0)  # long enough to fill the buffers: the server stops reading
+        answered, tail = 0, b""
+        sock.settimeout(10)
+        while answered < count:
+            chunk = sock.recv(1 << 20)
+            assert chunk, f"closed after {answered} of {count} answers"
+            data = tail + chunk
+            answered += data.count(status_line)
+            tail = data[-(len(status_line) - 1) :]
+        sender.join()
+    assert answered == count
+    assert_still_serving(em_server)
 
 
 def test_em_http10_closes_unless_kept_alive(em_server: ServerProcess) -> None:

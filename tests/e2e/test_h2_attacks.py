@@ -82,20 +82,12 @@ def test_harness_verify_reports_every_attack_for_nginx_over_h2(
         assert figures["cpu_s"] is not None and figures["rss_growth_bytes"] is not None
 
 
-# Every server serving HTTP/1.1 but EventMachine's baseline stops reading a connection
-# whose answers are not read; EventMachine reads on and buffers its answers without end.
+# Every server serving HTTP/1.1 stops reading a connection whose answers are not read.
 PIPELINE_SERVERS = [
     *(name for name, info in FRAMEWORKS.items() if info.kind == "python"),
     "nginx",
     "node-http",
-    pytest.param(
-        "eventmachine",
-        marks=pytest.mark.xfail(
-            reason="EventMachine's baseline reads on and buffers its answers without end "
-            "(+90 MiB in 7 s): its send_data queues them without a limit",
-            strict=True,
-        ),
-    ),
+    "eventmachine",
 ]
 
 

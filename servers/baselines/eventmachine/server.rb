@@ -22,6 +22,7 @@
 
 require 'eventmachine'
 require 'etc'
+require 'io/wait'
 require 'json'
 require 'openssl'
 require 'socket'
@@ -40,6 +41,11 @@ BODY_TIMEOUT_S = 30.0
 MAX_CLIENT_TIMEOUT_S = 3600.0 # --client-timeout-s is in (0, 3600]
 MAX_HEAD_BYTES = 16 * 1024 # request line + headers; more is answered 431 and closed
 MAX_BODY_BYTES = 1024 * 1024 # bodies are read and dropped; a bigger one is answered 413
+# The answers a connection may have waiting in EventMachine's queue, its socket full, before
+# it is no longer read (ReadPauses; docs/contract.md, "HTTP/2 limits: one hostile connection",
+# the h1 row). Our other servers' transports stop reading at the same: asyncio's write
+# high-water mark, Twisted's buffer size.
+MAX_UNSENT_BYTES = 64 * 1024
 PROTOCOLS = %w[h1 h1-tls].freeze # of contract.PROTOCOLS, the ones this server speaks
 TLS_VERSIONS = %w[TLSv1_3].freeze # contract.TLS_MINIMUM_VERSION, in start_tls's words
 TELEMETRY_FIELDS = %w[
@@ -265,6 +271,43 @@ class ClientDeadlines
   end
 end
 
+# Stops reading a connection whose client does not read its answers, and reads it again once
+# the client does. EventMachine's send_data queues without a limit, and its `pause` stops
+# writing as well as reading, so a connection is paused only once its socket takes no more
+# (the client has stopped reading: nothing more would be written anyway) with more than
+# MAX_UNSENT_BYTES still queued; it is resumed when its socket is writable again. EventMachine
+# tells of neither, so the socket is asked: at each answer while over the limit, and here on a
+# timer for the paused ones.
+# Over TLS this does not bound the queue: EventMachine cuts the ciphertext into records of
+# about 2 KiB, one queued page each, and writes at most 16 pages a loop turn, so the queue
+# grows faster than the socket fills and the socket stays writable.
+class ReadPauses
+  CHECK_INTERVAL_S = 0.010
+
+  def initialize
+    @paused = {}.compare_by_identity # a set
+  end
+
+  def pause(connection)
+    connection.pause
+    @paused[connection] = true
+  end
+
+  def forget(connection)
+    @paused.delete(connection)
+  end
+
+  def check
+    return if @paused.empty?
+
+    writable = @paused.each_key.select(&:socket_writable?)
+    writable.each do |connection|
+      forget(connection)
+      connection.resume_reading
+    end
+  end
+end
+
 # One HTTP/1.1 connection: a small parser (keep-alive, pipelining, Content-Length bodies)
 # and the two routes. Every complete request in a read is answered in one send_data.
 class HttpConnection < EventMachine::Connection
@@ -280,10 +323,13 @@ class HttpConnection < EventMachine::Connection
   # When the head or body this connection waits for is due (ClientDeadlines).
   attr_reader :due_at_s
 
-  def initialize(state, deadlines, tls_parameters)
+  def initialize(state, deadlines, read_pauses, tls_parameters)
     super()
     @state = state
     @deadlines = deadlines
+    @read_pauses = read_pauses
+    @paused = false
+    @socket = nil # the socket as an IO, to ask whether it is writable (ReadPauses)
     @tls_parameters = tls_parameters # nil: cleartext
     @buffer = String.new(encoding: Encoding::BINARY)
     @closing = false
@@ -301,12 +347,35 @@ class HttpConnection < EventMachine::Connection
   def unbind
     @state.closed
     @deadlines.forget(self)
+    @read_pauses.forget(self)
+    @socket = nil # the descriptor is closed, its number free for another
   end
 
   def receive_data(data)
     return if @closing
 
     @buffer << data
+    # What EventMachine read in the same turn as the pause: answered on resuming.
+    answer unless @paused
+  end
+
+  # Whether the socket takes more output: its client read some of what it was sent.
+  def socket_writable?
+    @socket ||= IO.for_fd(EventMachine.get_file_descriptor(signature), 'r+', autoclose: false)
+    !@socket.wait_writable(0).nil?
+  end
+
+  def resume_reading
+    @paused = false
+    resume
+    answer
+  end
+
+  private
+
+  # Answers the whole requests buffered; past MAX_UNSENT_BYTES unsent with the socket full,
+  # stops reading the connection (ReadPauses).
+  def answer
     out = +''
     body_pending = false
     while !@closing && complete_request?
@@ -329,9 +398,13 @@ class HttpConnection < EventMachine::Connection
     elsif !out.empty?
       @due_at_s = monotonic_s + @deadlines.head_timeout_s # the next head, from this response
     end
+    pause_reading if !@closing && get_outbound_data_size > MAX_UNSENT_BYTES && !socket_writable?
   end
 
-  private
+  def pause_reading
+    @paused = true
+    @read_pauses.pause(self)
+  end
 
   # Whether the buffer holds a whole request head (or a head that is already too big).
   def complete_request?
@@ -502,14 +575,16 @@ end
 def run_worker(listener, worker, options)
   state = ServerState.new(worker, listener.local_address.ip_port)
   deadlines = ClientDeadlines.new(options.head_timeout_s, options.body_timeout_s)
+  read_pauses = ReadPauses.new
   EventMachine.epoll
   _, nofile_hard = Process.getrlimit(:NOFILE)
   EventMachine.set_descriptor_table_size([nofile_hard, 1_048_576].min)
   %w[TERM INT].each { |signal| Signal.trap(signal) { EventMachine.stop } }
   EventMachine.run do
     tls_parameters = options.tls? ? options.tls_parameters : nil
-    EventMachine.attach_server(listener, HttpConnection, state, deadlines, tls_parameters)
+    EventMachine.attach_server(listener, HttpConnection, state, deadlines, read_pauses, tls_parameters)
     EventMachine.add_periodic_timer(deadlines.sweep_interval_s) { deadlines.sweep }
+    EventMachine.add_periodic_timer(ReadPauses::CHECK_INTERVAL_S) { read_pauses.check }
     EventMachine.add_periodic_timer(TICK_INTERVAL_S) { state.tick }
     EventMachine.add_periodic_timer(TELEMETRY_INTERVAL_S) { state.emit_telemetry }
     state.emit_telemetry
