@@ -88,6 +88,7 @@ def test_importing_the_cli_loads_no_plotting_or_statistics_library() -> None:
         ["bench", "--help"],
         ["list"],
         ["history", "--help"],
+        ["report", "no-such-run"],
     ],
     ids=" ".join,
 )
