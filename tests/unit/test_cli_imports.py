@@ -89,6 +89,8 @@ def test_importing_the_cli_loads_no_plotting_or_statistics_library() -> None:
         ["list"],
         ["history", "--help"],
         ["report", "no-such-run"],
+        ["verify", "--frameworks", "nosuch"],
+        ["bench", "--frameworks", "nosuch"],
     ],
     ids=" ".join,
 )
