@@ -34,11 +34,13 @@ def tests(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
-    """ruff check and format check; import contracts (pyproject's [tool.importlinter])."""
+    """ruff check and format check; import contracts (pyproject's [tool.importlinter]);
+    module and function sizes (tools/check_sizes.py)."""
     session.install("ruff", "import-linter")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("lint-imports")
+    session.run("python", "tools/check_sizes.py")
 
 
 @nox.session(python=PYTHON)

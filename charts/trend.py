@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -20,10 +20,11 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only, never a window
 import matplotlib.pyplot as plt
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import StrMethodFormatter
 
-from charts.style import DPI, palette
+from charts.style import DPI, Look, palette
 
 STEP_COLOUR = "#cf222e"
 MAX_TICK_LABELS = 12  # more runs than this: every k-th run labelled
@@ -83,55 +84,86 @@ def trend_figure(
             axes.set_visible(index < len(labels))
             continue
         label = labels[index]
-        points = series[label]
-        xs = [position[p.run_id] for p in points]
-        ys = [p.value for p in points]
-        below = [p.value - p.interval[0] if p.interval else 0.0 for p in points]
-        above = [p.interval[1] - p.value if p.interval else 0.0 for p in points]
-        look = looks[label.split(" ")[0]]
-        axes.errorbar(xs, ys, yerr=[below, above], color=look.colour, marker=look.marker,
-                      markersize=4, capsize=3, linewidth=1.2, gid=f"peak:{label}")  # fmt: skip
-        marked = steps.get(label, ())
-        for step in marked:
-            before, after = points[step - 1], points[step]
-            axes.plot(
-                [position[after.run_id]],
-                [after.value],
-                marker="o",
-                markersize=11,
-                markerfacecolor="none",
-                markeredgecolor=STEP_COLOUR,
-                markeredgewidth=1.8,
-                linestyle="none",
-                gid=f"step:{label}:{after.run_id}",
-            )
-            axes.annotate(
-                f"{after.value / before.value:.2f}×",
-                (position[after.run_id], after.value),
-                textcoords="offset points",
-                xytext=(6, 6),
-                color=STEP_COLOUR,
-                fontsize=8,
-            )
-        if limits and label in limits:
-            axes.axhline(limits[label], color="#666", linestyle="--", linewidth=1,
-                         gid=f"limit:{label}")  # fmt: skip
-        axes.set_title(label + (f" — {len(marked)} step(s)" if marked else ""), fontsize=10)
-        axes.yaxis.set_major_formatter(StrMethodFormatter(value_format))
-        axes.grid(True, alpha=0.3)
-    every = max(1, math.ceil(len(run_ids) / MAX_TICK_LABELS))
-    ticks = list(range(0, len(run_ids), every))
-    for axes in axes_grid.flat:  # under every panel: a panel may be the last in its column
-        axes.set_xticks(ticks)
-        axes.set_xticklabels([short_run_label(run_ids[i]) for i in ticks], rotation=45,
-                             ha="right", fontsize=8)  # fmt: skip
-        axes.tick_params(labelbottom=True)
+        _draw_panel(
+            axes,
+            label,
+            series[label],
+            steps.get(label, ()),
+            position,
+            looks[label.split(" ")[0]],
+            value_format,
+            limits.get(label) if limits else None,
+        )
+    _label_runs(axes_grid.flat, run_ids)
     figure.supxlabel(  # two lines: one panel's width holds each
         f"run (UTC start); bars: 95 % interval of the {what}\nred ring: a step beyond the noise"
         + ("; dashed: the limit" if limits else "")
     )
     figure.supylabel(f"{what} {unit}")
     return figure
+
+
+def _draw_panel(
+    axes: Axes,
+    label: str,
+    points: Sequence[TrendPoint],
+    marked: Sequence[int],
+    position: Mapping[str, int],
+    look: Look,
+    value_format: str,
+    limit: float | None,
+) -> None:
+    """One series' panel: each value with its interval as an error bar, each step in
+    `marked` ringed with its ratio, and `limit` as a dashed line when there is one."""
+    xs = [position[p.run_id] for p in points]
+    ys = [p.value for p in points]
+    below = [p.value - p.interval[0] if p.interval else 0.0 for p in points]
+    above = [p.interval[1] - p.value if p.interval else 0.0 for p in points]
+    axes.errorbar(xs, ys, yerr=[below, above], color=look.colour, marker=look.marker,
+                  markersize=4, capsize=3, linewidth=1.2, gid=f"peak:{label}")  # fmt: skip
+    for step in marked:
+        _ring_step(axes, label, points[step - 1], points[step], position[points[step].run_id])
+    if limit is not None:
+        axes.axhline(limit, color="#666", linestyle="--", linewidth=1,
+                     gid=f"limit:{label}")  # fmt: skip
+    axes.set_title(label + (f" — {len(marked)} step(s)" if marked else ""), fontsize=10)
+    axes.yaxis.set_major_formatter(StrMethodFormatter(value_format))
+    axes.grid(True, alpha=0.3)
+
+
+def _ring_step(axes: Axes, label: str, before: TrendPoint, after: TrendPoint, x: int) -> None:
+    """A step beyond the noise: a red ring on the later run's value, the ratio beside it."""
+    axes.plot(
+        [x],
+        [after.value],
+        marker="o",
+        markersize=11,
+        markerfacecolor="none",
+        markeredgecolor=STEP_COLOUR,
+        markeredgewidth=1.8,
+        linestyle="none",
+        gid=f"step:{label}:{after.run_id}",
+    )
+    axes.annotate(
+        f"{after.value / before.value:.2f}×",
+        (x, after.value),
+        textcoords="offset points",
+        xytext=(6, 6),
+        color=STEP_COLOUR,
+        fontsize=8,
+    )
+
+
+def _label_runs(panels: Iterable[Axes], run_ids: Sequence[str]) -> None:
+    """The runs' short labels under every panel (a panel may be the last in its column),
+    every k-th run past MAX_TICK_LABELS."""
+    every = max(1, math.ceil(len(run_ids) / MAX_TICK_LABELS))
+    ticks = list(range(0, len(run_ids), every))
+    for axes in panels:
+        axes.set_xticks(ticks)
+        axes.set_xticklabels([short_run_label(run_ids[i]) for i in ticks], rotation=45,
+                             ha="right", fontsize=8)  # fmt: skip
+        axes.tick_params(labelbottom=True)
 
 
 def write_trend(

@@ -24,7 +24,6 @@ worker ends.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from http import HTTPStatus
 from typing import Any
 
 import gevent
@@ -33,7 +32,8 @@ from gunicorn.workers.ggevent import GeventWorker
 from servers import contract
 from servers.contenders.environment import options_from_environment
 from servers.contenders.state import process_state
-from servers.core.body_limit import TOO_LARGE_BODY, TOO_LARGE_STATUS, declared_too_large
+from servers.core.body_limit import TOO_LARGE_STATUS, declared_too_large
+from servers.core.error_replies import error_body, status_line
 from servers.core.sinks import SinkUnavailable
 from servers.runtimes.green.app import WebSocketSession, websocket_handshake
 from servers.runtimes.green.gevent_runtime import gevent_runtime
@@ -65,7 +65,7 @@ def _answer(
     extra: Iterable[tuple[str, str]] = (),
 ) -> list[bytes]:
     headers = [("Content-Type", content_type), ("Content-Length", str(len(body))), *extra]
-    start_response(f"{code} {HTTPStatus(code).phrase}", headers)
+    start_response(status_line(code), headers)
     return [body]
 
 
@@ -74,10 +74,12 @@ _OK = "200 OK"
 _TEXT_HEADERS = [("Content-Type", TEXT), ("Content-Length", str(len(contract.TEXT_BODY)))]
 _TEXT_RESULT = [contract.TEXT_BODY]
 _READS = ("GET", "HEAD")
+_NOT_FOUND_BODY = error_body(404)
+_NOT_ALLOWED_BODY = error_body(405)
 
 
 def _error(start_response: StartResponse, code: int) -> list[bytes]:
-    return _answer(start_response, code, f"{code}: {HTTPStatus(code).phrase}".encode())
+    return _answer(start_response, code, error_body(code))
 
 
 def _too_large(start_response: StartResponse) -> list[bytes]:
@@ -86,13 +88,8 @@ def _too_large(start_response: StartResponse) -> list[bytes]:
 
 
 def _refuse(environ: Environ, start_response: StartResponse, code: int) -> list[bytes]:
-    """`code`, then close. A 413's body is the contract's wherever Python's phrase for it
-    moved (3.13 calls it "Content Too Large")."""
-    if code == TOO_LARGE_STATUS:
-        body = TOO_LARGE_BODY
-    else:
-        body = f"{code}: {HTTPStatus(code).phrase}".encode()
-    return _answer(start_response, code, body, extra=[("Connection", "close")])
+    """`code`, then close."""
+    return _answer(start_response, code, error_body(code), extra=[("Connection", "close")])
 
 
 class _GunicornDeadlines:
@@ -142,25 +139,23 @@ def application(environ: Environ, start_response: StartResponse) -> Iterable[byt
         handler = workload.get(method)
         if handler is None:
             allow = [("Allow", ",".join(workload))]
-            return _answer(start_response, 405, b"405: Method Not Allowed", extra=allow)
+            return _answer(start_response, 405, _NOT_ALLOWED_BODY, extra=allow)
         return handler(environ, start_response)
     if path == contract.ROUTE_LOG:
         return _log(environ, start_response, method)
     if path == contract.ROUTE_WEBSOCKET:
         if method != "GET":
-            return _answer(
-                start_response, 405, b"405: Method Not Allowed", extra=[("Allow", "GET")]
-            )
+            return _answer(start_response, 405, _NOT_ALLOWED_BODY, extra=[("Allow", "GET")])
         return _websocket(environ, start_response)
     if path == contract.ROUTE_TEXT:
         body, content_type = contract.TEXT_BODY, TEXT
     elif path == contract.ROUTE_COUNTER:
         body, content_type = state.counter_payload(), contract.JSON_CONTENT_TYPE
     else:
-        return _answer(start_response, 404, b"404: Not Found")
+        return _answer(start_response, 404, _NOT_FOUND_BODY)
     if method not in _READS:
         allow = [("Allow", "GET,HEAD")]
-        return _answer(start_response, 405, b"405: Method Not Allowed", extra=allow)
+        return _answer(start_response, 405, _NOT_ALLOWED_BODY, extra=allow)
     answered = _answer(start_response, 200, body, content_type)
     return _EMPTY if method == "HEAD" else answered
 

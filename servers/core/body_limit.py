@@ -13,9 +13,10 @@ servers.core.workloads).
 from __future__ import annotations
 
 from servers import contract
+from servers.core.error_replies import error_body
 
 TOO_LARGE_STATUS = 413
-TOO_LARGE_BODY = b"413: Request Entity Too Large"
+TOO_LARGE_BODY = error_body(TOO_LARGE_STATUS)  # b"413: Request Entity Too Large"
 
 
 def declared_too_large(

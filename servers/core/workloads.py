@@ -8,12 +8,13 @@ import json
 
 from servers import contract
 from servers.core.body_limit import TOO_LARGE_STATUS, BodyCounter, declared_too_large
+from servers.core.error_replies import error_body
 
 # Serialized once: the document is fixed; what the route costs is its compression.
 JSON_COMP_BODY = json.dumps(contract.JSON_COMP_DOCUMENT, separators=(",", ":")).encode()
 VARY = ("Vary", "Accept-Encoding")
 # The body of the 400 answering a `/delay/{ms}` segment that `delay_ms` refuses.
-DELAY_REFUSAL_BODY = b"400: Bad Request"
+DELAY_REFUSAL_BODY = error_body(contract.BAD_REQUEST_STATUS)
 
 
 def json_body() -> bytes:

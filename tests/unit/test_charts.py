@@ -518,7 +518,7 @@ def test_peak_bars_show_each_rounds_peak_as_a_dot_kept_out_rounds_hollow() -> No
 
 
 def test_the_report_says_each_cases_precision_and_why_one_stopped_short() -> None:
-    from charts.report import _precision
+    from charts.report_sections import precision_html
 
     imprecise = Summary(
         peak=4000.0,
@@ -538,11 +538,11 @@ def test_the_report_says_each_cases_precision_and_why_one_stopped_short() -> Non
         (make_case("gevent", (make_step(50, 4000),), summary=imprecise),
          make_case("nginx", (make_step(50, 9000),), summary=precise)),
     )  # fmt: skip
-    html = _precision(run)
+    html = precision_html(run)
     assert '<span class="failed">imprecise: ±7.2 % after 9 rounds, asked ±5 %</span>' in html
     assert "wander ±9.0 %" in html and "round 4: contended" in html
     assert "within ±5 %" in html and "±2.1" in html
-    assert _precision(dataclasses.replace(run, cases=())) == ""
+    assert precision_html(dataclasses.replace(run, cases=())) == ""
 
 
 def test_the_efficiency_figure_draws_cpu_per_reply_with_its_interval() -> None:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from servers import contract
+from servers.core.body_limit import TOO_LARGE_BODY
 from servers.core.state import ServerState
 from servers.runtimes.green.app import GreenApp
 from servers.runtimes.green.deadlines import ClientDeadlines, ClientTimeout
@@ -150,6 +151,21 @@ def test_a_declared_body_over_the_limit_is_413_before_reading(app) -> None:
     length = str(2**31)
     assert call(green, [("Content-Length", length)], FailingInput(), length).startswith("413")
     assert sink.records == [] and connection.closing
+
+
+def test_a_413_has_the_contracts_words_on_any_python(app) -> None:
+    green, _, _ = app
+    length = str(2**31)
+    environ = {
+        "REQUEST_METHOD": "POST",
+        "PATH_INFO": contract.ROUTE_LOG,
+        "wsgi.input": FailingInput(),
+        "raw": [("Content-Length", length)],
+        "CONTENT_LENGTH": length,
+    }
+    statuses: list[str] = []
+    body = b"".join(green.wsgi(environ, lambda status, headers: statuses.append(status)))
+    assert statuses == ["413 Request Entity Too Large"] and body == TOO_LARGE_BODY
 
 
 def test_a_chunked_body_over_the_limit_is_413(app) -> None:

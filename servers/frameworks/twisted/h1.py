@@ -16,6 +16,7 @@ from servers.core.body_limit import (
     BodyCounter,
     declared_too_large,
 )
+from servers.core.error_replies import status_line
 from servers.frameworks.twisted.connections import (
     ServingSite,
     connection_closed,
@@ -30,9 +31,9 @@ _HEADER_TOO_LONG_REPLY = (
 )
 _TOO_LARGE_LENGTH = b"%d" % len(TOO_LARGE_BODY)
 _TOO_LARGE_REPLY = (
-    b"HTTP/1.1 413 Request Entity Too Large\r\nConnection: close\r\n"
+    b"HTTP/1.1 %s\r\nConnection: close\r\n"
     b"Content-Type: text/plain\r\nContent-Length: %s\r\n\r\n%s"
-    % (_TOO_LARGE_LENGTH, TOO_LARGE_BODY)
+    % (status_line(TOO_LARGE_STATUS).encode(), _TOO_LARGE_LENGTH, TOO_LARGE_BODY)
 )
 
 

@@ -19,6 +19,7 @@ from twisted.web.static import NoRangeStaticProducer
 from servers import contract
 from servers.core import memcache, static
 from servers.core.backends import BackendUnavailable, StoredFile
+from servers.core.error_replies import error_body
 from servers.core.sinks import SinkUnavailable
 from servers.core.state import ServerState
 from servers.core.websocket import websocket_handshake_status
@@ -35,6 +36,8 @@ from servers.frameworks.twisted.replies import (
 )
 from servers.runtimes.twisted.backends import GridFSReader, MemcachedPool
 from servers.runtimes.twisted.sinks import TwistedSink
+
+_NOT_ALLOWED_BODY = error_body(405)  # b"405: Method Not Allowed"
 
 
 class Route(Resource):
@@ -57,7 +60,7 @@ class Route(Resource):
             request.setResponseCode(405)
             request.setHeader(b"allow", b", ".join(refusal.allowedMethods))
             request.setHeader(b"content-type", TEXT_CONTENT_TYPE)
-            return b"405: Method Not Allowed"
+            return _NOT_ALLOWED_BODY
 
 
 class TextRoute(Route):

@@ -1,6 +1,7 @@
 """How the green WSGI application's routes write a reply: the Server header, the header list
-of a body, the precomputed `Date` of the text route, and the error answers shaped like
-aiohttp's (`404: Not Found`, text/plain), one of them closing the connection."""
+of a body, the precomputed `Date` of the text route, and the error answers in
+servers.core.error_replies' words (`404: Not Found`, text/plain), one of them closing the
+connection."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import sys
 import time
 from collections.abc import Iterable
 from email.utils import formatdate
-from http import HTTPStatus
 
+from servers.core.error_replies import error_body, status_line
 from servers.runtimes.green.interfaces import Environ, GreenConnection, Headers, StartResponse
 
 # The body of a reply that has none (HEAD, a WebSocket after its session): one shared tuple.
@@ -19,11 +20,6 @@ EMPTY: tuple[bytes, ...] = ()
 def server_software(framework: str, version: str) -> str:
     """The Server header, in aiohttp's shape: `Python/3.11 gevent/24.2.1`."""
     return f"Python/{sys.version_info.major}.{sys.version_info.minor} {framework}/{version}"
-
-
-def status_line(code: int) -> str:
-    """The WSGI status for `code`: `404 Not Found`."""
-    return f"{code} {HTTPStatus(code).phrase}"
 
 
 class DatedHeaders:
@@ -76,9 +72,9 @@ class Replies:
         body: bytes | None = None,
         extra: Iterable[tuple[str, str]] = (),
     ) -> tuple[bytes, ...]:
-        """An error answer shaped like aiohttp's: `404: Not Found`, text/plain."""
+        """An error answer, by default in aiohttp's shape: `404: Not Found`, text/plain."""
         if body is None:
-            body = f"{code}: {HTTPStatus(code).phrase}".encode()
+            body = error_body(code)
         headers = self.headers("text/plain; charset=utf-8", body)
         headers.extend(extra)
         start_response(status_line(code), headers)

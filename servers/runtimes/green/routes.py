@@ -15,6 +15,8 @@ from collections.abc import Iterable
 from servers import contract
 from servers.core import memcache, static
 from servers.core.backends import BackendUnavailable
+from servers.core.body_limit import TOO_LARGE_STATUS, BodyCounter, declared_too_large
+from servers.core.error_replies import status_line
 from servers.core.sinks import SinkUnavailable
 from servers.core.state import ServerState
 from servers.runtimes.green.backends import GreenBackends, read_file
@@ -27,7 +29,7 @@ from servers.runtimes.green.interfaces import (
     Sink,
     StartResponse,
 )
-from servers.runtimes.green.replies import EMPTY, DatedHeaders, Replies, status_line
+from servers.runtimes.green.replies import EMPTY, DatedHeaders, Replies
 
 # A body no route reads is read and dropped in pieces of this size.
 DRAIN_READ_BYTES = 64 * 1024
@@ -70,7 +72,6 @@ def log_route(
     reply sent once the sink has it (503 when it cannot be stored)."""
     log_headers = replies.headers(contract.TEXT_CONTENT_TYPE, contract.LOG_REPLY_BODY)
     log_result = (contract.LOG_REPLY_BODY,)
-    max_body_bytes = contract.LOG_MAX_BODY_BYTES
     plain = replies.plain
     refuse = replies.refuse
 
@@ -78,20 +79,21 @@ def log_route(
         state.requests += 1
         declared = environ.get("CONTENT_LENGTH")
         length = int(declared) if declared else None  # digits: framing_error checked
-        if length is not None and length > max_body_bytes:
-            return refuse(environ, start_response, 413)  # at once, nothing read
+        if declared_too_large(length):
+            return refuse(environ, start_response, TOO_LARGE_STATUS)  # at once, nothing read
+        counter = BodyCounter()
         deadlines = connection.deadlines(environ)
         deadlines.await_body()
-        try:
-            body = environ["wsgi.input"].read(max_body_bytes + 1)
+        try:  # one byte past the limit is enough to know a chunked body is over it
+            body = environ["wsgi.input"].read(counter.limit_bytes + 1)
         except ClientTimeout:  # before OSError: it is one
             return refuse(environ, start_response, 408)
         except (OSError, ValueError):  # the body ended early, or bad chunked framing
             return refuse(environ, start_response, 400)
         finally:
             deadlines.server_busy()
-        if len(body) > max_body_bytes:  # a chunked body
-            return refuse(environ, start_response, 413)
+        if not counter.take(len(body)):  # a chunked body
+            return refuse(environ, start_response, TOO_LARGE_STATUS)
         if length is not None and len(body) < length:
             # eventlet returns what came before the client's EOF: a truncated body
             # is no record (gevent raises instead, caught above).

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import BinaryIO
 
 from servers import contract
+from servers.core.error_replies import status_line
 from servers.core.state import ServerState
 from servers.core.websocket import websocket_handshake_status
 from servers.runtimes.green.interfaces import (
@@ -25,7 +26,7 @@ from servers.runtimes.green.interfaces import (
     Sink,
     StartResponse,
 )
-from servers.runtimes.green.replies import EMPTY, Replies, status_line
+from servers.runtimes.green.replies import EMPTY, Replies
 from servers.runtimes.green.websocket import WS_READ_BYTES, WebSocketSession
 
 _WS_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"

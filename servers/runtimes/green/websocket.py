@@ -29,7 +29,8 @@ from servers.core.websocket import LingerDrain
 from servers.core.ws_messages import take_message
 from servers.runtimes.green.interfaces import Sink
 
-# How long a closing WebSocket waits for the client's close frame (aiohttp waits 10 s too).
+# How long a closing WebSocket waits for the client's close frame. Not a contract rule:
+# each framework keeps its own (aiohttp 10 s, tornado 5 s, autobahn 1 s); green takes aiohttp's.
 WS_CLOSE_TIMEOUT_S = 10.0
 WS_READ_BYTES = 64 * 1024
 # A WebSocket session busy on data already received gives the loop a turn this often.

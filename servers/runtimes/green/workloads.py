@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from servers import contract
 from servers.core import workloads
+from servers.core.body_limit import TOO_LARGE_STATUS
 from servers.runtimes.green.deadlines import ClientTimeout
 from servers.runtimes.green.interfaces import Environ, Routes, StartResponse
 
@@ -30,12 +31,12 @@ def workload_routes(
     state: Any,
     deadlines: Callable[[Environ], BodyDeadlines],
     headers: Callable[[str, bytes], list[tuple[str, str]]],
-    plain: Callable[..., Iterable[bytes]],
+    plain: Callable[[StartResponse, int], Iterable[bytes]],
     refuse: Callable[[Environ, StartResponse, int], Iterable[bytes]],
 ) -> tuple[Routes, Routes]:
     """The workload routes (exact ones, prefix ones) as GreenApp's route tables hold them:
     `state` counts their requests, `deadlines` is a request's body deadline, `headers` a
-    reply's header list, `plain` an error answer, `refuse` one that closes."""
+    reply's header list, `plain` an error answer (its default body), `refuse` one that closes."""
 
     def answer(
         start_response: StartResponse, content_type: str, body: bytes, *extra: tuple[str, str]
@@ -70,6 +71,7 @@ def workload_routes(
         state.requests += 1
         delay_ms = workloads.delay_ms(environ["PATH_INFO"][delay_start:])
         if delay_ms is None:
+            # error_replies' body for 400: workloads.DELAY_REFUSAL_BODY
             return plain(start_response, contract.BAD_REQUEST_STATUS)
         time.sleep(delay_ms / 1000)  # green: this request's thread only
         return answer(start_response, contract.TEXT_CONTENT_TYPE, b"%d" % delay_ms)
@@ -103,17 +105,16 @@ def _read_counted(environ: Environ, deadlines: BodyDeadlines) -> tuple[int, int 
     """The body's byte count, read in pieces and dropped within the body deadline, and the
     status refusing it (413 over the limit, 408 late, 400 cut short or ill-framed) or None."""
     request_body = environ["wsgi.input"]
-    body_bytes = 0
+    counter = workloads.upload_counter()
     deadlines.await_body()
     try:
         while chunk := request_body.read(UPLOAD_READ_BYTES):
-            body_bytes += len(chunk)
-            if body_bytes > contract.UPLOAD_MAX_BODY_BYTES:  # a chunked body
-                return body_bytes, 413
+            if not counter.take(len(chunk)):  # a chunked body
+                return counter.received_bytes, TOO_LARGE_STATUS
     except ClientTimeout:  # before OSError: it is one
-        return body_bytes, 408
+        return counter.received_bytes, 408
     except (OSError, ValueError):  # the body ended early, or bad chunked framing
-        return body_bytes, 400
+        return counter.received_bytes, contract.BAD_REQUEST_STATUS
     finally:
         deadlines.server_busy()
-    return body_bytes, None
+    return counter.received_bytes, None

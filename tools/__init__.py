@@ -1,0 +1,2 @@
+"""Development tools run from a checkout (CI's lint session), not installed with the
+package."""
