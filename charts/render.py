@@ -5,14 +5,18 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from charts.figures import Series, close_all, ramp_figures
 from charts.flame import flame_svg
 from charts.report import write_report
 from charts.style import DPI, palette
 from model.errors import UserError
 from model.results import Run, has_protocol_axis, read_run
 from model.stacks import parse_folded
+
+# matplotlib (charts.figures) loads where a figure is drawn: a missing run is said at once
+if TYPE_CHECKING:
+    from charts.figures import Series
 
 # Host facts that must agree before two runs are drawn on one axis.
 CHECKED_HOST_FACTS = ("cpu_model", "cores", "memory_bytes", "kernel")
@@ -55,6 +59,8 @@ def check_units_agree(runs: Sequence[Run]) -> None:
 
 def build_series(runs: Sequence[Run]) -> list[Series]:
     """One series per case; labels grow only as much as needed to tell them apart."""
+    from charts.figures import Series
+
     cases = [(index, run, case) for index, run in enumerate(runs) for case in run.cases]
     modes = {case.affinity.get("mode") for _, _, case in cases}
     models = {case.process_model for _, _, case in cases}
@@ -113,6 +119,8 @@ def render(
     runs = load_runs(run_dirs)
     check_hosts_agree(runs)
     check_units_agree(runs)
+    from charts.figures import close_all, ramp_figures
+
     if out_dir is None:
         out_dir = run_dirs[0] if len(runs) == 1 else run_dirs[0] / "overlay"
     charts_dir = out_dir / "charts"

@@ -18,8 +18,7 @@ from harness.cgroups.files import parse_size
 from harness.frameworks import register_servers, select_frameworks
 from harness.live.reporters import Reporters
 from harness.profile import Profile, load_profile
-from harness.run import Plan, Runner, claim_run_dir, default_cpus
-from harness.run.rounds import has_rounds
+from harness.run.plan import Plan, claim_run_dir, default_cpus
 from harness.run_options import RunOptions
 from harness.services.database import check_backend, default_backend
 from model.errors import UserError
@@ -373,6 +372,10 @@ def check_fleet_plan(
 def run_plan(plan: Plan, console: Console, live: LiveSession | None = None) -> tuple[Run, float]:
     """Run with progress bars (and the live page's and exporter's reporter beside them,
     with `live`); returns the run and its wall time in seconds."""
+    # the runner (its verifiers, HTTP clients, statistics) loads here, not to plan
+    from harness.run.loop import Runner
+    from harness.run.rounds import has_rounds
+
     profile = plan.profile
     cases = len(profile.affinity_modes) * len(profile.process_models) * len(plan.frameworks)
     cases *= len(profile.protocols)

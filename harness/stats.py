@@ -29,8 +29,7 @@ import random
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-from scipy import stats as scipy_stats
+from types import ModuleType
 
 CONFIDENCE = 0.95
 BOOTSTRAP_RESAMPLES = 4000
@@ -60,8 +59,16 @@ class Interval:
         return (self.low, self.high)
 
 
+def _scipy_stats() -> ModuleType:
+    """scipy.stats, imported on first use: it costs about a second of CPU, which every
+    command that imports this module (the CLI's argument checks among them) would pay."""
+    from scipy import stats
+
+    return stats
+
+
 def _t_quantile(samples: int, confidence: float) -> float:
-    return float(scipy_stats.t.ppf(0.5 + confidence / 2, samples - 1))
+    return float(_scipy_stats().t.ppf(0.5 + confidence / 2, samples - 1))
 
 
 def mean_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> Interval | None:
@@ -96,7 +103,7 @@ def mann_whitney_p(first: Sequence[float], second: Sequence[float]) -> float | N
         return None
     if len(set(first) | set(second)) == 1:
         return 1.0  # identical values: no evidence of a difference
-    return float(scipy_stats.mannwhitneyu(first, second, alternative="two-sided").pvalue)
+    return float(_scipy_stats().mannwhitneyu(first, second, alternative="two-sided").pvalue)
 
 
 def welch_log_p(first: Sequence[float], second: Sequence[float]) -> float | None:
@@ -110,7 +117,7 @@ def welch_log_p(first: Sequence[float], second: Sequence[float]) -> float | None
     b = [math.log(v) if positive else v for v in second]
     if statistics.pvariance(a) == 0 and statistics.pvariance(b) == 0:
         return 1.0 if statistics.fmean(a) == statistics.fmean(b) else 0.0
-    return float(scipy_stats.ttest_ind(a, b, equal_var=False).pvalue)
+    return float(_scipy_stats().ttest_ind(a, b, equal_var=False).pvalue)
 
 
 def holm_adjusted(p_values: Sequence[float | None]) -> list[float | None]:
@@ -166,5 +173,5 @@ def log_ratio_change_interval(
         return Interval(math.exp(difference), math.exp(difference), math.exp(difference))
     # Welch–Satterthwaite degrees of freedom
     freedom = spread**2 / (share_a**2 / (len(a) - 1) + share_b**2 / (len(b) - 1))
-    half = float(scipy_stats.t.ppf(0.5 + confidence / 2, freedom)) * math.sqrt(spread)
+    half = float(_scipy_stats().t.ppf(0.5 + confidence / 2, freedom)) * math.sqrt(spread)
     return Interval(math.exp(difference), math.exp(difference - half), math.exp(difference + half))

@@ -17,7 +17,7 @@ from harness.outputs.console import rich_table
 from harness.outputs.text import diff_table, note_lines
 from model.errors import UserError
 
-if TYPE_CHECKING:  # harness.bench_diff imports scipy: loaded only when a diff is asked for
+if TYPE_CHECKING:  # harness.bench_diff (the statistics): loaded only when asked for
     from harness.bench_diff import BenchDiff
     from harness.diff import RunDiff
     from model.bench import BenchRun

@@ -72,9 +72,6 @@ def verify_command(
     Exit 1 on a failure."""
     from harness.frameworks import register_servers, select_frameworks
     from harness.tls import user_certificates
-    from harness.verify import strictly
-    from harness.verify.batch import verify_servers
-    from harness.verify.console import print_verifications
 
     register_servers(servers, servers_file)
     names = select_frameworks(frameworks)
@@ -84,6 +81,11 @@ def verify_command(
         raise UserError("--tls-cert and --tls-key go together: give both, or neither")
     certificates = user_certificates(str(tls_cert), str(tls_key)) if tls_cert else None
     cpus = check_cpus(server_cpus) if server_cpus else None
+    # the verifiers (and their HTTP clients) load once the command line is known good
+    from harness.verify import strictly
+    from harness.verify.batch import verify_servers
+    from harness.verify.console import print_verifications
+
     results = verify_servers(
         names, sink_names, protocols, cpus=cpus, mongo_url=mongo_url, backends=backends,
         certificates=certificates, status=console.status,

@@ -28,8 +28,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from jinja2 import Environment, PackageLoader, select_autoescape
-
 from harness.live.metrics import exposition, run_registry
 from harness.live.state import LiveState
 
@@ -44,6 +42,8 @@ STATIC_FILES = {"live.js": "text/javascript", "live.css": "text/css"}
 
 def page_html(title: str) -> bytes:
     """The page (templates/live.html, autoescaped): a frame the script fills from events."""
+    from jinja2 import Environment, PackageLoader, select_autoescape  # only a live run pays
+
     environment = Environment(
         loader=PackageLoader("harness.live", "templates"),
         autoescape=select_autoescape(["html"]),

@@ -153,7 +153,7 @@ def run_markdown(run: Run, run_dir: Path | None = None, base: Path | None = None
 
 def diff_markdown(result: RunDiff) -> str:
     """A diff as Markdown: each case's B/A with its interval, the p and the verdict."""
-    from harness.diff import RULE  # scipy: loaded only when a diff is asked for
+    from harness.diff import RULE  # the statistics: loaded only when a diff is asked for
 
     parts = [f"## Diff: A `{result.old_id}` → B `{result.new_id}` (factor {result.factor:g})", ""]
     if result.other_host:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from charts.columns import Cell, Column, Style, TableSpec, Tone, figure_cell, figure_text
 from model.results import Case
 
-if TYPE_CHECKING:  # harness.diff imports scipy: loaded only when a diff is asked for
+if TYPE_CHECKING:  # harness.diff (the statistics): loaded only when a diff is asked for
     from harness.diff import CaseDiff, Change, RunDiff
 
 

@@ -26,18 +26,50 @@
 - outputs.py: steps.csv
 """
 
-from harness.run.case import CASE_KINDS
-from harness.run.loop import Runner
-from harness.run.peak import combine_repeats, summarize
-from harness.run.plan import (
-    Plan,
-    Reporter,
-    SilentReporter,
-    claim_run_dir,
-    default_cpus,
-    new_run_id,
-)
-from harness.run.ratios import with_baseline_ratios
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from harness.run.case import CASE_KINDS
+    from harness.run.loop import Runner
+    from harness.run.peak import combine_repeats, summarize
+    from harness.run.plan import (
+        Plan,
+        Reporter,
+        SilentReporter,
+        claim_run_dir,
+        default_cpus,
+        new_run_id,
+    )
+    from harness.run.ratios import with_baseline_ratios
+
+# Each name's module, imported when the name is first read: importing one light module of
+# the package (the plan, to check a command line) does not load the runner, its verifiers
+# and their HTTP clients.
+_HOMES = {
+    "CASE_KINDS": "harness.run.case",
+    "Runner": "harness.run.loop",
+    "combine_repeats": "harness.run.peak",
+    "summarize": "harness.run.peak",
+    "Plan": "harness.run.plan",
+    "Reporter": "harness.run.plan",
+    "SilentReporter": "harness.run.plan",
+    "claim_run_dir": "harness.run.plan",
+    "default_cpus": "harness.run.plan",
+    "new_run_id": "harness.run.plan",
+    "with_baseline_ratios": "harness.run.ratios",
+}
+
+
+def __getattr__(name: str) -> object:
+    """The package's names, each from its module on first use."""
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(home), name)
+
 
 __all__ = [
     "CASE_KINDS",

@@ -19,7 +19,6 @@ from harness.cpu_sampler import CpuSampler, SamplerResult
 from harness.run.context import RunContext
 from harness.run.outputs import case_folder
 from harness.run.peak import combine_repeats
-from harness.run.rounds import run_round
 from model.cpu_split import cpu_parts_us, sampled_us_per_req, split_stacks
 from model.results import Case
 from model.stacks import folded_text, total_samples
@@ -65,6 +64,10 @@ def case_key(case: Case) -> tuple[str, str, str, str]:
 
 def run_profiled_round(run: RunContext, case: Case) -> dict[str, Any]:
     """The profiled round of `case` (an ok case with a peak): its `cpu_profile` record."""
+    # the runner's rounds (verifiers, HTTP clients) load here: `harness bench` imports this
+    # module's rules (sampled_record) and checks its command line first
+    from harness.run.rounds import run_round
+
     round_dir = case_folder(run.plan.out_dir, case.key, round_label=PROFILED_LABEL)
     sampler = CpuSampler(round_dir / "sampler", run.plan.load_cpus)
     sampled_run = dataclasses.replace(run, step_sampler=sampler)
