@@ -44,6 +44,8 @@ def attack_retention(steps: Sequence[Step]) -> tuple[AttackRetention, ...]:
     found = []
     for attack in attacks:
         pairs = _pairs(rounds, attack)
+        if not pairs:  # its round without never ran: nothing to weigh it against
+            continue
         with_, without = [w for w, _ in pairs], [n for _, n in pairs]
         with_goodput = [goodput_per_s(s) for s in with_]
         without_goodput = [goodput_per_s(s) for s in without]
