@@ -8,7 +8,7 @@ import statistics
 from collections import Counter
 from collections.abc import Sequence
 
-from harness.stats import paired_ratio_interval
+from harness.stats import Interval, mean_interval, paired_ratio_interval
 from model.attacks import AttackRetention
 from model.results import Step
 
@@ -49,9 +49,7 @@ def attack_retention(steps: Sequence[Step]) -> tuple[AttackRetention, ...]:
         with_, without = [w for w, _ in pairs], [n for _, n in pairs]
         with_goodput = [goodput_per_s(s) for s in with_]
         without_goodput = [goodput_per_s(s) for s in without]
-        ratios = [w / n for w, n in zip(with_goodput, without_goodput, strict=True) if n > 0]
-        interval = paired_ratio_interval(with_goodput, without_goodput)
-        retained = interval.value if interval is not None else _geometric_mean(ratios)
+        retained, interval = retained_ratio(with_goodput, without_goodput)
         endings = Counter(s.figures.attack_ending or "unknown" for s in with_)
         found.append(
             AttackRetention(
@@ -95,9 +93,26 @@ def _mean(values: Sequence[float]) -> float:
     return statistics.fmean(values) if values else 0.0
 
 
-def _geometric_mean(ratios: Sequence[float]) -> float | None:
-    positive = [r for r in ratios if r > 0]
-    return statistics.geometric_mean(positive) if positive else (0.0 if ratios else None)
+def retained_ratio(
+    with_goodput: Sequence[float], without_goodput: Sequence[float]
+) -> tuple[float | None, Interval | None]:
+    """Goodput with / without over the pairs, and its 95 % interval (None under two
+    pairs): the geometric mean of the ratios (harness.stats.paired_ratio_interval); when
+    a round with the attack kept nothing, whose log does not exist, the ratios' plain
+    mean and its t interval instead (its low end at 0 at most), so a starved server is
+    not judged by its rounds that were served alone. A pair whose round without served
+    nothing weighs nothing; None when none is left."""
+    pairs = [(w, n) for w, n in zip(with_goodput, without_goodput, strict=True) if n > 0]
+    if not pairs:
+        return None, None
+    ratios = [w / n for w, n in pairs]
+    if all(r > 0 for r in ratios):
+        interval = paired_ratio_interval([w for w, _ in pairs], [n for _, n in pairs])
+        return statistics.geometric_mean(ratios), interval
+    interval = mean_interval(ratios)
+    if interval is not None:
+        interval = Interval(interval.value, max(0.0, interval.low), interval.high)
+    return statistics.fmean(ratios), interval
 
 
 def _median_p99(steps: Sequence[Step]) -> float | None:

@@ -108,6 +108,15 @@ def test_a_peak_round_and_an_unpaired_attack_round_are_left_out() -> None:
     assert only.retained == pytest.approx(0.5)
 
 
+def test_a_round_that_kept_nothing_counts_as_zero_not_as_missing() -> None:
+    (starved,) = attack_retention(
+        rounds_of({"h2-rapid-reset": [(1000.0, 0.0), (1000.0, 500.0), (1000.0, 400.0)]})
+    )
+    assert starved.retained == pytest.approx(0.3)  # (0 + 0.5 + 0.4) / 3
+    assert starved.retained_ci is not None and starved.retained_ci[0] == 0.0
+    assert starved.retained_ci[1] > 0.3
+
+
 def test_one_pair_has_a_ratio_but_no_interval() -> None:
     (only,) = attack_retention(rounds_of({"h2-ping-flood": [(1000.0, 800.0)]}))
     assert only.retained == pytest.approx(0.8) and only.retained_ci is None
