@@ -4,9 +4,10 @@ table of what one attacking connection cost the well-behaved clients."""
 
 from __future__ import annotations
 
+from html import escape
 from pathlib import Path
 
-from charts.attack_tables import ATTACKS
+from charts.attack_tables import ATTACKS, attack_rows
 from harness.run.attack_figures import NO_ATTACK
 from model.results import read_run
 from tests.helpers import harness, require_framework, require_tools
@@ -59,6 +60,10 @@ def test_twisted_under_two_attacks_keeps_its_goodput_with_an_interval(tmp_path: 
         assert kept.retained_ci is not None
         assert kept.retained_ci[0] <= kept.retained <= kept.retained_ci[1]
     report = (run_dir / "report.html").read_text()
-    assert ATTACKS.title in report and "h2-rapid-reset" in report
+    assert "<h3>HTTP/2 attacks</h3>" in report
+    assert all(
+        f"<th>{escape(h)}</th>" in report
+        for h in ATTACKS.render(attack_rows(read_run(run_dir).cases), "bracketed").headers
+    )
     assert (run_dir / "charts" / "attacks.png").is_file()
     assert "h2 attacks" in result.stdout
