@@ -23,6 +23,7 @@ matplotlib.use("Agg")  # files only, never a window
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
+from charts.attack_figures import attacks_figure
 from charts.connection_figures import connection_figures
 from charts.drawing import Series, ramp_unit
 from charts.load_figures import (
@@ -40,6 +41,7 @@ from charts.peak_figures import affinity_figure, efficiency_figure, peak_figure,
 __all__ = [
     "Series",
     "affinity_figure",
+    "attacks_figure",
     "close_all",
     "common_held_rate",
     "connection_figures",
@@ -87,6 +89,9 @@ def ramp_figures(series: Sequence[Series], context: str = "") -> dict[str, Figur
         figures["affinity"] = affinity_figure(series, context)
     if len({s.case.protocol for s in series}) > 1:
         figures["protocols"] = protocol_figure(series, context)
+    attacks = attacks_figure(series, context)
+    if attacks is not None:
+        figures["attacks"] = attacks
     return figures
 
 

@@ -58,6 +58,10 @@ FIGURE_CAPTIONS = {
     "over TLS 1.3, h2 HTTP/2 over TLS, h2c cleartext HTTP/2), with 95 % intervals from "
     "rounds; under each h1-tls bar its TLS tax, the ratio of its peak to the same server's "
     "h1 peak in this run.",
+    "attacks": "The h2-attacks profile: per attack, the goodput each server's well-behaved "
+    "clients kept in rounds with one attacking connection over the rounds beside them "
+    "without (1.0, dashed: the attack cost nothing); error bars: the 95 % interval over the "
+    "round pairs.",
     "conn_cpu": "Server CPU against open connections.",
     "conn_rss": "Server memory against open connections.",
     "conn_rss_per_connection": "Memory per open connection (the WebSocket study found 10.3 KB).",

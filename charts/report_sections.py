@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from html import escape
 from typing import Any
 
+from charts.attack_tables import ATTACKS, attack_rows
 from charts.columns import figure_text, interval_text
 from charts.cpu_report import cpu_profile_html
 from charts.page import html_table, spec_table, table
@@ -41,6 +42,7 @@ def run_sections(run: Run, flames: Mapping[tuple[str, str], str]) -> list[str]:
         *protocols_section(run),
         *connections_section(run),
         *close_storm_section(run),
+        *attacks_section(run),
         *knees_section(run),
         *equal_load_section(run),
     ]
@@ -117,6 +119,22 @@ def close_storm_section(run: Run) -> list[str]:
         "<h3>Close storm</h3>",
         "<p>Every connection closed at once at the ramp's end.</p>",
         closing,
+    ]
+
+
+def attacks_section(run: Run) -> list[str]:
+    """What one hostile HTTP/2 connection cost each server's well-behaved clients
+    (charts.attack_tables.ATTACKS)."""
+    rendered = ATTACKS.render(attack_rows(run.cases), "bracketed")
+    if not rendered:
+        return []
+    return [
+        "<h3>HTTP/2 attacks</h3>",
+        "<p>The well-behaved clients' goodput in rounds with one attacking connection over "
+        "the rounds beside them without (the geometric mean of the pairs' ratios, its 95 % "
+        "interval beneath), their p99 latency with and without (medians over the rounds), "
+        "and how the attacker's connection ended.</p>",
+        html_table(rendered),
     ]
 
 

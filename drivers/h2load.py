@@ -241,7 +241,8 @@ class H2loadDriver:
     tool = "h2load"
     package = "nghttp2-client"
     tool_version_args = ("--version",)
-    ramp_kinds = ("concurrency",)
+    # h2-attacks: the attack case (harness.run.attack_case) runs it paced (rps_per_client)
+    ramp_kinds = ("concurrency", "h2-attacks")
     protocols = (PROTOCOL_H1, PROTOCOL_H1_TLS, PROTOCOL_H2, PROTOCOL_H2C)
     ca_trusted = False  # h2load verifies no certificate (it has no option to)
     # h2load ignores SIGINT and prints nothing on SIGTERM. Over TLS, against a server slow
@@ -254,18 +255,30 @@ class H2loadDriver:
     busy_polls = False
     checks_bodies = False
 
-    def __init__(self, threads: int = 1, multiplexed_connections: int | None = None) -> None:
+    def __init__(
+        self,
+        threads: int = 1,
+        multiplexed_connections: int | None = None,
+        rps_per_client: float | None = None,
+    ) -> None:
         if multiplexed_connections is not None and multiplexed_connections < 1:
             raise ValueError(
                 f"multiplexed_connections must be at least 1, not {multiplexed_connections}"
             )
+        if rps_per_client is not None and rps_per_client <= 0:
+            raise ValueError(f"rps_per_client must be positive, not {rps_per_client}")
         self.threads = threads
         self.multiplexed_connections = multiplexed_connections
+        # `--rps`: each client's requests paced (a request due while its streams are all
+        # busy waits: see the module's docstring); None: as fast as replies come
+        self.rps_per_client = rps_per_client
 
     @classmethod
     def from_profile(cls, ramp: Ramp, load_cpu_count: int, options: DriverOptions) -> Self:
         connections = options.get("multiplexed_connections")
         driver = cls(threads=load_cpu_count, multiplexed_connections=connections)
+        if ramp.kind == "h2-attacks":  # its case makes its own, sized by the ramp
+            return driver
         for step in ramp:  # every level must split evenly: refused now, not mid-run
             driver.shape(step)
         return driver
@@ -308,6 +321,8 @@ class H2loadDriver:
             f"--duration={h2load_duration(step.duration_s)}",
             f"--log-file={log_path}",
         ]
+        if self.rps_per_client is not None:
+            command.append(f"--rps={round(self.rps_per_client, 1):g}")
         if http1:
             command.append("--h1")  # ALPN http/1.1 over TLS, plain HTTP/1.1 over http
         scenario = target.scenario

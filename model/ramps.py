@@ -6,6 +6,8 @@
 - `ConnectionRamp` (the WebSocket agent): connection counts opened at `open_rate_per_s`.
 - `ConstantRateRamp` (oha): open loop, requests sent on a fixed schedule at each offered
   rate of a list for `duration_s`, whatever the replies do.
+- `AttackRoundsRamp` (h2load and one hostile HTTP/2 connection): a paced request rate in
+  rounds without and with one attacking connection (harness.run.attack_case).
 A ramp is a plain iterable of `RampStep`s, unit-tested without any network.
 """
 
@@ -209,12 +211,68 @@ class ConstantRateRamp:
             yield RampStep(index, offered=rate, unit="req/s", duration_s=self.duration_s)
 
 
-Ramp = RateRamp | ConcurrencyRamp | ConnectionRamp | ConstantRateRamp
+@dataclass(frozen=True)
+class AttackRoundsRamp:
+    """What one hostile HTTP/2 connection costs the well-behaved clients: `clients` h2load
+    connections send a paced rate (`--rps` each, `streams` in flight at most on each) in
+    rounds of `round_s`, each attack's rounds paired with rounds without any attack,
+    `pairs` pairs per attack. The rate is `rate_per_s` when set, else `load_fraction` of
+    the server's closed-loop peak, measured for `peak_s` at the case's start with
+    `peak_concurrency` requests in flight. `attacks`: verify's attack names
+    (harness.verify.h2_attacks.ATTACKS; the case refuses one it does not know)."""
+
+    attacks: tuple[str, ...] = ()
+    pairs: int = 3
+    round_s: float = 4.0
+    clients: int = 10
+    streams: int = 4
+    load_fraction: float = 0.5
+    rate_per_s: float = 0.0  # 0: load_fraction of the measured peak
+    peak_s: float = 2.0
+    peak_concurrency: int = 100
+    kind: Literal["h2-attacks"] = "h2-attacks"
+
+    def __post_init__(self) -> None:
+        attacks = self.attacks
+        if isinstance(attacks, str):  # `--set ramp.attacks=h2-ping-flood,h2-rapid-reset`
+            attacks = tuple(a.strip() for a in attacks.split(",") if a.strip())
+        object.__setattr__(self, "attacks", tuple(str(a) for a in attacks))
+        if not self.attacks or len(set(self.attacks)) != len(self.attacks):
+            raise ValueError(f"attacks must list at least one, each once, not {list(self.attacks)}")
+        if not isinstance(self.pairs, int) or self.pairs < 2:
+            raise ValueError(f"pairs must be at least 2 (an interval), not {self.pairs!r}")
+        if self.round_s <= 0 or self.peak_s <= 0:
+            raise ValueError("round_s and peak_s must be positive")
+        if self.clients < 1 or self.streams < 1 or self.peak_concurrency < self.clients:
+            raise ValueError("clients and streams must be >= 1, peak_concurrency >= clients")
+        if self.peak_concurrency % self.clients:
+            raise ValueError(
+                f"peak_concurrency {self.peak_concurrency} must split evenly over "
+                f"{self.clients} clients"
+            )
+        if not 0 < self.load_fraction <= 1:
+            raise ValueError(f"load_fraction must be in (0, 1], not {self.load_fraction}")
+        if self.rate_per_s < 0:
+            raise ValueError(f"rate_per_s must be >= 0 (0: measured), not {self.rate_per_s}")
+
+    def __iter__(self) -> Iterator[RampStep]:
+        # the peak round (unless the rate is given), then one step per round, each attack's
+        # beside one without; the rate is the case's to measure (harness.run.attack_case)
+        first = 0
+        if not self.rate_per_s:
+            first = 1
+            yield RampStep(0, self.peak_concurrency, "concurrency", duration_s=self.peak_s)
+        for index in range(first, first + 2 * self.pairs * len(self.attacks)):
+            yield RampStep(index, offered=self.rate_per_s, unit="req/s", duration_s=self.round_s)
+
+
+Ramp = RateRamp | ConcurrencyRamp | ConnectionRamp | ConstantRateRamp | AttackRoundsRamp
 RAMP_KINDS: dict[str, type] = {
     "rate": RateRamp,
     "concurrency": ConcurrencyRamp,
     "connections": ConnectionRamp,
     "constant-rate": ConstantRateRamp,
+    "h2-attacks": AttackRoundsRamp,
 }
 
 
@@ -271,6 +329,18 @@ def ramp_text(ramp: Ramp) -> str:
             f"connections {figure(ramp.start)}→{figure(ramp.target)} step {figure(ramp.step)}, "
             f"opened at {figure(ramp.open_rate_per_s)}/s, each step held "
             f"{figure(ramp.hold_s)} s, {ramp.mode} mode, {ramp.close} close"
+        )
+    if isinstance(ramp, AttackRoundsRamp):
+        rate = (
+            f"{figure(ramp.rate_per_s)} req/s"
+            if ramp.rate_per_s
+            else f"{ramp.load_fraction * 100:g} % of the closed-loop peak"
+        )
+        attacks = ", ".join(ramp.attacks)
+        return (
+            f"{rate} over {ramp.clients} h2 clients, {ramp.pairs} pairs of "
+            f"{figure(ramp.round_s)} s rounds without and with one attacking connection "
+            f"({attacks})"
         )
     rates = ", ".join(figure(rate) for rate in ramp.rates)
     return f"open-loop rates {rates} req/s, {figure(ramp.duration_s)} s each"

@@ -285,6 +285,43 @@ class StepFigures:
     spread: float | None = field(
         default=None, metadata=_doc("(max − min) / median of the repeats' achieved")
     )
+    # the h2-attacks profile's rounds (harness.run.attack_case)
+    attack: str | None = field(
+        default=None,
+        metadata=_doc(
+            "h2-attacks: the attack one connection ran during the round (`none`: a round "
+            "without; unset: the closed-loop peak round that sets the rate)"
+        ),
+    )
+    attack_ending: str | None = field(
+        default=None,
+        metadata=_doc(
+            "h2-attacks: how the attacker's connection ended (`goaway`, `closed`, `reset`, "
+            "`stopped-reading`, `kept-open`)"
+        ),
+    )
+    attack_goaway_code: int | None = field(
+        default=None, metadata=_doc("h2-attacks: the GOAWAY's error code the attacker read")
+    )
+    attack_units_sent: int | None = field(
+        default=None, metadata=_doc("count: h2-attacks, the attack's units written")
+    )
+    attack_bytes_sent: int | None = field(
+        default=None, metadata=_doc("bytes: h2-attacks, what the attacker wrote")
+    )
+    attack_s: float | None = field(
+        default=None, metadata=_doc("s: h2-attacks, how long the attacker wrote")
+    )
+    rps_per_client: float | None = field(
+        default=None, metadata=_doc("req/s: h2-attacks, each h2load client's pace (`--rps`)")
+    )
+    rate_from: str | None = field(
+        default=None,
+        metadata=_doc(
+            "h2-attacks: where the round's rate came from (`50 % of the peak 12,000 req/s`, "
+            "or `the profile`)"
+        ),
+    )
     # connection ramps
     open: int | None = field(
         default=None, metadata=_doc("count: connections open at the hold's end")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+from model.attacks import AttackRetention, retention_from_dict
 from model.ramps import CLOSE_MODES
 from model.steps import FLAG_MEANINGS, check_finite
 
@@ -122,6 +123,9 @@ class Summary:
     # --cpu-profile: the profiled round at the peak (harness.run.profiled): the sampler,
     # the CPU µs/request split by category (model.cpu_split), the top frames, the file
     cpu_profile: dict[str, Any] | None = None
+    # the h2-attacks profile: per attack, the goodput the legitimate clients kept and their
+    # p99 with and without one attacking connection (harness.run.attack_figures)
+    attack_retention: tuple[AttackRetention, ...] = ()
 
     def __post_init__(self) -> None:
         if self.peak_unit not in PEAK_UNITS:
@@ -204,4 +208,6 @@ def summary_from_dict(data: dict[str, Any]) -> Summary:
         raise ValueError(f"unknown summary fields {unknown}")
     names = ("flags", "failed_repeats", "rounds_excluded", *INTERVAL_FIELDS)
     tuples = {k: tuple(data[k]) for k in names if data.get(k) is not None}
+    if data.get("attack_retention") is not None:
+        tuples["attack_retention"] = tuple(retention_from_dict(r) for r in data["attack_retention"])
     return Summary(**{**data, **tuples})

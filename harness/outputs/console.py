@@ -17,6 +17,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from charts.attack_tables import ATTACKS, attack_rows
 from charts.columns import Cell, RenderedTable, figure_text, interval_text
 from charts.cpu_tables import CPU_SPLIT, PROFILED_CAPTION, profiled, top_frames_spec
 from charts.tables import (
@@ -137,6 +138,12 @@ def case_table(spec: Any, run: Run, width: int = 120) -> Table | None:
     """One of the run's other tables (charts.tables: TLS, MEMORY, CLOSING, HELD); None when it
     has no rows."""
     rendered = spec.render(run.cases, "compact")
+    return rich_table(rendered, width=width) if rendered else None
+
+
+def attacks_table(run: Run, width: int = 120) -> Table | None:
+    """The h2-attacks table (charts.attack_tables.ATTACKS); None when no case measured one."""
+    rendered = ATTACKS.render(attack_rows(run.cases), "compact")
     return rich_table(rendered, width=width) if rendered else None
 
 
@@ -275,6 +282,7 @@ def print_run_tables(console: Console, run: Run) -> None:
         case_table(CLOSING, run, console.width),
         case_table(MEMORY, run, console.width),
         case_table(HELD, run, console.width),
+        attacks_table(run, console.width),
         threshold_table(run),
     ):
         if table is not None:

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from charts.attack_tables import ATTACKS, attack_rows
 from charts.columns import Cell, RenderedTable, interval_text
 from charts.cpu_tables import CPU_SPLIT, PROFILED_CAPTION
 from charts.tables import CLOSING, MEMORY, PRECISION, SUMMARY, TLS, VERDICT_TITLE, verdict_lines
@@ -93,6 +94,10 @@ def run_markdown(run: Run, run_dir: Path | None = None, base: Path | None = None
         if rendered:
             parts += [heading, ""] if heading else []
             parts += [rendered_table(rendered), ""]
+    attacks = ATTACKS.render(attack_rows(run.cases), "bracketed")
+    if attacks:
+        parts += [f"**{ATTACKS.title}** (with / without, 95 % interval over the pairs)", ""]
+        parts += [rendered_table(attacks), ""]
     if run.thresholds:
         failed = [t for t in run.thresholds if not t.held]
         parts.append(

@@ -13,6 +13,9 @@
   - http_case.py: HTTP steps (rate and concurrency ramps, the memcached scenario's), with
     step_runners.py (who runs a step's load), step_records.py, step_cpu.py
   - connection_case.py: connection ramps (WebSocket scenarios, with harness.connections)
+  - attack_case.py: the h2-attacks rounds (paced h2load without and with one attacking
+    HTTP/2 connection), with attack_figures.py (the rounds' pairs and each attack's
+    retention: pure)
 - context.py: RunContext and CaseContext (frozen), Measured (what a case kind returns)
 - analysis.py: every figure below named in one place:
   - bottleneck.py: what limited a step (noise, driver, server, quota, database)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from harness.run.attack_case import run_attack_case
 from harness.run.bottleneck import oom_reason
 from harness.run.case_server import cgroup_record, load_cgroup, load_generators_in
 from harness.run.case_state import CaseState
@@ -26,6 +27,7 @@ CASE_KINDS: dict[str, CaseKind] = {
     "concurrency": run_http_case,
     "constant-rate": run_http_case,
     "connections": run_connection_case,
+    "h2-attacks": run_attack_case,
 }
 NO_TELEMETRY_NOTE = (
     "no telemetry line (a server run as a command): tick lag and the server's own "

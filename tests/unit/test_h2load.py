@@ -162,6 +162,19 @@ def test_a_level_that_does_not_split_evenly_is_refused_when_the_profile_is_read(
         H2loadDriver.from_profile(ramp, 2, {"multiplexed_connections": 10})
 
 
+def test_a_paced_driver_asks_each_client_for_its_rate(tmp_path: Path) -> None:
+    """The h2-attacks rounds: --rps per client, the streams still capped by the step."""
+    paced = H2loadDriver(multiplexed_connections=10, rps_per_client=48.25)
+    command = paced.commands(step(40), target("h2c"), tmp_path)[0]
+    assert "--rps=48.2" in command and "--clients=10" in command
+    assert "--max-concurrent-streams=4" in command
+    assert not any(
+        a.startswith("--rps") for a in H2loadDriver().commands(step(4), target("h2c"), tmp_path)[0]
+    )
+    with pytest.raises(ValueError, match="rps_per_client must be positive"):
+        H2loadDriver(rps_per_client=0)
+
+
 def test_h2_command_uses_alpn_and_h1_commands_pin_http11(tmp_path: Path) -> None:
     driver = H2loadDriver(threads=2, multiplexed_connections=2)
     h2 = driver.commands(step(20), target("h2"), tmp_path)[0]

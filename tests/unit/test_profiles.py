@@ -167,6 +167,7 @@ PROFILE_OF_KIND = {
     "rate": "autobench-vps",
     "connections": "ws-ramp",
     "constant-rate": "latency",
+    "h2-attacks": "h2-attacks",
 }
 FOREIGN_RAMP_KEYS = [
     (kind, key)

@@ -7,13 +7,21 @@ import pytest
 from drivers import DRIVER_RAMPS, DRIVERS, build_driver, driver_class
 from harness.cli.options import DRIVER_OPTION
 from harness.tools import SERVICE_TOOLS, TOOLS
-from model.ramps import RAMP_KINDS, ConcurrencyRamp, ConnectionRamp, ConstantRateRamp, RateRamp
+from model.ramps import (
+    RAMP_KINDS,
+    AttackRoundsRamp,
+    ConcurrencyRamp,
+    ConnectionRamp,
+    ConstantRateRamp,
+    RateRamp,
+)
 
 RAMPS = {
     "rate": RateRamp(low=10, high=20, step=10, calls_per_connection=4),
     "concurrency": ConcurrencyRamp(start=10, stop=20, step=10),
     "connections": ConnectionRamp(start=10, target=20, step=10),
     "constant-rate": ConstantRateRamp(rates=(100, 200), connections=30),
+    "h2-attacks": AttackRoundsRamp(attacks=("h2-ping-flood",)),
 }
 
 
