@@ -209,6 +209,9 @@ def bench_families(view: dict[str, Any]) -> Iterator[Metric]:
     yield from (done, most, figure, ratio)
 
 
+EMPTY_REGISTRY = CollectorRegistry(auto_describe=False)  # what a scrape reads before the plan
+
+
 def run_registry(state: LiveState) -> CollectorRegistry:
     """A registry of the run's own with the run's collector in it."""
     registry = CollectorRegistry(auto_describe=False)

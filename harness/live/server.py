@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from harness.live.metrics import exposition, run_registry
+from harness.live.metrics import EMPTY_REGISTRY, exposition, run_registry
 from harness.live.state import LiveState
 
 CLIENT_QUEUE = 2  # events a page's queue holds; the newer replace the older when full
@@ -171,10 +171,13 @@ class _Handler(BaseHTTPRequestHandler):
         hub = self.server.hub
         path = unquote(urlsplit(self.path).path)
         if self.server.routes == "metrics":
-            if path != "/metrics" or hub.registry is None:
+            if path != "/metrics":
                 self._send(404, b"not found: the metrics are on /metrics\n", "text/plain")
                 return
-            body, content_type = exposition(hub.registry, self.headers.get("Accept"))
+            # before the plan is made the run has no metrics yet: an empty scrape, not a
+            # missing target (a scraper would mark it down)
+            registry = hub.registry if hub.registry is not None else EMPTY_REGISTRY
+            body, content_type = exposition(registry, self.headers.get("Accept"))
             self._send(200, body, content_type)
             return
         if path == "/":

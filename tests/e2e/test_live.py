@@ -279,8 +279,14 @@ def test_prometheus_scrapes_grow_and_name_the_case(tmp_path: Path) -> None:
         # meanwhile every thread of the harness, the servers' among them, is on the load's
         # CPUs (the smoke profile's: all but the first), off the server's
         placed = threads_cpus(run.process.pid)
-        time.sleep(2.5)
-        second = scrape(url)
+        # the next scrape whose counter moved (a fixed wait could outlast a short run)
+        grown = sum(counted(first, "harness_server_requests_total").values())
+        while True:
+            time.sleep(0.3)
+            second = scrape(url)
+            if sum(counted(second, "harness_server_requests_total").values()) > grown:
+                break
+            assert time.monotonic() < deadline and run.process.poll() is None, run.text()
         assert run.wait() == 0, run.text()
     if len(os.sched_getaffinity(0)) > 1:
         first_cpu = min(os.sched_getaffinity(0))
@@ -451,3 +457,19 @@ def test_an_ipv6_loopback_address_is_served() -> None:
             assert json.load(reply) == {"status": "starting"}
     finally:
         session.close()
+
+
+def test_a_scrape_before_the_plan_is_empty_not_missing() -> None:
+    """The exporter listens before the plan is made (its URL is printed first): a scrape
+    then reads an empty exposition (200), so a scraper does not mark the target down; any
+    other path is 404."""
+    from harness.live.server import Hub, LiveServer
+
+    server = LiveServer("127.0.0.1", 0, Hub(), "metrics")
+    try:
+        assert scrape(f"{server.url}metrics") == {}
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"{server.url}other", timeout=10)
+        assert refused.value.code == 404
+    finally:
+        server.close()
