@@ -88,6 +88,7 @@ def test_importing_one_driver_loads_no_other_driver_and_nothing_of_the_harness()
         "drivers.watchdog",  # and the step run under a deadline
         "drivers.wrk",
         "model",
+        "model.attacks",  # a summary's attack retention record
         "model.errors",
         "model.figures",  # model.ramps writes a ramp's text with the one number formatter
         "model.files",  # model.results writes atomically through it
