@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from charts.columns import interval_text
+from charts.page import table as _table
 from charts.report import STYLE, html_table, nav_html
 from harness.diff import RULE, RunDiff, diff_runs
 from harness.history import (
@@ -171,20 +172,6 @@ def _page(title: str, body: str, links: Sequence[tuple[str, str]] = ()) -> str:
         f"<style>{SITE_STYLE}</style></head><body>{nav_html(links)}<h1>{escape(title)}</h1>"
         f"{body}</body></html>\n"
     )
-
-
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], numeric: set[int]) -> str:
-    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
-    body = "".join(
-        "<tr>"
-        + "".join(
-            f'<td class="num">{c}</td>' if i in numeric else f"<td>{c}</td>"
-            for i, c in enumerate(row)
-        )
-        + "</tr>"
-        for row in rows
-    )
-    return f'<div class="wide"><table><tr>{head}</tr>{body}</table></div>'
 
 
 def _link(url: str, text: str) -> str:
