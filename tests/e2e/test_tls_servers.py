@@ -23,6 +23,7 @@ import httpx
 import pytest
 import websockets
 
+from harness.server_command import protocol_args
 from harness.server_process import ServerProcess, start_server
 from harness.services.backends import Backends
 from harness.services.fileset import FileSet
@@ -45,18 +46,6 @@ def certificates() -> Iterator[Certificates]:
     holder, made = temporary_certificates()
     with holder:
         yield made
-
-
-def tls_args(protocol: str, certificates: Certificates) -> list[str]:
-    """The contract's options for a TLS protocol, for `python -m servers` run directly."""
-    return [
-        "--protocol",
-        protocol,
-        "--tls-cert",
-        str(certificates.cert_path),
-        "--tls-key",
-        str(certificates.key_path),
-    ]
 
 
 def client_context(certificates: Certificates, alpn: list[str]) -> ssl.SSLContext:
@@ -326,8 +315,7 @@ def test_unsupported_protocol_is_one_line(name: str, certificates: Certificates)
     if not refused:
         pytest.skip(f"{name} speaks every protocol")
     protocol = refused[0]
-    tls = protocol in contract.TLS_PROTOCOLS
-    args = tls_args(protocol, certificates) if tls else ["--protocol", protocol]
+    args = protocol_args(protocol, certificates)
     done = subprocess.run(
         [sys.executable, "-m", "servers", name, *args],
         capture_output=True,
