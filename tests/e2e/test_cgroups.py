@@ -33,9 +33,12 @@ SHORT_STEPS = (
     "--set", "cooldown_s=0.5", "--precision", "0", "--no-verify",
 )  # fmt: skip
 
-pytestmark = pytest.mark.skipif(
-    not detect_support().usable, reason=f"no writable cgroups here: {detect_support().reason}"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        not detect_support().usable, reason=f"no writable cgroups here: {detect_support().reason}"
+    ),
+    pytest.mark.serial,  # reads CPU shares under a quota
+]
 
 
 def only_case(out: Path) -> Case:

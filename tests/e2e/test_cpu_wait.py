@@ -12,6 +12,8 @@ import pytest
 
 from harness.monitor import Monitor, run_delay_ns
 
+pytestmark = pytest.mark.serial  # busy loops pinned to one CPU, their wait read
+
 BUSY = "import time\nend = time.monotonic() + 5\nwhile time.monotonic() < end: pass\n"
 
 

@@ -33,6 +33,8 @@ from harness.run_options import RunOptions
 from model.results import Case, Run, read_run
 from tests.helpers import harness, require_framework, require_tools
 
+pytestmark = pytest.mark.serial  # one fleet a machine: its namespaces, links and state directory
+
 HOSTS = ("harness-fleet-1", "harness-fleet-2")
 
 

@@ -30,6 +30,8 @@ from model.errors import UserError
 from tests.e2e.test_fleet import assert_nothing_left, require_namespaces
 from tests.helpers import harness
 
+pytestmark = pytest.mark.serial  # one fleet a machine: its namespaces, links and state directory
+
 REFUSED_TIMEOUT_S = 6
 
 

@@ -27,6 +27,8 @@ from model.results import read_run
 from servers import scratch
 from tests.helpers import ONE_STEP_SMOKE, harness, require_tool, require_tools, write_plugin
 
+pytestmark = pytest.mark.serial  # kills runs; cleans every dead owner's directories here
+
 
 def test_memcached_never_runs_as_root() -> None:
     require_tool("memcached")

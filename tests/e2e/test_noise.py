@@ -20,6 +20,8 @@ from harness.run_options import RunOptions
 from model.results import BOTTLENECKS, Step
 from tests.helpers import require_framework, require_tools
 
+pytestmark = pytest.mark.serial  # a burner on the server CPU: no other load beside it
+
 BURN_S = 10.0  # the burner's own bound; it is killed when its step ends
 BUSY_LOOP = "import time\nend = time.monotonic() + {s}\nwhile time.monotonic() < end:\n    pass\n"
 

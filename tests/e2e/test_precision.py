@@ -28,6 +28,8 @@ from model.results import read_run
 from tests.helpers import ONE_STEP_SMOKE, harness, require_framework, require_tools
 from tests.spin_server import spin
 
+pytestmark = pytest.mark.serial  # rounds until precise, and a 10 % slower server found slower
+
 SPIN_SERVER = Path(__file__).resolve().parent.parent / "spin_server.py"
 SLOWER = 0.10  # what the spin adds: a tenth of a request's cost
 

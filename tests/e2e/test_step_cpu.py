@@ -20,6 +20,8 @@ from tests.e2e.test_driver_watchdog import DeafDriver
 from tests.e2e.test_precision import SPIN_SERVER, iterations_costing
 from tests.helpers import harness, require_tools
 
+pytestmark = pytest.mark.serial  # reads a saturated server's CPU share
+
 
 def test_a_server_saturated_for_a_two_second_step_reads_at_least_90_percent(
     tmp_path: Path,
