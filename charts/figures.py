@@ -9,13 +9,14 @@ rate with each framework's knee, and the percentile spectrum at a rate all of th
 
 The builders live by what they draw: charts.drawing (what every figure shares, `Series`),
 charts.load_figures (against the offered load), charts.connection_figures (against open
-connections), charts.peak_figures (bars per server). `ramp_figures` picks a case's set;
+connections), charts.peak_figures (bars per server), charts.attack_figures (the h2-attacks
+rounds). `ramp_figures` draws the set charts.figure_kinds names for the cases' ramp kind;
 every builder is importable from here as well.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import matplotlib
 
@@ -23,9 +24,10 @@ matplotlib.use("Agg")  # files only, never a window
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
-from charts.attack_figures import attacks_figure
+from charts.attack_figures import attack_p99_figure, attack_peak_figure, attacks_figure
 from charts.connection_figures import connection_figures
-from charts.drawing import Series, ramp_unit
+from charts.drawing import Series
+from charts.figure_kinds import FIGURES_BY_RAMP_KIND, ramp_kind
 from charts.load_figures import (
     common_held_rate,
     cpu_figure,
@@ -39,8 +41,11 @@ from charts.load_figures import (
 from charts.peak_figures import affinity_figure, efficiency_figure, peak_figure, protocol_figure
 
 __all__ = [
+    "FIGURE_BUILDERS",
     "Series",
     "affinity_figure",
+    "attack_p99_figure",
+    "attack_peak_figure",
     "attacks_figure",
     "close_all",
     "common_held_rate",
@@ -59,39 +64,82 @@ __all__ = [
 ]
 
 
-def ramp_figures(series: Sequence[Series], context: str = "") -> dict[str, Figure]:
-    """Every figure for a rate or concurrency ramp (and the affinity matrix when present)."""
-    with_steps = [s for s in series if s.steps]
-    if not with_steps:
-        return {}
-    if ramp_unit(with_steps) == "conns":
-        figures = connection_figures(with_steps, context)
-    else:
-        figures = {
-            "throughput": throughput_figure(with_steps, context),
-            "errors": errors_figure(with_steps, context),
-            "latency": latency_figure(with_steps, context),
-            "cpu": cpu_figure(with_steps, context),
-            "memory": memory_figure(with_steps, context),
-        }
-        if ramp_unit(with_steps) == "req/s" and any(
-            s.latency_ms.get("p99") is not None for one in with_steps for s in one.steps
-        ):
-            figures["latency_rate"] = latency_rate_figure(with_steps, context)
-            spectrum_plot = spectrum_figure(with_steps, context)
-            if spectrum_plot is not None:
-                figures["spectrum"] = spectrum_plot
-    figures["peak"] = peak_figure(series, context)
-    efficiency = efficiency_figure(series, context)
-    if efficiency is not None:
-        figures["efficiency"] = efficiency
+FigureBuilder = Callable[[Sequence[Series], str], Figure | dict[str, Figure] | None]
+
+
+def _lines(
+    builder: Callable[[Sequence[Series], str], Figure | dict[str, Figure]],
+) -> FigureBuilder:
+    """`builder` given only the cases that have steps (a line needs points)."""
+    return lambda series, context: builder([s for s in series if s.steps], context)
+
+
+def _latency_rate(series: Sequence[Series], context: str) -> Figure | None:
+    """The open-loop latency against the offered rate, when a step measured a p99."""
+    if _latency_rate_measured(series):
+        return latency_rate_figure([s for s in series if s.steps], context)
+    return None
+
+
+def _spectrum(series: Sequence[Series], context: str) -> Figure | None:
+    """The percentile spectrum, under the same condition as the latency against rate."""
+    if _latency_rate_measured(series):
+        return spectrum_figure([s for s in series if s.steps], context)
+    return None
+
+
+def _latency_rate_measured(series: Sequence[Series]) -> bool:
+    """Whether any step measured a p99 (httperf's rate ramps measure none)."""
+    return any(s.latency_ms.get("p99") is not None for one in series for s in one.steps)
+
+
+def _affinity(series: Sequence[Series], context: str) -> Figure | None:
+    """The affinity matrix, when the cases ran under more than one affinity mode."""
     if len({s.case.affinity.get("mode") for s in series}) > 1:
-        figures["affinity"] = affinity_figure(series, context)
+        return affinity_figure(series, context)
+    return None
+
+
+def _protocols(series: Sequence[Series], context: str) -> Figure | None:
+    """The peak per protocol, when the cases spoke more than one protocol."""
     if len({s.case.protocol for s in series}) > 1:
-        figures["protocols"] = protocol_figure(series, context)
-    attacks = attacks_figure(series, context)
-    if attacks is not None:
-        figures["attacks"] = attacks
+        return protocol_figure(series, context)
+    return None
+
+
+# each name of charts.figure_kinds.FIGURES_BY_RAMP_KIND, and what draws it
+FIGURE_BUILDERS: dict[str, FigureBuilder] = {
+    "throughput": _lines(throughput_figure),
+    "errors": _lines(errors_figure),
+    "latency": _lines(latency_figure),
+    "cpu": _lines(cpu_figure),
+    "memory": _lines(memory_figure),
+    "latency_rate": _latency_rate,
+    "spectrum": _spectrum,
+    "connections": _lines(connection_figures),
+    "peak": peak_figure,
+    "efficiency": efficiency_figure,
+    "affinity": _affinity,
+    "protocols": _protocols,
+    "attack_peak": attack_peak_figure,
+    "attacks": attacks_figure,
+    "attack_p99": attack_p99_figure,
+}
+
+
+def ramp_figures(series: Sequence[Series], context: str = "") -> dict[str, Figure]:
+    """Every figure the cases' ramp kind draws (charts.figure_kinds: FIGURES_BY_RAMP_KIND,
+    the kind read from their steps by ramp_kind), by name, in its order; nothing when no
+    case has a step."""
+    if not any(s.steps for s in series):
+        return {}
+    figures: dict[str, Figure] = {}
+    for name in FIGURES_BY_RAMP_KIND[ramp_kind([s.case for s in series])]:
+        drawn = FIGURE_BUILDERS[name](series, context)
+        if isinstance(drawn, dict):
+            figures.update(drawn)
+        elif drawn is not None:
+            figures[name] = drawn
     return figures
 
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from charts.figure_kinds import ramp_kind
 from charts.flame import flame_svg
-from charts.report import write_report
+from charts.report import FIGURE_CAPTIONS, write_report
 from charts.style import DPI, palette
 from model.errors import UserError
 from model.results import Run, has_protocol_axis, read_run
@@ -50,10 +51,12 @@ def check_hosts_agree(runs: Sequence[Run]) -> None:
 
 
 def check_units_agree(runs: Sequence[Run]) -> None:
-    """Overlaid runs must ramp the same kind of load (rate, concurrency or connections)."""
+    """Overlaid runs must ramp the same kind of load (rate, concurrency or connections) in
+    the same kind of ramp (an h2-attacks run's peak round is closed loop too)."""
     units = {run.run_id: step.unit for run in runs for case in run.cases for step in case.steps[:1]}
-    if len(set(units.values())) > 1:
-        described = ", ".join(f"{run_id}: {unit}" for run_id, unit in units.items())
+    kinds = {run.run_id: ramp_kind(run.cases) for run in runs if units.get(run.run_id)}
+    if len(set(units.values())) > 1 or len(set(kinds.values())) > 1:
+        described = ", ".join(f"{run_id}: {units[run_id]} ({kinds[run_id]})" for run_id in units)
         raise UserError(f"runs ramp different loads ({described}); overlay like with like")
 
 
@@ -105,6 +108,14 @@ def flame_graphs(runs: Sequence[Run], run_dirs: Sequence[Path]) -> dict[tuple[st
     return flames
 
 
+def remove_undrawn(charts_dir: Path, drawn: Mapping[str, Path]) -> None:
+    """Remove each figure this harness can draw (FIGURE_CAPTIONS) that it did not draw
+    now: a redrawn run keeps no chart of an earlier drawing that its report and the
+    Markdown's links (charts/*.png) would still offer. Other files are left alone."""
+    for name in FIGURE_CAPTIONS.keys() - drawn.keys():
+        (charts_dir / f"{name}.png").unlink(missing_ok=True)
+
+
 def render(
     run_dirs: Sequence[Path],
     out_dir: Path | None = None,
@@ -134,5 +145,6 @@ def render(
             images[name] = path
     finally:
         close_all(figures)
+    remove_undrawn(charts_dir, images)
     flames = flame_graphs(runs, run_dirs)
     return write_report(runs, images, out_dir / "report.html", links, flames)

@@ -62,6 +62,13 @@ FIGURE_CAPTIONS = {
     "clients kept in rounds with one attacking connection over the rounds beside them "
     "without (1.0, dashed: the attack cost nothing); error bars: the 95 % interval over the "
     "round pairs.",
+    "attack_p99": "The h2-attacks profile: per attack, each server's well-behaved clients' "
+    "p99 in the rounds without the attack (pale, hatched) and with one attacking connection "
+    "(solid), each the median over the rounds; above each pair the ratio with / without.",
+    "attack_peak": "The h2-attacks profile: each server's closed-loop peak round (h2load, "
+    "the profile's requests in flight), whose fraction paces the rounds with and without "
+    "an attack; above each bar the rate they ran at. The rounds themselves are no ramp, "
+    "so no figure draws them against a load.",
     "conn_cpu": "Server CPU against open connections.",
     "conn_rss": "Server memory against open connections.",
     "conn_rss_per_connection": "Memory per open connection (the WebSocket study found 10.3 KB).",

@@ -1,13 +1,18 @@
 """The h2-attacks profile's pure parts: its ramp, the round schedule, each attack's
-retention from hand-made rounds, the table and the chart drawn from a written run."""
+retention from hand-made rounds, the table and the charts drawn from a written run."""
 
 from __future__ import annotations
 
+import dataclasses
+import re
+from pathlib import Path
+
 import pytest
 
-from charts.attack_figures import attacks_figure
+from charts.attack_figures import attack_p99_figure, attack_peak_figure, attacks_figure
 from charts.attack_tables import ATTACKS, attack_rows
-from charts.render import build_series
+from charts.figures import close_all
+from charts.render import build_series, render
 from harness.outputs.markdown import run_markdown
 from harness.profile import load_profile
 from harness.run.attack_figures import NO_ATTACK, attack_retention, round_schedule
@@ -15,7 +20,7 @@ from harness.verify.h2_attacks import ATTACKS as VERIFY_ATTACKS
 from model.attacks import AttackRetention
 from model.errors import UserError
 from model.ramps import AttackRoundsRamp, ramp_from_dict
-from model.results import Run, Step, Summary, read_run, write_run
+from model.results import Case, Run, Step, Summary, read_run, write_run
 from model.step_figures import StepFigures
 from tests.unit.test_charts import HOST, make_case
 
@@ -179,3 +184,97 @@ def test_the_table_and_the_chart_come_from_the_written_run(tmp_path) -> None:
 def test_a_retention_is_refused_with_a_bad_interval() -> None:
     with pytest.raises(ValueError, match="retained_ci"):
         AttackRetention("a", 2, 1.0, 1.0, 1.0, (1.2, 0.9), None, None, "")
+
+
+def attack_case(framework: str, peak_per_s: float | None, kept: float) -> Case:
+    """An h2-attacks case as the runner writes it: its closed-loop peak round (unless the
+    rate was fixed: `peak_per_s` None) at 100 in flight, then two attacks' rounds at half
+    the peak, the attack rounds keeping `kept` of the goodput, with their retention."""
+    paced = (peak_per_s or 1000.0) / 2
+    rounds = [
+        dataclasses.replace(step, offered=paced)
+        for step in rounds_of(
+            {
+                "h2-rapid-reset": [(paced, paced * kept), (paced, paced * kept)],
+                "h2-ping-flood": [(paced, paced), (paced, paced)],
+            }
+        )
+    ]
+    steps = tuple(rounds)
+    if peak_per_s is not None:
+        peak = Step(**{**attack_round(NO_ATTACK, 0, peak_per_s).__dict__, "figures": StepFigures()})
+        steps = (dataclasses.replace(peak, offered=100, unit="concurrency"), *steps)
+    summary = Summary(peak=peak_per_s or paced, attack_retention=attack_retention(steps))
+    return make_case(framework, steps, summary=summary)
+
+
+def attack_run(tmp_path: Path, cases: tuple[Case, ...]) -> Path:
+    """A written h2-attacks run, with charts an earlier drawing left in its folder."""
+    profile = {"name": "h2-attacks", "ramp": {"kind": "h2-attacks", "attacks": ["h2-ping-flood"]}}
+    run = Run("r1", "2026-12-07T00:00:00+00:00", None, HOST, {}, {"profile": profile}, cases)
+    write_run(run, tmp_path / "r1")
+    (tmp_path / "r1" / "charts").mkdir()
+    for stale in ("throughput", "latency", "peak", "notes-of-mine"):
+        (tmp_path / "r1" / "charts" / f"{stale}.png").write_bytes(b"drawn before")
+    return tmp_path / "r1"
+
+
+def test_an_attack_run_draws_no_load_line_and_its_report_shows_only_what_was_drawn(
+    tmp_path: Path,
+) -> None:
+    run_dir = attack_run(
+        tmp_path, (attack_case("nginx", 2000.0, 0.4), attack_case("aiohttp", 1000.0, 0.9))
+    )
+    report = render([run_dir]).read_text()
+    drawn = {png.stem for png in (run_dir / "charts").glob("*.png")}
+    # a paced round on a connections axis beside the peak round would be meaningless
+    assert drawn == {"attacks", "attack_p99", "attack_peak", "notes-of-mine"}
+    figures = report[report.index("<h2>Figures</h2>") : report.index("<h2>Flags</h2>")]
+    assert figures.count("<figure>") == 3
+    assert figures.index("goodput each server") < figures.index("p99 in the rounds")
+    assert "closed-loop peak round" in figures and "Peak sustained throughput" not in figures
+    links = re.findall(r"\[([\w-]+)\]\(", run_markdown(read_run(run_dir), run_dir))
+    assert {"attacks", "attack_p99", "attack_peak"} <= set(links)
+    assert not {"throughput", "latency", "peak"} & set(links)
+
+
+def test_the_p99_chart_pairs_each_attacks_p99_without_and_with_per_server() -> None:
+    case = attack_case("nginx", 2000.0, 0.4)
+    figure = attack_p99_figure(build_series([Run("r", "t", None, HOST, {}, {}, (case,))]))
+    assert figure is not None
+    try:
+        axes = figure.axes[0]
+        assert {p.get_gid(): p.get_height() for p in axes.patches} == {
+            "p99:nginx:h2-rapid-reset:without": 4.0,
+            "p99:nginx:h2-rapid-reset:with": 20.0,
+            "p99:nginx:h2-ping-flood:without": 4.0,
+            "p99:nginx:h2-ping-flood:with": 20.0,
+        }
+        assert [t.get_text() for t in axes.texts] == ["5×", "5×"]  # p99 with / without
+    finally:
+        close_all({"p99": figure})
+
+
+def test_the_peak_chart_is_the_closed_loop_round_and_absent_when_the_rate_was_fixed() -> None:
+    measured, fixed = attack_case("nginx", 2000.0, 0.4), attack_case("aiohttp", None, 0.9)
+    figure = attack_peak_figure(
+        build_series([Run("r", "t", None, HOST, {}, {}, (measured, fixed))])
+    )
+    assert figure is not None
+    try:
+        (bar,) = figure.axes[0].patches
+        assert bar.get_height() == 2000.0  # the peak round, not a paced round's 1,000
+        assert [t.get_text() for t in figure.axes[0].texts] == ["2,000\npaced at 1,000 req/s"]
+    finally:
+        close_all({"peak": figure})
+    alone = build_series([Run("r", "t", None, HOST, {}, {}, (fixed,))])
+    assert attack_peak_figure(alone) is None
+
+
+def test_an_attack_run_is_not_overlaid_on_a_concurrency_ramp(tmp_path: Path) -> None:
+    attacks = attack_run(tmp_path, (attack_case("nginx", 2000.0, 0.4),))
+    ramp = tmp_path / "ramp"
+    ramp_case = make_case("nginx", (attack_case("nginx", 2000.0, 0.4).steps[0],))
+    write_run(Run("ramp", "2026-12-07T00:00:00+00:00", None, HOST, {}, {}, (ramp_case,)), ramp)
+    with pytest.raises(UserError, match=r"ramp different loads .*\(h2-attacks\)"):
+        render([attacks, ramp])

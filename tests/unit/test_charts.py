@@ -605,3 +605,21 @@ def test_a_runs_series_are_drawn_apart(tmp_path: Path) -> None:
     }
     assert len(drawn) == len(THIRTEEN)
     plt.close("all")
+
+
+def test_every_ramp_kind_names_its_figures_and_each_has_a_builder_and_a_caption() -> None:
+    from charts.figure_kinds import FIGURES_BY_RAMP_KIND, ramp_kind
+    from charts.figures import FIGURE_BUILDERS
+    from charts.report import FIGURE_CAPTIONS
+    from model.ramps import RAMP_KINDS
+
+    assert set(FIGURES_BY_RAMP_KIND) == set(RAMP_KINDS)
+    named = {name for names in FIGURES_BY_RAMP_KIND.values() for name in names}
+    assert named == set(FIGURE_BUILDERS)
+    # a builder's name is its figure's, but for the connection ramp's four
+    assert named - {"connections"} <= set(FIGURE_CAPTIONS)
+    assert {"conn_cpu", "conn_rss", "conn_rss_per_connection", "conn_tick_max"} <= set(
+        FIGURE_CAPTIONS
+    )
+    rate = make_case("gevent", (make_step(50, 50, unit="req/s"),))
+    assert ramp_kind([rate]) == "rate" and ramp_kind([make_case("gevent", ())]) == "concurrency"
