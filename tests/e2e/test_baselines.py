@@ -8,10 +8,11 @@ fields and --workers by tests/e2e/test_processes.py. Loopback only, OS-chosen po
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import os
 import socket
-import threading
+import ssl
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +24,10 @@ import pytest
 from harness.server_process import ServerProcess, start_server
 from harness.services.balancer import LoadBalancer
 from harness.services.fileset import FileSet
+from harness.tls import make_certificates
+from harness.verify import endpoint_for
+from harness.verify.endpoint import open_connection
+from harness.verify.wire import expect_still_serving
 from servers import contract
 from servers.baselines import nginx as nginx_config
 from tests.helpers import (
@@ -251,28 +256,61 @@ def test_em_keep_alive_and_pipelining(em_server: ServerProcess) -> None:
         assert closed_by_peer(sock)
 
 
+LATE_READER_WAIT_S = 1.0  # long enough to fill the buffers: the server stops reading
+LATE_READER_LIMIT_S = 120.0  # a bound on the whole exchange, not a timing assertion
+SEND_STEP_BYTES = 16 * 1024
+
+
+def pipeline_and_read_late(sock: socket.socket, count: int) -> int:
+    """Pipeline `count` `GET /` on `sock` (TCP, or TLS: one thread, since an SSL object is
+    not to be read and written at once), reading nothing for LATE_READER_WAIT_S, then
+    sending the rest and reading the answers. Returns how many answers came."""
+    requests = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n" * count
+    status_line = b"HTTP/1.1 200 OK\r\n"
+    sock.settimeout(0.05)
+    start_s = time.monotonic()
+    sent, answered, tail = 0, 0, b""
+    while answered < count and time.monotonic() - start_s < LATE_READER_LIMIT_S:
+        if sent < len(requests):
+            with contextlib.suppress(TimeoutError, ssl.SSLWantWriteError):
+                sent += sock.send(requests[sent : sent + SEND_STEP_BYTES])
+        if time.monotonic() - start_s < LATE_READER_WAIT_S:
+            continue
+        try:
+            chunk = sock.recv(1 << 20)
+        except (TimeoutError, ssl.SSLWantReadError):
+            continue
+        assert chunk, f"closed after {answered} of {count} answers"
+        data = tail + chunk
+        answered += data.count(status_line)
+        tail = data[-(len(status_line) - 1) :]
+    return answered
+
+
 def test_em_pipelining_client_that_reads_late_gets_every_answer(em_server: ServerProcess) -> None:
     """A client that pipelines more answers than the sockets' buffers hold before reading
     any: the server stops reading it (tests/e2e/test_h2_attacks.py checks that), reads on
     once the client reads, and answers every request, in order."""
-    request = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"
-    status_line = b"HTTP/1.1 200 OK\r\n"
     count = 200_000  # ~30 MB of answers, over the buffers of both ends of a loopback socket
     with socket.create_connection(("127.0.0.1", em_server.port), 5) as sock:
-        sender = threading.Thread(target=sock.sendall, args=(request * count,))
-        sender.start()
-        sender.join(1.0)  # long enough to fill the buffers: the server stops reading
-        answered, tail = 0, b""
-        sock.settimeout(10)
-        while answered < count:
-            chunk = sock.recv(1 << 20)
-            assert chunk, f"closed after {answered} of {count} answers"
-            data = tail + chunk
-            answered += data.count(status_line)
-            tail = data[-(len(status_line) - 1) :]
-        sender.join()
-    assert answered == count
+        assert pipeline_and_read_late(sock, count) == count
     assert_still_serving(em_server)
+
+
+def test_em_pipelining_client_that_reads_late_over_tls_gets_every_answer(
+    tmp_path: Path,
+) -> None:
+    """The same over TLS, where the server's bound follows its own queue of records."""
+    require_framework("eventmachine")
+    certificates = make_certificates(tmp_path)
+    count = 100_000  # ~15 MB of answers
+    with start_server(
+        "eventmachine", protocol=contract.PROTOCOL_H1_TLS, certificates=certificates
+    ) as server:
+        endpoint = endpoint_for(server.url, contract.PROTOCOL_H1_TLS, certificates)
+        with open_connection(endpoint) as sock:
+            assert pipeline_and_read_late(sock, count) == count
+        expect_still_serving(endpoint, "a late reader's pipelined requests")
 
 
 def test_em_http10_closes_unless_kept_alive(em_server: ServerProcess) -> None:

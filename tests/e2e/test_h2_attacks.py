@@ -83,33 +83,46 @@ def test_harness_verify_reports_every_attack_for_nginx_over_h2(
         assert figures["cpu_s"] is not None and figures["rss_growth_bytes"] is not None
 
 
-# Every server serving HTTP/1.1 stops reading a connection whose answers are not read.
+# Every server serving HTTP/1.1 stops reading a connection whose answers are not read; and
+# over TLS the one whose own rule does not count on the socket filling first.
 PIPELINE_SERVERS = [
     *(name for name, info in FRAMEWORKS.items() if info.kind == "python"),
     "nginx",
     "node-http",
     "eventmachine",
 ]
+PIPELINE_CASES = [
+    *(pytest.param(name, contract.PROTOCOL_H1, id=name) for name in PIPELINE_SERVERS),
+    pytest.param("eventmachine", contract.PROTOCOL_H1_TLS, id="eventmachine-h1-tls"),
+]
 
 
-@pytest.mark.parametrize("name", PIPELINE_SERVERS)
-def test_h1_pipelining_unread_is_bounded(name: str) -> None:
+@pytest.mark.parametrize(("name", "protocol"), PIPELINE_CASES)
+def test_h1_pipelining_unread_is_bounded(
+    name: str, protocol: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """`GET /` pipelined on one connection, no answer read: once its answers fill the
     connection's buffers the server stops reading it (or closes it), so its memory stays
     bounded, and a second client is served after. (Its CPU is the requests the buffers
     held, answered: work a client reading them would get too.)"""
     require_framework(name)
     request = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"
-    with start_server(name) as server:
+    tls = protocol in contract.TLS_PROTOCOLS
+    certificates = make_certificates(tmp_path_factory.mktemp("tls")) if tls else None
+    with start_server(name, protocol=protocol, certificates=certificates) as server:
+        endpoint = endpoint_for(server.url, protocol, certificates)
         watch = ServerWatch(server.port)
-        with socket.socket() as sock:
+        with socket.socket() as raw:
             # a small receive window, set before the handshake: the server's answers fill the
             # buffers in a fraction of the flood however slowly a loaded machine answers
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, PIPELINE_RCVBUF_BYTES)
-            sock.connect(("127.0.0.1", server.port))
+            raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, PIPELINE_RCVBUF_BYTES)
+            raw.connect(("127.0.0.1", server.port))
+            sock = (
+                endpoint.ssl_context().wrap_socket(raw, server_hostname="127.0.0.1") if tls else raw
+            )
             pipelined = Flood(b"", lambda i: request, reads=False)
             result = flood(sock, pipelined, PIPELINE_S, ATTACK_MAX_BYTES, lambda _: watch.sample())
-        expect_still_serving(server.url, "requests pipelined and never read")
+        expect_still_serving(endpoint, "requests pipelined and never read")
         cpu_s, growth_bytes = watch.cpu_used_s(), watch.rss_growth_bytes()
     said = f"{result}: {cpu_s:.2f} s CPU, RSS +{growth_bytes / 2**20:.1f} MiB"
     assert watch.found and result.ending != "kept-open", said

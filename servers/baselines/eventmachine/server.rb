@@ -41,11 +41,15 @@ BODY_TIMEOUT_S = 30.0
 MAX_CLIENT_TIMEOUT_S = 3600.0 # --client-timeout-s is in (0, 3600]
 MAX_HEAD_BYTES = 16 * 1024 # request line + headers; more is answered 431 and closed
 MAX_BODY_BYTES = 1024 * 1024 # bodies are read and dropped; a bigger one is answered 413
-# The answers a connection may have waiting in EventMachine's queue, its socket full, before
-# it is no longer read (ReadPauses; docs/contract.md, "HTTP/2 limits: one hostile connection",
-# the h1 row). Our other servers' transports stop reading at the same: asyncio's write
-# high-water mark, Twisted's buffer size.
+# The answers a connection may have waiting in EventMachine's outbound queue (the ciphertext
+# over TLS) before its next requests wait unanswered and it is no longer read once its socket
+# is full (Backpressure; docs/contract.md, "HTTP/2 limits: one hostile connection", the h1
+# row). Our other servers' transports stop reading at the same: asyncio's write high-water
+# mark, Twisted's buffer size.
 MAX_UNSENT_BYTES = 64 * 1024
+# A held connection's answers resume once its queue has drained to this (a low-water mark:
+# answers go out in batches of half the bound, not one at a time).
+RESUME_UNSENT_BYTES = MAX_UNSENT_BYTES / 2
 PROTOCOLS = %w[h1 h1-tls].freeze # of contract.PROTOCOLS, the ones this server speaks
 TLS_VERSIONS = %w[TLSv1_3].freeze # contract.TLS_MINIMUM_VERSION, in start_tls's words
 TELEMETRY_FIELDS = %w[
@@ -271,40 +275,54 @@ class ClientDeadlines
   end
 end
 
-# Stops reading a connection whose client does not read its answers, and reads it again once
-# the client does. EventMachine's send_data queues without a limit, and its `pause` stops
-# writing as well as reading, so a connection is paused only once its socket takes no more
-# (the client has stopped reading: nothing more would be written anyway) with more than
-# MAX_UNSENT_BYTES still queued; it is resumed when its socket is writable again. EventMachine
-# tells of neither, so the socket is asked: at each answer while over the limit, and here on a
-# timer for the paused ones.
-# Over TLS this does not bound the queue: EventMachine cuts the ciphertext into records of
-# about 2 KiB, one queued page each, and writes at most 16 pages a loop turn, so the queue
-# grows faster than the socket fills and the socket stays writable.
-class ReadPauses
+# Bounds what a connection whose client does not read its answers costs: EventMachine's
+# send_data queues without a limit, and its `pause` stops writing as well as reading.
+#
+# The bound follows EventMachine's own queue (get_outbound_data_size), the same for h1 and
+# h1-tls: once MAX_UNSENT_BYTES wait there, the connection is held: its next requests stay
+# unanswered in its buffer. A held connection is paused (no longer read) when its socket is
+# full (nothing more would be written anyway), or when its unanswered requests exceed
+# MAX_UNSENT_BYTES; it is resumed as soon as its socket is writable again, since a paused
+# connection is not written either. A resumed connection's first read re-pauses it (one read:
+# at most 16 KiB), and the writes of that same loop turn go out. Its answers resume once the
+# queue has drained to RESUME_UNSENT_BYTES.
+# EventMachine tells of neither a drained queue nor a writable socket, so both are asked: at
+# the next loop turn while a held connection is being written (EM.next_tick), else on a timer.
+# Over TLS EventMachine writes at most 16 records of ~2 KiB a loop turn, so a client reading
+# as fast as it pipelines still has its unanswered requests grow by about a third of what it
+# reads, while its answers stay bounded.
+class Backpressure
   CHECK_INTERVAL_S = 0.010
 
   def initialize
-    @paused = {}.compare_by_identity # a set
+    @held = {}.compare_by_identity # a set
+    @next_turn_due = false
   end
 
-  def pause(connection)
-    connection.pause
-    @paused[connection] = true
+  def hold(connection)
+    @held[connection] = true
+    check_next_turn
   end
 
   def forget(connection)
-    @paused.delete(connection)
+    @held.delete(connection)
   end
 
   def check
-    return if @paused.empty?
+    @next_turn_due = false
+    return if @held.empty?
 
-    writable = @paused.each_key.select(&:socket_writable?)
-    writable.each do |connection|
-      forget(connection)
-      connection.resume_reading
-    end
+    @held.keys.each(&:relieve)
+    check_next_turn if @held.each_key.any?(&:reading?)
+  end
+
+  private
+
+  def check_next_turn
+    return if @next_turn_due
+
+    @next_turn_due = true
+    EventMachine.next_tick { check }
   end
 end
 
@@ -323,13 +341,14 @@ class HttpConnection < EventMachine::Connection
   # When the head or body this connection waits for is due (ClientDeadlines).
   attr_reader :due_at_s
 
-  def initialize(state, deadlines, read_pauses, tls_parameters)
+  def initialize(state, deadlines, backpressure, tls_parameters)
     super()
     @state = state
     @deadlines = deadlines
-    @read_pauses = read_pauses
+    @backpressure = backpressure
+    @held = false # requests wait unanswered: MAX_UNSENT_BYTES of answers are queued
     @paused = false
-    @socket = nil # the socket as an IO, to ask whether it is writable (ReadPauses)
+    @socket = nil # the socket as an IO, to ask whether it is writable (Backpressure)
     @tls_parameters = tls_parameters # nil: cleartext
     @buffer = String.new(encoding: Encoding::BINARY)
     @closing = false
@@ -347,7 +366,7 @@ class HttpConnection < EventMachine::Connection
   def unbind
     @state.closed
     @deadlines.forget(self)
-    @read_pauses.forget(self)
+    @backpressure.forget(self)
     @socket = nil # the descriptor is closed, its number free for another
   end
 
@@ -355,9 +374,33 @@ class HttpConnection < EventMachine::Connection
     return if @closing
 
     @buffer << data
-    # What EventMachine read in the same turn as the pause: answered on resuming.
-    answer unless @paused
+    # What EventMachine read in the same turn as a pause waits for the queue to drain.
+    return if @paused
+
+    answer
+    # A held connection is read once per write while its requests exceed the bound, and
+    # not at all while its socket is full (Backpressure).
+    stop_reading if @held && (@buffer.bytesize > MAX_UNSENT_BYTES || !socket_writable?)
   end
+
+  # Whether EventMachine reads (and writes) this connection: not while it is paused.
+  def reading?
+    !@paused
+  end
+
+  # A held connection's check (Backpressure): answers resume once the queue has drained to
+  # RESUME_UNSENT_BYTES; it is read (and so written) again once its socket is writable, and
+  # is no longer read once its socket is full.
+  def relieve
+    answer if get_outbound_data_size <= RESUME_UNSENT_BYTES
+    if !@held || socket_writable?
+      start_reading if @paused
+    elsif !@paused
+      stop_reading
+    end
+  end
+
+  private
 
   # Whether the socket takes more output: its client read some of what it was sent.
   def socket_writable?
@@ -365,20 +408,23 @@ class HttpConnection < EventMachine::Connection
     !@socket.wait_writable(0).nil?
   end
 
-  def resume_reading
-    @paused = false
-    resume
-    answer
+  def stop_reading
+    @paused = true
+    pause
   end
 
-  private
+  def start_reading
+    @paused = false
+    resume
+  end
 
-  # Answers the whole requests buffered; past MAX_UNSENT_BYTES unsent with the socket full,
-  # stops reading the connection (ReadPauses).
+  # Answers the whole requests buffered, until MAX_UNSENT_BYTES are queued: then the rest
+  # wait, the connection held (Backpressure).
   def answer
     out = +''
+    room_bytes = MAX_UNSENT_BYTES - get_outbound_data_size
     body_pending = false
-    while !@closing && complete_request?
+    while !@closing && out.bytesize < room_bytes && complete_request?
       response = next_response
       if response.nil? # the rest of a body is still to come
         body_pending = true
@@ -398,12 +444,17 @@ class HttpConnection < EventMachine::Connection
     elsif !out.empty?
       @due_at_s = monotonic_s + @deadlines.head_timeout_s # the next head, from this response
     end
-    pause_reading if !@closing && get_outbound_data_size > MAX_UNSENT_BYTES && !socket_writable?
+    held = !@closing && !body_pending && out.bytesize >= room_bytes && complete_request?
+    hold(held) if held != @held
   end
 
-  def pause_reading
-    @paused = true
-    @read_pauses.pause(self)
+  def hold(held)
+    @held = held
+    if held
+      @backpressure.hold(self)
+    else
+      @backpressure.forget(self)
+    end
   end
 
   # Whether the buffer holds a whole request head (or a head that is already too big).
@@ -575,16 +626,16 @@ end
 def run_worker(listener, worker, options)
   state = ServerState.new(worker, listener.local_address.ip_port)
   deadlines = ClientDeadlines.new(options.head_timeout_s, options.body_timeout_s)
-  read_pauses = ReadPauses.new
+  backpressure = Backpressure.new
   EventMachine.epoll
   _, nofile_hard = Process.getrlimit(:NOFILE)
   EventMachine.set_descriptor_table_size([nofile_hard, 1_048_576].min)
   %w[TERM INT].each { |signal| Signal.trap(signal) { EventMachine.stop } }
   EventMachine.run do
     tls_parameters = options.tls? ? options.tls_parameters : nil
-    EventMachine.attach_server(listener, HttpConnection, state, deadlines, read_pauses, tls_parameters)
+    EventMachine.attach_server(listener, HttpConnection, state, deadlines, backpressure, tls_parameters)
     EventMachine.add_periodic_timer(deadlines.sweep_interval_s) { deadlines.sweep }
-    EventMachine.add_periodic_timer(ReadPauses::CHECK_INTERVAL_S) { read_pauses.check }
+    EventMachine.add_periodic_timer(Backpressure::CHECK_INTERVAL_S) { backpressure.check }
     EventMachine.add_periodic_timer(TICK_INTERVAL_S) { state.tick }
     EventMachine.add_periodic_timer(TELEMETRY_INTERVAL_S) { state.emit_telemetry }
     state.emit_telemetry
