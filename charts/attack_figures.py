@@ -24,16 +24,14 @@ def attacks_figure(series: Sequence[Series], context: str = "") -> Figure | None
     """Grouped bars: attacks along x, a bar per server in each group at its retained
     goodput (1.0: the attack cost nothing), error bars its 95 % interval over the pairs;
     None when no case measured an attack."""
-    measured = [one for one in series if one.case.summary.attack_retention]
-    if not measured:
-        return None
-    attacks = _attacks(measured)
-    figure, axes = new_axes(
+    drawn = _attack_axes(
+        series,
         titled("Goodput kept under one attacking HTTP/2 connection", context),
-        "attack",
         "goodput with / without the attack (error bars: 95 % interval)",
-        categorical=True,
     )
+    if drawn is None:
+        return None
+    measured, attacks, figure, axes = drawn
     width = 0.8 / len(measured)
     for position, one in enumerate(measured):
         kept = {r.attack: r for r in one.case.summary.attack_retention}
@@ -61,16 +59,14 @@ def attack_p99_figure(series: Sequence[Series], context: str = "") -> Figure | N
     p99 in the rounds without the attack (pale, hatched) and with it (solid), each the
     median over the rounds; above each pair the ratio with / without. A log y axis when
     the p99s span more than P99_LOG_SPREAD; None when no case measured an attack."""
-    measured = [one for one in series if one.case.summary.attack_retention]
-    if not measured:
-        return None
-    attacks = _attacks(measured)
-    figure, axes = new_axes(
+    drawn = _attack_axes(
+        series,
         titled("p99 latency under one attacking HTTP/2 connection", context),
-        "attack",
         "p99 of the well-behaved clients (ms; median over the rounds)",
-        categorical=True,
     )
+    if drawn is None:
+        return None
+    measured, attacks, figure, axes = drawn
     width = 0.8 / (2 * len(measured))
     values = []
     for position, one in enumerate(measured):
@@ -92,6 +88,18 @@ def attack_p99_figure(series: Sequence[Series], context: str = "") -> Figure | N
     ]
     legend(axes, set(), (handles, [str(h.get_label()) for h in handles]))
     return figure
+
+
+def _attack_axes(
+    series: Sequence[Series], title: str, ylabel: str
+) -> tuple[list[Series], list[str], Figure, Axes] | None:
+    """The servers that measured an attack, the attacks, and a figure with attacks along
+    its x axis; None when no case measured one."""
+    measured = [one for one in series if one.case.summary.attack_retention]
+    if not measured:
+        return None
+    figure, axes = new_axes(title, "attack", ylabel, categorical=True)
+    return measured, _attacks(measured), figure, axes
 
 
 def _p99_pairs(
