@@ -88,7 +88,7 @@ def plan_http_bench(options: HttpBenchOptions) -> HttpBenchPlan:
     """Check the options and choose what to bench (UserError on a mistake)."""
     from drivers.wrk import WrkDriver
     from harness.bench import bench_unsupported
-    from harness.frameworks import register_servers, select_frameworks
+    from harness.frameworks import register_servers, select_frameworks, server_option_names
     from harness.profile import parse_protocols
     from harness.tools import tool_path
 
@@ -107,7 +107,7 @@ def plan_http_bench(options: HttpBenchOptions) -> HttpBenchPlan:
     common = options.common
     register_servers(list(common.servers), common.servers_file)
     # baselines have no minimal app: bench measures our server against the framework's own
-    chosen = select_frameworks(common.frameworks)
+    chosen = select_frameworks(common.frameworks, server_option_names(common.servers))
     names = [n for n in chosen if FRAMEWORKS[n].role == "framework" and FRAMEWORKS[n].has_minimal]
     if not names:
         raise UserError(
@@ -185,11 +185,11 @@ class WsBenchPlan:
 def plan_ws_bench(options: WsBenchOptions) -> WsBenchPlan:
     """Check the options and choose what to bench (UserError on a mistake)."""
     from harness.bench_ws import ws_bench_unsupported
-    from harness.frameworks import register_servers, select_frameworks
+    from harness.frameworks import register_servers, select_frameworks, server_option_names
 
     common = options.common
     register_servers(list(common.servers), common.servers_file)
-    chosen = select_frameworks(common.frameworks)
+    chosen = select_frameworks(common.frameworks, server_option_names(common.servers))
     skipped = []
     if common.frameworks != "all":  # `all` skips those without one quietly
         skipped = [f"{n}: {why}" for n in chosen if (why := ws_bench_unsupported(n))]

@@ -15,7 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from drivers import DRIVER_RAMPS, driver_class, driver_classes
 from harness.affinity import parse_cpu_list
 from harness.cgroups.files import parse_size
-from harness.frameworks import register_servers, select_frameworks
+from harness.frameworks import register_servers, select_frameworks, server_option_names
 from harness.live.reporters import Reporters
 from harness.profile import Profile, load_profile
 from harness.run.plan import Plan, claim_run_dir, default_cpus
@@ -112,7 +112,7 @@ def build_plan(options: RunOptions) -> Plan:
     register_servers(
         options.servers, options.servers_file, profile.servers, f"profile {profile.name}"
     )
-    names = select_frameworks(options.frameworks)
+    names = select_frameworks(options.frameworks, server_option_names(options.servers))
     needs_bodies = get_scenario(profile.scenario).check_body
     check_driver(profile, needs_bodies)
     notes: tuple[str, ...] = ()

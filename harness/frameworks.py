@@ -34,7 +34,7 @@ which one to speak, never required.
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -227,22 +227,35 @@ def register_servers(
     return added
 
 
-def select_frameworks(spec: str) -> list[str]:
+def _installed(roles: Sequence[str]) -> list[str]:
+    """The servers of these roles that can run here, in FRAMEWORKS' order."""
+    return [name for name, f in FRAMEWORKS.items() if f.role in roles and f.available()]
+
+
+def server_option_names(options: Iterable[str]) -> list[str]:
+    """The names of the servers given with `--server NAME=COMMAND`."""
+    return [parse_server_option(option)[0] for option in options]
+
+
+def select_frameworks(spec: str, also: Sequence[str] = ()) -> list[str]:
     """`all` (every framework and baseline installed here, plugins' and commands' too),
     `baselines` (nginx, Node.js, EventMachine), or `a,b` (which may include `baselines`);
-    an unknown name lists the valid ones."""
+    an unknown name lists the valid ones. The servers `also` (those given with `--server`:
+    "also compare") are chosen whatever `spec` says, after its names; one that cannot run
+    here is refused with what it misses, never left out unsaid."""
     if spec.strip() in ("all", "baselines"):
         wanted = ("framework", "baseline") if spec.strip() == "all" else ("baseline",)
-        available = [name for name, f in FRAMEWORKS.items() if f.available() and f.role in wanted]
-        if not available:
+        names = _installed(wanted)
+        if not names and not also:
             raise UserError(f"nothing of {spec.strip()} is installed: harness doctor --install")
-        return available
-    names: list[str] = []
-    for name in (part.strip() for part in spec.split(",")):
-        if name == "baselines":
-            names += [n for n, f in FRAMEWORKS.items() if f.role == "baseline" and f.available()]
-        elif name:
-            names.append(name)
+    else:
+        names = []
+        for name in (part.strip() for part in spec.split(",")):
+            if name == "baselines":
+                names += _installed(("baseline",))
+            elif name:
+                names.append(name)
+    names += [name for name in also if name not in names]
     unknown = [name for name in names if name not in FRAMEWORKS]
     if unknown or not names:
         problems = f" (plugins left out: {'; '.join(PLUGIN_PROBLEMS)})" if PLUGIN_PROBLEMS else ""

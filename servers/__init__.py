@@ -94,17 +94,37 @@ def command_placeholders(command: str) -> set[str]:
     return names
 
 
+# env's options that take the next word as their value (GNU coreutils): a directory, a name
+ENV_OPTIONS_WITH_VALUE = ("-C", "--chdir", "-u", "--unset")
+
+
 def command_program(command: str) -> str:
-    """The program a command runs (after `env` and its VAR=value words); "" if none."""
+    """The program a command runs (after `env`, its options and its VAR=value words); ""
+    if none."""
     try:
         words = shlex.split(command)
     except ValueError:
         return ""
     if words[:1] == ["env"]:
-        words = words[1:]
-        while words and ("=" in words[0] or words[0].startswith("-")):
-            words = words[1:]
+        words = _after_env(words[1:])
     return words[0] if words and "{" not in words[0] else ""
+
+
+def _after_env(words: list[str]) -> list[str]:
+    """The words after env's options and assignments: the program and its arguments."""
+    while words:
+        word = words[0]
+        if word == "--":
+            return words[1:]
+        if word in ("-S", "--split-string") and len(words) > 1:
+            return _after_env([*shlex.split(words[1]), *words[2:]])
+        if word.startswith("--split-string="):
+            return _after_env([*shlex.split(word.partition("=")[2]), *words[1:]])
+        skip = 2 if word in ENV_OPTIONS_WITH_VALUE else 1
+        if not (word.startswith("-") or "=" in word):
+            return words
+        words = words[skip:]
+    return words
 
 
 def command_sinks(command: str) -> tuple[str, ...]:

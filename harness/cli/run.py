@@ -18,4 +18,12 @@ def run_command(**params: Any) -> None:
     options = run_options(params)
     if "," in options.frameworks or options.frameworks in ("all", "baselines"):
         raise UserError("run takes one framework (--frameworks NAME); use compare for several")
+    from harness.frameworks import server_option_names
+
+    others = [n for n in server_option_names(options.servers) if n != options.frameworks.strip()]
+    if others:  # compare would measure them too ("also compare")
+        raise UserError(
+            f"run takes one framework: --server {others[0]} is not --frameworks "
+            f"{options.frameworks.strip()}; use compare for several"
+        )
     run_comparison(options, command="run")

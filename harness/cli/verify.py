@@ -70,11 +70,11 @@ def verify_command(
     404) are `not supported`. Over h1-tls and h2 the TLS checks run too, over h2 and h2c
     the HTTP/2 ones; a server that does not speak a protocol is skipped with its reason.
     Exit 1 on a failure."""
-    from harness.frameworks import register_servers, select_frameworks
+    from harness.frameworks import register_servers, select_frameworks, server_option_names
     from harness.tls import user_certificates
 
     register_servers(servers, servers_file)
-    names = select_frameworks(frameworks)
+    names = select_frameworks(frameworks, server_option_names(servers))
     sink_names = parse_sinks(sinks)
     protocols = parse_protocols(protocol)
     if (tls_cert is None) != (tls_key is None):

@@ -59,6 +59,14 @@ def test_list_table_is_printed() -> None:
         (["verify", "--frameworks", "aiohttp", "--sink", "disk"], "unknown sink disk"),
         (["compare", "--frameworks", "aiohttp", "--sinks", "disk"], "unknown sink disk"),
         (["run", "--frameworks", "aiohttp,nginx"], "run takes one framework (--frameworks NAME)"),
+        (
+            ["run", "--frameworks", "aiohttp", "--server", "mine=mine --port {port}"],
+            "run takes one framework: --server mine is not --frameworks aiohttp",
+        ),
+        (
+            ["compare", "--frameworks", "nginx", "--server", "mine=no-such-server {port}"],
+            "not installed: mine (missing no-such-server)",
+        ),
         (["run", "--framework", "aiohttp", "--set", "repeat=0"], "repeat must be at least 1"),
         (
             ["verify", "--frameworks", "aiohttp", "--server-cpus", "4096"],

@@ -11,7 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.frameworks import command_framework, register_servers, select_frameworks
+from harness.frameworks import (
+    command_framework,
+    register_servers,
+    select_frameworks,
+    server_option_names,
+)
 from harness.profile import load_profile
 from harness.server_process import (
     FLAG_PLACEHOLDERS,
@@ -72,6 +77,11 @@ def test_the_program_of_a_command_is_found_past_env() -> None:
     assert command_program(UVICORN) == "uvicorn"
     assert command_program("env A=1 B={sink} gunicorn x:y") == "gunicorn"
     assert command_program("{python} -m uvicorn x:y") == ""  # the harness's own Python
+    # env's options: a directory to run in, a name to unset, a split string, `--`
+    assert command_program("env -C /srv/old PYTHONPATH=/srv/old {python} -m servers") == ""
+    assert command_program("env --chdir=/srv -u LANG A=1 hypercorn x:y") == "hypercorn"
+    assert command_program("env -S 'A=1 granian --interface asgi' x:y") == "granian"
+    assert command_program("env -i -- /usr/bin/node app.js") == "/usr/bin/node"
 
 
 def test_a_registry_entry_is_checked_when_made() -> None:
@@ -155,6 +165,18 @@ def test_server_options_register_commands_with_probed_routes(registry: None) -> 
         register_servers(["uvicorn app:app"])
     with pytest.raises(UserError, match="or give one with --server NAME=COMMAND"):
         select_frameworks("nobody")
+
+
+def test_a_server_given_with_server_is_compared_whatever_frameworks_says(registry: None) -> None:
+    """ "Also compare": `--server` names join any selection, after its own names; one that
+    cannot run is refused with what it misses, not left out."""
+    register_servers([f"mine={UVICORN}", "gone=no-such-program-here --port {port}"])
+    assert select_frameworks("nginx", ["mine"]) == ["nginx", "mine"]
+    assert select_frameworks("mine,nginx", ["mine"]) == ["mine", "nginx"]
+    assert select_frameworks("all", ["mine"])[-1] == "mine"
+    with pytest.raises(UserError, match=r"not installed: gone \(missing no-such-program-here\)"):
+        select_frameworks("all", ["gone"])
+    assert server_option_names([f"mine={UVICORN}", "b=x {port}"]) == ["mine", "b"]
 
 
 def test_a_servers_file_gives_commands_and_tables(registry: None, tmp_path: Path) -> None:
