@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from harness.tools import tool_path
 from tests.browser import Browser, chromium
 from tests.e2e.test_live import LiveRun, Tab, counted, scrape
@@ -111,6 +113,7 @@ def test_prometheus_scrapes_of_a_bench_grow_and_name_the_framework(tmp_path: Pat
     assert apps == {"ours", "minimal"}
 
 
+@pytest.mark.timeout(300)  # a WebSocket bench of ours and the minimal app, round by round
 def test_a_websocket_benchs_metrics_hold_connections_and_a_ratio(tmp_path: Path) -> None:
     """`bench ws --prometheus`: a scrape sees the app's open connections while a ramp
     holds them, a later one the rounds' KB and CPU per connection with their ratio."""

@@ -20,6 +20,7 @@ from tests.e2e.test_precision import SPIN_SERVER, iterations_costing
 from tests.helpers import harness, require_tools
 
 
+@pytest.mark.timeout(360)  # the compare's own bound (300 s), and reading its results
 def test_a_smoke_compare_splits_each_servers_cpu_per_request(tmp_path: Path) -> None:
     require_tools("wrk", "nginx", "node", "py-spy", "perf")
     markdown = tmp_path / "run.md"
