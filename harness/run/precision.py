@@ -292,7 +292,10 @@ def noise_source(rounds: Sequence[Step], used: Sequence[Step] | None = None) -> 
     counted = list(used) if used else list(rounds)
     spread = per_second_spread(counted)
     if spread is None:
-        return "unknown", "no per-second replies (a server without telemetry): not attributed"
+        return "unknown", (
+            "not attributed: no round has two per-second readings (a server without "
+            "telemetry, or rounds too short)"
+        )
     mean_rate = statistics.fmean(s.achieved for s in counted) or 1.0
     wander_pct = 100.0 * math.sqrt(spread[0]) / mean_rate
     if wander_pct > SERVER_WANDER_PCT:
