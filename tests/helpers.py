@@ -157,6 +157,19 @@ def mc_port(server: ServerProcess) -> int:
 SYNTHETIC_HOST = {"hostname": "vm", "cpu_model": "Test CPU", "cores": 2, "kernel": "6.1"}
 
 
+def synthetic_latency_ms(p99_ms: float | None) -> dict[str, float | None]:
+    """A step's latency record as a driver writes it, with its p99 given (ms)."""
+    return {
+        "avg": 1.0,
+        "p50": 1.0,
+        "p90": 2.0,
+        "p99": p99_ms,
+        "p99.9": None,
+        "p99.99": None,
+        "max": 9.0,
+    }
+
+
 def synthetic_step(achieved: float, *, p99_ms: float = 5.0, errors: int = 0) -> Step:
     """A concurrency step at 100 connections that achieved `achieved` req/s."""
     return Step(
@@ -166,15 +179,7 @@ def synthetic_step(achieved: float, *, p99_ms: float = 5.0, errors: int = 0) -> 
         replies=int(achieved),
         errors={"total": errors},
         error_rate=errors / (achieved + errors) if achieved + errors else 0.0,
-        latency_ms={
-            "avg": 1.0,
-            "p50": 1.0,
-            "p90": 2.0,
-            "p99": p99_ms,
-            "p99.9": None,
-            "p99.99": None,
-            "max": 9.0,
-        },
+        latency_ms=synthetic_latency_ms(p99_ms),
         server_cpu_pct=95.0,
     )
 

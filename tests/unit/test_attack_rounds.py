@@ -22,6 +22,7 @@ from model.errors import UserError
 from model.ramps import AttackRoundsRamp, ramp_from_dict
 from model.results import Case, Run, Step, Summary, read_run, write_run
 from model.step_figures import StepFigures
+from tests.helpers import synthetic_latency_ms
 from tests.unit.test_charts import HOST, make_case
 
 
@@ -41,15 +42,7 @@ def attack_round(
         replies=int(goodput * 4),
         errors={"total": 0},
         error_rate=0.0,
-        latency_ms={
-            "avg": 1.0,
-            "p50": 1.0,
-            "p90": 2.0,
-            "p99": p99,
-            "p99.9": None,
-            "p99.99": None,
-            "max": 9.0,
-        },
+        latency_ms=synthetic_latency_ms(p99),
         figures=figures,
     )
 

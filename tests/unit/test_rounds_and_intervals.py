@@ -33,7 +33,7 @@ from model.errors import UserError
 from model.ramps import ConcurrencyRamp, RateRamp
 from model.results import Case, Step, Summary
 from model.step_figures import StepFigures
-from tests.helpers import one_step_case
+from tests.helpers import one_step_case, synthetic_latency_ms
 
 
 def test_the_mean_interval_is_students_t() -> None:
@@ -128,15 +128,7 @@ def step(achieved: float, p99: float = 5.0, cpu: float = 90.0, flags: tuple[str,
         replies=int(achieved),
         errors={"total": 0},
         error_rate=0.0,
-        latency_ms={
-            "avg": 1.0,
-            "p50": 1.0,
-            "p90": 2.0,
-            "p99": p99,
-            "p99.9": None,
-            "p99.99": None,
-            "max": 9.0,
-        },
+        latency_ms=synthetic_latency_ms(p99),
         server_cpu_pct=cpu,
         flags=flags,
     )
